@@ -1,0 +1,234 @@
+// gemm_avx512.hpp -- header-only packed fp32 GEMM for the nn.Linear layout.
+//
+//   C[M,N] = A[M,K] * B^T      A row-major (lda), B = weights [N,K] row-major (ldb),
+//                              C row-major (ldc); C is overwritten (or accumulated).
+//
+// Goto/BLIS-style blocking: N in NC blocks (B block kc x nc packed, ~L2), K in KC
+// blocks, A packed in MR-row micro-panels (one micro-panel, kc*MR floats, stays in
+// L1 while the inner loop streams the packed B block). Micro-kernel: 14 x 32
+// register block (28 zmm accumulators, 2 zmm B loads, 1 broadcast) with
+// _mm512_fmadd_ps when compiled with AVX-512F; otherwise a portable 6 x 16 C++
+// micro-kernel that the compiler auto-vectorises (AVX2/SSE/NEON/scalar).
+//
+// Single-threaded entry: sgemm_nt(). OpenMP entry: sgemm_nt_omp() splits N into one
+// contiguous NR-aligned range per thread, each thread running sgemm_nt() on it
+// (the engine's "OpenMP threads split N, single-threaded kernel" model).
+// Thread-safe: packing buffers are thread_local.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace gemm_avx512 {
+
+#if defined(__AVX512F__)
+inline constexpr int MR = 14;
+inline constexpr int NR = 32;
+inline constexpr bool kHaveAvx512 = true;
+#else
+inline constexpr int MR = 6;
+inline constexpr int NR = 16;
+inline constexpr bool kHaveAvx512 = false;
+#endif
+#ifndef GEMM_AVX512_KC
+#define GEMM_AVX512_KC 384  // A micro-panel 14*384*4 = 21 KiB (L1d 32 KiB)
+#endif
+#ifndef GEMM_AVX512_NC
+#define GEMM_AVX512_NC 384  // B block 384*384*4 = 576 KiB (L2 1 MiB); multiple of NR
+#endif
+inline constexpr int KC = GEMM_AVX512_KC;
+inline constexpr int NC = GEMM_AVX512_NC;
+
+namespace detail {
+
+struct FreeDeleter {
+    void operator()(float* p) const noexcept { std::free(p); }
+};
+
+struct Buffer {
+    std::unique_ptr<float, FreeDeleter> p;
+    std::size_t cap = 0;
+    float* get(std::size_t n) {
+        if (n > cap) {
+            std::size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+            p.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+            cap = n;
+        }
+        return p.get();
+    }
+};
+
+// Pack rows [0,mc) x cols [0,kc) of A (row-major, lda) into MR-row micro-panels:
+// panel p, step k holds A[p*MR + i][k] for i in [0,MR), zero padded.
+inline void pack_a(int mc, int kc, const float* a, std::ptrdiff_t lda, float* ap) {
+    for (int i0 = 0; i0 < mc; i0 += MR) {
+        const int mr = std::min(MR, mc - i0);
+        for (int i = 0; i < mr; ++i) {
+            const float* src = a + (i0 + i) * lda;
+            for (int k = 0; k < kc; ++k) ap[k * MR + i] = src[k];
+        }
+        for (int i = mr; i < MR; ++i)
+            for (int k = 0; k < kc; ++k) ap[k * MR + i] = 0.0f;
+        ap += static_cast<std::ptrdiff_t>(kc) * MR;
+    }
+}
+
+// Pack B^T block: rows [0,nc) of B (= columns of B^T), cols [0,kc) into NR-wide
+// micro-panels: panel p, step k holds B[p*NR + j][k] for j in [0,NR), zero padded.
+inline void pack_b(int nc, int kc, const float* b, std::ptrdiff_t ldb, float* bp) {
+    for (int j0 = 0; j0 < nc; j0 += NR) {
+        const int nr = std::min(NR, nc - j0);
+        for (int j = 0; j < nr; ++j) {
+            const float* src = b + (j0 + j) * ldb;
+            for (int k = 0; k < kc; ++k) bp[k * NR + j] = src[k];
+        }
+        for (int j = nr; j < NR; ++j)
+            for (int k = 0; k < kc; ++k) bp[k * NR + j] = 0.0f;
+        bp += static_cast<std::ptrdiff_t>(kc) * NR;
+    }
+}
+
+// Store/accumulate an MR x NR tile held in tmp (row stride NR) into C (edge path).
+inline void store_tile(const float* tmp, int mr, int nr, float* c, std::ptrdiff_t ldc, bool accumulate) {
+    for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) {
+            float v = tmp[i * NR + j];
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + v : v;
+        }
+}
+
+#if defined(__AVX512F__)
+// 14 x 32 micro-kernel. ap: kc*14 floats, bp: kc*32 floats (64-byte aligned).
+inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                         std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
+#define GA_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+    GA_DECL(0) GA_DECL(1) GA_DECL(2) GA_DECL(3) GA_DECL(4) GA_DECL(5) GA_DECL(6)
+    GA_DECL(7) GA_DECL(8) GA_DECL(9) GA_DECL(10) GA_DECL(11) GA_DECL(12) GA_DECL(13)
+#undef GA_DECL
+    for (int k = 0; k < kc; ++k) {
+        const __m512 b0 = _mm512_load_ps(bp);
+        const __m512 b1 = _mm512_load_ps(bp + 16);
+        _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * NR), _MM_HINT_T0);
+#define GA_STEP(i)                                    \
+    {                                                 \
+        const __m512 a = _mm512_set1_ps(ap[i]);       \
+        c##i##0 = _mm512_fmadd_ps(a, b0, c##i##0);    \
+        c##i##1 = _mm512_fmadd_ps(a, b1, c##i##1);    \
+    }
+        GA_STEP(0) GA_STEP(1) GA_STEP(2) GA_STEP(3) GA_STEP(4) GA_STEP(5) GA_STEP(6)
+        GA_STEP(7) GA_STEP(8) GA_STEP(9) GA_STEP(10) GA_STEP(11) GA_STEP(12) GA_STEP(13)
+#undef GA_STEP
+        ap += MR;
+        bp += NR;
+    }
+    if (mr == MR && nr == NR) {
+        if (accumulate) {
+#define GA_ST(i)                                                                                   \
+    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), c##i##0));           \
+    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc + 16), c##i##1));
+            GA_ST(0) GA_ST(1) GA_ST(2) GA_ST(3) GA_ST(4) GA_ST(5) GA_ST(6)
+            GA_ST(7) GA_ST(8) GA_ST(9) GA_ST(10) GA_ST(11) GA_ST(12) GA_ST(13)
+#undef GA_ST
+        } else {
+#define GA_ST(i)                                  \
+    _mm512_storeu_ps(c + i * ldc, c##i##0);       \
+    _mm512_storeu_ps(c + i * ldc + 16, c##i##1);
+            GA_ST(0) GA_ST(1) GA_ST(2) GA_ST(3) GA_ST(4) GA_ST(5) GA_ST(6)
+            GA_ST(7) GA_ST(8) GA_ST(9) GA_ST(10) GA_ST(11) GA_ST(12) GA_ST(13)
+#undef GA_ST
+        }
+        return;
+    }
+    alignas(64) float tmp[MR * NR];
+#define GA_TMP(i)                                  \
+    _mm512_store_ps(tmp + i * NR, c##i##0);        \
+    _mm512_store_ps(tmp + i * NR + 16, c##i##1);
+    GA_TMP(0) GA_TMP(1) GA_TMP(2) GA_TMP(3) GA_TMP(4) GA_TMP(5) GA_TMP(6)
+    GA_TMP(7) GA_TMP(8) GA_TMP(9) GA_TMP(10) GA_TMP(11) GA_TMP(12) GA_TMP(13)
+#undef GA_TMP
+    store_tile(tmp, mr, nr, c, ldc, accumulate);
+}
+#else
+// Portable MR x NR micro-kernel; the j loop auto-vectorises.
+inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                         std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
+    alignas(64) float acc[MR * NR] = {};
+    for (int k = 0; k < kc; ++k) {
+        for (int i = 0; i < MR; ++i) {
+            const float a = ap[i];
+#pragma GCC ivdep
+            for (int j = 0; j < NR; ++j) acc[i * NR + j] += a * bp[j];
+        }
+        ap += MR;
+        bp += NR;
+    }
+    store_tile(acc, mr, nr, c, ldc, accumulate);
+}
+#endif
+
+}  // namespace detail
+
+// Single-threaded: C[M,N] (=|+=) A[M,K] * B[N,K]^T. All row-major with leading dims.
+inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
+                     std::ptrdiff_t ldb, float* C, std::ptrdiff_t ldc, bool accumulate = false) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int i = 0; i < M; ++i) std::memset(C + i * ldc, 0, sizeof(float) * N);
+        return;
+    }
+    thread_local detail::Buffer abuf, bbuf;
+    const int mpad = (M + MR - 1) / MR * MR;
+    float* ap = abuf.get(static_cast<std::size_t>(mpad) * KC);
+    float* bp = bbuf.get(static_cast<std::size_t>(NC) * KC);
+    for (int jc = 0; jc < N; jc += NC) {
+        const int nc = std::min(NC, N - jc);
+        for (int pc = 0; pc < K; pc += KC) {
+            const int kc = std::min(KC, K - pc);
+            const bool acc = accumulate || pc > 0;
+            detail::pack_b(nc, kc, B + jc * ldb + pc, ldb, bp);
+            detail::pack_a(M, kc, A + pc, lda, ap);
+            for (int ir = 0; ir < M; ir += MR) {
+                const int mr = std::min(MR, M - ir);
+                const float* a_panel = ap + static_cast<std::ptrdiff_t>(ir) * kc;
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const int nr = std::min(NR, nc - jr);
+                    detail::micro_kernel(kc, a_panel, bp + static_cast<std::ptrdiff_t>(jr) * kc,
+                                         C + ir * ldc + jc + jr, ldc, mr, nr, acc);
+                }
+            }
+        }
+    }
+}
+
+// OpenMP: N split into one NR-aligned contiguous range per thread of the current
+// team size (omp_get_max_threads()); each thread calls sgemm_nt on its range.
+inline void sgemm_nt_omp(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
+                         std::ptrdiff_t ldb, float* C, std::ptrdiff_t ldc, bool accumulate = false) {
+#if defined(_OPENMP)
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int blocks = (N + NR - 1) / NR;
+        const int b0 = static_cast<int>(static_cast<long>(blocks) * t / nt);
+        const int b1 = static_cast<int>(static_cast<long>(blocks) * (t + 1) / nt);
+        const int n0 = std::min(N, b0 * NR), n1 = std::min(N, b1 * NR);
+        if (n1 > n0) sgemm_nt(M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc, accumulate);
+    }
+#else
+    sgemm_nt(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+#endif
+}
+
+}  // namespace gemm_avx512

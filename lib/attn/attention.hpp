@@ -1,0 +1,24 @@
+#pragma once
+// Scaled dot-product attention over the KV cache, causal, grouped-query: query heads
+// g*n_rep .. g*n_rep+n_rep-1 read KV head g where it lies in the cache (no repeat_kv copy).
+#include <cstdint>
+#include <vector>
+
+#include "attn/cache.hpp"
+
+namespace attn {
+
+// Query rows per attention task in prefill: the causal mask lets row chunk c stop at key
+// start_pos + (c+1)*kChunk, which skips most of the masked upper triangle.
+inline constexpr std::int64_t kAttentionChunk = 64;
+
+// Per-thread score rows: [n_threads, kAttentionChunk, max_seq_len].
+std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
+
+// out[bsz, seqlen, n_heads*head_dim] = softmax(xq K^T / sqrt(head_dim) + mask) V, with xq
+// [bsz, seqlen, n_heads*head_dim] and K, V the layer's cache filled up to start_pos + seqlen.
+void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos, std::vector<float>& scratch);
+
+}  // namespace attn

@@ -1,0 +1,195 @@
+#include "attn/config.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <spdlog/spdlog.h>
+
+#include "attn/error.hpp"
+
+namespace attn {
+
+using nlohmann::json;
+
+namespace {
+
+struct Reader {
+  const json& j;
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw InputError(source + ": key '" + key + "': " + what);
+  }
+
+  void integer(const char* key, std::int64_t& out) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    if (!v.is_number_integer()) fail(key, "expected an integer, got " + v.dump());
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX) fail(key, "too large");
+    out = v.get<std::int64_t>();
+  }
+
+  void number(const char* key, double& out) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    if (!v.is_number()) fail(key, "expected a number, got " + v.dump());
+    out = v.get<double>();
+    if (!std::isfinite(out)) fail(key, "expected a finite number");
+  }
+
+  template <typename E>
+  void choice(const char* key, E& out, std::initializer_list<std::pair<const char*, E>> names) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    std::string allowed;
+    for (auto& [name, value] : names) {
+      if (v.is_string() && v.get<std::string>() == name) {
+        out = value;
+        return;
+      }
+      allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + name + "\"";
+    }
+    fail(key, "expected one of " + allowed + ", got " + v.dump());
+  }
+};
+
+void read_keys(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  r.integer("dim", a.dim);
+  r.integer("n_layers", a.n_layers);
+  r.integer("n_heads", a.n_heads);
+  a.n_kv_heads = a.n_heads;
+  if (j.contains("n_kv_heads") && !j.at("n_kv_heads").is_null()) r.integer("n_kv_heads", a.n_kv_heads);
+  r.integer("vocab_size", a.vocab_size);
+  r.integer("multiple_of", a.multiple_of);
+  if (j.contains("ffn_dim_multiplier") && !j.at("ffn_dim_multiplier").is_null()) {
+    double m = 0;
+    r.number("ffn_dim_multiplier", m);
+    a.ffn_dim_multiplier = m;
+  }
+  r.number("norm_eps", a.norm_eps);
+  r.number("rope_theta", a.rope_theta);
+  r.integer("max_batch_size", a.max_batch_size);
+  r.integer("max_seq_len", a.max_seq_len);
+  r.integer("model_parallel_size", a.model_parallel_size);
+  r.choice("block", a.block, {{"llama", Block::llama}, {"attention", Block::attention}});
+  r.choice("rope", a.rope,
+           {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
+  if (j.contains("attention_bias")) {
+    if (!j.at("attention_bias").is_boolean())
+      r.fail("attention_bias", "expected true or false, got " + j.at("attention_bias").dump());
+    a.attention_bias = j.at("attention_bias").get<bool>();
+  }
+}
+
+void validate(const Reader& r, const ModelArgs& a) {
+  const std::pair<const char*, std::int64_t> sizes[] = {
+      {"dim", a.dim},           {"n_layers", a.n_layers},         {"n_heads", a.n_heads},
+      {"n_kv_heads", a.n_kv_heads}, {"multiple_of", a.multiple_of}, {"max_batch_size", a.max_batch_size},
+      {"max_seq_len", a.max_seq_len}, {"model_parallel_size", a.model_parallel_size}};
+  for (auto& [key, v] : sizes)
+    if (v < 1) r.fail(key, "must be at least 1, got " + std::to_string(v));
+  // Caps keep every derived size and product far inside 64 bits.
+  for (auto& [key, v] : sizes)
+    if (v > (std::int64_t{1} << 24)) r.fail(key, "too large: " + std::to_string(v));
+  if (a.dim % a.n_heads != 0)
+    r.fail("n_heads", "dim " + std::to_string(a.dim) + " is not divisible by n_heads " +
+                          std::to_string(a.n_heads));
+  if (a.n_heads % a.n_kv_heads != 0)
+    r.fail("n_kv_heads", "n_heads " + std::to_string(a.n_heads) +
+                             " is not divisible by n_kv_heads " + std::to_string(a.n_kv_heads));
+  if (a.rope != Rope::none && a.head_dim() % 2 != 0)
+    r.fail("rope", "head_dim " + std::to_string(a.head_dim()) +
+                       " is odd: RoPE rotates pairs (use \"rope\": \"none\")");
+  if (a.n_kv_heads % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "n_kv_heads " + std::to_string(a.n_kv_heads) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  if (a.model_parallel_size > 1)
+    r.fail("model_parallel_size", "splitting heads across ranks is not supported yet (use 1)");
+  if (a.vocab_size == 0 || a.vocab_size < -1)
+    r.fail("vocab_size", "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
+  if (a.vocab_size > 0)
+    r.fail("vocab_size", "token models (embedding and output head) are not supported yet (use -1)");
+  if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
+  if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
+  if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
+    r.fail("ffn_dim_multiplier", "must be in (0, 64]");
+}
+
+void warn_unknown_keys(const json& j, const std::string& source) {
+  static const std::set<std::string> known = {
+      "dim",          "n_layers",       "n_heads",     "n_kv_heads",         "vocab_size",
+      "multiple_of",  "ffn_dim_multiplier", "norm_eps", "rope_theta",       "max_batch_size",
+      "max_seq_len",  "model_parallel_size", "block",  "rope",               "attention_bias"};
+  for (auto& [key, value] : j.items())
+    if (!known.count(key)) spdlog::warn("{}: unknown key '{}' ignored", source, key);
+}
+
+}  // namespace
+
+std::int64_t ModelArgs::ffn_hidden() const {
+  std::int64_t h = 4 * dim;
+  h = 2 * h / 3;
+  if (ffn_dim_multiplier) h = static_cast<std::int64_t>(*ffn_dim_multiplier * static_cast<double>(h));
+  return multiple_of * ((h + multiple_of - 1) / multiple_of);
+}
+
+ModelArgs seed_args() {
+  ModelArgs a;
+  a.dim = 18;
+  a.n_layers = 1;
+  a.n_heads = 6;
+  a.n_kv_heads = 2;
+  a.vocab_size = -1;
+  a.multiple_of = 10;
+  a.norm_eps = 1e-5;
+  a.rope_theta = 500000;
+  a.max_batch_size = 2;
+  a.max_seq_len = 17;
+  a.model_parallel_size = 1;
+  a.block = Block::attention;
+  a.rope = Rope::none;
+  return a;
+}
+
+ModelArgs parse_config(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InputError(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object of ModelArgs keys");
+  Reader r{j, source};
+  for (const char* key : {"dim", "n_heads"})
+    if (!j.contains(key)) r.fail(key, "required key is missing");
+  ModelArgs a;
+  read_keys(r, a);
+  validate(r, a);
+  warn_unknown_keys(j, source);
+  return a;
+}
+
+ModelArgs load_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path.string() + ": cannot read config file");
+  return parse_config(text.str(), path.string());
+}
+
+const char* block_name(Block b) { return b == Block::llama ? "llama" : "attention"; }
+
+const char* rope_name(Rope r) {
+  switch (r) {
+    case Rope::interleaved: return "interleaved";
+    case Rope::half: return "half";
+    default: return "none";
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,13 @@
+#pragma once
+// Errors the user can fix (bad config, weights, input, flags, cache capacity): exit status 2.
+// Anything else that escapes is a bug or an environment failure: exit status 1.
+#include <stdexcept>
+#include <string>
+
+namespace attn {
+
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace attn

@@ -1,0 +1,32 @@
+#pragma once
+// Matrix products through CBLAS, threaded one way only: OpenMP threads split the output
+// features, each calling a single-threaded OpenBLAS. One thread pool means no hand-over between
+// OpenBLAS's spinning threads and ours.
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace attn {
+
+// One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null.
+struct Projection {
+  float* out;
+  const float* w;
+  const float* bias;
+  std::int64_t n;
+};
+
+// All projections share the input x [M, K]; they run in one parallel region, each thread
+// taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not three.
+// accumulate: out += product (the residual connection), else out = product.
+void linear(std::span<const Projection> projections, const float* x, std::int64_t M,
+            std::int64_t K, bool accumulate = false);
+
+// Sets the thread count for every parallel region and pins OpenBLAS to one thread per call.
+void set_threads(int threads);
+int threads();
+
+// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
+std::string blas_core();
+
+}  // namespace attn

@@ -1,0 +1,97 @@
+#include "attn/model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "attn/attention.hpp"
+#include "attn/error.hpp"
+#include "attn/matmul.hpp"
+
+namespace attn {
+
+namespace {
+
+std::vector<float> buffer(std::int64_t rows, std::int64_t cols) {
+  return std::vector<float>(std::size_t(rows * cols));
+}
+
+// h += wo(attention(rope(wq x), rope(wk x), wv x)), x = h or its norm.
+void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, const float* x,
+                     float* h, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+  const ModelArgs& a = m.args;
+  Activations& act = m.act;
+  const std::int64_t rows = bsz * seqlen, hd = a.head_dim();
+  const std::array<Projection, 3> qkv = {Projection{act.xq.data(), w.wq, w.bq, a.n_heads * hd},
+                                         Projection{act.xk.data(), w.wk, w.bk, a.n_kv_heads * hd},
+                                         Projection{act.xv.data(), w.wv, w.bv, a.n_kv_heads * hd}};
+  linear(qkv, x, rows, a.dim);
+  apply_rope(m.rope, act.xq.data(), bsz, seqlen, a.n_heads, start_pos);
+  apply_rope(m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
+  store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
+  attention(act.att.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
+            act.scores);
+  const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
+  linear(wo, act.att.data(), rows, a.n_heads * hd, /*accumulate=*/true);
+}
+
+// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h), over blocks of kFfnRows rows.
+void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
+  const ModelArgs& a = m.args;
+  Activations& act = m.act;
+  const std::int64_t hidden = a.ffn_hidden();
+  rmsnorm(act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kFfnRows) {
+    const std::int64_t n = std::min(kFfnRows, rows - r0);
+    const std::array<Projection, 2> w13 = {Projection{act.h1.data(), w.w1, nullptr, hidden},
+                                           Projection{act.h3.data(), w.w3, nullptr, hidden}};
+    linear(w13, act.xb.data() + r0 * a.dim, n, a.dim);
+    swiglu(act.h1.data(), act.h3.data(), n * hidden);
+    const std::array<Projection, 1> w2 = {Projection{h + r0 * a.dim, w.w2, nullptr, a.dim}};
+    linear(w2, act.h1.data(), n, hidden, /*accumulate=*/true);
+  }
+}
+
+}  // namespace
+
+Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
+                             std::int64_t max_rows) {
+  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}};
+  m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta);
+  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
+  Activations& act = m.act;
+  act.max_rows = max_rows;
+  act.xb = buffer(max_rows, a.dim);
+  act.xq = buffer(max_rows, q);
+  act.xk = buffer(max_rows, kv);
+  act.xv = buffer(max_rows, kv);
+  act.att = buffer(max_rows, q);
+  if (a.block == Block::llama) {
+    act.h1 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());
+    act.h3 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());
+  }
+  act.scores = make_attention_scratch(m.cache, threads());
+  return m;
+}
+
+void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
+             std::int64_t start_pos, float* out) {
+  const ModelArgs& a = m.args;
+  if (bsz * seqlen > m.act.max_rows || bsz > a.max_batch_size || start_pos + seqlen > a.max_seq_len)
+    throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
+                     " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
+  const std::int64_t rows = bsz * seqlen;
+  std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    const LayerWeights& w = m.weights.layers[std::size_t(l)];
+    if (a.block == Block::llama) {
+      rmsnorm(m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
+      attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
+      feed_forward(m, w, out, rows);
+    } else {
+      attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
+    }
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,48 @@
+#pragma once
+// The model: config, weights, KV cache and preallocated activations, and the one forward pass
+// for prefill and decode, as Meta's Transformer.forward(x, start_pos).
+#include <cstdint>
+#include <vector>
+
+#include "attn/cache.hpp"
+#include "attn/config.hpp"
+#include "attn/ops.hpp"
+#include "attn/weights.hpp"
+
+namespace attn {
+
+// Activations for up to max_rows = bsz * seqlen rows, allocated once.
+struct Activations {
+  std::int64_t max_rows = 0;
+  std::vector<float> xb;     // [rows, dim]          normed input of attention / FFN
+  std::vector<float> xq;     // [rows, n_heads * head_dim]
+  std::vector<float> xk;     // [rows, n_kv_heads * head_dim]
+  std::vector<float> xv;     // [rows, n_kv_heads * head_dim]
+  std::vector<float> att;    // [rows, n_heads * head_dim]
+  std::vector<float> h1;     // [kFfnRows, ffn_hidden] w1 then the SwiGLU gate
+  std::vector<float> h3;     // [kFfnRows, ffn_hidden]
+  std::vector<float> scores; // per-thread attention scores
+};
+
+// The FFN runs over row blocks of this many positions: its two hidden buffers stay small
+// (2 x 128 x 14336 floats for Llama-3-8B) while sgemm keeps M large enough to run at speed.
+inline constexpr std::int64_t kFfnRows = 128;
+
+struct Transformer {
+  ModelArgs args;
+  TransformerWeights weights;
+  KVCache cache;
+  RopeTable rope;
+  Activations act;
+};
+
+// max_rows: the most rows (bsz * seqlen) one forward call will be given.
+Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
+                             std::int64_t max_rows);
+
+// out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
+// start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.
+void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
+             std::int64_t start_pos, float* out);
+
+}  // namespace attn

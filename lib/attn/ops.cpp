@@ -1,0 +1,92 @@
+#include "attn/ops.hpp"
+
+#include <cmath>
+
+namespace attn {
+
+void rmsnorm(float* out, const float* x, const float* weight, std::int64_t rows, std::int64_t dim,
+             float eps) {
+#pragma omp parallel for if (rows * dim > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    // The sum of squares in double keeps the norm exact to f32 rounding at large dim.
+    double ss = 0;
+    for (std::int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+    const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
+                          double theta) {
+  RopeTable t{layout, head_dim, {}};
+  if (layout == Rope::none) return t;
+  const std::int64_t half = head_dim / 2;
+  t.cos_sin.resize(std::size_t(max_seq_len * half * 2));
+  for (std::int64_t pos = 0; pos < max_seq_len; ++pos)
+    for (std::int64_t i = 0; i < half; ++i) {
+      // Angles in double: at position 2047 an f32 angle is already off by ~1e-4 rad.
+      const double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+      const double angle = double(pos) * freq;
+      t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle));
+      t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle));
+    }
+  return t;
+}
+
+namespace {
+
+// Rotates one head vector. Interleaved pairs are (x[2i], x[2i+1]) as Meta's complex view;
+// half pairs are (x[i], x[i + head_dim/2]) as Hugging Face's rotate_half.
+void rotate(Rope layout, float* v, const float* cs, std::int64_t half) {
+  const std::int64_t stride = layout == Rope::interleaved ? 1 : half;
+  const std::int64_t step = layout == Rope::interleaved ? 2 : 1;
+  for (std::int64_t i = 0; i < half; ++i) {
+    float& a = v[i * step];
+    float& b = v[i * step + stride];
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float a0 = a, b0 = b;
+    a = a0 * c - b0 * s;
+    b = a0 * s + b0 * c;
+  }
+}
+
+}  // namespace
+
+void apply_rope(const RopeTable& rope, float* x, std::int64_t bsz, std::int64_t seqlen,
+                std::int64_t n_heads, std::int64_t start_pos) {
+  if (rope.layout == Rope::none) return;
+  const std::int64_t hd = rope.head_dim, half = hd / 2;
+#pragma omp parallel for collapse(2) if (bsz * seqlen * n_heads * hd > (1 << 16))
+  for (std::int64_t b = 0; b < bsz; ++b)
+    for (std::int64_t t = 0; t < seqlen; ++t) {
+      const float* cs = rope.cos_sin.data() + (start_pos + t) * half * 2;
+      float* row = x + (b * seqlen + t) * n_heads * hd;
+      for (std::int64_t h = 0; h < n_heads; ++h) rotate(rope.layout, row + h * hd, cs, half);
+    }
+}
+
+void softmax_masked(float* x, std::int64_t n, std::int64_t len) {
+  float mx = x[0];
+  for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
+  float sum = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - mx);
+    sum += x[j];
+  }
+  const float inv = 1.0f / sum;
+  for (std::int64_t j = 0; j < n; ++j) x[j] *= inv;
+  for (std::int64_t j = n; j < len; ++j) x[j] = 0;
+}
+
+void swiglu(float* h1, const float* h3, std::int64_t n) {
+#pragma omp parallel for if (n > (1 << 16))
+  for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + std::exp(-h1[i])) * h3[i];
+}
+
+void add_inplace(float* y, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace attn

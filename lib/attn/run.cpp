@@ -1,0 +1,141 @@
+#include "attn/run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "attn/error.hpp"
+#include "attn/rng.hpp"
+#include "attn/safetensors.hpp"
+
+namespace attn {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Copies x[:, t0:t0+seqlen] of x [B, T, dim] into dst [B, seqlen, dim].
+void slice_positions(float* dst, const std::vector<float>& x, std::int64_t B, std::int64_t T,
+                     std::int64_t dim, std::int64_t t0, std::int64_t seqlen) {
+  for (std::int64_t b = 0; b < B; ++b)
+    std::memcpy(dst + b * seqlen * dim, x.data() + (b * T + t0) * dim,
+                std::size_t(seqlen * dim) * sizeof(float));
+}
+
+Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::int64_t start_pos,
+                 std::int64_t seqlen) {
+  const ModelArgs& a = m.args;
+  const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
+  return Event{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, 0};
+}
+
+}  // namespace
+
+void check_capacity(const ModelArgs& a, const RunOptions& o) {
+  if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
+    throw InputError("--batch must be at least 1, --prefill and --steps at least 0");
+  if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
+  if (o.batch > a.max_batch_size)
+    throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
+                     std::to_string(a.max_batch_size));
+  if (o.prefill + o.steps > a.max_seq_len)
+    throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
+                     std::to_string(o.steps) + " = " + std::to_string(o.prefill + o.steps) +
+                     " positions, but max_seq_len is " + std::to_string(a.max_seq_len));
+}
+
+std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::uint64_t seed) {
+  std::vector<float> x(std::size_t(o.batch * (o.prefill + o.steps) * a.dim));  // [B, P+N, dim]
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(seed, 0xC0FFEE, i);
+  return x;
+}
+
+std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& a,
+                              RunOptions& o, bool batch_given) {
+  const SafetensorsFile f = open_safetensors(path);
+  const std::string src = path.string();
+  if (!f.header.tensors.count("x")) throw InputError(src + ": tensor 'x' is missing");
+  const TensorInfo& t = f.info("x");
+  if (t.dtype != Dtype::F32)
+    throw InputError(src + ": tensor 'x': expected dtype F32, got " + dtype_name(t.dtype));
+  if (t.shape.size() != 3 || t.shape[2] != a.dim)
+    throw InputError(src + ": tensor 'x': expected shape [B, T, " + std::to_string(a.dim) +
+                     "], got " + shape_text(t.shape));
+  if (batch_given && t.shape[0] != o.batch)
+    throw InputError(src + ": tensor 'x' has batch " + std::to_string(t.shape[0]) +
+                     ", but --batch is " + std::to_string(o.batch));
+  o.batch = t.shape[0];
+  check_capacity(a, o);
+  const std::int64_t T = t.shape[1];
+  if (T < o.prefill + o.steps)
+    throw InputError(src + ": tensor 'x' has " + std::to_string(T) + " positions, prefill " +
+                     std::to_string(o.prefill) + " + steps " + std::to_string(o.steps) +
+                     " need " + std::to_string(o.prefill + o.steps));
+  std::vector<float> storage;
+  const float* data = tensor_as_f32(f, "x", storage);
+  // Keep only the positions the run uses: [B, P+N, dim].
+  const std::int64_t used = o.prefill + o.steps;
+  std::vector<float> x(std::size_t(o.batch * used * a.dim));
+  for (std::int64_t b = 0; b < o.batch; ++b)
+    std::copy_n(data + b * T * a.dim, used * a.dim, x.data() + b * used * a.dim);
+  return x;
+}
+
+RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
+               const std::function<void(const Event&)>& on_event) {
+  const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;
+  RunOutputs out;
+  out.prefill_output.resize(std::size_t(B * P * dim));
+  out.decode_output.resize(std::size_t(N * B * dim));
+  out.decode_seconds.resize(std::size_t(N));
+  std::vector<float> xin(std::size_t(B * std::max<std::int64_t>(P, 1) * dim));  // [B, P, dim]
+  if (P > 0) {
+    slice_positions(xin.data(), x, B, T, dim, 0, P);
+    const auto t0 = std::chrono::steady_clock::now();
+    forward(m, xin.data(), B, P, 0, out.prefill_output.data());
+    out.prefill_seconds = seconds_since(t0);
+    Event e = make_event(m, Event::Kind::prefill, B, 0, P);
+    e.seconds = out.prefill_seconds;
+    on_event(e);
+  }
+  for (std::int64_t i = 1; i <= N; ++i) {
+    const std::int64_t start_pos = P + i - 1;
+    slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    forward(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim);
+    out.decode_seconds[std::size_t(i - 1)] = seconds_since(t0);
+    Event e = make_event(m, Event::Kind::decode, B, start_pos, 1);
+    e.step = i;
+    e.seconds = out.decode_seconds[std::size_t(i - 1)];
+    on_event(e);
+  }
+  return out;
+}
+
+void write_dump(const std::filesystem::path& path, const Transformer& m,
+                const std::vector<float>& x, const RunOptions& o, const RunOutputs& out) {
+  const ModelArgs& a = m.args;
+  const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N;
+  std::vector<OutTensor> tensors = {{"input", {B, T, a.dim}, x.data()}};
+  if (P > 0) tensors.push_back({"prefill.output", {B, P, a.dim}, out.prefill_output.data()});
+  for (std::int64_t i = 1; i <= N; ++i)
+    tensors.push_back({"decode." + std::to_string(i) + ".output", {B, 1, a.dim},
+                       out.decode_output.data() + (i - 1) * B * a.dim});
+  std::vector<std::vector<float>> caches;  // the filled part, [B, n_kv_heads, T, head_dim]
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    caches.push_back(filled_k(m.cache, l, B, T));
+    caches.push_back(filled_v(m.cache, l, B, T));
+  }
+  const Shape cache_shape = {B, a.n_kv_heads, T, a.head_dim()};
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    tensors.push_back({"cache." + std::to_string(l) + ".k", cache_shape,
+                       caches[std::size_t(2 * l)].data()});
+    tensors.push_back({"cache." + std::to_string(l) + ".v", cache_shape,
+                       caches[std::size_t(2 * l + 1)].data()});
+  }
+  write_safetensors(path, tensors);
+}
+
+}  // namespace attn

@@ -1,0 +1,80 @@
+#pragma once
+// Reading and writing the safetensors format, accepting exactly what Hugging Face's reference
+// reader (safetensors/src/tensor.rs) accepts. The file is mapped, never read into memory whole.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+enum class Dtype { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
+
+const char* dtype_name(Dtype d);       // "F32", ...
+std::uint64_t dtype_size(Dtype d);     // bytes per element
+
+struct TensorInfo {
+  Dtype dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  // byte offsets into the data section, [begin, end)
+  std::uint64_t end = 0;
+  std::int64_t numel() const;
+};
+
+// The parsed and validated header. `data_start` is 8 + header length: the data section's offset
+// in the file.
+struct SafetensorsHeader {
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+  std::uint64_t data_start = 0;
+};
+
+// Validates a whole file image (header and data section sizes). `source` names the file in
+// messages. Throws InputError.
+SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& source);
+
+// A read-only mapping of a safetensors file. Move-only; unmaps on destruction.
+struct SafetensorsFile {
+  std::string path;
+  SafetensorsHeader header;
+  const std::uint8_t* base = nullptr;  // the mapping, size bytes
+  std::uint64_t size = 0;
+
+  SafetensorsFile() = default;
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  ~SafetensorsFile();
+
+  // Raw bytes of a tensor; throws InputError naming the file and tensor if absent.
+  const TensorInfo& info(const std::string& name) const;
+  const std::uint8_t* bytes(const TensorInfo& t) const { return base + header.data_start + t.begin; }
+};
+
+// Maps and validates. Throws InputError naming the file.
+SafetensorsFile open_safetensors(const std::filesystem::path& path);
+
+// A tensor as f32 values: the mapping itself when the tensor is F32 and 4-byte aligned,
+// otherwise converted (F16, BF16) or copied (misaligned F32) into `storage`.
+// Any other dtype throws InputError.
+const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
+                           std::vector<float>& storage);
+
+float f16_to_f32(std::uint16_t h);
+float bf16_to_f32(std::uint16_t b);
+
+struct OutTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  const float* data;  // numel floats
+};
+
+// Writes F32 tensors atomically: a temporary file in the same directory, renamed over `path`
+// only when complete. On failure nothing is left behind. Throws std::runtime_error.
+void write_safetensors(const std::filesystem::path& path, const std::vector<OutTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace attn

@@ -1,0 +1,105 @@
+#include "attn/trace.hpp"
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+namespace attn {
+
+using nlohmann::json;
+
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+namespace {
+
+Shape cache_capacity(const ModelArgs& a) {
+  return {a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim()};
+}
+
+std::string cache_text(const Event& e) {
+  return "kv cache shape: key: " + shape_text(e.cache_k) + ", value: " + shape_text(e.cache_v);
+}
+
+}  // namespace
+
+void print_config_text(std::ostream& os, const ModelArgs& a) {
+  os << "config: dim " << a.dim << ", n_layers " << a.n_layers << ", n_heads " << a.n_heads
+     << ", n_kv_heads " << a.n_kv_heads << ", head_dim " << a.head_dim() << ", n_rep " << a.n_rep()
+     << ", block " << block_name(a.block) << ", rope " << rope_name(a.rope);
+  if (a.block == Block::llama) os << ", ffn_hidden " << a.ffn_hidden();
+  os << ", cache capacity " << shape_text(cache_capacity(a)) << "\n";
+}
+
+void print_event_text(std::ostream& os, const Event& e, bool decode_only) {
+  if (e.kind == Event::Kind::prefill) {
+    if (decode_only) return;
+    os << "prefill: start_pos " << e.start_pos << ", seqlen " << e.seqlen << ", input "
+       << shape_text(e.input) << " -> output " << shape_text(e.output) << ", " << cache_text(e)
+       << "\n";
+    return;
+  }
+  os << "decode step " << e.step << ": ";
+  if (!decode_only)
+    os << "start_pos " << e.start_pos << ", input " << shape_text(e.input) << " -> output "
+       << shape_text(e.output) << ", ";
+  os << cache_text(e) << "\n";
+}
+
+void print_summary_text(std::ostream& os, const Summary& s) {
+  const double per_step = s.decode_steps ? s.decode_ms_total / double(s.decode_steps) : 0;
+  os << "prompt eval time = " << s.prefill_ms << " ms / " << s.prefill_positions
+     << " positions (" << (s.prefill_ms > 0 ? 1e3 * double(s.prefill_positions) / s.prefill_ms : 0)
+     << " positions per second)\n"
+     << "       eval time = " << s.decode_ms_total << " ms / " << s.decode_steps << " steps ("
+     << per_step << " ms per step, median " << s.decode_ms_median << ")\n"
+     << "threads = " << s.threads << ", OpenBLAS core = " << s.blas_core << "\n";
+}
+
+void print_config_json(std::ostream& os, const ModelArgs& a) {
+  json j = {{"event", "config"},
+            {"dim", a.dim},
+            {"n_layers", a.n_layers},
+            {"n_heads", a.n_heads},
+            {"n_kv_heads", a.n_kv_heads},
+            {"head_dim", a.head_dim()},
+            {"n_rep", a.n_rep()},
+            {"ffn_hidden", a.ffn_hidden()},
+            {"max_batch_size", a.max_batch_size},
+            {"max_seq_len", a.max_seq_len},
+            {"model_parallel_size", a.model_parallel_size},
+            {"cache_capacity", cache_capacity(a)},
+            {"block", block_name(a.block)},
+            {"rope", rope_name(a.rope)},
+            {"attention_bias", a.attention_bias}};
+  os << j.dump() << "\n";
+}
+
+void print_event_json(std::ostream& os, const Event& e) {
+  json j = {{"event", e.kind == Event::Kind::prefill ? "prefill" : "decode"}};
+  if (e.kind == Event::Kind::decode) j["step"] = e.step;
+  j["start_pos"] = e.start_pos;
+  j["seqlen"] = e.seqlen;
+  j["input"] = e.input;
+  j["output"] = e.output;
+  j["cache_k"] = e.cache_k;
+  j["cache_v"] = e.cache_v;
+  j["ms"] = e.seconds * 1e3;
+  os << j.dump() << "\n";
+}
+
+void print_summary_json(std::ostream& os, const Summary& s) {
+  json j = {{"event", "summary"},
+            {"prefill_positions", s.prefill_positions},
+            {"prefill_ms", s.prefill_ms},
+            {"decode_steps", s.decode_steps},
+            {"decode_ms_total", s.decode_ms_total},
+            {"decode_ms_median", s.decode_ms_median},
+            {"threads", s.threads},
+            {"blas_core", s.blas_core}};
+  os << j.dump() << "\n";
+}
+
+}  // namespace attn

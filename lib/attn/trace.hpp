@@ -1,0 +1,46 @@
+#pragma once
+// Trace events with the shapes the notebooks print, and the two printers: lines for people,
+// JSON Lines for scripts.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "attn/config.hpp"
+
+namespace attn {
+
+using Shape = std::vector<std::int64_t>;
+
+struct Event {
+  enum class Kind { prefill, decode };
+  Kind kind;
+  std::int64_t step = 0;  // decode step, 1-based
+  std::int64_t start_pos = 0;
+  std::int64_t seqlen = 0;
+  Shape input, output, cache_k, cache_v;
+  double seconds = 0;
+};
+
+struct Summary {
+  std::int64_t prefill_positions = 0;
+  double prefill_ms = 0;
+  std::int64_t decode_steps = 0;
+  double decode_ms_median = 0;
+  double decode_ms_total = 0;
+  int threads = 0;
+  std::string blas_core;
+};
+
+std::string shape_text(const Shape& s);  // "[1, 2, 8, 3]"
+
+// Text: `decode_only` prints the notebook's per-step cache line and nothing else per step.
+void print_config_text(std::ostream& os, const ModelArgs& a);
+void print_event_text(std::ostream& os, const Event& e, bool decode_only);
+void print_summary_text(std::ostream& os, const Summary& s);
+
+void print_config_json(std::ostream& os, const ModelArgs& a);
+void print_event_json(std::ostream& os, const Event& e);
+void print_summary_json(std::ostream& os, const Summary& s);
+
+}  // namespace attn

@@ -1,0 +1,55 @@
+#pragma once
+// The block's weights as views (llama2.c's TransformerWeights): F32 tensors point into the
+// mapped file; F16/BF16 (converted once at load), misaligned F32 and seeded tensors live in
+// `owned`. Layouts are nn.Linear's [out_features, in_features], row-major.
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "attn/config.hpp"
+#include "attn/safetensors.hpp"
+
+namespace attn {
+
+struct LayerWeights {
+  const float* attention_norm = nullptr;  // [dim], block llama
+  const float* wq = nullptr;              // [n_heads * head_dim, dim]
+  const float* wk = nullptr;              // [n_kv_heads * head_dim, dim]
+  const float* wv = nullptr;              // [n_kv_heads * head_dim, dim]
+  const float* wo = nullptr;              // [dim, n_heads * head_dim]
+  const float* bq = nullptr;              // [n_heads * head_dim], attention_bias
+  const float* bk = nullptr;              // [n_kv_heads * head_dim]
+  const float* bv = nullptr;              // [n_kv_heads * head_dim]
+  const float* bo = nullptr;              // [dim]
+  const float* ffn_norm = nullptr;        // [dim], block llama
+  const float* w1 = nullptr;              // [ffn_hidden, dim]
+  const float* w2 = nullptr;              // [dim, ffn_hidden]
+  const float* w3 = nullptr;              // [ffn_hidden, dim]
+};
+
+struct TransformerWeights {
+  std::vector<LayerWeights> layers;
+  SafetensorsFile file;
+  std::vector<std::vector<float>> owned;
+  std::uint64_t bytes = 0;  // f32 bytes of all tensors the block reads
+};
+
+// One expected tensor: its name, shape, and where its view goes.
+struct TensorSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  const float** slot;
+};
+
+// Every tensor the config needs, in file order (layer by layer).
+std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers);
+
+// Maps the file and checks every tensor against the config. Throws InputError naming the file,
+// the tensor, what was expected and what was found.
+TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path);
+
+// Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
+// matrices and biases, ones for norms.
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed);
+
+}  // namespace attn

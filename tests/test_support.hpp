@@ -1,0 +1,42 @@
+#pragma once
+// Shared by the tests: fixture paths, comparing f32 buffers at a stated tolerance, running the CLI.
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace test {
+
+inline std::filesystem::path source_dir() { return ATTN_SOURCE_DIR; }
+inline std::filesystem::path golden_dir() { return source_dir() / "tests" / "golden"; }
+
+struct Tolerance {
+  double rtol = 1e-4, atol = 1e-5;
+};
+
+struct Diff {
+  double worst_abs = 0, worst_ratio = 0;  // ratio: |got-exp| / (atol + rtol |exp|), <= 1 passes
+  std::int64_t failures = 0;
+};
+
+inline Diff compare(const float* got, const float* expected, std::int64_t n, Tolerance tol) {
+  Diff d;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double err = std::fabs(double(got[i]) - double(expected[i]));
+    const double ratio = err / (tol.atol + tol.rtol * std::fabs(double(expected[i])));
+    d.worst_abs = std::max(d.worst_abs, err);
+    d.worst_ratio = std::max(d.worst_ratio, std::isnan(ratio) ? 1e30 : ratio);
+    if (!(ratio <= 1.0)) ++d.failures;
+  }
+  return d;
+}
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs attn-cli with the given arguments (a shell-quoted string), capturing stdout and stderr.
+CliResult run_cli(const std::string& args);
+
+}  // namespace test
