@@ -3,9 +3,10 @@
 //   C[M,N] = A[M,K] * B^T      A row-major (lda), B = weights [N,K] row-major (ldb),
 //                              C row-major (ldc); C is overwritten (or accumulated).
 //
-// Goto/BLIS-style blocking: N in NC blocks (B block kc x nc packed, ~L2), K in KC
-// blocks, A packed in MR-row micro-panels (one micro-panel, kc*MR floats, stays in
-// L1 while the inner loop streams the packed B block). Micro-kernel: 14 x 32
+// Goto/BLIS-style blocking: A is packed once per call into MR-row micro-panels per
+// KC block; N in NC blocks, K in KC blocks, B block (kc x nc) packed into NR-wide
+// micro-panels (~L2). One A micro-panel (kc*MR floats) stays in L1 while the inner
+// loop streams the packed B block. KC/NC can be overridden with -DGEMM_AVX512_KC/NC. Micro-kernel: 14 x 32
 // register block (28 zmm accumulators, 2 zmm B loads, 1 broadcast) with
 // _mm512_fmadd_ps when compiled with AVX-512F; otherwise a portable 6 x 16 C++
 // micro-kernel that the compiler auto-vectorises (AVX2/SSE/NEON/scalar).
@@ -42,10 +43,10 @@ inline constexpr int NR = 16;
 inline constexpr bool kHaveAvx512 = false;
 #endif
 #ifndef GEMM_AVX512_KC
-#define GEMM_AVX512_KC 384  // A micro-panel 14*384*4 = 21 KiB (L1d 32 KiB)
+#define GEMM_AVX512_KC 512  // A micro-panel 14*512*4 = 28 KiB (L1d 32 KiB); tuned on Zen4
 #endif
 #ifndef GEMM_AVX512_NC
-#define GEMM_AVX512_NC 384  // B block 384*384*4 = 576 KiB (L2 1 MiB); multiple of NR
+#define GEMM_AVX512_NC 512  // B block 512*512*4 = 1 MiB (L2 1 MiB); multiple of NR
 #endif
 inline constexpr int KC = GEMM_AVX512_KC;
 inline constexpr int NC = GEMM_AVX512_NC;
@@ -116,6 +117,11 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
     GA_DECL(0) GA_DECL(1) GA_DECL(2) GA_DECL(3) GA_DECL(4) GA_DECL(5) GA_DECL(6)
     GA_DECL(7) GA_DECL(8) GA_DECL(9) GA_DECL(10) GA_DECL(11) GA_DECL(12) GA_DECL(13)
 #undef GA_DECL
+    if (mr == MR)  // bring the C tile towards L2 while the FMAs run
+        for (int i = 0; i < MR; ++i) {
+            _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);
+            _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T1);
+        }
     for (int k = 0; k < kc; ++k) {
         const __m512 b0 = _mm512_load_ps(bp);
         const __m512 b1 = _mm512_load_ps(bp + 16);
@@ -189,19 +195,23 @@ inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, co
         return;
     }
     thread_local detail::Buffer abuf, bbuf;
+    // A is packed once per call (all K blocks), then reused for every N block:
+    // K block pc occupies mpad*kc floats starting at mpad*pc.
     const int mpad = (M + MR - 1) / MR * MR;
-    float* ap = abuf.get(static_cast<std::size_t>(mpad) * KC);
+    float* ap = abuf.get(static_cast<std::size_t>(mpad) * K);
     float* bp = bbuf.get(static_cast<std::size_t>(NC) * KC);
+    for (int pc = 0; pc < K; pc += KC)
+        detail::pack_a(M, std::min(KC, K - pc), A + pc, lda, ap + static_cast<std::ptrdiff_t>(mpad) * pc);
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = std::min(NC, N - jc);
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = std::min(KC, K - pc);
             const bool acc = accumulate || pc > 0;
             detail::pack_b(nc, kc, B + jc * ldb + pc, ldb, bp);
-            detail::pack_a(M, kc, A + pc, lda, ap);
+            const float* apc = ap + static_cast<std::ptrdiff_t>(mpad) * pc;
             for (int ir = 0; ir < M; ir += MR) {
                 const int mr = std::min(MR, M - ir);
-                const float* a_panel = ap + static_cast<std::ptrdiff_t>(ir) * kc;
+                const float* a_panel = apc + static_cast<std::ptrdiff_t>(ir) * kc;
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
                     detail::micro_kernel(kc, a_panel, bp + static_cast<std::ptrdiff_t>(jr) * kc,

@@ -1,0 +1,157 @@
+// The ops and the model's pieces against values worked out by hand or by plain double loops.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "attn/attention.hpp"
+#include "attn/matmul.hpp"
+#include "attn/model.hpp"
+#include "attn/run.hpp"
+#include "test_support.hpp"
+
+using doctest::Approx;
+
+TEST_CASE("rmsnorm: x / sqrt(mean(x^2) + eps) * weight") {
+  const float x[8] = {1, 2, 3, 4, -2, 0, 0, 0}, w[4] = {1, 1, 1, 2};
+  float out[8];
+  attn::rmsnorm(out, x, w, 2, 4, 0.0f);
+  const double inv = 1 / std::sqrt(7.5);  // mean(1, 4, 9, 16) = 7.5
+  CHECK(out[0] == Approx(inv));
+  CHECK(out[2] == Approx(3 * inv));
+  CHECK(out[3] == Approx(8 * inv));
+  CHECK(out[4] == Approx(-2.0));  // mean(4, 0, 0, 0) = 1
+  attn::rmsnorm(out, x, w, 1, 4, 0.5f);
+  CHECK(out[0] == Approx(1 / std::sqrt(8.0)));
+}
+
+TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)") {
+  // head_dim 4, theta 10000: frequencies 1 and 0.01. Position 1 for row t=0 with start_pos 1.
+  SUBCASE("interleaved pairs (x0, x1), (x2, x3)") {
+    const auto table = attn::make_rope_table(attn::Rope::interleaved, 4, 8, 10000);
+    float x[4] = {1, 0, 0, 1};
+    attn::apply_rope(table, x, 1, 1, 1, 1);
+    CHECK(x[0] == Approx(std::cos(1.0)));
+    CHECK(x[1] == Approx(std::sin(1.0)));
+    CHECK(x[2] == Approx(-std::sin(0.01)));
+    CHECK(x[3] == Approx(std::cos(0.01)));
+  }
+  SUBCASE("half pairs (x0, x2), (x1, x3)") {
+    const auto table = attn::make_rope_table(attn::Rope::half, 4, 8, 10000);
+    float x[4] = {1, 0, 0, 1};
+    attn::apply_rope(table, x, 1, 1, 1, 1);
+    CHECK(x[0] == Approx(std::cos(1.0)));
+    CHECK(x[2] == Approx(std::sin(1.0)));
+    CHECK(x[1] == Approx(-std::sin(0.01)));
+    CHECK(x[3] == Approx(std::cos(0.01)));
+  }
+  SUBCASE("position start_pos + t, and none leaves x alone") {
+    const auto table = attn::make_rope_table(attn::Rope::interleaved, 2, 8, 10000);
+    float x[4] = {1, 0, 1, 0};  // [1, 2, 1, 2]: rows at positions 3 and 4
+    attn::apply_rope(table, x, 1, 2, 1, 3);
+    CHECK(x[0] == Approx(std::cos(3.0)));
+    CHECK(x[3] == Approx(std::sin(4.0)));
+    const auto none = attn::make_rope_table(attn::Rope::none, 2, 8, 10000);
+    float y[2] = {1, 2};
+    attn::apply_rope(none, y, 1, 1, 1, 5);
+    CHECK(y[0] == 1.0f);
+    CHECK(y[1] == 2.0f);
+  }
+}
+
+TEST_CASE("softmax: stable for large scores, masked tail is zero") {
+  float a[3] = {1, 2, 3};
+  attn::softmax_masked(a, 3, 3);
+  CHECK(a[0] == Approx(0.09003057));
+  CHECK(a[2] == Approx(0.66524096));
+  float b[4] = {1000, 1000, 5, 7};
+  attn::softmax_masked(b, 2, 4);
+  CHECK(b[0] == Approx(0.5));
+  CHECK(b[1] == Approx(0.5));
+  CHECK(b[2] == 0.0f);
+  CHECK(b[3] == 0.0f);
+}
+
+TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm paths") {
+  for (int threads : {1, 2})
+    for (std::int64_t M : {1, 3, 5, 70}) {
+      const std::int64_t K = 37, N = 53;  // N not a multiple of the 16-row slices
+      std::vector<float> x(std::size_t(M * K)), w(std::size_t(N * K)), b(static_cast<std::size_t>(N));
+      std::vector<float> out(std::size_t(M * N), 1.0f);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.1 * double(i)));
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(std::cos(0.07 * double(i)));
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i) * 0.01f;
+      attn::set_threads(threads);
+      const attn::Projection p{out.data(), w.data(), b.data(), N};
+      attn::linear({&p, 1}, x.data(), M, K, /*accumulate=*/true);
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t n = 0; n < N; ++n) {
+          double ref = 1.0 + b[std::size_t(n)];
+          for (std::int64_t k = 0; k < K; ++k) ref += double(x[std::size_t(m * K + k)]) * w[std::size_t(n * K + k)];
+          CAPTURE(M);
+          CHECK(out[std::size_t(m * N + n)] == Approx(ref).epsilon(1e-5));
+        }
+    }
+}
+
+TEST_CASE("cache: layout [layer][batch][kv head][position][head_dim], stored at start_pos") {
+  attn::ModelArgs a = attn::seed_args();  // 2 kv heads, head_dim 3, max_batch 2, max_seq 17
+  a.n_layers = 2;
+  attn::KVCache c = attn::make_kv_cache(a);
+  CHECK(c.cache_k.size() == std::size_t(2 * 2 * 2 * 17 * 3));
+  CHECK(c.offset(1, 1, 1, 2) == (((1 * 2 + 1) * 2 + 1) * 17 + 2) * 3);
+  // xk: [bsz 2, seqlen 1, 2 kv heads, 3]
+  const float xk[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  attn::store_kv(c, 1, xk, xk, 2, 1, 4);
+  CHECK(*c.k(1, 1, 0, 4) == 6.0f);  // batch 1, head 0
+  CHECK(c.k(1, 0, 1, 4)[2] == 5.0f);
+  const std::vector<float> f = attn::filled_k(c, 1, 2, 5);  // [2, 2, 5, 3]
+  CHECK(f[std::size_t(((1 * 2 + 1) * 5 + 4) * 3)] == 9.0f);
+  CHECK(f[0] == 0.0f);
+}
+
+TEST_CASE("attention: causal rows and grouped heads read the right KV head in place") {
+  attn::ModelArgs a = attn::seed_args();
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.dim = 8;  // head_dim 2, n_rep 2
+  attn::KVCache c = attn::make_kv_cache(a);
+  std::vector<float> scratch = attn::make_attention_scratch(c, 4);
+  // Keys and values for positions 0 and 1 of each KV head; v differs by head.
+  const float xk[8] = {1, 0, 0, 1, 0, 1, 1, 0}, xv[8] = {1, 2, 10, 20, 3, 4, 30, 40};
+  attn::store_kv(c, 0, xk, xv, 1, 2, 0);
+  float xq[16] = {};  // [1, 2, 4 heads, 2], zero queries: uniform weights over visible keys
+  float out[16];
+  attn::attention(out, xq, c, 0, 4, 1, 2, 0, scratch);
+  // Row 0 sees position 0 only; heads 0, 1 read KV head 0, heads 2, 3 read KV head 1.
+  CHECK(out[0] == 1.0f);
+  CHECK(out[3] == 2.0f);
+  CHECK(out[4] == 10.0f);
+  CHECK(out[7] == 20.0f);
+  // Row 1 sees positions 0 and 1 equally.
+  CHECK(out[8 + 0] == Approx(2.0));
+  CHECK(out[8 + 4] == Approx(20.0));  // head 2: mean of KV head 1 values (10, 20), (30, 40)
+  CHECK(out[8 + 5] == Approx(30.0));
+}
+
+TEST_CASE("equivalence: prefill P then N decode steps equals one prefill of P + N") {
+  attn::set_threads(2);
+  attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");
+  const attn::RunOptions split{2, 5, 6}, whole{2, 11, 0};
+  const std::vector<float> x = attn::seeded_input(a, split, 7);
+  attn::Transformer m1 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 5);
+  attn::Transformer m2 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 11);
+  const auto r1 = attn::run(m1, x, split, [](const attn::Event&) {});
+  const auto r2 = attn::run(m2, x, whole, [](const attn::Event&) {});
+  const std::int64_t dim = a.dim;
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const test::Diff head = test::compare(r1.prefill_output.data() + b * 5 * dim,
+                                          r2.prefill_output.data() + b * 11 * dim, 5 * dim, {});
+    CHECK(head.failures == 0);
+    for (std::int64_t i = 1; i <= 6; ++i) {
+      const test::Diff d = test::compare(r1.decode_output.data() + ((i - 1) * 2 + b) * dim,
+                                         r2.prefill_output.data() + (b * 11 + 4 + i) * dim, dim, {});
+      CAPTURE(i);
+      CHECK(d.failures == 0);
+    }
+  }
+}
