@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages attn-cli builds with, if any is missing (run as root).
+set -euo pipefail
+packages=(cmake g++ make pkg-config libcli11-dev nlohmann-json3-dev libspdlog-dev libopenblas-dev
+          doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
