@@ -1,15 +1,15 @@
 // attn-cli: the frontend. Flags in, trace out; the engine lives in lib/.
-#include <CLI/CLI.hpp>
 #include <omp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <unistd.h>
 
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
@@ -29,10 +29,13 @@ struct Flags {
 void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_option("--config", f.config, "ModelArgs JSON (default: the seed notebook's GQA)");
   cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
-  cmd->add_option("--input", f.input, "safetensors with tensor x [B, T, dim] (default: from --seed)");
-  f.batch_option = cmd->add_option("-b,--batch", f.run.batch, "batch size B")->capture_default_str();
+  cmd->add_option("--input", f.input,
+                  "safetensors with tensor x [B, T, dim] (default: from --seed)");
+  f.batch_option =
+      cmd->add_option("-b,--batch", f.run.batch, "batch size B")->capture_default_str();
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
-  cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")->capture_default_str();
+  cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
+      ->capture_default_str();
   cmd->add_option("-s,--seed", f.seed, "seed for weights and input")->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
@@ -58,12 +61,9 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) 
   std::sort(steps.begin(), steps.end());
   double total = 0;
   for (double s : steps) total += s;
-  return {o.prefill,
-          out.prefill_seconds * 1e3,
-          o.steps,
-          steps.empty() ? 0 : steps[steps.size() / 2] * 1e3,
-          total * 1e3,
-          attn::threads(),
+  return {o.prefill,        out.prefill_seconds * 1e3,
+          o.steps,          steps.empty() ? 0 : steps[steps.size() / 2] * 1e3,
+          total * 1e3,      attn::threads(),
           attn::blas_core()};
 }
 
@@ -74,18 +74,23 @@ int run_command(const Flags& f, bool decode_only) {
   attn::RunOptions opts = f.run;
   attn::check_capacity(args, opts);
   check_dump_path(f.dump);
-  std::vector<float> x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
-                                         : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
+  std::vector<float> x = f.input.empty()
+                             ? attn::seeded_input(args, opts, f.seed)
+                             : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  attn::Transformer m =
-      attn::make_transformer(args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1));
+  attn::Transformer m = attn::make_transformer(
+      args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1));
 
-  if (f.json) attn::print_config_json(std::cout, args);
-  else attn::print_config_text(std::cout, args);
+  if (f.json)
+    attn::print_config_json(std::cout, args);
+  else
+    attn::print_config_text(std::cout, args);
   const attn::RunOutputs out = attn::run(m, x, opts, [&](const attn::Event& e) {
-    if (f.json) attn::print_event_json(std::cout, e);
-    else attn::print_event_text(std::cout, e, decode_only);
+    if (f.json)
+      attn::print_event_json(std::cout, e);
+    else
+      attn::print_event_text(std::cout, e, decode_only);
   });
   const attn::Summary s = summarize(opts, out);
   if (f.json) attn::print_summary_json(std::cout, s);
@@ -112,7 +117,8 @@ int main(int argc, char** argv) {
       "Exit status: 0 success, 2 bad usage or input, 1 anything else.");
   Flags run_flags, decode_flags;
   CLI::App* run = app.add_subcommand("run", "prefill P positions, then N decode steps");
-  CLI::App* decode = app.add_subcommand("decode", "the token-by-token loop, the cache after every step");
+  CLI::App* decode =
+      app.add_subcommand("decode", "the token-by-token loop, the cache after every step");
   add_common(run, run_flags);
   add_common(decode, decode_flags);
   try {

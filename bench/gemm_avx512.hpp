@@ -6,10 +6,11 @@
 // Goto/BLIS-style blocking: A is packed once per call into MR-row micro-panels per
 // KC block; N in NC blocks, K in KC blocks, B block (kc x nc) packed into NR-wide
 // micro-panels (~L2). One A micro-panel (kc*MR floats) stays in L1 while the inner
-// loop streams the packed B block. KC/NC can be overridden with -DGEMM_AVX512_KC/NC. Micro-kernel: 14 x 32
-// register block (28 zmm accumulators, 2 zmm B loads, 1 broadcast) with
-// _mm512_fmadd_ps when compiled with AVX-512F; otherwise a portable 6 x 16 C++
-// micro-kernel that the compiler auto-vectorises (AVX2/SSE/NEON/scalar).
+// loop streams the packed B block. KC/NC can be overridden with -DGEMM_AVX512_KC/NC.
+// Micro-kernel: 14 x 32 register block (28 zmm accumulators, 2 zmm B loads, 1
+// broadcast) with _mm512_fmadd_ps when compiled with AVX-512F; otherwise a portable
+// 6 x 16 micro-kernel: AVX2+FMA intrinsics if available, else GCC/Clang vector
+// extensions (SSE/NEON/...), else plain C++.
 //
 // Single-threaded entry: sgemm_nt(). OpenMP entry: sgemm_nt_omp() splits N into one
 // contiguous NR-aligned range per thread, each thread running sgemm_nt() on it
@@ -24,7 +25,7 @@
 #include <cstring>
 #include <memory>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 #if defined(_OPENMP)
@@ -166,20 +167,59 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
     store_tile(tmp, mr, nr, c, ldc, accumulate);
 }
 #else
-// Portable MR x NR micro-kernel; the j loop auto-vectorises.
+// Portable MR x NR micro-kernel.
 inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
                          std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
-    alignas(64) float acc[MR * NR] = {};
+    alignas(64) float tmp[MR * NR];
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+           c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int k = 0; k < kc; ++k) {
-        for (int i = 0; i < MR; ++i) {
-            const float a = ap[i];
-#pragma GCC ivdep
-            for (int j = 0; j < NR; ++j) acc[i * NR + j] += a * bp[j];
-        }
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        __m256 a = _mm256_broadcast_ss(ap + 0);
+        c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
         ap += MR;
         bp += NR;
     }
-    store_tile(acc, mr, nr, c, ldc, accumulate);
+    _mm256_store_ps(tmp + 0, c00); _mm256_store_ps(tmp + 8, c01);
+    _mm256_store_ps(tmp + 16, c10); _mm256_store_ps(tmp + 24, c11);
+    _mm256_store_ps(tmp + 32, c20); _mm256_store_ps(tmp + 40, c21);
+    _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
+    _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
+    _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
+#elif defined(__GNUC__)
+    typedef float v8 __attribute__((vector_size(32), aligned(4)));
+    v8 acc[MR][NR / 8] = {};
+    for (int k = 0; k < kc; ++k) {
+        v8 b[NR / 8];
+        for (int v = 0; v < NR / 8; ++v) std::memcpy(&b[v], bp + 8 * v, sizeof(v8));
+        for (int i = 0; i < MR; ++i)
+            for (int v = 0; v < NR / 8; ++v) acc[i][v] += ap[i] * b[v];
+        ap += MR;
+        bp += NR;
+    }
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NR / 8; ++v) std::memcpy(tmp + i * NR + 8 * v, &acc[i][v], sizeof(v8));
+#else
+    for (int i = 0; i < MR * NR; ++i) tmp[i] = 0.0f;
+    for (int k = 0; k < kc; ++k) {
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < NR; ++j) tmp[i * NR + j] += ap[i] * bp[j];
+        ap += MR;
+        bp += NR;
+    }
+#endif
+    store_tile(tmp, mr, nr, c, ldc, accumulate);
 }
 #endif
 

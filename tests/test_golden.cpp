@@ -87,10 +87,10 @@ TEST_CASE("golden: every case matches the PyTorch reference, on 1 and 2 threads"
 TEST_CASE("golden: the CLI's --dump matches the reference file tensor for tensor") {
   const auto dir = test::golden_dir() / "gqa_llama_interleaved_b2";
   const auto dump = std::filesystem::temp_directory_path() / "attn_golden_dump.safetensors";
-  const test::CliResult r = test::run_cli(
-      "run --config " + (dir / "config.json").string() + " --weights " +
-      (dir / "weights.safetensors").string() + " --input " + (dir / "input.safetensors").string() +
-      " --prefill 6 --steps 3 --dump " + dump.string());
+  const test::CliResult r = test::run_cli("run --config " + (dir / "config.json").string() +
+                                          " --weights " + (dir / "weights.safetensors").string() +
+                                          " --input " + (dir / "input.safetensors").string() +
+                                          " --prefill 6 --steps 3 --dump " + dump.string());
   INFO(r.err);
   REQUIRE(r.status == 0);
   const attn::SafetensorsFile got = attn::open_safetensors(dump);

@@ -75,7 +75,8 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
   for (int threads : {1, 2})
     for (std::int64_t M : {1, 3, 5, 70}) {
       const std::int64_t K = 37, N = 53;  // N not a multiple of the 16-row slices
-      std::vector<float> x(std::size_t(M * K)), w(std::size_t(N * K)), b(static_cast<std::size_t>(N));
+      std::vector<float> x(std::size_t(M * K)), w(std::size_t(N * K)),
+          b(static_cast<std::size_t>(N));
       std::vector<float> out(std::size_t(M * N), 1.0f);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.1 * double(i)));
       for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(std::cos(0.07 * double(i)));
@@ -86,7 +87,8 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
       for (std::int64_t m = 0; m < M; ++m)
         for (std::int64_t n = 0; n < N; ++n) {
           double ref = 1.0 + b[std::size_t(n)];
-          for (std::int64_t k = 0; k < K; ++k) ref += double(x[std::size_t(m * K + k)]) * w[std::size_t(n * K + k)];
+          for (std::int64_t k = 0; k < K; ++k)
+            ref += double(x[std::size_t(m * K + k)]) * w[std::size_t(n * K + k)];
           CAPTURE(M);
           CHECK(out[std::size_t(m * N + n)] == Approx(ref).epsilon(1e-5));
         }
@@ -148,8 +150,9 @@ TEST_CASE("equivalence: prefill P then N decode steps equals one prefill of P + 
                                           r2.prefill_output.data() + b * 11 * dim, 5 * dim, {});
     CHECK(head.failures == 0);
     for (std::int64_t i = 1; i <= 6; ++i) {
-      const test::Diff d = test::compare(r1.decode_output.data() + ((i - 1) * 2 + b) * dim,
-                                         r2.prefill_output.data() + (b * 11 + 4 + i) * dim, dim, {});
+      const test::Diff d =
+          test::compare(r1.decode_output.data() + ((i - 1) * 2 + b) * dim,
+                        r2.prefill_output.data() + (b * 11 + 4 + i) * dim, dim, {});
       CAPTURE(i);
       CHECK(d.failures == 0);
     }

@@ -21,8 +21,8 @@ std::string slurp(const std::filesystem::path& p) {
 }  // namespace
 
 CliResult run_cli(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("attn_cli_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("attn_cli_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout", err = dir / "stderr";
   const std::string cmd = std::string(ATTN_CLI) + " " + args + " >" + out.string() + " 2>" +

@@ -7,8 +7,12 @@
 
 namespace test {
 
-inline std::filesystem::path source_dir() { return ATTN_SOURCE_DIR; }
-inline std::filesystem::path golden_dir() { return source_dir() / "tests" / "golden"; }
+inline std::filesystem::path source_dir() {
+  return ATTN_SOURCE_DIR;
+}
+inline std::filesystem::path golden_dir() {
+  return source_dir() / "tests" / "golden";
+}
 
 struct Tolerance {
   double rtol = 1e-4, atol = 1e-5;

@@ -46,8 +46,8 @@ void head_attention(float* out, const float* q, const float* k, const float* v, 
 }  // namespace
 
 void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
-               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
-               std::int64_t start_pos, std::vector<float>& scratch) {
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
+               std::vector<float>& scratch) {
   const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
   const std::int64_t ld = n_heads * hd;  // row stride of xq and out
   const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;

@@ -12,7 +12,9 @@ namespace attn {
 
 namespace {
 
-std::string gib(double bytes) { return std::to_string(bytes / double(1 << 30)).substr(0, 5); }
+std::string gib(double bytes) {
+  return std::to_string(bytes / double(1 << 30)).substr(0, 5);
+}
 
 std::vector<float> filled(const KVCache& c, const std::vector<float>& buf, std::int64_t layer,
                           std::int64_t bsz, std::int64_t n) {
@@ -31,8 +33,8 @@ std::vector<float> filled(const KVCache& c, const std::vector<float>& buf, std::
 KVCache make_kv_cache(const ModelArgs& a) {
   KVCache c{a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), {}, {}};
   // Config sizes are capped at 2^24, so the product fits a double exactly enough to compare.
-  const double bytes = 2.0 * double(a.n_layers) * double(a.max_batch_size) *
-                       double(a.n_kv_heads) * double(a.max_seq_len) * double(a.head_dim()) * 4.0;
+  const double bytes = 2.0 * double(a.n_layers) * double(a.max_batch_size) * double(a.n_kv_heads) *
+                       double(a.max_seq_len) * double(a.head_dim()) * 4.0;
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   if (bytes > memory)
     throw InputError("the KV cache needs " + gib(bytes) + " GiB, more than this machine's " +

@@ -1,11 +1,11 @@
 #include "attn/config.hpp"
 
+#include <spdlog/spdlog.h>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <spdlog/spdlog.h>
 
 #include "attn/error.hpp"
 
@@ -40,7 +40,8 @@ struct Reader {
   }
 
   template <typename E>
-  void choice(const char* key, E& out, std::initializer_list<std::pair<const char*, E>> names) const {
+  void choice(const char* key, E& out,
+              std::initializer_list<std::pair<const char*, E>> names) const {
     if (!j.contains(key)) return;
     const json& v = j.at(key);
     std::string allowed;
@@ -61,7 +62,8 @@ void read_keys(const Reader& r, ModelArgs& a) {
   r.integer("n_layers", a.n_layers);
   r.integer("n_heads", a.n_heads);
   a.n_kv_heads = a.n_heads;
-  if (j.contains("n_kv_heads") && !j.at("n_kv_heads").is_null()) r.integer("n_kv_heads", a.n_kv_heads);
+  if (j.contains("n_kv_heads") && !j.at("n_kv_heads").is_null())
+    r.integer("n_kv_heads", a.n_kv_heads);
   r.integer("vocab_size", a.vocab_size);
   r.integer("multiple_of", a.multiple_of);
   if (j.contains("ffn_dim_multiplier") && !j.at("ffn_dim_multiplier").is_null()) {
@@ -86,9 +88,14 @@ void read_keys(const Reader& r, ModelArgs& a) {
 
 void validate(const Reader& r, const ModelArgs& a) {
   const std::pair<const char*, std::int64_t> sizes[] = {
-      {"dim", a.dim},           {"n_layers", a.n_layers},         {"n_heads", a.n_heads},
-      {"n_kv_heads", a.n_kv_heads}, {"multiple_of", a.multiple_of}, {"max_batch_size", a.max_batch_size},
-      {"max_seq_len", a.max_seq_len}, {"model_parallel_size", a.model_parallel_size}};
+      {"dim", a.dim},
+      {"n_layers", a.n_layers},
+      {"n_heads", a.n_heads},
+      {"n_kv_heads", a.n_kv_heads},
+      {"multiple_of", a.multiple_of},
+      {"max_batch_size", a.max_batch_size},
+      {"max_seq_len", a.max_seq_len},
+      {"model_parallel_size", a.model_parallel_size}};
   for (auto& [key, v] : sizes)
     if (v < 1) r.fail(key, "must be at least 1, got " + std::to_string(v));
   // Caps keep every derived size and product far inside 64 bits.
@@ -110,7 +117,8 @@ void validate(const Reader& r, const ModelArgs& a) {
   if (a.model_parallel_size > 1)
     r.fail("model_parallel_size", "splitting heads across ranks is not supported yet (use 1)");
   if (a.vocab_size == 0 || a.vocab_size < -1)
-    r.fail("vocab_size", "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
+    r.fail("vocab_size",
+           "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
   if (a.vocab_size > 0)
     r.fail("vocab_size", "token models (embedding and output head) are not supported yet (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
@@ -120,10 +128,21 @@ void validate(const Reader& r, const ModelArgs& a) {
 }
 
 void warn_unknown_keys(const json& j, const std::string& source) {
-  static const std::set<std::string> known = {
-      "dim",          "n_layers",       "n_heads",     "n_kv_heads",         "vocab_size",
-      "multiple_of",  "ffn_dim_multiplier", "norm_eps", "rope_theta",       "max_batch_size",
-      "max_seq_len",  "model_parallel_size", "block",  "rope",               "attention_bias"};
+  static const std::set<std::string> known = {"dim",
+                                              "n_layers",
+                                              "n_heads",
+                                              "n_kv_heads",
+                                              "vocab_size",
+                                              "multiple_of",
+                                              "ffn_dim_multiplier",
+                                              "norm_eps",
+                                              "rope_theta",
+                                              "max_batch_size",
+                                              "max_seq_len",
+                                              "model_parallel_size",
+                                              "block",
+                                              "rope",
+                                              "attention_bias"};
   for (auto& [key, value] : j.items())
     if (!known.count(key)) spdlog::warn("{}: unknown key '{}' ignored", source, key);
 }
@@ -133,7 +152,8 @@ void warn_unknown_keys(const json& j, const std::string& source) {
 std::int64_t ModelArgs::ffn_hidden() const {
   std::int64_t h = 4 * dim;
   h = 2 * h / 3;
-  if (ffn_dim_multiplier) h = static_cast<std::int64_t>(*ffn_dim_multiplier * static_cast<double>(h));
+  if (ffn_dim_multiplier)
+    h = static_cast<std::int64_t>(*ffn_dim_multiplier * static_cast<double>(h));
   return multiple_of * ((h + multiple_of - 1) / multiple_of);
 }
 
@@ -182,13 +202,18 @@ ModelArgs load_config(const std::filesystem::path& path) {
   return parse_config(text.str(), path.string());
 }
 
-const char* block_name(Block b) { return b == Block::llama ? "llama" : "attention"; }
+const char* block_name(Block b) {
+  return b == Block::llama ? "llama" : "attention";
+}
 
 const char* rope_name(Rope r) {
   switch (r) {
-    case Rope::interleaved: return "interleaved";
-    case Rope::half: return "half";
-    default: return "none";
+    case Rope::interleaved:
+      return "interleaved";
+    case Rope::half:
+      return "half";
+    default:
+      return "none";
   }
 }
 

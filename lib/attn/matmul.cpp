@@ -42,11 +42,11 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
 
 }  // namespace
 
-void linear(std::span<const Projection> projections, const float* x, std::int64_t M,
-            std::int64_t K, bool accumulate) {
+void linear(std::span<const Projection> projections, const float* x, std::int64_t M, std::int64_t K,
+            bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
-  // Waking a second thread costs microseconds, more than a small product takes.
+    // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel if (flops > kParallelFlops)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -62,7 +62,9 @@ void set_threads(int threads) {
   omp_set_num_threads(std::max(1, threads));
 }
 
-int threads() { return omp_get_max_threads(); }
+int threads() {
+  return omp_get_max_threads();
+}
 
 std::string blas_core() {
   const char* core = openblas_get_corename();

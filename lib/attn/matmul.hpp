@@ -19,8 +19,8 @@ struct Projection {
 // All projections share the input x [M, K]; they run in one parallel region, each thread
 // taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not three.
 // accumulate: out += product (the residual connection), else out = product.
-void linear(std::span<const Projection> projections, const float* x, std::int64_t M,
-            std::int64_t K, bool accumulate = false);
+void linear(std::span<const Projection> projections, const float* x, std::int64_t M, std::int64_t K,
+            bool accumulate = false);
 
 // Sets the thread count for every parallel region and pins OpenBLAS to one thread per call.
 void set_threads(int threads);

@@ -14,14 +14,14 @@ namespace attn {
 // Activations for up to max_rows = bsz * seqlen rows, allocated once.
 struct Activations {
   std::int64_t max_rows = 0;
-  std::vector<float> xb;     // [rows, dim]          normed input of attention / FFN
-  std::vector<float> xq;     // [rows, n_heads * head_dim]
-  std::vector<float> xk;     // [rows, n_kv_heads * head_dim]
-  std::vector<float> xv;     // [rows, n_kv_heads * head_dim]
-  std::vector<float> att;    // [rows, n_heads * head_dim]
-  std::vector<float> h1;     // [kFfnRows, ffn_hidden] w1 then the SwiGLU gate
-  std::vector<float> h3;     // [kFfnRows, ffn_hidden]
-  std::vector<float> scores; // per-thread attention scores
+  std::vector<float> xb;      // [rows, dim]          normed input of attention / FFN
+  std::vector<float> xq;      // [rows, n_heads * head_dim]
+  std::vector<float> xk;      // [rows, n_kv_heads * head_dim]
+  std::vector<float> xv;      // [rows, n_kv_heads * head_dim]
+  std::vector<float> att;     // [rows, n_heads * head_dim]
+  std::vector<float> h1;      // [kFfnRows, ffn_hidden] w1 then the SwiGLU gate
+  std::vector<float> h3;      // [kFfnRows, ffn_hidden]
+  std::vector<float> scores;  // per-thread attention scores
 };
 
 // The FFN runs over row blocks of this many positions: its two hidden buffers stay small

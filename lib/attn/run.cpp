@@ -52,8 +52,8 @@ std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::ui
   return x;
 }
 
-std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& a,
-                              RunOptions& o, bool batch_given) {
+std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& a, RunOptions& o,
+                              bool batch_given) {
   const SafetensorsFile f = open_safetensors(path);
   const std::string src = path.string();
   if (!f.header.tensors.count("x")) throw InputError(src + ": tensor 'x' is missing");
@@ -71,8 +71,8 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
   const std::int64_t T = t.shape[1];
   if (T < o.prefill + o.steps)
     throw InputError(src + ": tensor 'x' has " + std::to_string(T) + " positions, prefill " +
-                     std::to_string(o.prefill) + " + steps " + std::to_string(o.steps) +
-                     " need " + std::to_string(o.prefill + o.steps));
+                     std::to_string(o.prefill) + " + steps " + std::to_string(o.steps) + " need " +
+                     std::to_string(o.prefill + o.steps));
   std::vector<float> storage;
   const float* data = tensor_as_f32(f, "x", storage);
   // Keep only the positions the run uses: [B, P+N, dim].
@@ -121,7 +121,8 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
   std::vector<OutTensor> tensors = {{"input", {B, T, a.dim}, x.data()}};
   if (P > 0) tensors.push_back({"prefill.output", {B, P, a.dim}, out.prefill_output.data()});
   for (std::int64_t i = 1; i <= N; ++i)
-    tensors.push_back({"decode." + std::to_string(i) + ".output", {B, 1, a.dim},
+    tensors.push_back({"decode." + std::to_string(i) + ".output",
+                       {B, 1, a.dim},
                        out.decode_output.data() + (i - 1) * B * a.dim});
   std::vector<std::vector<float>> caches;  // the filled part, [B, n_kv_heads, T, head_dim]
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
@@ -130,10 +131,10 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
   }
   const Shape cache_shape = {B, a.n_kv_heads, T, a.head_dim()};
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
-    tensors.push_back({"cache." + std::to_string(l) + ".k", cache_shape,
-                       caches[std::size_t(2 * l)].data()});
-    tensors.push_back({"cache." + std::to_string(l) + ".v", cache_shape,
-                       caches[std::size_t(2 * l + 1)].data()});
+    tensors.push_back(
+        {"cache." + std::to_string(l) + ".k", cache_shape, caches[std::size_t(2 * l)].data()});
+    tensors.push_back(
+        {"cache." + std::to_string(l) + ".v", cache_shape, caches[std::size_t(2 * l + 1)].data()});
   }
   write_safetensors(path, tensors);
 }

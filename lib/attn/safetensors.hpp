@@ -10,10 +10,26 @@
 
 namespace attn {
 
-enum class Dtype { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
+enum class Dtype {
+  BOOL,
+  U8,
+  I8,
+  F8_E5M2,
+  F8_E4M3,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  F64,
+  I64,
+  U64
+};
 
-const char* dtype_name(Dtype d);       // "F32", ...
-std::uint64_t dtype_size(Dtype d);     // bytes per element
+const char* dtype_name(Dtype d);    // "F32", ...
+std::uint64_t dtype_size(Dtype d);  // bytes per element
 
 struct TensorInfo {
   Dtype dtype;
@@ -51,7 +67,9 @@ struct SafetensorsFile {
 
   // Raw bytes of a tensor; throws InputError naming the file and tensor if absent.
   const TensorInfo& info(const std::string& name) const;
-  const std::uint8_t* bytes(const TensorInfo& t) const { return base + header.data_start + t.begin; }
+  const std::uint8_t* bytes(const TensorInfo& t) const {
+    return base + header.data_start + t.begin;
+  }
 };
 
 // Maps and validates. Throws InputError naming the file.

@@ -35,7 +35,10 @@ void print_config_text(std::ostream& os, const ModelArgs& a) {
 
 void print_event_text(std::ostream& os, const Event& e, bool decode_only) {
   if (e.kind == Event::Kind::prefill) {
-    if (decode_only) return;
+    if (decode_only) {
+      os << "prefill " << e.seqlen << ": " << cache_text(e) << "\n";
+      return;
+    }
     os << "prefill: start_pos " << e.start_pos << ", seqlen " << e.seqlen << ", input "
        << shape_text(e.input) << " -> output " << shape_text(e.output) << ", " << cache_text(e)
        << "\n";
@@ -50,8 +53,8 @@ void print_event_text(std::ostream& os, const Event& e, bool decode_only) {
 
 void print_summary_text(std::ostream& os, const Summary& s) {
   const double per_step = s.decode_steps ? s.decode_ms_total / double(s.decode_steps) : 0;
-  os << "prompt eval time = " << s.prefill_ms << " ms / " << s.prefill_positions
-     << " positions (" << (s.prefill_ms > 0 ? 1e3 * double(s.prefill_positions) / s.prefill_ms : 0)
+  os << "prompt eval time = " << s.prefill_ms << " ms / " << s.prefill_positions << " positions ("
+     << (s.prefill_ms > 0 ? 1e3 * double(s.prefill_positions) / s.prefill_ms : 0)
      << " positions per second)\n"
      << "       eval time = " << s.decode_ms_total << " ms / " << s.decode_steps << " steps ("
      << per_step << " ms per step, median " << s.decode_ms_median << ")\n"

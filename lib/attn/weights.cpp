@@ -1,7 +1,7 @@
 #include "attn/weights.hpp"
 
-#include <set>
 #include <spdlog/spdlog.h>
+#include <set>
 
 #include "attn/error.hpp"
 #include "attn/rng.hpp"
@@ -46,7 +46,9 @@ void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
 }
 
-bool is_norm(const TensorSpec& s) { return s.name.ends_with("norm.weight"); }
+bool is_norm(const TensorSpec& s) {
+  return s.name.ends_with("norm.weight");
+}
 
 }  // namespace
 
@@ -81,7 +83,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
     used.insert(s.name);
   }
   for (auto& [name, info] : w.file.header.tensors)
-    if (!used.count(name)) spdlog::warn("{}: tensor '{}' is not used by this config, ignored", src, name);
+    if (!used.count(name))
+      spdlog::warn("{}: tensor '{}' is not used by this config, ignored", src, name);
   return w;
 }
 
