@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <optional>
 
+#include "attn/bench.hpp"
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
 #include "attn/run.hpp"
@@ -100,6 +102,99 @@ int run_command(const Flags& f, bool decode_only) {
   return std::cout ? 0 : 1;
 }
 
+struct BenchFlags {
+  std::string config, weights;
+  std::int64_t prefill = 512, steps = 128;
+  std::uint64_t seed = 42;
+  int threads = omp_get_num_procs();
+  bool json = false;
+};
+
+void add_bench(CLI::App* cmd, BenchFlags& f) {
+  cmd->add_option("--config", f.config, "ModelArgs JSON (default: one Llama-3-8B layer)");
+  cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
+  cmd->add_option("--prefill", f.prefill, "positions in the prefill")->capture_default_str();
+  cmd->add_option("-n,--steps", f.steps, "decode steps")->capture_default_str();
+  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")->capture_default_str();
+  cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--json", f.json, "one JSON object on stdout");
+}
+
+void print_bench(const attn::BenchResult& r, bool json) {
+  const auto& l = r.limits;
+  const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
+  const double med = r.step_ms[r.step_ms.size() / 2];
+  const double p10 = r.step_ms[r.step_ms.size() / 10], p90 = r.step_ms[r.step_ms.size() * 9 / 10];
+  const double gbs = r.weight_bytes / (med * 1e-3) / 1e9;
+  const double matmul_rate = r.prefill_matmul_gflop / pf_s;
+  std::fprintf(
+      stderr,
+      "prompt eval time = %10.2f ms / %5lld positions (%8.2f ms per position, %8.2f "
+      "positions per second)\n"
+      "prompt eval rate = %8.1f GFLOP/s (%.1f GFLOP), %.0f%% of OpenBLAS sgemm's %.1f "
+      "GFLOP/s on these shapes, %.0f%% of the %s FMA peak %.1f GFLOP/s\n"
+      "        eval time = %10.2f ms / %5lld steps    (%8.2f ms per step median, p10 %.2f, "
+      "p90 %.2f, %8.2f steps per second)\n"
+      "        eval rate = %8.2f GB/s of weights (%.1f MB per step), %.0f%% of the %.2f "
+      "GB/s streaming read\n"
+      "peak resident memory = %.1f MB; threads = %d; matmul = %s; OpenBLAS core = %s\n",
+      pf_s * 1e3, (long long)r.prefill, pf_s * 1e3 / double(r.prefill), double(r.prefill) / pf_s,
+      pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops, l.sgemm_gflops,
+      100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops, med * double(r.steps),
+      (long long)r.steps, med, p10, p90, 1e3 / med, gbs, r.weight_bytes / 1e6,
+      100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, attn::threads(),
+      attn::matmul_path().c_str(), attn::blas_core().c_str());
+  if (!json) return;
+  nlohmann::json j = {{"prefill_positions", r.prefill},
+                      {"prefill_ms", pf_s * 1e3},
+                      {"prefill_positions_per_s", double(r.prefill) / pf_s},
+                      {"prefill_gflops", pf_gflops},
+                      {"prefill_gflop", r.prefill_gflop},
+                      {"prefill_matmul_gflops", matmul_rate},
+                      {"prefill_fraction_of_sgemm", matmul_rate / l.sgemm_gflops},
+                      {"prefill_fraction_of_fma_peak", pf_gflops / l.fma_gflops},
+                      {"decode_steps", r.steps},
+                      {"decode_ms_median", med},
+                      {"decode_ms_p10", p10},
+                      {"decode_ms_p90", p90},
+                      {"decode_steps_per_s", 1e3 / med},
+                      {"decode_gbs", gbs},
+                      {"decode_fraction_of_stream", gbs / l.stream_gbs},
+                      {"weight_bytes", r.weight_bytes},
+                      {"peak_rss_mb", double(r.peak_rss_kb) / 1024},
+                      {"stream_gbs", l.stream_gbs},
+                      {"sgemm_gflops", l.sgemm_gflops},
+                      {"sgemm_ms", l.sgemm_seconds * 1e3},
+                      {"fma_peak_gflops", l.fma_gflops},
+                      {"fma_isa", l.fma_isa},
+                      {"threads", attn::threads()},
+                      {"matmul", attn::matmul_path()},
+                      {"openblas_core", attn::blas_core()}};
+  std::cout << j.dump() << "\n";
+}
+
+int bench_command(const BenchFlags& f) {
+  attn::set_threads(f.threads);
+  const attn::ModelArgs args =
+      f.config.empty() ? attn::llama3_8b_layer_args() : attn::load_config(f.config);
+  const attn::RunOptions opts{1, f.prefill, f.steps};
+  attn::check_capacity(args, opts);
+  if (f.prefill < 1 || f.steps < 1)
+    throw attn::InputError("bench needs --prefill and --steps >= 1");
+  spdlog::info("drawing weights and input");
+  attn::TransformerWeights w =
+      f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
+  const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
+  attn::Transformer m = attn::make_transformer(args, std::move(w), f.prefill);
+  spdlog::info("running the workload");
+  attn::BenchResult r = attn::bench_workload(m, x, f.prefill, f.steps);
+  spdlog::info("measuring the machine's limits");
+  r.limits = attn::measure_limits(m, f.prefill);
+  print_bench(r, f.json);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +209,8 @@ int main(int argc, char** argv) {
       "  attn-cli run --config configs/llama-tiny.json --json\n"
       "  attn-cli decode --config configs/mha.json --prefill 10 --steps 4\n"
       "  attn-cli run --config C --weights W --input X --dump out.safetensors\n"
+      "  attn-cli bench --threads 2 --json             one Llama-3-8B layer, prefill 512, 128 "
+      "steps\n"
       "Exit status: 0 success, 2 bad usage or input, 1 anything else.");
   Flags run_flags, decode_flags;
   CLI::App* run = app.add_subcommand("run", "prefill P positions, then N decode steps");
@@ -121,9 +218,14 @@ int main(int argc, char** argv) {
       app.add_subcommand("decode", "the token-by-token loop, the cache after every step");
   add_common(run, run_flags);
   add_common(decode, decode_flags);
+  BenchFlags bench_flags;
+  CLI::App* bench =
+      app.add_subcommand("bench", "time prefill and decode against the machine's limits");
+  add_bench(bench, bench_flags);
   try {
     app.parse(argc, argv);
     if (run->parsed()) return run_command(run_flags, false);
+    if (bench->parsed()) return bench_command(bench_flags);
     return run_command(decode_flags, true);
   } catch (const CLI::Success& e) {
     return app.exit(e);

@@ -7,10 +7,11 @@
 // KC block; N in NC blocks, K in KC blocks, B block (kc x nc) packed into NR-wide
 // micro-panels (~L2). One A micro-panel (kc*MR floats) stays in L1 while the inner
 // loop streams the packed B block. KC/NC can be overridden with -DGEMM_AVX512_KC/NC.
-// Micro-kernel: 14 x 32 register block (28 zmm accumulators, 2 zmm B loads, 1
-// broadcast) with _mm512_fmadd_ps when compiled with AVX-512F; otherwise a portable
-// 6 x 16 micro-kernel: AVX2+FMA intrinsics if available, else GCC/Clang vector
-// extensions (SSE/NEON/...), else plain C++.
+// Micro-kernels (template parameter Kern, default = best compiled in):
+//   detail::Avx512Kernel  14 x 32, 28 zmm accumulators, _mm512_fmadd_ps   (__AVX512F__)
+//   detail::Avx2Kernel     6 x 16, 12 ymm accumulators, _mm256_fmadd_ps   (__AVX2__ && __FMA__)
+//   detail::GenericKernel  6 x 16, GCC/Clang vector extensions or plain C++ (portable
+//                          fallback: correct everywhere, slow; only a last resort)
 //
 // Single-threaded entry: sgemm_nt(). OpenMP entry: sgemm_nt_omp() splits N into one
 // contiguous NR-aligned range per thread, each thread running sgemm_nt() on it
@@ -34,15 +35,6 @@
 
 namespace gemm_avx512 {
 
-#if defined(__AVX512F__)
-inline constexpr int MR = 14;
-inline constexpr int NR = 32;
-inline constexpr bool kHaveAvx512 = true;
-#else
-inline constexpr int MR = 6;
-inline constexpr int NR = 16;
-inline constexpr bool kHaveAvx512 = false;
-#endif
 #ifndef GEMM_AVX512_KC
 #define GEMM_AVX512_KC 512  // A micro-panel 14*512*4 = 28 KiB (L1d 32 KiB); tuned on Zen4
 #endif
@@ -73,7 +65,8 @@ struct Buffer {
 
 // Pack rows [0,mc) x cols [0,kc) of A (row-major, lda) into MR-row micro-panels:
 // panel p, step k holds A[p*MR + i][k] for i in [0,MR), zero padded.
-inline void pack_a(int mc, int kc, const float* a, std::ptrdiff_t lda, float* ap) {
+template <int MR>
+void pack_a(int mc, int kc, const float* a, std::ptrdiff_t lda, float* ap) {
     for (int i0 = 0; i0 < mc; i0 += MR) {
         const int mr = std::min(MR, mc - i0);
         for (int i = 0; i < mr; ++i) {
@@ -88,7 +81,8 @@ inline void pack_a(int mc, int kc, const float* a, std::ptrdiff_t lda, float* ap
 
 // Pack B^T block: rows [0,nc) of B (= columns of B^T), cols [0,kc) into NR-wide
 // micro-panels: panel p, step k holds B[p*NR + j][k] for j in [0,NR), zero padded.
-inline void pack_b(int nc, int kc, const float* b, std::ptrdiff_t ldb, float* bp) {
+template <int NR>
+void pack_b(int nc, int kc, const float* b, std::ptrdiff_t ldb, float* bp) {
     for (int j0 = 0; j0 < nc; j0 += NR) {
         const int nr = std::min(NR, nc - j0);
         for (int j = 0; j < nr; ++j) {
@@ -102,7 +96,8 @@ inline void pack_b(int nc, int kc, const float* b, std::ptrdiff_t ldb, float* bp
 }
 
 // Store/accumulate an MR x NR tile held in tmp (row stride NR) into C (edge path).
-inline void store_tile(const float* tmp, int mr, int nr, float* c, std::ptrdiff_t ldc, bool accumulate) {
+template <int NR>
+void store_tile(const float* tmp, int mr, int nr, float* c, std::ptrdiff_t ldc, bool accumulate) {
     for (int i = 0; i < mr; ++i)
         for (int j = 0; j < nr; ++j) {
             float v = tmp[i * NR + j];
@@ -112,8 +107,11 @@ inline void store_tile(const float* tmp, int mr, int nr, float* c, std::ptrdiff_
 
 #if defined(__AVX512F__)
 // 14 x 32 micro-kernel. ap: kc*14 floats, bp: kc*32 floats (64-byte aligned).
-inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
-                         std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
+struct Avx512Kernel {
+static constexpr int MR = 14, NR = 32;
+static constexpr const char* name = "avx512 14x32";
+static void run(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
 #define GA_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
     GA_DECL(0) GA_DECL(1) GA_DECL(2) GA_DECL(3) GA_DECL(4) GA_DECL(5) GA_DECL(6)
     GA_DECL(7) GA_DECL(8) GA_DECL(9) GA_DECL(10) GA_DECL(11) GA_DECL(12) GA_DECL(13)
@@ -164,14 +162,19 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
     GA_TMP(0) GA_TMP(1) GA_TMP(2) GA_TMP(3) GA_TMP(4) GA_TMP(5) GA_TMP(6)
     GA_TMP(7) GA_TMP(8) GA_TMP(9) GA_TMP(10) GA_TMP(11) GA_TMP(12) GA_TMP(13)
 #undef GA_TMP
-    store_tile(tmp, mr, nr, c, ldc, accumulate);
+    store_tile<NR>(tmp, mr, nr, c, ldc, accumulate);
 }
-#else
-// Portable MR x NR micro-kernel.
-inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
-                         std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
-    alignas(64) float tmp[MR * NR];
+};
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__)
+// 6 x 16 AVX2+FMA micro-kernel (12 ymm accumulators).
+struct Avx2Kernel {
+static constexpr int MR = 6, NR = 16;
+static constexpr const char* name = "avx2 6x16";
+static void run(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
+    alignas(64) float tmp[MR * NR];
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
            c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int k = 0; k < kc; ++k) {
@@ -197,7 +200,19 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
     _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
     _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
     _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
-#elif defined(__GNUC__)
+    store_tile<NR>(tmp, mr, nr, c, ldc, accumulate);
+}
+};
+#endif
+
+// Portable 6 x 16 micro-kernel (vector extensions under GCC/Clang, plain C++ else).
+struct GenericKernel {
+static constexpr int MR = 6, NR = 16;
+static constexpr const char* name = "generic 6x16";
+static void run(int kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                std::ptrdiff_t ldc, int mr, int nr, bool accumulate) {
+    alignas(64) float tmp[MR * NR];
+#if defined(__GNUC__)
     typedef float v8 __attribute__((vector_size(32), aligned(4)));
     v8 acc[MR][NR / 8] = {};
     for (int k = 0; k < kc; ++k) {
@@ -219,14 +234,27 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
         bp += NR;
     }
 #endif
-    store_tile(tmp, mr, nr, c, ldc, accumulate);
+    store_tile<NR>(tmp, mr, nr, c, ldc, accumulate);
 }
-#endif
+};
 
 }  // namespace detail
 
+#if defined(__AVX512F__)
+using DefaultKernel = detail::Avx512Kernel;
+inline constexpr bool kHaveAvx512 = true;
+#elif defined(__AVX2__) && defined(__FMA__)
+using DefaultKernel = detail::Avx2Kernel;
+inline constexpr bool kHaveAvx512 = false;
+#else
+using DefaultKernel = detail::GenericKernel;
+inline constexpr bool kHaveAvx512 = false;
+#endif
+
 // Single-threaded: C[M,N] (=|+=) A[M,K] * B[N,K]^T. All row-major with leading dims.
-inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
+// Kern: detail::Avx512Kernel / Avx2Kernel (when compiled in) / GenericKernel.
+template <class Kern = DefaultKernel>
+void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
                      std::ptrdiff_t ldb, float* C, std::ptrdiff_t ldc, bool accumulate = false) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
@@ -234,6 +262,7 @@ inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, co
             for (int i = 0; i < M; ++i) std::memset(C + i * ldc, 0, sizeof(float) * N);
         return;
     }
+    constexpr int MR = Kern::MR, NR = Kern::NR;
     thread_local detail::Buffer abuf, bbuf;
     // A is packed once per call (all K blocks), then reused for every N block:
     // K block pc occupies mpad*kc floats starting at mpad*pc.
@@ -241,20 +270,20 @@ inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, co
     float* ap = abuf.get(static_cast<std::size_t>(mpad) * K);
     float* bp = bbuf.get(static_cast<std::size_t>(NC) * KC);
     for (int pc = 0; pc < K; pc += KC)
-        detail::pack_a(M, std::min(KC, K - pc), A + pc, lda, ap + static_cast<std::ptrdiff_t>(mpad) * pc);
+        detail::pack_a<MR>(M, std::min(KC, K - pc), A + pc, lda, ap + static_cast<std::ptrdiff_t>(mpad) * pc);
     for (int jc = 0; jc < N; jc += NC) {
         const int nc = std::min(NC, N - jc);
         for (int pc = 0; pc < K; pc += KC) {
             const int kc = std::min(KC, K - pc);
             const bool acc = accumulate || pc > 0;
-            detail::pack_b(nc, kc, B + jc * ldb + pc, ldb, bp);
+            detail::pack_b<NR>(nc, kc, B + jc * ldb + pc, ldb, bp);
             const float* apc = ap + static_cast<std::ptrdiff_t>(mpad) * pc;
             for (int ir = 0; ir < M; ir += MR) {
                 const int mr = std::min(MR, M - ir);
                 const float* a_panel = apc + static_cast<std::ptrdiff_t>(ir) * kc;
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
-                    detail::micro_kernel(kc, a_panel, bp + static_cast<std::ptrdiff_t>(jr) * kc,
+                    Kern::run(kc, a_panel, bp + static_cast<std::ptrdiff_t>(jr) * kc,
                                          C + ir * ldc + jc + jr, ldc, mr, nr, acc);
                 }
             }
@@ -264,20 +293,22 @@ inline void sgemm_nt(int M, int N, int K, const float* A, std::ptrdiff_t lda, co
 
 // OpenMP: N split into one NR-aligned contiguous range per thread of the current
 // team size (omp_get_max_threads()); each thread calls sgemm_nt on its range.
-inline void sgemm_nt_omp(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
+template <class Kern = DefaultKernel>
+void sgemm_nt_omp(int M, int N, int K, const float* A, std::ptrdiff_t lda, const float* B,
                          std::ptrdiff_t ldb, float* C, std::ptrdiff_t ldc, bool accumulate = false) {
 #if defined(_OPENMP)
 #pragma omp parallel
     {
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        constexpr int NR = Kern::NR;
         const int blocks = (N + NR - 1) / NR;
         const int b0 = static_cast<int>(static_cast<long>(blocks) * t / nt);
         const int b1 = static_cast<int>(static_cast<long>(blocks) * (t + 1) / nt);
         const int n0 = std::min(N, b0 * NR), n1 = std::min(N, b1 * NR);
-        if (n1 > n0) sgemm_nt(M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc, accumulate);
+        if (n1 > n0) sgemm_nt<Kern>(M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc, accumulate);
     }
 #else
-    sgemm_nt(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    sgemm_nt<Kern>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 #endif
 }
 

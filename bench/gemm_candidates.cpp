@@ -111,6 +111,10 @@ void transpose(const float* src, float* dst, int N, int K) {
 // ---------------------------------------------------------------- FMA peak
 template <bool Avx512>
 double fma_loop(long iters) {
+#if !defined(__AVX512F__)
+    if constexpr (Avx512) return 0;  // built without AVX-512
+    else
+#endif
     // 12 independent FMA chains (> latency 4 x throughput 2 for ymm; x1 for zmm).
     if constexpr (Avx512) {
         __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
@@ -277,9 +281,8 @@ int main(int argc, char** argv) {
     std::printf("BLIS %s, arch config: %s\n", bli_info_get_version_str(), bli_arch_string(bli_arch_query_id()));
     std::printf("oneDNN %d.%d.%d (%s), effective ISA: %s, CPU runtime OMP\n", dv->major, dv->minor, dv->patch,
                 dv->hash, dnnl_isa_name(static_cast<int>(dnnl_get_effective_cpu_isa())));
-    std::printf("own kernel: %s MR=%d NR=%d KC=%d NC=%d\n",
-                gemm_avx512::kHaveAvx512 ? "AVX-512" : "portable", gemm_avx512::MR, gemm_avx512::NR,
-                gemm_avx512::KC, gemm_avx512::NC);
+    std::printf("own kernel: default %s, KC=%d NC=%d\n", gemm_avx512::DefaultKernel::name, gemm_avx512::KC,
+                gemm_avx512::NC);
     std::printf("omp_get_max_threads=%d, hardware_concurrency=%u, reps=%d\n", omp_get_max_threads(),
                 std::thread::hardware_concurrency(), reps);
     if (!di.dli_fname || !std::strstr(di.dli_fname, "openblas")) {
@@ -390,16 +393,19 @@ int main(int argc, char** argv) {
             }
         };
     };
-    auto own = [](int nthreads) {
+    auto own = [](int nthreads, auto kern) {
+        using Kern = decltype(kern);
         return [=](const Shape& s, const float* x, float* c) {
             if (nthreads == 1) {
-                gemm_avx512::sgemm_nt(s.M, s.N, s.K, x, s.K, s.W, s.K, c, s.N);
+                gemm_avx512::sgemm_nt<Kern>(s.M, s.N, s.K, x, s.K, s.W, s.K, c, s.N);
             } else {
                 omp_set_num_threads(nthreads);
-                gemm_avx512::sgemm_nt_omp(s.M, s.N, s.K, x, s.K, s.W, s.K, c, s.N);
+                gemm_avx512::sgemm_nt_omp<Kern>(s.M, s.N, s.K, x, s.K, s.W, s.K, c, s.N);
             }
         };
     };
+    using gemm_avx512::detail::Avx2Kernel;
+    using gemm_avx512::detail::Avx512Kernel;
 
     std::vector<Candidate> cands = {
         {"obl_nt_2t", "OpenBLAS NoTrans x Trans (W [N,K] as stored), 2 OpenBLAS threads", obl(true, 2, false)},
@@ -413,11 +419,15 @@ int main(int argc, char** argv) {
         {"blis_nt_omp", "BLIS, 1 thread per call (rntm), N halves on 2 OpenMP threads", blis(1, true)},
         {"dnnl_nt_2t", "oneDNN dnnl_sgemm('N','T'), 2 OpenMP threads (omp_set_num_threads)", dnnl(2, false)},
         {"dnnl_nt_omp", "oneDNN dnnl_sgemm, 1 thread per call, N halves on 2 OpenMP threads", dnnl(1, true)},
-        {"own_nt_omp", "own AVX-512 14x32 packed kernel, N halves on 2 OpenMP threads", own(2)},
+        {"own512_omp", "own AVX-512 14x32 packed kernel (gemm_avx512.hpp), N halves on 2 OpenMP threads",
+         own(2, Avx512Kernel{})},
+        {"own256_omp", "own AVX2 6x16 packed kernel (gemm_avx512.hpp), N halves on 2 OpenMP threads",
+         own(2, Avx2Kernel{})},
     };
     if (single) {
         cands.push_back({"obl_nt_1t", "OpenBLAS NT, 1 thread (single core)", obl(true, 1, false)});
-        cands.push_back({"own_nt_1t", "own kernel, 1 thread (single core)", own(1)});
+        cands.push_back({"own512_1t", "own AVX-512 kernel, 1 thread (single core)", own(1, Avx512Kernel{})});
+        cands.push_back({"own256_1t", "own AVX2 kernel, 1 thread (single core)", own(1, Avx2Kernel{})});
         cands.push_back({"dnnl_nt_1t", "oneDNN, 1 thread (single core)", dnnl(1, false)});
     }
     if (!only.empty()) {

@@ -175,6 +175,19 @@ ModelArgs seed_args() {
   return a;
 }
 
+ModelArgs llama3_8b_layer_args() {
+  ModelArgs a;
+  a.dim = 4096;
+  a.n_heads = 32;
+  a.n_kv_heads = 8;
+  a.multiple_of = 1024;
+  a.ffn_dim_multiplier = 1.3;
+  a.rope_theta = 500000;
+  a.max_batch_size = 1;
+  a.max_seq_len = 2048;
+  return a;
+}
+
 ModelArgs parse_config(const std::string& json_text, const std::string& source) {
   json j;
   try {

@@ -35,6 +35,9 @@ struct ModelArgs {
 // The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).
 ModelArgs seed_args();
 
+// One Llama-3-8B layer (configs/llama3-8b-layer.json): the benchmark's default workload.
+ModelArgs llama3_8b_layer_args();
+
 // Parses and validates; `source` names the file in messages. Throws InputError.
 ModelArgs parse_config(const std::string& json_text, const std::string& source);
 ModelArgs load_config(const std::filesystem::path& path);

@@ -72,3 +72,11 @@ std::string blas_core() {
 }
 
 }  // namespace attn
+
+namespace attn {
+
+std::string matmul_path() {
+  return "OpenMP row split x single-threaded OpenBLAS (sgemm, sgemv for M < 4)";
+}
+
+}  // namespace attn

@@ -29,4 +29,7 @@ int threads();
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();
 
+// How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
+std::string matmul_path();
+
 }  // namespace attn

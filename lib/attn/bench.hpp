@@ -1,0 +1,41 @@
+#pragma once
+// The benchmark behind `attn-cli bench`: the workload (prefill, then decode steps) and, in the
+// same run, the machine's limits it is measured against.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attn/model.hpp"
+
+namespace attn {
+
+struct MachineLimits {
+  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads
+  double sgemm_gflops = 0;   // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
+  double sgemm_seconds = 0;  // for all of them once
+  double fma_gflops = 0;     // f32 FMA peak, register-only loop, all threads
+  std::string fma_isa;       // "avx512" or "avx2" or "scalar"
+};
+
+struct BenchResult {
+  std::int64_t prefill = 0, steps = 0;
+  double prefill_seconds = 0;
+  double prefill_gflop = 0;         // matrix products + attention, causal half only
+  double prefill_matmul_gflop = 0;  // the weight products alone
+  std::vector<double> step_ms;      // sorted
+  double weight_bytes = 0;          // read once per decode step
+  long peak_rss_kb = 0;
+  MachineLimits limits;
+};
+
+double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
+
+// Runs a warm-up, then the prefill and the decode steps on x [1, P+N, dim].
+BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
+                           std::int64_t N);
+
+MachineLimits measure_limits(const Transformer& m, std::int64_t P);
+
+long peak_rss_kb();
+
+}  // namespace attn
