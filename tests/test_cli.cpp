@@ -67,7 +67,9 @@ void write_text(const fs::path& p, const std::string& text) {
 
 // Paths go through /bin/sh: single-quote them (test paths hold no single quote).
 std::string q(const fs::path& p) {
-  return "'" + p.string() + "'";
+  std::string s = "'";
+  s.append(p.string()).append("'");
+  return s;
 }
 
 fs::path config_path(const std::string& name) {
