@@ -28,6 +28,11 @@ struct Flags {
   CLI::Option* batch_option = nullptr;
 };
 
+// CLI11 would wrap -1 into 2^64 - 1 for an unsigned seed.
+std::string non_negative(const std::string& value) {
+  return value.starts_with('-') ? "must not be negative, got " + value : "";
+}
+
 void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_option("--config", f.config, "ModelArgs JSON (default: the seed notebook's GQA)");
   cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
@@ -38,7 +43,9 @@ void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
-  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")->capture_default_str();
+  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")
+      ->check(non_negative)
+      ->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", f.json, "JSON Lines trace on stdout");
@@ -52,6 +59,8 @@ void add_common(CLI::App* cmd, Flags& f) {
 void check_dump_path(const std::string& dump) {
   if (dump.empty()) return;
   std::filesystem::path dir = std::filesystem::path(dump).parent_path();
+  if (std::filesystem::is_directory(dump))
+    throw attn::InputError(dump + ": cannot write the dump: it is a directory");
   if (dir.empty()) dir = ".";
   if (!std::filesystem::is_directory(dir) || access(dir.c_str(), W_OK) != 0)
     throw attn::InputError(dump + ": cannot write the dump: directory '" + dir.string() +
@@ -99,7 +108,8 @@ int run_command(const Flags& f, bool decode_only) {
   attn::print_summary_text(std::cerr, s);
   if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out);
   std::cout.flush();
-  return std::cout ? 0 : 1;
+  if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+  return 0;
 }
 
 struct BenchFlags {
@@ -115,7 +125,9 @@ void add_bench(CLI::App* cmd, BenchFlags& f) {
   cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
   cmd->add_option("--prefill", f.prefill, "positions in the prefill")->capture_default_str();
   cmd->add_option("-n,--steps", f.steps, "decode steps")->capture_default_str();
-  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")->capture_default_str();
+  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")
+      ->check(non_negative)
+      ->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", f.json, "one JSON object on stdout");

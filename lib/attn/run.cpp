@@ -40,7 +40,8 @@ void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.batch > a.max_batch_size)
     throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
                      std::to_string(a.max_batch_size));
-  if (o.prefill + o.steps > a.max_seq_len)
+  // Each term is checked alone first, so the sum cannot overflow.
+  if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
     throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
                      std::to_string(o.steps) + " = " + std::to_string(o.prefill + o.steps) +
                      " positions, but max_seq_len is " + std::to_string(a.max_seq_len));
@@ -63,6 +64,9 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
   if (t.shape.size() != 3 || t.shape[2] != a.dim)
     throw InputError(src + ": tensor 'x': expected shape [B, T, " + std::to_string(a.dim) +
                      "], got " + shape_text(t.shape));
+  if (t.shape[0] < 1 || t.shape[1] < 1)
+    throw InputError(src + ": tensor 'x': expected at least one batch row and position, got " +
+                     shape_text(t.shape));
   if (batch_given && t.shape[0] != o.batch)
     throw InputError(src + ": tensor 'x' has batch " + std::to_string(t.shape[0]) +
                      ", but --batch is " + std::to_string(o.batch));
@@ -119,7 +123,7 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
   const ModelArgs& a = m.args;
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N;
   std::vector<OutTensor> tensors = {{"input", {B, T, a.dim}, x.data()}};
-  if (P > 0) tensors.push_back({"prefill.output", {B, P, a.dim}, out.prefill_output.data()});
+  tensors.push_back({"prefill.output", {B, P, a.dim}, out.prefill_output.data()});
   for (std::int64_t i = 1; i <= N; ++i)
     tensors.push_back({"decode." + std::to_string(i) + ".output",
                        {B, 1, a.dim},
