@@ -8,7 +8,8 @@
 # Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N]   (defaults 2, 512, 128)
 # Progress and the tools' own logs go to stderr, the table to stdout. Exit status is non-zero
 # if any benchmark fails. OPENBLAS_CORETYPE is passed through untouched and reported.
-set -euo pipefail
+set -Eeuo pipefail
+trap 'echo "compare.sh: failed: $BASH_COMMAND" >&2' ERR
 
 usage() {
   sed -n 's/^# \{0,1\}Usage: //p' "$0" >&2
@@ -18,13 +19,13 @@ usage() {
 threads=2 prefill=512 steps=128
 while [ $# -gt 0 ]; do
   case "$1" in
-    --threads | --prefill | --steps)
-      [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || usage
-      declare "${1#--}=$2"
-      shift 2
-      ;;
+    --threads) threads=${2-} ;;
+    --prefill) prefill=${2-} ;;
+    --steps) steps=${2-} ;;
     *) usage ;;
   esac
+  [[ ${2-} =~ ^[1-9][0-9]*$ ]] || usage
+  shift 2
 done
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -42,40 +43,42 @@ fi
 
 shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
 echo "== attn-cli bench ${shape[*]}" >&2
-"$cli" bench --json "${shape[@]}" >"$tmp/cli.json" || { echo "attn-cli bench failed" >&2; exit 1; }
-echo "== torch_layer.py ${shape[*]}" >&2
-"$py" bench/torch_layer.py --json "${shape[@]}" >"$tmp/torch.json" ||
-  { echo "bench/torch_layer.py failed" >&2; exit 1; }
+"$cli" bench --json "${shape[@]}" >"$tmp/bench_cli.json"
+echo "== bench/torch_layer.py ${shape[*]}" >&2
+"$py" bench/torch_layer.py --json "${shape[@]}" >"$tmp/bench_torch.json"
 
-# time_runs NAME RUNS CMD...: wall seconds of each run, one per line, in $tmp/NAME.times.
+if command -v hyperfine >/dev/null; then timer=$(hyperfine --version); else timer=""; fi
+
+# time_runs NAME RUNS CMD...: wall seconds of each run, one per line, in $tmp/NAME.times
+# (after one untimed warm-up run; the commands' output is discarded).
 time_runs() {
   local name=$1 runs=$2 t0 t1 i
   shift 2
   echo "== $runs runs of: $*" >&2
-  if command -v hyperfine >/dev/null; then
-    hyperfine -N --warmup 1 --runs "$runs" --export-json "$tmp/$name.json" "$(printf '%q ' "$@")" >&2
-    "$py" -c 'import json, sys; print(*json.load(open(sys.argv[1]))["results"][0]["times"], sep="\n")' \
-      "$tmp/$name.json" >"$tmp/$name.times"
+  if [ -n "$timer" ]; then
+    hyperfine -N --warmup 1 --runs "$runs" --export-json "$tmp/$name.json" \
+      "$(printf '%q ' "$@")" >&2
+    "$py" -c 'import json, sys; print(*json.load(sys.stdin)["results"][0]["times"], sep="\n")' \
+      <"$tmp/$name.json" >"$tmp/$name.times"
   else
-    "$@" >/dev/null # warm-up
+    "$@" >/dev/null 2>&1 # warm-up
     for ((i = 0; i < runs; i++)); do
       t0=$(date +%s%N)
-      "$@" >/dev/null
+      "$@" >/dev/null 2>&1
       t1=$(date +%s%N)
-      echo "$(((t1 - t0) / 1000)) / 1e6" >>"$tmp/$name.expr"
+      echo "$((t1 - t0))e-9" >>"$tmp/$name.times"
     done
-    "$py" -c 'import sys; [print(eval(l)) for l in sys.stdin]' <"$tmp/$name.expr" >"$tmp/$name.times"
   fi
 }
-time_runs cli 20 "$cli" run || { echo "attn-cli run failed" >&2; exit 1; }
-time_runs torch 5 "$py" bench/torch_notebook.py || { echo "torch_notebook.py failed" >&2; exit 1; }
+time_runs cli 20 "$cli" run
+time_runs torch 5 "$py" bench/torch_notebook.py
 
-timer=$(command -v hyperfine >/dev/null && hyperfine --version || echo "bash loop, date +%s%N")
-"$py" - "$tmp" "${OPENBLAS_CORETYPE-unset}" "$timer" "$(date -R)" "$((SECONDS - start))" <<'EOF'
+"$py" - "$tmp" "${OPENBLAS_CORETYPE-unset}" "${timer:-a bash loop, date +%s%N}" "$(date -R)" \
+  "$((SECONDS - start))" <<'EOF'
 import json, statistics, sys
 
 tmp, coretype, timer, date, took = sys.argv[1:]
-c, t = (json.load(open(f"{tmp}/{n}.json")) for n in ("cli", "torch"))
+c, t = (json.load(open(f"{tmp}/bench_{n}.json")) for n in ("cli", "torch"))
 times = {n: sorted(float(s) * 1e3 for s in open(f"{tmp}/{n}.times")) for n in ("cli", "torch")}
 rows = []
 

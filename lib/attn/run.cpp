@@ -36,15 +36,15 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
 void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
     throw InputError("--batch must be at least 1, --prefill and --steps at least 0");
-  if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
   if (o.batch > a.max_batch_size)
     throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
                      std::to_string(a.max_batch_size));
   // Each term is checked alone first, so the sum cannot overflow.
   if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
     throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
-                     std::to_string(o.steps) + " = " + std::to_string(o.prefill + o.steps) +
-                     " positions, but max_seq_len is " + std::to_string(a.max_seq_len));
+                     std::to_string(o.steps) + " positions, but max_seq_len is " +
+                     std::to_string(a.max_seq_len));
+  if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
 }
 
 std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::uint64_t seed) {
