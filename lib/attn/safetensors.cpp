@@ -93,7 +93,7 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-std::string squoted(std::string_view s) {
+std::string quote_name(std::string_view s) {
   return "'" + printable(s) + "'";
 }
 
@@ -202,7 +202,7 @@ class KeyChecker {
   void on_key(const std::string& key) {
     Frame& f = frames_.back();
     if (!f.keys.insert(key).second) {
-      fail(source_, "header has duplicate key " + squoted(key) + location());
+      fail(source_, "header has duplicate key " + quote_name(key) + location());
     }
     f.last_key = key;
   }
@@ -212,7 +212,7 @@ class KeyChecker {
     std::string out = " in ";
     for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
       if (i > 0) out += " > ";
-      out += frames_[i].is_array ? std::string("[]") : squoted(frames_[i].last_key);
+      out += frames_[i].is_array ? std::string("[]") : quote_name(frames_[i].last_key);
     }
     return out;
   }
@@ -240,21 +240,17 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
 
 // ---- Header entries ----
 
-const char* kind(const json& j) {
-  return j.type_name();
-}
-
 std::map<std::string, std::string> parse_metadata(const json& j, const std::string& source) {
   std::map<std::string, std::string> out;
   if (j.is_null()) return out;  // serde reads `null` into the Option as None
   if (!j.is_object()) {
     fail(source,
-         std::string("header '__metadata__' must be an object of strings, found ") + kind(j));
+         std::string("header '__metadata__' must be an object of strings, found ") + j.type_name());
   }
   for (const auto& [key, value] : j.items()) {
     if (!value.is_string()) {
-      fail(source, "header '__metadata__' entry " + squoted(key) + " must be a string, found " +
-                       kind(value));
+      fail(source, "header '__metadata__' entry " + quote_name(key) + " must be a string, found " +
+                       value.type_name());
     }
     out.emplace(key, value.get<std::string>());
   }
@@ -265,7 +261,7 @@ struct EntryContext {
   const std::string& source;
   const std::string& name;
   [[noreturn]] void fail(const std::string& what) const {
-    attn::fail(source, "tensor " + squoted(name) + ": " + what);
+    attn::fail(source, "tensor " + quote_name(name) + ": " + what);
   }
 };
 
@@ -276,14 +272,14 @@ const json& require(const json& entry, const char* key, const EntryContext& ctx)
 }
 
 Dtype parse_dtype(const json& j, const EntryContext& ctx) {
-  if (!j.is_string()) ctx.fail(std::string("dtype must be a string, found ") + kind(j));
+  if (!j.is_string()) ctx.fail(std::string("dtype must be a string, found ") + j.type_name());
   const auto& s = j.get_ref<const std::string&>();
   for (const DtypeEntry& e : kDtypes) {
     if (s == e.name) return e.dtype;
   }
   std::string known;
   for (const DtypeEntry& e : kDtypes) known += std::string(known.empty() ? "" : ", ") + e.name;
-  ctx.fail("unknown dtype " + squoted(s) + " (expected one of " + known + ")");
+  ctx.fail("unknown dtype " + quote_name(s) + " (expected one of " + known + ")");
 }
 
 // A JSON list of integers that fit u64, as serde reads Vec<usize>: a minus sign ("-0" included),
@@ -326,7 +322,9 @@ std::vector<std::int64_t> parse_shape(const json& j, Dtype dtype, const EntryCon
 }
 
 TensorInfo parse_entry(const json& entry, const EntryContext& ctx) {
-  if (!entry.is_object()) ctx.fail(std::string("entry must be an object, found ") + kind(entry));
+  if (!entry.is_object()) {
+    ctx.fail(std::string("entry must be an object, found ") + entry.type_name());
+  }
   TensorInfo t;
   t.dtype = parse_dtype(require(entry, "dtype", ctx), ctx);
   t.shape = parse_shape(require(entry, "shape", ctx), t.dtype, ctx);
@@ -355,10 +353,10 @@ void check_placement(const NamedTensor& nt, std::uint64_t cursor, const NamedTen
   if (t.end < t.begin) ctx.fail(offsets_str(t) + " end before they begin");
   if (t.begin > cursor) {
     ctx.fail(offsets_str(t) + " leave a hole: the bytes before begin at " + std::to_string(cursor) +
-             (prev ? " (end of tensor " + squoted(prev->first) + ")" : ""));
+             (prev ? " (end of tensor " + quote_name(prev->first) + ")" : ""));
   }
   if (t.begin < cursor) {
-    ctx.fail(offsets_str(t) + " overlap tensor " + squoted(prev->first) + ", which ends at " +
+    ctx.fail(offsets_str(t) + " overlap tensor " + quote_name(prev->first) + ", which ends at " +
              std::to_string(cursor));
   }
   std::uint64_t bytes = 0;
@@ -438,19 +436,19 @@ std::string build_header(const std::vector<OutTensor>& tensors,
   std::uint64_t offset = 0;
   for (const OutTensor& t : tensors) {
     if (t.name == "__metadata__" || !names.insert(t.name).second) {
-      write_fail(target, "tensor name " + squoted(t.name) + " is reserved or repeated");
+      write_fail(target, "tensor name " + quote_name(t.name) + " is reserved or repeated");
     }
     std::vector<std::uint64_t> dims;
     for (std::int64_t d : t.shape) {
-      if (d < 0) write_fail(target, "tensor " + squoted(t.name) + " has a negative dimension");
+      if (d < 0) write_fail(target, "tensor " + quote_name(t.name) + " has a negative dimension");
       dims.push_back(static_cast<std::uint64_t>(d));
     }
     std::uint64_t bytes = 0, end = 0;
     if (!checked_byte_count(dims, 4, bytes) || __builtin_add_overflow(offset, bytes, &end)) {
-      write_fail(target, "tensor " + squoted(t.name) + " is too large");
+      write_fail(target, "tensor " + quote_name(t.name) + " is too large");
     }
     if (bytes > 0 && t.data == nullptr)
-      write_fail(target, "tensor " + squoted(t.name) + " has no data");
+      write_fail(target, "tensor " + quote_name(t.name) + " has no data");
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     entry["dtype"] = "F32";
     entry["shape"] = t.shape;
@@ -537,7 +535,7 @@ SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const st
   const std::uint64_t n = checked_header_length(file, source);
   const json root = parse_header_json(file.subspan(8, n), source);
   if (!root.is_object()) {
-    fail(source, std::string("header is not a JSON object, found ") + kind(root));
+    fail(source, std::string("header is not a JSON object, found ") + root.type_name());
   }
   SafetensorsHeader h;
   h.data_start = 8 + n;
@@ -575,7 +573,7 @@ SafetensorsFile::~SafetensorsFile() {
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   const auto it = header.tensors.find(name);
-  if (it == header.tensors.end()) fail(path, "no tensor " + squoted(name));
+  if (it == header.tensors.end()) fail(path, "no tensor " + quote_name(name));
   return it->second;
 }
 
@@ -627,8 +625,8 @@ const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
       from_le_halves(src, n, storage.data(), bf16_to_f32);
       return storage.data();
     default:
-      fail(file.path,
-           "tensor " + squoted(name) + ": expected F32, F16 or BF16, got " + dtype_name(t.dtype));
+      fail(file.path, "tensor " + quote_name(name) + ": expected F32, F16 or BF16, got " +
+                          dtype_name(t.dtype));
   }
 }
 
