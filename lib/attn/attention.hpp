@@ -17,6 +17,7 @@ std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
 
 // out[bsz, seqlen, n_heads*head_dim] = softmax(xq K^T / sqrt(head_dim) + mask) V, with xq
 // [bsz, seqlen, n_heads*head_dim] and K, V the layer's cache filled up to start_pos + seqlen.
+// out may be xq: each task reads its rows of one head's queries before it writes them.
 void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
                std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
                std::vector<float>& scratch);

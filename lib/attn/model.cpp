@@ -29,10 +29,10 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   apply_rope(m.rope, act.xq.data(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
   store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
-  attention(act.att.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
+  attention(act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
             act.scores);
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
-  linear(wo, act.att.data(), rows, a.n_heads * hd, /*accumulate=*/true);
+  linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
 }
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h), over blocks of kFfnRows rows.
@@ -65,7 +65,6 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xq = buffer(max_rows, q);
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
-  act.att = buffer(max_rows, q);
   if (a.block == Block::llama) {
     act.h1 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());
     act.h3 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());

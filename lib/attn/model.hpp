@@ -26,7 +26,7 @@ struct Activations {
 
 // The FFN runs over row blocks of this many positions: its two hidden buffers stay small
 // (2 x 128 x 14336 floats for Llama-3-8B) while sgemm keeps M large enough to run at speed.
-inline constexpr std::int64_t kFfnRows = 128;
+inline constexpr std::int64_t kFfnRows = 256;
 
 struct Transformer {
   ModelArgs args;
