@@ -177,6 +177,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   BenchResult r;
   r.prefill = P;
   r.steps = N;
+  r.step_ms.reserve(std::size_t(N));
   auto t0 = Clock::now();
   forward(m, x.data(), 1, P, 0, out.data());
   r.prefill_seconds = since(t0);
