@@ -33,13 +33,10 @@ std::string non_negative(const std::string& value) {
   return value.starts_with('-') ? "must not be negative, got " + value : "";
 }
 
-void add_common(CLI::App* cmd, Flags& f) {
-  cmd->add_option("--config", f.config, "ModelArgs JSON (default: the seed notebook's GQA)");
+// The options `run`, `decode` and `bench` share.
+void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_config) {
+  cmd->add_option("--config", f.config, "ModelArgs JSON (default: " + default_config + ")");
   cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
-  cmd->add_option("--input", f.input,
-                  "safetensors with tensor x [B, T, dim] (default: from --seed)");
-  f.batch_option =
-      cmd->add_option("-b,--batch", f.run.batch, "batch size B")->capture_default_str();
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
@@ -48,11 +45,19 @@ void add_common(CLI::App* cmd, Flags& f) {
       ->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_flag("--json", f.json, "JSON Lines trace on stdout");
-  cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file");
   cmd->add_option("--log-level", f.log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
+}
+
+void add_common(CLI::App* cmd, Flags& f) {
+  add_model_options(cmd, f, "the seed notebook's GQA");
+  cmd->add_option("--input", f.input,
+                  "safetensors with tensor x [B, T, dim] (default: from --seed)");
+  f.batch_option =
+      cmd->add_option("-b,--batch", f.run.batch, "batch size B")->capture_default_str();
+  cmd->add_flag("--json", f.json, "JSON Lines trace on stdout");
+  cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file");
 }
 
 // A dump must land next to where it is asked for: refuse a bad directory before any work.
@@ -112,24 +117,10 @@ int run_command(const Flags& f, bool decode_only) {
   return 0;
 }
 
-struct BenchFlags {
-  std::string config, weights;
-  std::int64_t prefill = 512, steps = 128;
-  std::uint64_t seed = 42;
-  int threads = omp_get_num_procs();
-  bool json = false;
-};
-
-void add_bench(CLI::App* cmd, BenchFlags& f) {
-  cmd->add_option("--config", f.config, "ModelArgs JSON (default: one Llama-3-8B layer)");
-  cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
-  cmd->add_option("--prefill", f.prefill, "positions in the prefill")->capture_default_str();
-  cmd->add_option("-n,--steps", f.steps, "decode steps")->capture_default_str();
-  cmd->add_option("-s,--seed", f.seed, "seed for weights and input")
-      ->check(non_negative)
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
-      ->check(CLI::Range(1, 1024));
+void add_bench(CLI::App* cmd, Flags& f) {
+  f.run = {1, 512, 128};
+  f.log_level = "info";
+  add_model_options(cmd, f, "one Llama-3-8B layer");
   cmd->add_flag("--json", f.json, "one JSON object on stdout");
 }
 
@@ -186,23 +177,24 @@ void print_bench(const attn::BenchResult& r, bool json) {
   std::cout << j.dump() << "\n";
 }
 
-int bench_command(const BenchFlags& f) {
+int bench_command(const Flags& f) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
   const attn::ModelArgs args =
       f.config.empty() ? attn::llama3_8b_layer_args() : attn::load_config(f.config);
-  const attn::RunOptions opts{1, f.prefill, f.steps};
+  const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
   attn::check_capacity(args, opts);
-  if (f.prefill < 1 || f.steps < 1)
+  if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
   spdlog::info("drawing weights and input");
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m = attn::make_transformer(args, std::move(w), f.prefill);
+  attn::Transformer m = attn::make_transformer(args, std::move(w), f.run.prefill);
   spdlog::info("running the workload");
-  attn::BenchResult r = attn::bench_workload(m, x, f.prefill, f.steps);
+  attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps);
   spdlog::info("measuring the machine's limits");
-  r.limits = attn::measure_limits(m, f.prefill);
+  r.limits = attn::measure_limits(m, f.run.prefill);
   print_bench(r, f.json);
   return 0;
 }
@@ -230,7 +222,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("decode", "the token-by-token loop, the cache after every step");
   add_common(run, run_flags);
   add_common(decode, decode_flags);
-  BenchFlags bench_flags;
+  Flags bench_flags;
   CLI::App* bench =
       app.add_subcommand("bench", "time prefill and decode against the machine's limits");
   add_bench(bench, bench_flags);

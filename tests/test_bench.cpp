@@ -1,0 +1,34 @@
+// attn-cli bench runs and reports every figure; speed itself is never asserted here.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "attn/bench.hpp"
+#include "test_support.hpp"
+
+TEST_CASE("bench: one JSON object with the workload's and the machine's figures") {
+  const test::CliResult r = test::run_cli(
+      "bench --config " + (test::source_dir() / "configs" / "llama-tiny.json").string() +
+      " --prefill 8 --steps 4 --threads 2 --json");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("prefill_positions") == 8);
+  CHECK(j.at("decode_steps") == 4);
+  CHECK(j.at("threads") == 2);
+  for (const char* key : {"prefill_ms", "decode_ms_median", "decode_gbs", "stream_gbs",
+                          "sgemm_gflops", "fma_peak_gflops", "peak_rss_mb"}) {
+    CAPTURE(key);
+    CHECK(j.at(key).get<double>() > 0);
+  }
+  CHECK(r.err.find("prompt eval time") != std::string::npos);
+}
+
+TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {
+  // 2 * 512 * (4096 * (4096 + 1024 + 1024 + 4096) + 3 * 4096 * 14336) matrix flops, and
+  // 4 * (512 * 513 / 2) * 4096 for q.k and p.v over the causal half.
+  const attn::ModelArgs a = attn::llama3_8b_layer_args();
+  CHECK(attn::prefill_flops(a, 1, 512, true) == doctest::Approx(223338299392.0));
+  CHECK(attn::prefill_flops(a, 1, 512, false) ==
+        doctest::Approx(223338299392.0 + 4.0 * 131328 * 4096));
+}
