@@ -194,7 +194,7 @@ int bench_command(const Flags& f) {
   spdlog::info("running the workload");
   attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps);
   spdlog::info("measuring the machine's limits");
-  r.limits = attn::measure_limits(m, f.run.prefill);
+  attn::measure_limits(m, f.run.prefill, r.limits);
   print_bench(r, f.json);
   return 0;
 }

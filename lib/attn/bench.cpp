@@ -53,26 +53,23 @@ float sum_lanes(const float* p, std::int64_t n) {
   return s;
 }
 
-// Reads every weight once with all threads: the bytes a decode step must stream.
-double stream_gbs(const std::vector<Matrix>& mats) {
-  double best = 0, bytes = 0;
+// Reads every weight once with all threads, the bytes a decode step must stream; GB/s.
+double stream_read_gbs(const std::vector<Matrix>& mats) {
+  double bytes = 0;
   for (const Matrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
-  for (int rep = 0; rep < 3; ++rep) {
-    float total = 0;
-    const auto t0 = Clock::now();
+  float total = 0;
+  const auto t0 = Clock::now();
 #pragma omp parallel reduction(+ : total)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      for (const Matrix& mat : mats) {
-        const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
-        total += sum_lanes(mat.w + i0, i1 - i0);
-      }
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    for (const Matrix& mat : mats) {
+      const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
+      total += sum_lanes(mat.w + i0, i1 - i0);
     }
-    const double t = since(t0);
-    if (total == 12345.678f) bytes += 1;  // keeps the sums alive
-    best = std::max(best, bytes / t / 1e9);
   }
-  return best;
+  const double t = since(t0);
+  if (total == 12345.678f) bytes += 1;  // keeps the sums alive
+  return bytes / t / 1e9;
 }
 
 // OpenBLAS with its own threads on the prefill's products, best of two passes.
@@ -181,11 +178,18 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   auto t0 = Clock::now();
   forward(m, x.data(), 1, P, 0, out.data());
   r.prefill_seconds = since(t0);
+  // Each step is followed by a streaming read of the same bytes, so that the two are compared
+  // in the same moments: the machine's bandwidth drifts by tens of percent over minutes.
+  const std::vector<Matrix> mats = weight_matrices(m);
+  std::vector<double> stream(static_cast<std::size_t>(N));
   for (std::int64_t i = 0; i < N; ++i) {
     t0 = Clock::now();
     forward(m, x.data() + (P + i) * dim, 1, 1, P + i, out.data());
     r.step_ms.push_back(since(t0) * 1e3);
+    stream[std::size_t(i)] = stream_read_gbs(mats);
   }
+  std::sort(stream.begin(), stream.end());
+  r.limits.stream_gbs = stream[stream.size() / 2];
   std::sort(r.step_ms.begin(), r.step_ms.end());
   r.prefill_gflop = prefill_flops(m.args, 1, P, false) / 1e9;
   r.prefill_matmul_gflop = prefill_flops(m.args, 1, P, true) / 1e9;
@@ -194,14 +198,11 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   return r;
 }
 
-MachineLimits measure_limits(const Transformer& m, std::int64_t P) {
+void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   const std::vector<Matrix> mats = weight_matrices(m);
-  MachineLimits l;
-  l.stream_gbs = stream_gbs(mats);
   l.sgemm_seconds = sgemm_seconds(mats, P);
   l.sgemm_gflops = prefill_flops(m.args, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa);
-  return l;
 }
 
 }  // namespace attn

@@ -10,7 +10,8 @@
 namespace attn {
 
 struct MachineLimits {
-  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads
+  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads, median of
+                             // one read after each decode step
   double sgemm_gflops = 0;   // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
   double sgemm_seconds = 0;  // for all of them once
   double fma_gflops = 0;     // f32 FMA peak, register-only loop, all threads
@@ -30,11 +31,13 @@ struct BenchResult {
 
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
 
-// Runs a warm-up, then the prefill and the decode steps on x [1, P+N, dim].
+// Runs a warm-up, then the prefill and the decode steps on x [1, P+N, dim], each step followed
+// by a streaming read of the weights (limits.stream_gbs).
 BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
                            std::int64_t N);
 
-MachineLimits measure_limits(const Transformer& m, std::int64_t P);
+// OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
+void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);
 
 long peak_rss_kb();
 
