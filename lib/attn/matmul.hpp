@@ -1,7 +1,8 @@
 #pragma once
-// Matrix products through CBLAS, threaded one way only: OpenMP threads split the output
-// features, each calling a single-threaded OpenBLAS. One thread pool means no hand-over between
-// OpenBLAS's spinning threads and ours.
+// Matrix products, threaded one way only: OpenMP threads split the output features. Prefill
+// (M >= 4): each thread runs one single-threaded OpenBLAS sgemm on its half of the rows of w.
+// Decode (M < 4): an own simd gemv over 64-row blocks that threads take as they free up. One
+// thread pool means no hand-over between OpenBLAS's spinning threads and ours.
 #include <cstdint>
 #include <span>
 #include <string>
