@@ -22,23 +22,23 @@ std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, int t, int nt) {
 // y[r] (=|+=) w[r] . x for n rows of length K. Eight rows at a time: eight independent
 // accumulators keep the loads streaming while x stays in L1. The simd reduction lets the compiler
 // split each dot product into vector lanes (OpenMP permits it; no -ffast-math needed).
-void gemv_rows(const float* w, const float* x, float* y, std::int64_t n, std::int64_t K,
-               bool accumulate) {
+void gemv_rows(const float* w, std::int64_t ldw, const float* x, float* y, std::int64_t n,
+               std::int64_t K, bool accumulate) {
   std::int64_t r = 0;
   for (; r + 8 <= n; r += 8) {
-    const float* w0 = w + r * K;
+    const float* w0 = w + r * ldw;
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
     for (std::int64_t k = 0; k < K; ++k) {
       const float xk = x[k];
       s0 += w0[k] * xk;
-      s1 += w0[K + k] * xk;
-      s2 += w0[2 * K + k] * xk;
-      s3 += w0[3 * K + k] * xk;
-      s4 += w0[4 * K + k] * xk;
-      s5 += w0[5 * K + k] * xk;
-      s6 += w0[6 * K + k] * xk;
-      s7 += w0[7 * K + k] * xk;
+      s1 += w0[ldw + k] * xk;
+      s2 += w0[2 * ldw + k] * xk;
+      s3 += w0[3 * ldw + k] * xk;
+      s4 += w0[4 * ldw + k] * xk;
+      s5 += w0[5 * ldw + k] * xk;
+      s6 += w0[6 * ldw + k] * xk;
+      s7 += w0[7 * ldw + k] * xk;
     }
     const float s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
     for (int i = 0; i < 8; ++i) y[r + i] = (accumulate ? y[r + i] : 0.0f) + s[i];
@@ -46,7 +46,7 @@ void gemv_rows(const float* w, const float* x, float* y, std::int64_t n, std::in
   for (; r < n; ++r) {
     float s = 0;
 #pragma omp simd reduction(+ : s)
-    for (std::int64_t k = 0; k < K; ++k) s += w[r * K + k] * x[k];
+    for (std::int64_t k = 0; k < K; ++k) s += w[r * ldw + k] * x[k];
     y[r] = (accumulate ? y[r] : 0.0f) + s;
   }
 }
@@ -57,16 +57,17 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const float beta = accumulate ? 1.0f : 0.0f;
-  const float* w = p.w + n0 * K;
+  const std::int64_t ldw = p.ldw ? p.ldw : K;
+  const float* w = p.w + n0 * ldw;
   // A handful of rows: matrix-vector products stream the weights at full bandwidth, where
   // OpenBLAS's sgemm with tiny M runs several times slower. Our gemv streams 10-15% faster
   // than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes (measured with attn-cli bench).
   if (M < 4) {
     for (std::int64_t m = 0; m < M; ++m)
-      gemv_rows(w, x + m * K, p.out + m * p.n + n0, n, K, accumulate);
+      gemv_rows(w, ldw, x + m * K, p.out + m * p.n + n0, n, K, accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
-                x, blasint(K), w, blasint(K), beta, p.out + n0, blasint(p.n));
+                x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
   }
   if (p.bias)
     for (std::int64_t m = 0; m < M; ++m)

@@ -9,12 +9,14 @@
 
 namespace attn {
 
-// One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null.
+// One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
+// lie ldw floats apart (0: K), so a block of w's columns is a projection too.
 struct Projection {
   float* out;
   const float* w;
   const float* bias;
   std::int64_t n;
+  std::int64_t ldw = 0;
 };
 
 // All projections share the input x [M, K]; they run in one parallel region, each thread

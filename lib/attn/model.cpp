@@ -35,20 +35,27 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
 }
 
-// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h), over blocks of kFfnRows rows.
+// Hidden units per FFN block in prefill; a decode step takes all of them at once.
+std::int64_t ffn_block(const ModelArgs& a, std::int64_t rows) {
+  return rows < 4 ? a.ffn_hidden() : std::min(kFfnBlock, a.ffn_hidden());
+}
+
+// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
+// small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
 void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
   const ModelArgs& a = m.args;
   Activations& act = m.act;
-  const std::int64_t hidden = a.ffn_hidden();
+  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block(a, rows);
   rmsnorm(act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kFfnRows) {
-    const std::int64_t n = std::min(kFfnRows, rows - r0);
-    const std::array<Projection, 2> w13 = {Projection{act.h1.data(), w.w1, nullptr, hidden},
-                                           Projection{act.h3.data(), w.w3, nullptr, hidden}};
-    linear(w13, act.xb.data() + r0 * a.dim, n, a.dim);
-    swiglu(act.h1.data(), act.h3.data(), n * hidden);
-    const std::array<Projection, 1> w2 = {Projection{h + r0 * a.dim, w.w2, nullptr, a.dim}};
-    linear(w2, act.h1.data(), n, hidden, /*accumulate=*/true);
+  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
+    const std::int64_t n = std::min(block, hidden - j0);
+    const std::array<Projection, 2> w13 = {
+        Projection{act.h1.data(), w.w1 + j0 * a.dim, nullptr, n},
+        Projection{act.h3.data(), w.w3 + j0 * a.dim, nullptr, n}};
+    linear(w13, act.xb.data(), rows, a.dim);  // h1, h3: [rows, n]
+    swiglu(act.h1.data(), act.h3.data(), rows * n);
+    const std::array<Projection, 1> w2 = {Projection{h, w.w2 + j0, nullptr, a.dim, hidden}};
+    linear(w2, act.h1.data(), rows, n, /*accumulate=*/true);  // w2[:, j0:j0+n]
   }
 }
 
@@ -66,8 +73,9 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
   if (a.block == Block::llama) {
-    act.h1 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());
-    act.h3 = buffer(std::min(max_rows, kFfnRows), a.ffn_hidden());
+    const std::int64_t n = std::max(max_rows * ffn_block(a, max_rows), a.ffn_hidden());
+    act.h1 = buffer(n, 1);
+    act.h3 = buffer(n, 1);
   }
   act.scores = make_attention_scratch(m.cache, threads());
   return m;
