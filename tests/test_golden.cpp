@@ -39,7 +39,9 @@ test::Diff check(const attn::SafetensorsFile& expected, const std::string& name,
   return d;
 }
 
-test::Diff run_case(const Case& c, int threads) {
+// ffn_block: hidden units per FFN block in prefill; small values exercise the blocked path
+// (several blocks and a remainder) that only Llama-sized layers reach by default.
+test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::kFfnBlock) {
   attn::set_threads(threads);
   const auto dir = test::golden_dir() / c.name;
   const attn::ModelArgs args = attn::load_config(dir / "config.json");
@@ -47,6 +49,7 @@ test::Diff run_case(const Case& c, int threads) {
   const std::vector<float> x = attn::load_input(dir / "input.safetensors", args, opts, true);
   attn::Transformer m = attn::make_transformer(
       args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill);
+  m.act.ffn_block = ffn_block;
   const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
 
@@ -82,6 +85,14 @@ TEST_CASE("golden: every case matches the PyTorch reference, on 1 and 2 threads"
       MESSAGE("golden " << c.name << " threads " << threads << ": worst |error| " << d.worst_abs
                         << ", " << d.worst_ratio << " of tolerance");
     }
+}
+
+TEST_CASE("golden: the FFN in blocks of hidden units (several, with a remainder) matches too") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.name);
+    const test::Diff d = run_case(c, 2, 20);
+    MESSAGE("golden " << c.name << " ffn_block 20: worst " << d.worst_ratio << " of tolerance");
+  }
 }
 
 TEST_CASE("golden: the CLI's --dump matches the reference file tensor for tensor") {

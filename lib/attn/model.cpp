@@ -36,8 +36,8 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
 }
 
 // Hidden units per FFN block in prefill; a decode step takes all of them at once.
-std::int64_t ffn_block(const ModelArgs& a, std::int64_t rows) {
-  return rows < 4 ? a.ffn_hidden() : std::min(kFfnBlock, a.ffn_hidden());
+std::int64_t ffn_block(const ModelArgs& a, const Activations& act, std::int64_t rows) {
+  return rows < 4 ? a.ffn_hidden() : std::min(act.ffn_block, a.ffn_hidden());
 }
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
@@ -45,7 +45,7 @@ std::int64_t ffn_block(const ModelArgs& a, std::int64_t rows) {
 void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
   const ModelArgs& a = m.args;
   Activations& act = m.act;
-  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block(a, rows);
+  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block(a, act, rows);
   rmsnorm(act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
@@ -73,7 +73,7 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
   if (a.block == Block::llama) {
-    const std::int64_t n = std::max(max_rows * ffn_block(a, max_rows), a.ffn_hidden());
+    const std::int64_t n = std::max(max_rows * ffn_block(a, act, max_rows), a.ffn_hidden());
     act.h1 = buffer(n, 1);
     act.h3 = buffer(n, 1);
   }

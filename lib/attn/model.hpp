@@ -11,24 +11,25 @@
 
 namespace attn {
 
-// Activations for up to max_rows = bsz * seqlen rows, allocated once.
-struct Activations {
-  std::int64_t max_rows = 0;
-  std::vector<float> xb;      // [rows, dim]          normed input of attention / FFN
-  std::vector<float> xq;      // [rows, n_heads * head_dim]
-  std::vector<float> xk;      // [rows, n_kv_heads * head_dim]
-  std::vector<float> xv;      // [rows, n_kv_heads * head_dim]
-  std::vector<float> att;     // [rows, n_heads * head_dim]
-  std::vector<float> h1;      // [kFfnRows, ffn_hidden] w1 then the SwiGLU gate
-  std::vector<float> h3;      // [kFfnRows, ffn_hidden]
-  std::vector<float> scores;  // per-thread attention scores
-};
-
 // Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so each weight
 // is packed by sgemm once and h1, h3 stay at [rows, kFfnBlock] (2 x 14.7 MB for 512 positions of
 // Llama-3-8B). Measured on that layer: blocks of 2048 repack x too often; 7168 was as fast as
 // whole rows and 28 MB smaller.
 inline constexpr std::int64_t kFfnBlock = 7168;
+
+// Activations for up to max_rows = bsz * seqlen rows, allocated once.
+struct Activations {
+  std::int64_t max_rows = 0;
+  std::int64_t ffn_block = kFfnBlock;  // hidden units per FFN block in prefill (at most)
+
+  std::vector<float> xb;      // [rows, dim]: the normed input of attention or FFN
+  std::vector<float> xq;      // [rows, n_heads * head_dim], then the attention output in place
+  std::vector<float> xk;      // [rows, n_kv_heads * head_dim]
+  std::vector<float> xv;      // [rows, n_kv_heads * head_dim]
+  std::vector<float> h1;      // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
+  std::vector<float> h3;      // [rows, block]: w3 x
+  std::vector<float> scores;  // per-thread attention scores
+};
 
 struct Transformer {
   ModelArgs args;
