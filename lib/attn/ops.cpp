@@ -85,8 +85,4 @@ void swiglu(float* h1, const float* h3, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + std::exp(-h1[i])) * h3[i];
 }
 
-void add_inplace(float* y, const float* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
 }  // namespace attn

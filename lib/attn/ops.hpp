@@ -31,7 +31,4 @@ void softmax_masked(float* x, std::int64_t n, std::int64_t len);
 // SwiGLU gate: h1 = silu(h1) * h3, element-wise over n values.
 void swiglu(float* h1, const float* h3, std::int64_t n);
 
-// y += x, element-wise over n values.
-void add_inplace(float* y, const float* x, std::int64_t n);
-
 }  // namespace attn
