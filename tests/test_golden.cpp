@@ -43,6 +43,8 @@ test::Diff check(const attn::SafetensorsFile& expected, const std::string& name,
 // (several blocks and a remainder) that only Llama-sized layers reach by default.
 test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::kFfnBlock) {
   attn::set_threads(threads);
+  // Fixtures are small: with 2 threads, make every product and attention run in parallel.
+  attn::set_parallel_flops(threads > 1 ? 0 : 1 << 20);
   const auto dir = test::golden_dir() / c.name;
   const attn::ModelArgs args = attn::load_config(dir / "config.json");
   attn::RunOptions opts = c.opts;
@@ -69,6 +71,7 @@ test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::k
     keep(check(expected, p + ".k", attn::filled_k(m.cache, l, B, T).data(), cache_n, c.tol));
     keep(check(expected, p + ".v", attn::filled_v(m.cache, l, B, T).data(), cache_n, c.tol));
   }
+  attn::set_parallel_flops(1 << 20);
   return worst;
 }
 

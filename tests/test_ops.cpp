@@ -82,8 +82,10 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
       for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(std::cos(0.07 * double(i)));
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i) * 0.01f;
       attn::set_threads(threads);
+      attn::set_parallel_flops(0);
       const attn::Projection p{out.data(), w.data(), b.data(), N};
       attn::linear({&p, 1}, x.data(), M, K, /*accumulate=*/true);
+      attn::set_parallel_flops(1 << 20);
       for (std::int64_t m = 0; m < M; ++m)
         for (std::int64_t n = 0; n < N; ++n) {
           double ref = 1.0 + b[std::size_t(n)];

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attn/matmul.hpp"
 #include "attn/ops.hpp"
 
 namespace attn {
@@ -53,7 +54,7 @@ void attention(float* out, const float* xq, const KVCache& cache, std::int64_t l
   const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;
   const std::int64_t n_tasks = bsz * cache.n_kv_heads * chunks;
   const std::int64_t flops = 4 * bsz * seqlen * (start_pos + seqlen) * n_heads * hd;
-#pragma omp parallel if (flops > (1 << 20))
+#pragma omp parallel if (worth_parallel(flops))
   {
     float* s = scratch.data() + omp_get_thread_num() * kAttentionChunk * cache.max_seq_len;
     // Later chunks see more keys: dynamic scheduling evens out the triangle.

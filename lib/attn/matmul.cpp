@@ -9,7 +9,7 @@ namespace attn {
 
 namespace {
 
-constexpr std::int64_t kParallelFlops = 1 << 20;
+std::int64_t g_parallel_flops = 1 << 20;
 constexpr std::int64_t kGemvRows = 64;
 
 // Rows of w for thread t of nt, aligned to 16 so each slice starts on a cache-line multiple.
@@ -101,7 +101,7 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
     // Waking a second thread costs microseconds, more than a small product takes.
-#pragma omp parallel if (flops > kParallelFlops)
+#pragma omp parallel if (worth_parallel(flops))
   {
     if (M < 4) {
       linear_rows(projections, x, M, K, accumulate);
@@ -123,6 +123,14 @@ void set_threads(int threads) {
 
 int threads() {
   return omp_get_max_threads();
+}
+
+void set_parallel_flops(std::int64_t flops) {
+  g_parallel_flops = flops;
+}
+
+bool worth_parallel(std::int64_t flops) {
+  return flops > g_parallel_flops;
 }
 
 std::string blas_core() {

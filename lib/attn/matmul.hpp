@@ -29,6 +29,11 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
 void set_threads(int threads);
 int threads();
 
+// Work below this many flops runs on one thread: waking another costs more than it saves.
+// Tests set 0 to run every parallel path on small shapes.
+void set_parallel_flops(std::int64_t flops);
+bool worth_parallel(std::int64_t flops);
+
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();
 
