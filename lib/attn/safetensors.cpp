@@ -368,8 +368,8 @@ void check_placement(const NamedTensor& nt, std::uint64_t cursor, const NamedTen
   checked_byte_count(dims, dtype_size(t.dtype), bytes);  // cannot overflow: parse_shape checked
   if (t.end - t.begin != bytes) {
     ctx.fail(offsets_str(t) + " give " + std::to_string(t.end - t.begin) + " bytes, expected " +
-             std::to_string(bytes) + " (shape " + list_str(t.shape) + " x " + dtype_name(t.dtype) +
-             ")");
+             std::to_string(bytes) + " (shape " + shape_text(t.shape) + " x " +
+             dtype_name(t.dtype) + ")");
   }
 }
 
@@ -666,6 +666,10 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<OutT
     if (n > 0) tmp.write(t.data, n * sizeof(float));
   }
   tmp.commit();
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return list_str(shape);
 }
 
 }  // namespace attn

@@ -31,6 +31,9 @@ enum class Dtype {
 const char* dtype_name(Dtype d);    // "F32", ...
 std::uint64_t dtype_size(Dtype d);  // bytes per element
 
+// A shape as messages and traces print it: "[1, 2, 8, 3]".
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 struct TensorInfo {
   Dtype dtype;
   std::vector<std::int64_t> shape;

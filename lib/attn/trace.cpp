@@ -7,12 +7,6 @@ namespace attn {
 
 using nlohmann::json;
 
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 namespace {
 
 Shape cache_capacity(const ModelArgs& a) {

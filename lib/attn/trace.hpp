@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attn/config.hpp"
+#include "attn/safetensors.hpp"  // shape_text
 
 namespace attn {
 
@@ -31,8 +32,6 @@ struct Summary {
   int threads = 0;
   std::string blas_core;
 };
-
-std::string shape_text(const Shape& s);  // "[1, 2, 8, 3]"
 
 // Text: `decode_only` prints the notebook's per-step cache line and nothing else per step.
 void print_config_text(std::ostream& os, const ModelArgs& a);

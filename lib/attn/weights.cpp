@@ -10,12 +10,6 @@ namespace attn {
 
 namespace {
 
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::int64_t numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -71,11 +65,11 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
   for (const TensorSpec& s : tensor_specs(args, w.layers)) {
     if (!w.file.header.tensors.count(s.name))
       throw InputError(src + ": tensor '" + s.name + "' is missing (expected shape " +
-                       shape_str(s.shape) + ")");
+                       shape_text(s.shape) + ")");
     const TensorInfo& t = w.file.info(s.name);
     if (t.shape != s.shape)
-      throw InputError(src + ": tensor '" + s.name + "': expected shape " + shape_str(s.shape) +
-                       ", got " + shape_str(t.shape));
+      throw InputError(src + ": tensor '" + s.name + "': expected shape " + shape_text(s.shape) +
+                       ", got " + shape_text(t.shape));
     std::vector<float> storage;
     *s.slot = tensor_as_f32(w.file, s.name, storage);
     if (!storage.empty()) w.owned.push_back(std::move(storage));
