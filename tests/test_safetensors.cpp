@@ -29,8 +29,17 @@ Bytes le64(std::uint64_t v) {
 }
 
 // A file image whose 8-byte length prefix is `n`, followed by `rest` verbatim.
+// "{" + inner + "}", by appending: GCC 12 warns falsely (-Wrestrict) on "{" + std::string.
+std::string braces(const std::string& inner) {
+  std::string out(1, '{');
+  out += inner;
+  out += '}';
+  return out;
+}
+
 Bytes image_len(std::uint64_t n, const std::string& rest, const Bytes& data = {}) {
   Bytes out = le64(n);
+  out.reserve(out.size() + rest.size() + data.size());
   out.insert(out.end(), rest.begin(), rest.end());
   out.insert(out.end(), data.begin(), data.end());
   return out;
@@ -153,7 +162,7 @@ TEST_CASE("safetensors: dtype names and sizes") {
     // Every dtype name is accepted by the reader with the matching size.
     const std::string shape = "[3]";
     const auto h = attn::parse_safetensors(
-        image("{" + entry("t", name, shape, 0, 3 * size) + "}", Bytes(3 * size)), kSrc);
+        image(braces(entry("t", name, shape, 0, 3 * size)), Bytes(3 * size)), kSrc);
     CHECK(h.tensors.at("t").dtype == d);
   }
 }
@@ -243,7 +252,7 @@ TEST_CASE("safetensors: valid headers are accepted") {
   }
   SUBCASE("tensors listed out of data order") {
     const auto h = attn::parse_safetensors(
-        image("{" + entry("a", "F32", "[2]", 8, 16) + "," + entry("b", "I64", "[1]", 0, 8) + "}",
+        image(braces(entry("a", "F32", "[2]", 8, 16) + "," + entry("b", "I64", "[1]", 0, 8)),
               Bytes(16)),
         kSrc);
     CHECK(h.tensors.at("a").begin == 8);
@@ -251,17 +260,16 @@ TEST_CASE("safetensors: valid headers are accepted") {
   }
   SUBCASE("empty tensors, including two at one offset and one between others") {
     const auto h = attn::parse_safetensors(
-        image("{" + entry("z1", "F32", "[0]", 0, 0) + "," + entry("a", "U8", "[4]", 0, 4) + "," +
-                  entry("z2", "F32", "[3,0]", 4, 4) + "," + entry("z3", "BF16", "[0,5]", 4, 4) +
-                  "," + entry("b", "U8", "[2]", 4, 6) + "}",
+        image(braces(entry("z1", "F32", "[0]", 0, 0) + "," + entry("a", "U8", "[4]", 0, 4) + "," +
+                     entry("z2", "F32", "[3,0]", 4, 4) + "," + entry("z3", "BF16", "[0,5]", 4, 4) +
+                     "," + entry("b", "U8", "[2]", 4, 6)),
               Bytes(6)),
         kSrc);
     CHECK(h.tensors.at("z2").numel() == 0);
     CHECK(h.tensors.at("z3").shape == std::vector<std::int64_t>{0, 5});
   }
   SUBCASE("a lone empty tensor in an empty data section") {
-    const auto h =
-        attn::parse_safetensors(image("{" + entry("z", "F32", "[2,0]", 0, 0) + "}"), kSrc);
+    const auto h = attn::parse_safetensors(image(braces(entry("z", "F32", "[2,0]", 0, 0))), kSrc);
     CHECK(h.tensors.at("z").numel() == 0);
   }
 }
@@ -305,7 +313,7 @@ TEST_CASE("safetensors: UTF-8 at the edges of the valid ranges is accepted") {
         "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF", "\xC3\xA9\xE2\x82\xAC"}) {
     CAPTURE(name);
     const auto h =
-        attn::parse_safetensors(image("{" + entry(name, "U8", "[1]", 0, 1) + "}", Bytes(1)), kSrc);
+        attn::parse_safetensors(image(braces(entry(name, "U8", "[1]", 0, 1)), Bytes(1)), kSrc);
     CHECK(h.tensors.count(name) == 1);
   }
 }
@@ -328,7 +336,7 @@ TEST_CASE("safetensors: header that is not an object") {
 TEST_CASE("safetensors: duplicate keys are refused") {
   const std::string w = entry("w", "U8", "[1]", 0, 1);
   SUBCASE("tensor name at top level") {
-    const std::string msg = header_refusal("{" + w + "," + w + "}", Bytes(1));
+    const std::string msg = header_refusal(braces(w + "," + w), Bytes(1));
     CHECK_HAS(msg, "duplicate key 'w' at top level");
   }
   SUBCASE("inside a tensor entry") {
@@ -397,9 +405,9 @@ TEST_CASE("safetensors: malformed tensor entries") {
 }
 
 TEST_CASE("safetensors: bad dtype") {
-  CHECK_HAS(header_refusal("{" + entry("w", "F33", "[1]", 0, 4) + "}", Bytes(4)),
+  CHECK_HAS(header_refusal(braces(entry("w", "F33", "[1]", 0, 4)), Bytes(4)),
             "tensor 'w': unknown dtype 'F33' (expected one of BOOL, U8,");
-  CHECK_HAS(header_refusal("{" + entry("w", "f32", "[1]", 0, 4) + "}", Bytes(4)),
+  CHECK_HAS(header_refusal(braces(entry("w", "f32", "[1]", 0, 4)), Bytes(4)),
             "unknown dtype 'f32'");
   CHECK_HAS(header_refusal(R"({"w":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", Bytes(4)),
             "tensor 'w': dtype must be a string, found number");
@@ -409,7 +417,7 @@ TEST_CASE("safetensors: shape must be a list of non-negative integers") {
   for (const std::string shape : {"[-1]", "[2.0]", "[\"2\"]", "2", "[[2]]", "[-0]", "[1e1]",
                                   "[18446744073709551616]", "null"}) {
     CAPTURE(shape);
-    const std::string msg = header_refusal("{" + entry("w", "U8", shape, 0, 2) + "}", Bytes(2));
+    const std::string msg = header_refusal(braces(entry("w", "U8", shape, 0, 2)), Bytes(2));
     CHECK_HAS(msg, "tensor 'w': shape must be a list of non-negative integers, found");
   }
 }
@@ -417,20 +425,20 @@ TEST_CASE("safetensors: shape must be a list of non-negative integers") {
 TEST_CASE("safetensors: overflowing shape product") {
   SUBCASE("element count") {
     CHECK_HAS(
-        header_refusal("{" + entry("w", "I32", "[2,18446744073709551614]", 0, 16) + "}", Bytes(16)),
+        header_refusal(braces(entry("w", "I32", "[2,18446744073709551614]", 0, 16)), Bytes(16)),
         "tensor 'w': shape [2, 18446744073709551614] x I32 overflows 64 bits");
   }
   SUBCASE("byte count") {
     CHECK_HAS(
-        header_refusal("{" + entry("w", "I32", "[2,9223372036854775807]", 0, 16) + "}", Bytes(16)),
+        header_refusal(braces(entry("w", "I32", "[2,9223372036854775807]", 0, 16)), Bytes(16)),
         "overflows 64 bits");
   }
   SUBCASE("a later zero does not save it, as in the reference") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[4294967296,4294967296,0]", 0, 0) + "}"),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[4294967296,4294967296,0]", 0, 0))),
               "overflows 64 bits");
   }
   SUBCASE("a dimension above 2^63 - 1 after a zero") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[0,9223372036854775808]", 0, 0) + "}"),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[0,9223372036854775808]", 0, 0))),
               "tensor 'w': shape dimension 9223372036854775808 exceeds 2^63 - 1");
   }
 }
@@ -444,15 +452,14 @@ TEST_CASE("safetensors: bad data_offsets") {
     CHECK_HAS(msg, "tensor 'w': data_offsets must be [begin, end] with non-negative integers");
   }
   SUBCASE("end before begin") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[0]", 4, 0) + "}", Bytes(4)),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[0]", 4, 0)), Bytes(4)),
               "tensor 'w': data_offsets [4, 0] end before they begin");
   }
 }
 
 TEST_CASE("safetensors: byte length must equal shape product x dtype size") {
   const std::string name = "layers.0.attention.wq.weight";
-  const std::string msg =
-      header_refusal("{" + entry(name, "F32", "[4,6]", 0, 100) + "}", Bytes(100));
+  const std::string msg = header_refusal(braces(entry(name, "F32", "[4,6]", 0, 100)), Bytes(100));
   CHECK(msg ==
         "t.safetensors: tensor 'layers.0.attention.wq.weight': data_offsets [0, 100] give "
         "100 bytes, expected 96 (shape [4, 6] x F32)");
@@ -460,34 +467,32 @@ TEST_CASE("safetensors: byte length must equal shape product x dtype size") {
 
 TEST_CASE("safetensors: tensors must tile the data section") {
   SUBCASE("hole before the first tensor") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[4]", 4, 8) + "}", Bytes(8)),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[4]", 4, 8)), Bytes(8)),
               "tensor 'w': data_offsets [4, 8] leave a hole: the bytes before begin at 0");
   }
   SUBCASE("hole between tensors") {
     const std::string msg = header_refusal(
-        "{" + entry("a", "U8", "[4]", 0, 4) + "," + entry("b", "U8", "[4]", 6, 10) + "}",
-        Bytes(10));
+        braces(entry("a", "U8", "[4]", 0, 4) + "," + entry("b", "U8", "[4]", 6, 10)), Bytes(10));
     CHECK_HAS(msg, "tensor 'b': data_offsets [6, 10] leave a hole");
     CHECK_HAS(msg, "(end of tensor 'a')");
   }
   SUBCASE("overlap") {
     const std::string msg = header_refusal(
-        "{" + entry("a", "U8", "[8]", 0, 8) + "," + entry("b", "U8", "[8]", 4, 12) + "}",
-        Bytes(12));
+        braces(entry("a", "U8", "[8]", 0, 8) + "," + entry("b", "U8", "[8]", 4, 12)), Bytes(12));
     CHECK_HAS(msg, "tensor 'b': data_offsets [4, 12] overlap tensor 'a', which ends at 8");
   }
   SUBCASE("two tensors on the same bytes") {
     const std::string msg = header_refusal(
-        "{" + entry("a", "U8", "[8]", 0, 8) + "," + entry("b", "U8", "[8]", 0, 8) + "}", Bytes(16));
+        braces(entry("a", "U8", "[8]", 0, 8) + "," + entry("b", "U8", "[8]", 0, 8)), Bytes(16));
     CHECK_HAS(msg, "tensor 'b': data_offsets [0, 8] overlap tensor 'a'");
   }
   SUBCASE("trailing bytes") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[4]", 0, 4) + "}", Bytes(7)),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[4]", 0, 4)), Bytes(7)),
               "data section is 7 bytes but the tensors end at 4: 3 trailing bytes");
     CHECK_HAS(header_refusal("{}", Bytes(1)), "1 trailing bytes");
   }
   SUBCASE("data section too short") {
-    CHECK_HAS(header_refusal("{" + entry("w", "U8", "[4]", 0, 4) + "}", Bytes(3)),
+    CHECK_HAS(header_refusal(braces(entry("w", "U8", "[4]", 0, 4)), Bytes(3)),
               "data section is 3 bytes but the tensors need 4: the file is truncated");
   }
 }
@@ -509,7 +514,7 @@ TEST_CASE("safetensors: open_safetensors refusals name the file") {
   }
   SUBCASE("invalid content") {
     const fs::path p = dir.path / "bad.safetensors";
-    write_file(p, image("{" + entry("w", "U8", "[4]", 0, 4) + "}", Bytes(5)));
+    write_file(p, image(braces(entry("w", "U8", "[4]", 0, 4)), Bytes(5)));
     CHECK_HAS(refusal([&] { attn::open_safetensors(p); }), p.string() + ": data section is 5");
   }
 }
@@ -593,8 +598,8 @@ TEST_CASE("safetensors: tensor_as_f32 converts F16 and BF16 from a file") {
   data.insert(data.end(), h16.begin(), h16.end());
   data.insert(data.end(), b16.begin(), b16.end());
   write_file(p,
-             image("{" + entry("pad", "U8", "[1]", 0, 1) + "," + entry("h", "F16", "[2,2]", 1, 9) +
-                       "," + entry("b", "BF16", "[2]", 9, 13) + "}",
+             image(braces(entry("pad", "U8", "[1]", 0, 1) + "," + entry("h", "F16", "[2,2]", 1, 9) +
+                          "," + entry("b", "BF16", "[2]", 9, 13)),
                    data));
   const attn::SafetensorsFile f = attn::open_safetensors(p);
   std::vector<float> s;
@@ -611,7 +616,7 @@ TEST_CASE("safetensors: misaligned F32 is copied with the right values") {
   const fs::path p = dir.path / "odd.safetensors";
   const std::vector<float> v = {1.5f, -3.0f, 1e-40f, 123456.789f};
   // An 11-byte header puts the data section at file offset 19, misaligned for float.
-  const std::string header = "{" + entry("w", "F32", "[4]", 0, 16) + "}";
+  const std::string header = braces(entry("w", "F32", "[4]", 0, 16));
   const std::string padded = header + std::string((11 - header.size() % 8 + 8) % 8, ' ');
   REQUIRE(padded.size() % 8 == 3);
   write_file(p, image(padded, floats_le(v)));
@@ -626,7 +631,7 @@ TEST_CASE("safetensors: misaligned F32 is copied with the right values") {
 TEST_CASE("safetensors: tensor_as_f32 refuses other dtypes") {
   TempDir dir;
   const fs::path p = dir.path / "i.safetensors";
-  write_file(p, image("{" + entry("ids", "I32", "[2]", 0, 8) + "}", Bytes(8)));
+  write_file(p, image(braces(entry("ids", "I32", "[2]", 0, 8)), Bytes(8)));
   const attn::SafetensorsFile f = attn::open_safetensors(p);
   std::vector<float> s;
   const std::string msg = refusal([&] { attn::tensor_as_f32(f, "ids", s); });
