@@ -106,7 +106,7 @@ TEST_CASE("config: only dim and n_heads given, every other key takes its ModelAr
   CHECK(a.n_rep() == 1);
 }
 
-TEST_CASE("config: n_kv_heads null means n_heads; given, it is kept") {
+TEST_CASE("config: n_kv_heads null means n_heads and a given value is kept") {
   CHECK(attn::parse_config(R"({"dim": 64, "n_heads": 8, "n_kv_heads": null})", kSrc).n_kv_heads ==
         8);
   const attn::ModelArgs gqa =
@@ -317,7 +317,7 @@ TEST_CASE("config: each size below 1 is refused, naming the key") {
     }
 }
 
-TEST_CASE("config: a negative norm_eps is refused; zero is accepted") {
+TEST_CASE("config: a negative norm_eps is refused but zero is accepted") {
   check_refused(seed_with(R"("norm_eps": -1e-5)"), {"norm_eps"});
   CHECK(attn::parse_config(seed_with(R"("norm_eps": 0)"), kSrc).norm_eps == 0.0);
   CHECK(attn::parse_config(seed_with(R"("norm_eps": 1e-6)"), kSrc).norm_eps == 1e-6);

@@ -35,17 +35,12 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
 }
 
-// Hidden units per FFN block in prefill; a decode step takes all of them at once.
-std::int64_t ffn_block(const ModelArgs& a, const Activations& act, std::int64_t rows) {
-  return rows < 4 ? a.ffn_hidden() : std::min(act.ffn_block, a.ffn_hidden());
-}
-
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
 // small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
 void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
   const ModelArgs& a = m.args;
   Activations& act = m.act;
-  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block(a, act, rows);
+  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, act.ffn_block, rows);
   rmsnorm(act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
@@ -61,6 +56,19 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
 
 }  // namespace
 
+std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows) {
+  return rows < 4 ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
+}
+
+std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
+  // rows * block grows with rows on each side of the gemv/sgemm boundary, so the largest is at
+  // the top of one of the two ranges: min(max_rows, 3) rows of all units, or max_rows of a block.
+  const std::int64_t gemv_rows = std::min<std::int64_t>(max_rows, 3);
+  std::int64_t n = gemv_rows * ffn_block_units(a, ffn_block, gemv_rows);
+  if (max_rows >= 4) n = std::max(n, max_rows * ffn_block_units(a, ffn_block, max_rows));
+  return n;
+}
+
 Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
                              std::int64_t max_rows) {
   Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}};
@@ -73,7 +81,7 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
   if (a.block == Block::llama) {
-    const std::int64_t n = std::max(max_rows * ffn_block(a, act, max_rows), a.ffn_hidden());
+    const std::int64_t n = ffn_buffer_floats(a, act.ffn_block, max_rows);
     act.h1 = buffer(n, 1);
     act.h3 = buffer(n, 1);
   }

@@ -39,6 +39,15 @@ struct Transformer {
   Activations act;
 };
 
+// Hidden units per FFN block for a product of `rows` rows: decode (rows < 4, the gemv path)
+// takes all ffn_hidden at once, prefill goes in blocks of at most ffn_block.
+std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows);
+
+// Floats h1 (and h3) must hold for any forward of 1..max_rows rows: the largest rows * block
+// over every row count. Used by make_transformer and by the memory estimate.
+std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t ffn_block,
+                               std::int64_t max_rows);
+
 // max_rows: the most rows (bsz * seqlen) one forward call will be given.
 Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
                              std::int64_t max_rows);
