@@ -502,7 +502,7 @@ TEST_CASE("safetensors: open_safetensors refusals name the file") {
   SUBCASE("missing file") {
     const fs::path p = dir.path / "missing.safetensors";
     const std::string msg = refusal([&] { attn::open_safetensors(p); });
-    CHECK_HAS(msg, p.string() + ": cannot open: No such file or directory");
+    CHECK_HAS(msg, p.string() + ": cannot open the safetensors file: No such file or directory");
   }
   SUBCASE("empty file") {
     const fs::path p = dir.path / "empty.safetensors";
@@ -654,18 +654,18 @@ TEST_CASE("safetensors: write_safetensors leaves nothing behind") {
       attn::write_safetensors(p, {{"x", {1}, &x}});
       FAIL_CHECK("no error");
     } catch (const std::runtime_error& e) {
-      CHECK_HAS(e.what(), p.string() + ": cannot create a temporary file");
+      CHECK_HAS(e.what(), p.string() + ": cannot write the output: directory");
     }
     CHECK(dir.names().empty());
   }
-  SUBCASE("rename fails after the data is written") {
+  SUBCASE("a directory is refused before anything is written") {
     const fs::path p = dir.path / "target";
-    fs::create_directory(p);  // rename(2) cannot put a file over a directory
+    fs::create_directory(p);
     try {
       attn::write_safetensors(p, {{"x", {1}, &x}});
       FAIL_CHECK("no error");
     } catch (const std::runtime_error& e) {
-      CHECK_HAS(e.what(), p.string() + ": cannot rename");
+      CHECK_HAS(e.what(), p.string() + ": cannot write the output: it is a directory");
     }
     CHECK(dir.names() == std::vector<std::string>{"target"});
   }

@@ -2,18 +2,62 @@
 
 #include <spdlog/spdlog.h>
 #include <cmath>
-#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+#include <vector>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
+#include "attn/text.hpp"
 
 namespace attn {
 
 using nlohmann::json;
 
 namespace {
+
+// A config is a handful of keys: a larger or deeper file is not one, and is refused before it
+// can cost memory or stack.
+constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
+constexpr std::size_t kMaxConfigDepth = 64;
+
+// A value from the file as messages show it: at most a short escaped excerpt.
+std::string excerpt(const json& v) {
+  return escape(v.dump(-1, ' ', false, json::error_handler_t::replace), 60);
+}
+
+// nlohmann keeps the last of duplicate keys silently and nests without limit; its parser
+// callback sees every key and every nesting, so both are refused while parsing. The last key
+// seen names the culprit when the parser itself fails (a number out of range).
+struct ConfigChecker {
+  const std::string& source;
+  std::vector<std::set<std::string>> objects;
+  std::size_t depth = 0;
+  std::string last_key;
+
+  bool operator()(int, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (++depth > kMaxConfigDepth)
+        throw InputError(source + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
+                         " levels" + near());
+      objects.emplace_back();
+    } else if (event == E::object_end || event == E::array_end) {
+      --depth;
+      objects.pop_back();
+    } else if (event == E::key) {
+      last_key = parsed.get<std::string>();
+      if (!objects.back().insert(last_key).second)
+        throw InputError(source + ": key " + quoted(last_key, 60) + " appears twice");
+    }
+    return true;
+  }
+
+  std::string near() const {
+    return last_key.empty() ? "" : " (in key " + quoted(last_key, 60) + ")";
+  }
+};
 
 struct Reader {
   const json& j;
@@ -26,7 +70,7 @@ struct Reader {
   void integer(const char* key, std::int64_t& out) const {
     if (!j.contains(key)) return;
     const json& v = j.at(key);
-    if (!v.is_number_integer()) fail(key, "expected an integer, got " + v.dump());
+    if (!v.is_number_integer()) fail(key, "expected an integer, got " + excerpt(v));
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX) fail(key, "too large");
     out = v.get<std::int64_t>();
   }
@@ -34,7 +78,7 @@ struct Reader {
   void number(const char* key, double& out) const {
     if (!j.contains(key)) return;
     const json& v = j.at(key);
-    if (!v.is_number()) fail(key, "expected a number, got " + v.dump());
+    if (!v.is_number()) fail(key, "expected a number, got " + excerpt(v));
     out = v.get<double>();
     if (!std::isfinite(out)) fail(key, "expected a finite number");
   }
@@ -52,7 +96,7 @@ struct Reader {
       }
       allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + name + "\"";
     }
-    fail(key, "expected one of " + allowed + ", got " + v.dump());
+    fail(key, "expected one of " + allowed + ", got " + excerpt(v));
   }
 };
 
@@ -81,9 +125,20 @@ void read_keys(const Reader& r, ModelArgs& a) {
            {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
   if (j.contains("attention_bias")) {
     if (!j.at("attention_bias").is_boolean())
-      r.fail("attention_bias", "expected true or false, got " + j.at("attention_bias").dump());
+      r.fail("attention_bias", "expected true or false, got " + excerpt(j.at("attention_bias")));
     a.attention_bias = j.at("attention_bias").get<bool>();
   }
+}
+
+// Values that parse but cannot run: a denormal base turns every RoPE angle into inf/NaN, and an
+// FFN that rounds to 0 hidden units is no FFN.
+void check_numbers(const Reader& r, const ModelArgs& a) {
+  if (!std::isnormal(a.rope_theta))
+    r.fail("rope_theta", fmt::format("must be a normal positive number, got {}", a.rope_theta));
+  if (a.block == Block::llama && a.ffn_hidden() < 1)
+    r.fail(
+        a.ffn_dim_multiplier ? "ffn_dim_multiplier" : "dim",
+        "the FFN hidden size rounds to " + std::to_string(a.ffn_hidden()) + " (needs at least 1)");
 }
 
 void validate(const Reader& r, const ModelArgs& a) {
@@ -123,6 +178,7 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("vocab_size", "token models (embedding and output head) are not supported yet (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
   if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
+  check_numbers(r, a);
   if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
     r.fail("ffn_dim_multiplier", "must be in (0, 64]");
 }
@@ -143,8 +199,12 @@ void warn_unknown_keys(const json& j, const std::string& source) {
                                               "block",
                                               "rope",
                                               "attention_bias"};
+  std::vector<std::string> unknown;
   for (auto& [key, value] : j.items())
-    if (!known.count(key)) spdlog::warn("{}: unknown key '{}' ignored", source, key);
+    if (!known.count(key)) unknown.push_back(key);
+  if (!unknown.empty())
+    spdlog::warn("{}: {} ignored", source,
+                 summarise(unknown, unknown.size() == 1 ? "unknown key" : "unknown keys"));
 }
 
 }  // namespace
@@ -190,10 +250,14 @@ ModelArgs llama3_8b_layer_args() {
 
 ModelArgs parse_config(const std::string& json_text, const std::string& source) {
   json j;
+  ConfigChecker checker{source, {}, 0, {}};
   try {
-    j = json::parse(json_text);
+    j = json::parse(json_text, std::ref(checker));
   } catch (const json::parse_error& e) {
-    throw InputError(source + ": not valid JSON: " + e.what());
+    throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
+  } catch (const json::exception& e) {  // e.g. 1e400: out_of_range while parsing a number
+    throw InputError(source + ": not a usable JSON value" + checker.near() + ": " +
+                     escape(e.what(), 160));
   }
   if (!j.is_object()) throw InputError(source + ": expected a JSON object of ModelArgs keys");
   Reader r{j, source};
@@ -207,12 +271,7 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source) 
 }
 
 ModelArgs load_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open config file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path.string() + ": cannot read config file");
-  return parse_config(text.str(), path.string());
+  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string()));
 }
 
 const char* block_name(Block b) {

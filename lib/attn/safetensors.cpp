@@ -23,6 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
+#include "attn/signals.hpp"
+#include "attn/text.hpp"
 
 // Tensors are read and written by reinterpreting little-endian bytes in place.
 static_assert(std::endian::native == std::endian::little, "little-endian host required");
@@ -105,11 +108,16 @@ std::string excerpt(const json& j) {
   return printable(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// At most 16 entries: a hostile header's shape may hold millions.
 template <class T>
 std::string list_str(const std::vector<T>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i > 0) out += ", ";
+    if (i == 16) {
+      out += "... (" + std::to_string(v.size()) + " dimensions)";
+      break;
+    }
     out += std::to_string(v[i]);
   }
   return out + "]";
@@ -229,6 +237,12 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
   const std::size_t bad = utf8_error_offset(text);
   if (bad != std::string_view::npos) {
     fail(source, "header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
+  }
+  // nlohmann stops at a NUL byte and accepts what came before; serde_json refuses it.
+  const auto nul = std::find(text.begin(), text.end(), std::uint8_t{0});
+  if (nul != text.end()) {
+    fail(source, "header holds a NUL byte (byte " + std::to_string(nul - text.begin()) +
+                     " of the header)");
   }
   // nlohmann skips a leading byte order mark; serde_json, and so the reference, does not.
   if (text.size() >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) {
@@ -470,20 +484,24 @@ std::string build_header(const std::vector<OutTensor>& tensors,
   return text;
 }
 
-// A temporary file beside the target; removed unless commit() renamed it into place.
+// A temporary file beside the target; removed unless commit() renamed it into place, and on
+// SIGINT/SIGTERM/SIGHUP while it exists. Its short name fits NAME_MAX whatever the target's.
 class TempFile {
  public:
-  explicit TempFile(const std::string& target) : target_(target) {
-    std::string tmpl = target + ".tmp.XXXXXX";
+  explicit TempFile(const std::string& target)
+      : out_(resolve_output(target, "output")), target_(escape(target)) {
+    std::string tmpl = (out_.dir / ".attn.XXXXXX").string();
     fd_ = ::mkstemp(tmpl.data());
     if (fd_ < 0) write_fail(target_, "cannot create a temporary file: " + errno_text(errno));
     name_ = std::move(tmpl);
+    remove_on_signal(name_.c_str());
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
     if (!committed_) ::unlink(name_.c_str());
+    forget_temp_file(name_.c_str());
   }
 
   void write(const void* data, std::size_t n) {
@@ -498,12 +516,12 @@ class TempFile {
   }
 
   void commit() {
-    // mkstemp creates 0600; a weights file is meant to be shared like any other output.
-    if (::fchmod(fd_, 0644) != 0) fail_errno("cannot set permissions of");
+    // mkstemp creates 0600: an existing file keeps its mode, a new one is 0644 like any output.
+    if (::fchmod(fd_, out_.mode) != 0) fail_errno("cannot set permissions of");
     if (::fsync(fd_) != 0) fail_errno("cannot sync");
     const int fd = std::exchange(fd_, -1);
     if (::close(fd) != 0) fail_errno("cannot close");
-    if (::rename(name_.c_str(), target_.c_str()) != 0) fail_errno("cannot rename");
+    if (::rename(name_.c_str(), out_.path.c_str()) != 0) fail_errno("cannot rename");
     committed_ = true;
   }
 
@@ -512,7 +530,8 @@ class TempFile {
     write_fail(target_, std::string(what) + " " + name_ + ": " + errno_text(errno));
   }
 
-  std::string target_;
+  OutputTarget out_;
+  std::string target_;  // for messages
   std::string name_;
   int fd_ = -1;
   bool committed_ = false;
@@ -562,6 +581,7 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
   if (this != &o) {
+    if (base != nullptr) unwatch_mapping(base);
     if (base != nullptr) ::munmap(const_cast<std::uint8_t*>(base), size);
     path = std::move(o.path);
     header = std::move(o.header);
@@ -572,6 +592,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
 }
 
 SafetensorsFile::~SafetensorsFile() {
+  if (base != nullptr) unwatch_mapping(base);
   if (base != nullptr) ::munmap(const_cast<std::uint8_t*>(base), size);
 }
 
@@ -582,27 +603,17 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 }
 
 SafetensorsFile open_safetensors(const std::filesystem::path& path) {
-  const std::string source = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(source, "cannot open: " + errno_text(errno));
-  struct stat st {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
-  const int stat_errno = errno;
-  void* map = MAP_FAILED;
-  if (stat_ok && S_ISREG(st.st_mode) && st.st_size > 0) {
-    map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  }
-  const int map_errno = errno;
-  ::close(fd);  // the mapping outlives the descriptor
-  if (!stat_ok) fail(source, "cannot stat: " + errno_text(stat_errno));
-  if (!S_ISREG(st.st_mode)) fail(source, "not a regular file");
-  if (st.st_size == 0) fail(source, "file is empty, too short for the 8-byte header length");
-  if (map == MAP_FAILED) fail(source, "cannot map: " + errno_text(map_errno));
-
+  // A regular file only, opened without blocking: a FIFO or a device is refused, not waited on.
+  const InputFile in = open_regular(path, "safetensors");
+  const std::string& source = in.source;
+  if (in.size == 0) fail(source, "file is empty, too short for the 8-byte header length");
+  void* map = ::mmap(nullptr, static_cast<std::size_t>(in.size), PROT_READ, MAP_PRIVATE, in.fd, 0);
+  if (map == MAP_FAILED) fail(source, "cannot map: " + errno_text(errno));
+  watch_mapping(map, in.size, source.c_str());
   SafetensorsFile f;  // owns the mapping from here, so a parse error unmaps it
   f.path = source;
   f.base = static_cast<const std::uint8_t*>(map);
-  f.size = static_cast<std::uint64_t>(st.st_size);
+  f.size = in.size;
   f.header = parse_safetensors({f.base, f.size}, source);
   return f;
 }

@@ -1,0 +1,56 @@
+#pragma once
+// Opening the files a run reads: regular files only, opened without blocking, so a FIFO, a
+// device (/dev/zero, a tty) or a directory is refused at once (exit 2) instead of hanging the
+// run or reading forever.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace attn {
+
+// An open descriptor of a regular file; closes on destruction.
+struct InputFile {
+  int fd = -1;
+  std::uint64_t size = 0;
+  std::string source;  // the path, escaped for messages
+
+  InputFile() = default;
+  InputFile(InputFile&& o) noexcept;
+  InputFile& operator=(InputFile&&) = delete;
+  InputFile(const InputFile&) = delete;
+  ~InputFile();
+};
+
+// Opens `path` read-only with O_NONBLOCK and checks with fstat that it is a regular file.
+// `what` names its role in messages ("config", "weights"). Throws InputError: an empty path,
+// a file that does not exist or cannot be read, anything but a regular file.
+InputFile open_regular(const std::filesystem::path& path, const char* what);
+
+// The whole file, refused (InputError) above max_bytes.
+std::string read_small_file(const std::filesystem::path& path, const char* what,
+                            std::uint64_t max_bytes);
+
+// What a stat mode is, for messages: "a FIFO", "a directory", "a character device", ...
+const char* file_kind(unsigned mode);
+
+}  // namespace attn
+
+namespace attn {
+
+// Where an output file goes: through a symlink, its target; an existing file keeps its mode.
+struct OutputTarget {
+  std::filesystem::path path;  // the file to replace or create (symlinks resolved)
+  std::filesystem::path dir;   // its directory, where the temporary file is made
+  unsigned mode = 0644;        // permissions the written file gets
+};
+
+// Accepts an existing regular file, or a new name of at most NAME_MAX bytes in an existing
+// directory. Throws InputError (exit 2) for anything else: an empty path, a directory, a FIFO,
+// a device, a missing or unwritable directory, an over-long name.
+OutputTarget resolve_output(const std::filesystem::path& path, const char* what);
+
+// resolve_output, then creates and removes a temporary file beside the target: a dump that
+// cannot be written is refused before the work it would hold.
+void check_output(const std::filesystem::path& path, const char* what);
+
+}  // namespace attn

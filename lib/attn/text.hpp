@@ -1,0 +1,23 @@
+#pragma once
+// Text from files (names, keys, values, paths) on its way to a terminal: control characters
+// escaped, long strings cut, long lists summarised, so a file can neither flood stderr nor
+// forge a line of output.
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attn {
+
+// Control characters (ESC and newlines included) and DEL as \xNN; more than max bytes cut
+// with "...".
+std::string escape(std::string_view s, std::size_t max = 200);
+
+// escape(s) in single quotes.
+std::string quoted(std::string_view s, std::size_t max = 200);
+
+// "3 unused tensors, e.g. 'a', 'b', 'c'": the count and the first few names, escaped.
+std::string summarise(const std::vector<std::string>& names, const std::string& what,
+                      std::size_t shown = 3);
+
+}  // namespace attn
