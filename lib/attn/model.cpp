@@ -6,6 +6,7 @@
 
 #include "attn/attention.hpp"
 #include "attn/error.hpp"
+#include "attn/finite.hpp"
 #include "attn/matmul.hpp"
 
 namespace attn {
@@ -52,6 +53,19 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
     const std::array<Projection, 1> w2 = {Projection{h, w.w2 + j0, nullptr, a.dim, hidden}};
     linear(w2, act.h1.data(), rows, n, /*accumulate=*/true);  // w2[:, j0:j0+n]
   }
+}
+
+// Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
+// first NaN or Inf appeared rather than let it reach every output. One read of the residual.
+void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::int64_t layer,
+                    std::int64_t seqlen, std::int64_t start_pos) {
+  const std::int64_t i = first_non_finite(h, rows * dim);
+  if (i < 0) return;
+  const std::int64_t row = i / dim, pos = start_pos + row % seqlen;
+  throw NonFiniteError("a non-finite value appeared in the output of layer " +
+                       std::to_string(layer) + " at position " + std::to_string(pos) +
+                       " (batch row " + std::to_string(row / seqlen) + ", feature " +
+                       std::to_string(i % dim) + ")");
 }
 
 }  // namespace
@@ -106,6 +120,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     } else {
       attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
     }
+    check_residual(out, rows, a.dim, l, seqlen, start_pos);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "attn/error.hpp"
+#include "attn/finite.hpp"
 #include "attn/rng.hpp"
 #include "attn/safetensors.hpp"
 
@@ -29,6 +30,16 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
   return Event{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, 0};
+}
+
+// forward, with the step named when a NaN or Inf appears.
+void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t seqlen,
+                   std::int64_t start_pos, float* out, const std::string& step) {
+  try {
+    forward(m, x, B, seqlen, start_pos, out);
+  } catch (const NonFiniteError& e) {
+    throw NonFiniteError(step + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -84,6 +95,7 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
   std::vector<float> x(std::size_t(o.batch * used * a.dim));
   for (std::int64_t b = 0; b < o.batch; ++b)
     std::copy_n(data + b * T * a.dim, used * a.dim, x.data() + b * used * a.dim);
+  check_finite(x.data(), std::int64_t(x.size()), f.path, "x");
   return x;
 }
 
@@ -98,7 +110,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
     const auto t0 = std::chrono::steady_clock::now();
-    forward(m, xin.data(), B, P, 0, out.prefill_output.data());
+    forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
     Event e = make_event(m, Event::Kind::prefill, B, 0, P);
     e.seconds = out.prefill_seconds;
@@ -108,7 +120,8 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
     const auto t0 = std::chrono::steady_clock::now();
-    forward(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim);
+    forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
+                  "decode step " + std::to_string(i));
     out.decode_seconds[std::size_t(i - 1)] = seconds_since(t0);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1);
     e.step = i;

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "attn/error.hpp"
+#include "attn/finite.hpp"
+#include "attn/text.hpp"
 #include "attn/rng.hpp"
 
 namespace attn {
@@ -60,7 +62,7 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path) {
   TransformerWeights w;
   w.file = open_safetensors(path);
-  const std::string src = path.string();
+  const std::string src = w.file.path;  // escaped
   std::set<std::string> used;
   for (const TensorSpec& s : tensor_specs(args, w.layers)) {
     if (!w.file.header.tensors.count(s.name))
@@ -72,13 +74,17 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
                        ", got " + shape_text(t.shape));
     std::vector<float> storage;
     *s.slot = tensor_as_f32(w.file, s.name, storage);
+    check_finite(*s.slot, numel(s.shape), src, s.name);
     if (!storage.empty()) w.owned.push_back(std::move(storage));
     w.bytes += std::uint64_t(numel(s.shape)) * 4;
     used.insert(s.name);
   }
+  std::vector<std::string> unused;  // one summary line, not one warning per tensor
   for (auto& [name, info] : w.file.header.tensors)
-    if (!used.count(name))
-      spdlog::warn("{}: tensor '{}' is not used by this config, ignored", src, name);
+    if (!used.count(name)) unused.push_back(name);
+  if (!unused.empty())
+    spdlog::warn("{}: {} not used by this config, ignored", src,
+                 summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
   return w;
 }
 
