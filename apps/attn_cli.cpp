@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,7 +15,9 @@
 
 #include "attn/bench.hpp"
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/matmul.hpp"
+#include "attn/memory.hpp"
 #include "attn/run.hpp"
 
 namespace {
@@ -28,20 +31,31 @@ struct Flags {
   CLI::Option* batch_option = nullptr;
 };
 
-// CLI11 would wrap -1 into 2^64 - 1 for an unsigned seed.
-std::string non_negative(const std::string& value) {
-  return value.starts_with('-') ? "must not be negative, got " + value : "";
+// CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
+std::string seed_in_range(const std::string& value) {
+  if (value.starts_with('-')) return "must not be negative, got " + value;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec == std::errc::result_out_of_range) return "must be at most 2^64 - 1, got " + value;
+  return "";
+}
+
+// An empty path must not quietly mean "no file" (drawn weights, the built-in config).
+std::string non_empty(const std::string& value) {
+  return value.empty() ? "must not be empty (leave the option out for the default)" : "";
 }
 
 // The options `run`, `decode` and `bench` share.
 void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_config) {
-  cmd->add_option("--config", f.config, "ModelArgs JSON (default: " + default_config + ")");
-  cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)");
+  cmd->add_option("--config", f.config, "ModelArgs JSON (default: " + default_config + ")")
+      ->check(non_empty);
+  cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)")
+      ->check(non_empty);
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
   cmd->add_option("-s,--seed", f.seed, "seed for weights and input")
-      ->check(non_negative)
+      ->check(seed_in_range)
       ->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
@@ -53,23 +67,13 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
 void add_common(CLI::App* cmd, Flags& f) {
   add_model_options(cmd, f, "the seed notebook's GQA");
   cmd->add_option("--input", f.input,
-                  "safetensors with tensor x [B, T, dim] (default: from --seed)");
+                  "safetensors with tensor x [B, T, dim] (default: from --seed)")
+      ->check(non_empty);
   f.batch_option =
       cmd->add_option("-b,--batch", f.run.batch, "batch size B")->capture_default_str();
   cmd->add_flag("--json", f.json, "JSON Lines trace on stdout");
-  cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file");
-}
-
-// A dump must land next to where it is asked for: refuse a bad directory before any work.
-void check_dump_path(const std::string& dump) {
-  if (dump.empty()) return;
-  std::filesystem::path dir = std::filesystem::path(dump).parent_path();
-  if (std::filesystem::is_directory(dump))
-    throw attn::InputError(dump + ": cannot write the dump: it is a directory");
-  if (dir.empty()) dir = ".";
-  if (!std::filesystem::is_directory(dir) || access(dir.c_str(), W_OK) != 0)
-    throw attn::InputError(dump + ": cannot write the dump: directory '" + dir.string() +
-                           "' does not exist or is not writable");
+  cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file")
+      ->check(non_empty);
 }
 
 attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) {
@@ -88,15 +92,19 @@ int run_command(const Flags& f, bool decode_only) {
   attn::set_threads(f.threads);
   const attn::ModelArgs args = f.config.empty() ? attn::seed_args() : attn::load_config(f.config);
   attn::RunOptions opts = f.run;
+  if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
   attn::check_capacity(args, opts);
-  check_dump_path(f.dump);
+  if (!f.dump.empty()) attn::check_output(f.dump, "dump");  // a bad path costs nothing
+  const std::int64_t max_rows = opts.batch * std::max<std::int64_t>(opts.prefill, 1);
+  attn::check_memory(attn::memory_parts(args, {opts.batch, opts.prefill, opts.steps, max_rows,
+                                               f.threads, !f.dump.empty()}),
+                     attn::available_memory());
   std::vector<float> x = f.input.empty()
                              ? attn::seeded_input(args, opts, f.seed)
                              : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  attn::Transformer m = attn::make_transformer(
-      args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1));
+  attn::Transformer m = attn::make_transformer(args, std::move(w), max_rows);
 
   if (f.json)
     attn::print_config_json(std::cout, args);
@@ -186,6 +194,9 @@ int bench_command(const Flags& f) {
   attn::check_capacity(args, opts);
   if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
+  attn::check_memory(
+      attn::memory_parts(args, {1, f.run.prefill, f.run.steps, f.run.prefill, f.threads, false}),
+      attn::available_memory());
   spdlog::info("drawing weights and input");
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);

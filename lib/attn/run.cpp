@@ -99,6 +99,14 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
   return x;
 }
 
+std::int64_t input_batch(const std::filesystem::path& path) {
+  const SafetensorsFile f = open_safetensors(path);
+  const auto it = f.header.tensors.find("x");
+  if (it == f.header.tensors.end() || it->second.shape.size() != 3 || it->second.shape[0] < 1)
+    return 1;
+  return it->second.shape[0];
+}
+
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
                const std::function<void(const Event&)>& on_event) {
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;

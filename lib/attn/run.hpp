@@ -34,6 +34,10 @@ std::vector<float> seeded_input(const ModelArgs& args, const RunOptions& opts, s
 std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& args,
                               RunOptions& opts, bool batch_given);
 
+// The batch of tensor `x` in an input file, read from its header only (1 if the file has no
+// [B, T, dim] x: load_input then says what is wrong). For the memory estimate before loading.
+std::int64_t input_batch(const std::filesystem::path& path);
+
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event);
 
