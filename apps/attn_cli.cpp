@@ -13,10 +13,10 @@
 #include <optional>
 
 #include "attn/bench.hpp"
-#include "attn/version.hpp"
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
 #include "attn/run.hpp"
+#include "attn/version.hpp"
 
 namespace {
 

@@ -156,19 +156,19 @@ void warn_unknown_keys(const json& j, const std::string& source) {
     if (!known.count(key)) spdlog::warn("{}: unknown key '{}' ignored", source, key);
 }
 
-
 // ---- Hugging Face config.json ----
 
 // Keys of Hugging Face's LlamaConfig, MistralConfig and Qwen2Config that describe the token
 // model around the layers (embedding, head, generation) or training: not the layers' arithmetic.
 const std::set<std::string> kHfIgnoredKeys = {
-    "architectures", "model_type", "torch_dtype", "transformers_version", "vocab_size",
-    "bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings", "use_cache",
-    "initializer_range", "pretraining_tp", "attention_dropout", "mlp_bias", "max_window_layers",
-    "use_sliding_window", "sliding_window", "hidden_act", "rope_scaling", "_name_or_path",
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "intermediate_size", "rms_norm_eps", "rope_theta", "max_position_embeddings",
-    "attention_bias", "head_dim"};
+    "architectures",       "model_type",        "torch_dtype",         "transformers_version",
+    "vocab_size",          "bos_token_id",      "eos_token_id",        "pad_token_id",
+    "tie_word_embeddings", "use_cache",         "initializer_range",   "pretraining_tp",
+    "attention_dropout",   "mlp_bias",          "max_window_layers",   "use_sliding_window",
+    "sliding_window",      "hidden_act",        "rope_scaling",        "_name_or_path",
+    "hidden_size",         "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
+    "attention_bias",      "head_dim"};
 
 // llama.cpp's default context: a hub config's max_position_embeddings (up to 131072) would
 // make a cache of many GiB. --max-seq-len sets it.
@@ -195,8 +195,8 @@ void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
 
 void read_hf_keys(const Reader& r, ModelArgs& a) {
   const json& j = r.j;
-  for (const char* key : {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                          "intermediate_size"})
+  for (const char* key :
+       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
     if (!j.contains(key)) r.fail(key, "required key is missing");
   a.block = Block::llama;
   a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half

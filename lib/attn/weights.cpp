@@ -115,8 +115,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
     if (!used.count(name)) unused.push_back(name);
   // A whole checkpoint read for a few layers has hundreds: name a few, count the rest.
   if (!unused.empty())
-    spdlog::warn("{}: {} tensor(s) not used by this config, ignored: '{}'{}", c.path,
-                 unused.size(), unused.front(), unused.size() > 1 ? ", ..." : "");
+    spdlog::warn("{}: {} tensor(s) not used by this config, ignored: '{}'{}", c.path, unused.size(),
+                 unused.front(), unused.size() > 1 ? ", ..." : "");
   return w;
 }
 
