@@ -19,11 +19,13 @@
 #include "attn/matmul.hpp"
 #include "attn/memory.hpp"
 #include "attn/run.hpp"
+#include "attn/version.hpp"
 
 namespace {
 
 struct Flags {
-  std::string config, weights, input, dump, log_level = "warn";
+  std::string config, weights, input, dump, log_level = "warn", layers;
+  attn::ConfigOverrides overrides;
   attn::RunOptions run;
   std::uint64_t seed = 42;
   int threads = omp_get_num_procs();
@@ -49,8 +51,13 @@ std::string non_empty(const std::string& value) {
 void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_config) {
   cmd->add_option("--config", f.config, "ModelArgs JSON (default: " + default_config + ")")
       ->check(non_empty);
-  cmd->add_option("--weights", f.weights, "safetensors weights (default: drawn from --seed)")
+  cmd->add_option("--weights", f.weights,
+                  "safetensors weights, or a Hugging Face model.safetensors.index.json "
+                  "(default: drawn from --seed)")
       ->check(non_empty);
+  cmd->add_option("--layers", f.layers, "run the checkpoint's layers A..B-1 only, as A:B");
+  cmd->add_option("--max-seq-len", f.overrides.max_seq_len, "cache capacity in positions");
+  cmd->add_option("--max-batch", f.overrides.max_batch_size, "cache capacity in sequences");
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
@@ -76,6 +83,31 @@ void add_common(CLI::App* cmd, Flags& f) {
       ->check(non_empty);
 }
 
+// "A:B" -> [A, B): a range of the checkpoint's layers.
+void parse_layers(const std::string& text, attn::ConfigOverrides& o) {
+  if (text.empty()) return;
+  const std::size_t colon = text.find(':');
+  try {
+    std::size_t used = 0;
+    if (colon == std::string::npos) throw std::invalid_argument(text);
+    o.layer_begin = std::stoll(text.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument(text);
+    o.layer_end = std::stoll(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) throw std::invalid_argument(text);
+  } catch (const std::logic_error&) {
+    throw attn::InputError("--layers: expected A:B (layers A to B-1), got '" + text + "'");
+  }
+}
+
+// The config file (or the built-in default), with the command line's overrides applied.
+attn::ModelArgs model_args(const Flags& f, attn::ModelArgs (*fallback)()) {
+  attn::ModelArgs args = f.config.empty() ? fallback() : attn::load_config(f.config);
+  attn::ConfigOverrides o = f.overrides;
+  parse_layers(f.layers, o);
+  attn::apply_overrides(args, o, f.config.empty() ? "the built-in config" : f.config);
+  return args;
+}
+
 attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) {
   std::vector<double> steps = out.decode_seconds;
   std::sort(steps.begin(), steps.end());
@@ -90,7 +122,7 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) 
 int run_command(const Flags& f, bool decode_only) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
-  const attn::ModelArgs args = f.config.empty() ? attn::seed_args() : attn::load_config(f.config);
+  const attn::ModelArgs args = model_args(f, attn::seed_args);
   attn::RunOptions opts = f.run;
   if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
   attn::check_capacity(args, opts);
@@ -188,8 +220,7 @@ void print_bench(const attn::BenchResult& r, bool json) {
 int bench_command(const Flags& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
-  const attn::ModelArgs args =
-      f.config.empty() ? attn::llama3_8b_layer_args() : attn::load_config(f.config);
+  const attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
   attn::check_capacity(args, opts);
   if (f.run.prefill < 1 || f.run.steps < 1)

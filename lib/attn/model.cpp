@@ -86,7 +86,8 @@ std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::
 Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
                              std::int64_t max_rows) {
   Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}};
-  m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta);
+  m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
+                           a.rope_scaling ? &*a.rope_scaling : nullptr);
   const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   Activations& act = m.act;
   act.max_rows = max_rows;

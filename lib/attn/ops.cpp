@@ -18,8 +18,24 @@ void rmsnorm(float* out, const float* x, const float* weight, std::int64_t rows,
   }
 }
 
+namespace {
+
+// Llama 3.1's frequency scaling, as Hugging Face's _compute_llama3_parameters.
+double scaled_frequency(double freq, const RopeScaling& s) {
+  const double wavelen = 2 * M_PI / freq;
+  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  if (wavelen < high_wavelen) return freq;
+  if (wavelen > low_wavelen) return freq / s.factor;
+  const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * freq / s.factor + smooth * freq;
+}
+
+}  // namespace
+
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
-                          double theta) {
+                          double theta, const RopeScaling* scaling) {
   RopeTable t{layout, head_dim, {}};
   if (layout == Rope::none) return t;
   const std::int64_t half = head_dim / 2;
@@ -27,7 +43,8 @@ RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_s
   for (std::int64_t pos = 0; pos < max_seq_len; ++pos)
     for (std::int64_t i = 0; i < half; ++i) {
       // Angles in double: at position 2047 an f32 angle is already off by ~1e-4 rad.
-      const double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+      double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+      if (scaling) freq = scaled_frequency(freq, *scaling);
       const double angle = double(pos) * freq;
       t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle));
       t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle));

@@ -18,7 +18,7 @@ struct RopeTable {
   std::vector<float> cos_sin;  // [max_seq_len, head_dim/2, 2]
 };
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
-                          double theta);
+                          double theta, const RopeScaling* scaling = nullptr);
 
 // Rotates x: [bsz, seqlen, n_heads, head_dim] in place, row (b, t) at position start_pos + t.
 void apply_rope(const RopeTable& rope, float* x, std::int64_t bsz, std::int64_t seqlen,

@@ -1,6 +1,7 @@
 #include "attn/weights.hpp"
 
 #include <spdlog/spdlog.h>
+#include <map>
 #include <set>
 
 #include "attn/error.hpp"
@@ -29,7 +30,7 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "attention.wq.bias", {q}, &w.bq});
   s.push_back({p + "attention.wk.bias", {kv}, &w.bk});
   s.push_back({p + "attention.wv.bias", {kv}, &w.bv});
-  s.push_back({p + "attention.wo.bias", {a.dim}, &w.bo});
+  if (a.attention_out_bias) s.push_back({p + "attention.wo.bias", {a.dim}, &w.bo});
 }
 
 void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
@@ -42,6 +43,37 @@ void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
 }
 
+// Hugging Face's names for Meta's, after "layers.{l}." (model.layers.{l}. in their files).
+const std::map<std::string, std::string> kHfNames = {
+    {"attention.wq.weight", "self_attn.q_proj.weight"},
+    {"attention.wk.weight", "self_attn.k_proj.weight"},
+    {"attention.wv.weight", "self_attn.v_proj.weight"},
+    {"attention.wo.weight", "self_attn.o_proj.weight"},
+    {"attention.wq.bias", "self_attn.q_proj.bias"},
+    {"attention.wk.bias", "self_attn.k_proj.bias"},
+    {"attention.wv.bias", "self_attn.v_proj.bias"},
+    {"attention.wo.bias", "self_attn.o_proj.bias"},
+    {"attention_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight"}};
+
+// "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight"; "" if none.
+std::string hf_name(const std::string& meta) {
+  const std::size_t dot = meta.find('.', 7);  // after "layers."
+  if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
+  auto it = kHfNames.find(meta.substr(dot + 1));
+  return it == kHfNames.end() ? "" : "model." + meta.substr(0, dot + 1) + it->second;
+}
+
+// The checkpoint's name for a spec: Meta's if present, else Hugging Face's.
+std::string stored_name(const Checkpoint& c, const std::string& meta) {
+  if (c.contains(meta)) return meta;
+  const std::string hf = hf_name(meta);
+  return !hf.empty() && c.contains(hf) ? hf : meta;
+}
+
 bool is_norm(const TensorSpec& s) {
   return s.name.ends_with("norm.weight");
 }
@@ -52,7 +84,7 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
   layers.assign(std::size_t(args.n_layers), LayerWeights{});
   std::vector<TensorSpec> specs;
   for (std::int64_t l = 0; l < args.n_layers; ++l) {
-    const std::string prefix = "layers." + std::to_string(l) + ".";
+    const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
     add_attention(args, prefix, layers[std::size_t(l)], specs);
     if (args.block == Block::llama) add_feed_forward(args, prefix, layers[std::size_t(l)], specs);
   }
@@ -61,29 +93,31 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
 
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path) {
   TransformerWeights w;
-  w.file = open_safetensors(path);
-  const std::string src = w.file.path;  // escaped
+  w.checkpoint = open_checkpoint(path);
+  Checkpoint& c = w.checkpoint;
   std::set<std::string> used;
   for (const TensorSpec& s : tensor_specs(args, w.layers)) {
-    if (!w.file.header.tensors.count(s.name))
-      throw InputError(src + ": tensor '" + s.name + "' is missing (expected shape " +
+    const std::string name = stored_name(c, s.name);
+    if (!c.contains(name))
+      throw InputError(c.path + ": tensor '" + s.name + "' is missing (expected shape " +
                        shape_text(s.shape) + ")");
-    const TensorInfo& t = w.file.info(s.name);
+    const SafetensorsFile& file = c.file_of(name);
+    const TensorInfo& t = file.info(name);
     if (t.shape != s.shape)
-      throw InputError(src + ": tensor '" + s.name + "': expected shape " + shape_text(s.shape) +
+      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(s.shape) +
                        ", got " + shape_text(t.shape));
     std::vector<float> storage;
-    *s.slot = tensor_as_f32(w.file, s.name, storage);
-    check_finite(*s.slot, numel(s.shape), src, s.name);
+    *s.slot = tensor_as_f32(file, name, storage);
+    check_finite(*s.slot, numel(s.shape), c.path, name);
     if (!storage.empty()) w.owned.push_back(std::move(storage));
     w.bytes += std::uint64_t(numel(s.shape)) * 4;
-    used.insert(s.name);
+    used.insert(name);
   }
   std::vector<std::string> unused;  // one summary line, not one warning per tensor
-  for (auto& [name, info] : w.file.header.tensors)
+  for (auto& [name, file] : c.weight_map)
     if (!used.count(name)) unused.push_back(name);
   if (!unused.empty())
-    spdlog::warn("{}: {} not used by this config, ignored", src,
+    spdlog::warn("{}: {} not used by this config, ignored", c.path,
                  summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
   return w;
 }

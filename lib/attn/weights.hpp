@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "attn/checkpoint.hpp"
 #include "attn/config.hpp"
 #include "attn/safetensors.hpp"
 
@@ -29,7 +30,7 @@ struct LayerWeights {
 
 struct TransformerWeights {
   std::vector<LayerWeights> layers;
-  SafetensorsFile file;
+  Checkpoint checkpoint;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
   std::uint64_t bytes = 0;  // f32 bytes of all tensors the block reads
 };
@@ -44,7 +45,9 @@ struct TensorSpec {
 // Every tensor the config needs, in file order (layer by layer).
 std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers);
 
-// Maps the file and checks every tensor against the config. Throws InputError naming the file,
+// Maps the file (or a Hugging Face index's files) and checks every tensor against the config.
+// Tensors are found under Meta's names or Hugging Face's (model.layers.{l}.self_attn.q_proj...),
+// layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming the file,
 // the tensor, what was expected and what was found.
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path);
 
