@@ -7,8 +7,10 @@
 
 namespace attn {
 
-enum class Block { llama, attention };
+enum class Block { llama, attention, encoder };
 enum class Rope { interleaved, half, none };
+enum class Mask { causal, none };
+enum class Activation { relu, gelu };
 
 struct ModelArgs {
   std::int64_t dim = 4096;
@@ -26,10 +28,14 @@ struct ModelArgs {
   Block block = Block::llama;
   Rope rope = Rope::interleaved;
   bool attention_bias = false;
+  Mask mask = Mask::causal;          // "none" by default for block encoder
+  std::int64_t ffn_hidden_set = 0;   // key ffn_hidden; 0: Meta's formula (2048 for encoder)
+  Activation activation = Activation::relu;  // block encoder only
+  bool norm_first = false;                   // block encoder only
 
   std::int64_t head_dim() const { return dim / n_heads; }
   std::int64_t n_rep() const { return n_heads / n_kv_heads; }
-  std::int64_t ffn_hidden() const;  // Meta's FeedForward hidden size
+  std::int64_t ffn_hidden() const;  // ffn_hidden if set, else Meta's FeedForward hidden size
 };
 
 // The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).
@@ -44,5 +50,7 @@ ModelArgs load_config(const std::filesystem::path& path);
 
 const char* block_name(Block b);
 const char* rope_name(Rope r);
+const char* mask_name(Mask m);
+const char* activation_name(Activation a);
 
 }  // namespace attn

@@ -30,7 +30,7 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   apply_rope(m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
   store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
   attention(act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
-            act.scores);
+            act.scores, m.mask, m.attn_probs[std::size_t(layer)]);
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
   linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
 }
@@ -59,11 +59,51 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   }
 }
 
+// torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, over blocks of hidden units as above.
+void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x, float* h,
+                          std::int64_t rows) {
+  const ModelArgs& a = m.args;
+  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block(a, m.act, rows);
+  float* h1 = m.act.h1.data();
+  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
+    const std::int64_t n = std::min(block, hidden - j0);
+    const std::array<Projection, 1> w1 = {Projection{h1, w.w1 + j0 * a.dim, w.b1 + j0, n}};
+    linear(w1, x, rows, a.dim);  // h1: [rows, n]
+    activate(a.activation, h1, rows * n);
+    const std::array<Projection, 1> w2 = {
+        Projection{h, w.w2 + j0, j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
+    linear(w2, h1, rows, n, /*accumulate=*/true);
+  }
+}
+
+// torch.nn.TransformerEncoderLayer in eval mode. Post-norm: h = LN1(x + SA(x)),
+// out = LN2(h + FF(h)); norm_first: h = x + SA(LN1(x)), out = h + FF(LN2(h)).
+void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, float* h,
+                   std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+  const ModelArgs& a = m.args;
+  const std::int64_t rows = bsz * seqlen;
+  const float eps = float(a.norm_eps);
+  float* xb = m.act.xb.data();
+  if (a.norm_first) {
+    layernorm(xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+    attention_block(m, w, layer, xb, h, bsz, seqlen, start_pos);
+    layernorm(xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+    encoder_feed_forward(m, w, xb, h, rows);
+    return;
+  }
+  attention_block(m, w, layer, h, h, bsz, seqlen, start_pos);
+  layernorm(h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+  std::memcpy(xb, h, std::size_t(rows * a.dim) * sizeof(float));
+  encoder_feed_forward(m, w, xb, h, rows);
+  layernorm(h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+}
+
 }  // namespace
 
 Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
                              std::int64_t max_rows) {
-  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}};
+  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}};
+  m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta);
   const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   Activations& act = m.act;
@@ -72,7 +112,7 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xq = buffer(max_rows, q);
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
-  if (a.block == Block::llama) {
+  if (a.block != Block::attention) {
     const std::int64_t n = std::max(max_rows * ffn_block(a, act, max_rows), a.ffn_hidden());
     act.h1 = buffer(n, 1);
     act.h3 = buffer(n, 1);
@@ -95,6 +135,8 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
       rmsnorm(m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
       attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
       feed_forward(m, w, out, rows);
+    } else if (a.block == Block::encoder) {
+      encoder_block(m, w, l, out, bsz, seqlen, start_pos);
     } else {
       attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
     }
