@@ -59,7 +59,7 @@ test::Diff run_case(const nlohmann::json& c, int threads) {
 
 }  // namespace
 
-TEST_CASE("notebooks: every seed notebook class matches attn-cli's dump, on 1 and 2 threads") {
+TEST_CASE("notebooks: every seed notebook class matches attn-cli's dump on 1 and 2 threads") {
   const nlohmann::json all = cases();
   REQUIRE(all.size() >= 12);
   for (const auto& c : all)
