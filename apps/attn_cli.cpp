@@ -18,6 +18,7 @@
 #include "attn/files.hpp"
 #include "attn/matmul.hpp"
 #include "attn/memory.hpp"
+#include "attn/padding.hpp"
 #include "attn/run.hpp"
 #include "attn/version.hpp"
 
@@ -31,6 +32,8 @@ struct Flags {
   int threads = omp_get_num_procs();
   bool json = false;
   CLI::Option* batch_option = nullptr;
+  std::string mask;  // empty: the config's
+  bool attention_weights = false, print_attention = false;
 };
 
 // CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
@@ -71,6 +74,16 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
       ->capture_default_str();
 }
 
+// Issue 7: the mask and looking at the attention probabilities.
+void add_attention_options(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--mask", f.mask, "causal or none (default: the config's mask)")
+      ->check(CLI::IsMember({"causal", "none"}));
+  cmd->add_flag("--attention-weights", f.attention_weights,
+                "the dump also holds attn.{l}.prefill and attn.{l}.decode.{i} (limit 1 GiB)");
+  cmd->add_flag("--print-attention", f.print_attention,
+                "print the attention weights after each step's trace line (small runs)");
+}
+
 void add_common(CLI::App* cmd, Flags& f) {
   add_model_options(cmd, f, "the seed notebook's GQA");
   cmd->add_option("--input", f.input,
@@ -81,6 +94,7 @@ void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_flag("--json", f.json, "JSON Lines trace on stdout");
   cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file")
       ->check(non_empty);
+  add_attention_options(cmd, f);
 }
 
 // "A:B" -> [A, B): a range of the checkpoint's layers.
@@ -122,7 +136,8 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) 
 int run_command(const Flags& f, bool decode_only) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
-  const attn::ModelArgs args = model_args(f, attn::seed_args);
+  attn::ModelArgs args = model_args(f, attn::seed_args);
+  if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   attn::RunOptions opts = f.run;
   if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
   attn::check_capacity(args, opts);
@@ -134,6 +149,10 @@ int run_command(const Flags& f, bool decode_only) {
   std::vector<float> x = f.input.empty()
                              ? attn::seeded_input(args, opts, f.seed)
                              : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
+  attn::Inspect inspect;
+  if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
+  inspect.attention_weights = f.attention_weights || f.print_attention;
+  attn::check_attention_weights(args, opts, inspect);
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   attn::Transformer m = attn::make_transformer(args, std::move(w), max_rows);
@@ -142,16 +161,20 @@ int run_command(const Flags& f, bool decode_only) {
     attn::print_config_json(std::cout, args);
   else
     attn::print_config_text(std::cout, args);
-  const attn::RunOutputs out = attn::run(m, x, opts, [&](const attn::Event& e) {
-    if (f.json)
-      attn::print_event_json(std::cout, e);
-    else
-      attn::print_event_text(std::cout, e, decode_only);
-  });
+  const attn::RunOutputs out = attn::run(
+      m, x, opts,
+      [&](const attn::Event& e) {
+        if (f.json)
+          attn::print_event_json(std::cout, e);
+        else
+          attn::print_event_text(std::cout, e, decode_only);
+        if (f.print_attention) attn::print_attention(std::cout, args, e);
+      },
+      inspect);
   const attn::Summary s = summarize(opts, out);
   if (f.json) attn::print_summary_json(std::cout, s);
   attn::print_summary_text(std::cerr, s);
-  if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out);
+  if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
   std::cout.flush();
   if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
   return 0;

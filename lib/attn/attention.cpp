@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstring>
 
 #include "attn/matmul.hpp"
 #include "attn/ops.hpp"
@@ -21,10 +23,27 @@ struct Task {
   std::int64_t b, g, r0;  // batch, KV head, first query row
 };
 
-// One query head over rows [r0, r1): scores = q K^T * scale, masked softmax, out = scores V.
+// The rows a task computes: `rows` queries from absolute position first_pos, scored against
+// keys 0 .. keys-1 (under the causal mask the chunk's last row needs no more).
+struct Rows {
+  std::int64_t rows, first_pos, keys;
+  bool causal;
+  const std::uint8_t* keep;  // this batch row's padding mask, or null
+};
+
+// Masked softmax of score row i: visible keys, minus padded ones.
+void softmax_row(float* s, const Rows& r, std::int64_t i) {
+  const std::int64_t visible = r.causal ? r.first_pos + i + 1 : r.keys;
+  if (r.keep)
+    for (std::int64_t j = 0; j < visible; ++j)
+      if (!r.keep[j]) s[j] = -FLT_MAX;
+  softmax_masked(s, visible, r.keys);
+}
+
+// One query head over its rows: scores = q K^T * scale, masked softmax, out = scores V.
 void head_attention(float* out, const float* q, const float* k, const float* v, std::int64_t ld,
-                    std::int64_t hd, std::int64_t rows, std::int64_t first_pos, float* s) {
-  const std::int64_t keys = first_pos + rows;  // keys visible to the chunk's last row
+                    std::int64_t hd, const Rows& r, float* s) {
+  const std::int64_t rows = r.rows, keys = r.keys;
   const float scale = 1.0f / std::sqrt(float(hd));
   if (rows == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(keys), blasint(hd), scale, k, blasint(hd), q,
@@ -33,8 +52,7 @@ void head_attention(float* out, const float* q, const float* k, const float* v, 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
                 scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
   }
-  // Row i sits at absolute position first_pos + i and sees keys 0 ..= first_pos + i.
-  for (std::int64_t i = 0; i < rows; ++i) softmax_masked(s + i * keys, first_pos + i + 1, keys);
+  for (std::int64_t i = 0; i < rows; ++i) softmax_row(s + i * keys, r, i);
   if (rows == 1) {
     cblas_sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(hd), 1.0f, v, blasint(hd), s, 1,
                 0.0f, out, 1);
@@ -44,16 +62,27 @@ void head_attention(float* out, const float* q, const float* k, const float* v, 
   }
 }
 
+// Copies the task's probability rows [rows, keys] into probs rows of `total` keys, zero-filled.
+void store_probs(float* probs, const float* s, std::int64_t rows, std::int64_t keys,
+                 std::int64_t total) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::memcpy(probs + i * total, s + i * keys, std::size_t(keys) * sizeof(float));
+    std::fill(probs + i * total + keys, probs + (i + 1) * total, 0.0f);
+  }
+}
+
 }  // namespace
 
 void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
                std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
-               std::vector<float>& scratch) {
+               std::vector<float>& scratch, const AttentionMask& mask, float* probs) {
   const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
   const std::int64_t ld = n_heads * hd;  // row stride of xq and out
+  const std::int64_t total = start_pos + seqlen;
+  const bool causal = mask.kind == Mask::causal;
   const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;
   const std::int64_t n_tasks = bsz * cache.n_kv_heads * chunks;
-  const std::int64_t flops = 4 * bsz * seqlen * (start_pos + seqlen) * n_heads * hd;
+  const std::int64_t flops = 4 * bsz * seqlen * total * n_heads * hd;
 #pragma omp parallel if (worth_parallel(flops))
   {
     float* s = scratch.data() + omp_get_thread_num() * kAttentionChunk * cache.max_seq_len;
@@ -62,12 +91,18 @@ void attention(float* out, const float* xq, const KVCache& cache, std::int64_t l
     for (std::int64_t i = 0; i < n_tasks; ++i) {
       const Task t{i / (cache.n_kv_heads * chunks), (i / chunks) % cache.n_kv_heads,
                    (i % chunks) * kAttentionChunk};
-      const std::int64_t r1 = std::min(seqlen, t.r0 + kAttentionChunk);
+      const std::int64_t rows = std::min(seqlen, t.r0 + kAttentionChunk) - t.r0;
+      const std::int64_t first_pos = start_pos + t.r0;
+      const Rows r{rows, first_pos, causal ? first_pos + rows : total, causal,
+                   mask.keep ? mask.keep + t.b * mask.ld : nullptr};
       const float* k = cache.k(layer, t.b, t.g);
       const float* v = cache.v(layer, t.b, t.g);
       for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
         const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
-        head_attention(out + row0, xq + row0, k, v, ld, hd, r1 - t.r0, start_pos + t.r0, s);
+        head_attention(out + row0, xq + row0, k, v, ld, hd, r, s);
+        if (probs)
+          store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total, s, rows, r.keys,
+                      total);
       }
     }
   }

@@ -1,10 +1,13 @@
 #pragma once
-// Scaled dot-product attention over the KV cache, causal, grouped-query: query heads
+// Scaled dot-product attention over the KV cache, grouped-query: query heads
 // g*n_rep .. g*n_rep+n_rep-1 read KV head g where it lies in the cache (no repeat_kv copy).
+// Causal (Meta's mask offset by start_pos) or none (the notebooks' mask=None), and optionally
+// a padding mask over key positions (Hugging Face's attention_mask).
 #include <cstdint>
 #include <vector>
 
 #include "attn/cache.hpp"
+#include "attn/config.hpp"
 
 namespace attn {
 
@@ -12,14 +15,27 @@ namespace attn {
 // start_pos + (c+1)*kChunk, which skips most of the masked upper triangle.
 inline constexpr std::int64_t kAttentionChunk = 64;
 
+// Which keys a query sees. keep: [bsz, ld] by absolute position, 1 = real, 0 = padding; null
+// when every position is real. A padded key's score becomes the lowest finite float before the
+// softmax (as Hugging Face does): it gets weight exactly 0 unless every key the query sees is
+// padded, and then the query attends uniformly to them, never NaN.
+struct AttentionMask {
+  Mask kind = Mask::causal;
+  const std::uint8_t* keep = nullptr;
+  std::int64_t ld = 0;
+};
+
 // Per-thread score rows: [n_threads, kAttentionChunk, max_seq_len].
 std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
 
 // out[bsz, seqlen, n_heads*head_dim] = softmax(xq K^T / sqrt(head_dim) + mask) V, with xq
 // [bsz, seqlen, n_heads*head_dim] and K, V the layer's cache filled up to start_pos + seqlen.
 // out may be xq: each task reads its rows of one head's queries before it writes them.
+// probs, if not null, receives the probabilities [bsz, n_heads, seqlen, start_pos + seqlen],
+// masked entries 0.
 void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
                std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
-               std::vector<float>& scratch);
+               std::vector<float>& scratch, const AttentionMask& mask = {},
+               float* probs = nullptr);
 
 }  // namespace attn

@@ -100,6 +100,29 @@ struct Reader {
   }
 };
 
+void boolean(const Reader& r, const char* key, bool& out) {
+  if (!r.j.contains(key)) return;
+  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + r.j.at(key).dump());
+  out = r.j.at(key).get<bool>();
+}
+
+// Keys of issue 7: the mask, the FFN width, and torch's TransformerEncoderLayer. An encoder is
+// torch's layer unless the config says otherwise: biases, no mask, no RoPE, dim_feedforward 2048.
+void read_encoder_keys(const Reader& r, ModelArgs& a) {
+  if (a.block == Block::encoder) {
+    if (!r.j.contains("attention_bias")) a.attention_bias = true;
+    if (!r.j.contains("rope")) a.rope = Rope::none;
+    a.mask = Mask::none;
+    a.ffn_hidden_set = 2048;
+  }
+  r.choice("mask", a.mask, {{"causal", Mask::causal}, {"none", Mask::none}});
+  r.integer("ffn_hidden", a.ffn_hidden_set);
+  if (r.j.contains("ffn_hidden") && a.ffn_hidden_set < 1)
+    r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
+  r.choice("activation", a.activation, {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
+  boolean(r, "norm_first", a.norm_first);
+}
+
 void read_keys(const Reader& r, ModelArgs& a) {
   const json& j = r.j;
   r.integer("dim", a.dim);
@@ -120,7 +143,8 @@ void read_keys(const Reader& r, ModelArgs& a) {
   r.integer("max_batch_size", a.max_batch_size);
   r.integer("max_seq_len", a.max_seq_len);
   r.integer("model_parallel_size", a.model_parallel_size);
-  r.choice("block", a.block, {{"llama", Block::llama}, {"attention", Block::attention}});
+  r.choice("block", a.block,
+           {{"llama", Block::llama}, {"attention", Block::attention}, {"encoder", Block::encoder}});
   r.choice("rope", a.rope,
            {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
   if (j.contains("attention_bias")) {
@@ -128,6 +152,7 @@ void read_keys(const Reader& r, ModelArgs& a) {
       r.fail("attention_bias", "expected true or false, got " + excerpt(j.at("attention_bias")));
     a.attention_bias = j.at("attention_bias").get<bool>();
   }
+  read_encoder_keys(r, a);
 }
 
 // Values that parse but cannot run: a denormal base turns every RoPE angle into inf/NaN, and an
@@ -190,6 +215,11 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("sliding_window", window_text(a));
   if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
     r.fail("ffn_dim_multiplier", "must be in (0, 64]");
+  if (a.ffn_hidden_set > (std::int64_t{1} << 24))
+    r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set));
+  if (a.block == Block::encoder && !a.attention_bias)
+    r.fail("attention_bias",
+           "block \"encoder\" (torch's TransformerEncoderLayer) needs attention_bias true");
 }
 
 void warn_unknown_keys(const json& j, const std::string& source) {
@@ -207,7 +237,11 @@ void warn_unknown_keys(const json& j, const std::string& source) {
                                               "model_parallel_size",
                                               "block",
                                               "rope",
-                                              "attention_bias"};
+                                              "attention_bias",
+                                              "mask",
+                                              "ffn_hidden",
+                                              "activation",
+                                              "norm_first"};
   std::vector<std::string> unknown;
   for (auto& [key, value] : j.items())
     if (!known.count(key)) unknown.push_back(key);
@@ -308,7 +342,7 @@ void warn_unknown_hf_keys(const json& j, const std::string& source) {
 }  // namespace
 
 std::int64_t ModelArgs::ffn_hidden() const {
-  if (ffn_hidden_set) return ffn_hidden_set;
+  if (ffn_hidden_set > 0) return ffn_hidden_set;
   std::int64_t h = 4 * dim;
   h = 2 * h / 3;
   if (ffn_dim_multiplier)
@@ -401,7 +435,15 @@ void apply_overrides(ModelArgs& a, const ConfigOverrides& o, const std::string& 
 }
 
 const char* block_name(Block b) {
-  return b == Block::llama ? "llama" : "attention";
+  return b == Block::llama ? "llama" : b == Block::attention ? "attention" : "encoder";
+}
+
+const char* mask_name(Mask m) {
+  return m == Mask::causal ? "causal" : "none";
+}
+
+const char* activation_name(Activation a) {
+  return a == Activation::relu ? "relu" : "gelu";
 }
 
 const char* rope_name(Rope r) {

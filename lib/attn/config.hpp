@@ -7,8 +7,10 @@
 
 namespace attn {
 
-enum class Block { llama, attention };
+enum class Block { llama, attention, encoder };
 enum class Rope { interleaved, half, none };
+enum class Mask { causal, none };
+enum class Activation { relu, gelu };
 
 // Llama 3.1's "llama3" RoPE scaling (Hugging Face's rope_scaling): low frequencies are divided
 // by `factor`, high ones kept, the band between interpolated.
@@ -33,10 +35,13 @@ struct ModelArgs {
   Block block = Block::llama;
   Rope rope = Rope::interleaved;
   bool attention_bias = false;
-  std::int64_t ffn_hidden_set = 0;  // key ffn_hidden; 0: Meta's formula
-  std::int64_t head_dim_set = 0;    // Hugging Face's head_dim; 0: dim / n_heads
-  bool attention_out_bias = true;   // with attention_bias, wo has one too (Qwen2's has none)
-  std::int64_t first_layer = 0;     // the checkpoint's index of block 0 (--layers A:B)
+  Mask mask = Mask::causal;                  // "none" by default for block encoder
+  std::int64_t ffn_hidden_set = 0;           // key ffn_hidden; 0: Meta's formula (2048 for encoder)
+  Activation activation = Activation::relu;  // block encoder only
+  bool norm_first = false;                   // block encoder only
+  std::int64_t head_dim_set = 0;             // Hugging Face's head_dim; 0: dim / n_heads
+  bool attention_out_bias = true;  // with attention_bias, wo has one too (Qwen2's has none)
+  std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
   std::optional<RopeScaling> rope_scaling;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
 
@@ -68,5 +73,7 @@ void apply_overrides(ModelArgs& args, const ConfigOverrides& o, const std::strin
 
 const char* block_name(Block b);
 const char* rope_name(Rope r);
+const char* mask_name(Mask m);
+const char* activation_name(Activation a);
 
 }  // namespace attn

@@ -31,7 +31,7 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   apply_rope(m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
   store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
   attention(act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
-            act.scores);
+            act.scores, m.mask, m.attn_probs[std::size_t(layer)]);
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
   linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
 }
@@ -68,6 +68,45 @@ void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::in
                        std::to_string(i % dim) + ")");
 }
 
+// torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, over blocks of hidden units as above.
+void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x, float* h,
+                          std::int64_t rows) {
+  const ModelArgs& a = m.args;
+  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, m.act.ffn_block, rows);
+  float* h1 = m.act.h1.data();
+  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
+    const std::int64_t n = std::min(block, hidden - j0);
+    const std::array<Projection, 1> w1 = {Projection{h1, w.w1 + j0 * a.dim, w.b1 + j0, n}};
+    linear(w1, x, rows, a.dim);  // h1: [rows, n]
+    activate(a.activation, h1, rows * n);
+    const std::array<Projection, 1> w2 = {
+        Projection{h, w.w2 + j0, j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
+    linear(w2, h1, rows, n, /*accumulate=*/true);
+  }
+}
+
+// torch.nn.TransformerEncoderLayer in eval mode. Post-norm: h = LN1(x + SA(x)),
+// out = LN2(h + FF(h)); norm_first: h = x + SA(LN1(x)), out = h + FF(LN2(h)).
+void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, float* h,
+                   std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+  const ModelArgs& a = m.args;
+  const std::int64_t rows = bsz * seqlen;
+  const float eps = float(a.norm_eps);
+  float* xb = m.act.xb.data();
+  if (a.norm_first) {
+    layernorm(xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+    attention_block(m, w, layer, xb, h, bsz, seqlen, start_pos);
+    layernorm(xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+    encoder_feed_forward(m, w, xb, h, rows);
+    return;
+  }
+  attention_block(m, w, layer, h, h, bsz, seqlen, start_pos);
+  layernorm(h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+  std::memcpy(xb, h, std::size_t(rows * a.dim) * sizeof(float));
+  encoder_feed_forward(m, w, xb, h, rows);
+  layernorm(h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+}
+
 }  // namespace
 
 std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows) {
@@ -85,7 +124,8 @@ std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::
 
 Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
                              std::int64_t max_rows) {
-  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}};
+  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}};
+  m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr);
   const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
@@ -95,7 +135,7 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
   act.xq = buffer(max_rows, q);
   act.xk = buffer(max_rows, kv);
   act.xv = buffer(max_rows, kv);
-  if (a.block == Block::llama) {
+  if (a.block != Block::attention) {
     const std::int64_t n = ffn_buffer_floats(a, act.ffn_block, max_rows);
     act.h1 = buffer(n, 1);
     act.h3 = buffer(n, 1);
@@ -118,6 +158,8 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
       rmsnorm(m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
       attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
       feed_forward(m, w, out, rows);
+    } else if (a.block == Block::encoder) {
+      encoder_block(m, w, l, out, bsz, seqlen, start_pos);
     } else {
       attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
     }

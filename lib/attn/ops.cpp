@@ -1,5 +1,6 @@
 #include "attn/ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace attn {
@@ -33,6 +34,32 @@ double scaled_frequency(double freq, const RopeScaling& s) {
 }
 
 }  // namespace
+
+void layernorm(float* out, const float* x, const float* weight, const float* bias,
+               std::int64_t rows, std::int64_t dim, float eps) {
+#pragma omp parallel for if (rows * dim > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    // Mean and variance in double, in two passes: no cancellation at large dim or offset.
+    double mean = 0, var = 0;
+    for (std::int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= double(dim);
+    for (std::int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
+  }
+}
+
+void activate(Activation act, float* x, std::int64_t n) {
+  if (act == Activation::relu) {
+    for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
+    return;
+  }
+#pragma omp parallel for if (n > (1 << 16))
+  for (std::int64_t i = 0; i < n; ++i)
+    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
 
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
                           double theta, const RopeScaling* scaling) {

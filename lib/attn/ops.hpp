@@ -11,6 +11,15 @@ namespace attn {
 void rmsnorm(float* out, const float* x, const float* weight, std::int64_t rows, std::int64_t dim,
              float eps);
 
+// torch's LayerNorm: out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (biased variance).
+// out may be x.
+void layernorm(float* out, const float* x, const float* weight, const float* bias,
+               std::int64_t rows, std::int64_t dim, float eps);
+
+// The encoder FFN's activation in place over n values: relu, or gelu in its exact erf form
+// (torch's default).
+void activate(Activation act, float* x, std::int64_t n);
+
 // cos/sin of pos * theta^(-2i/head_dim), precomputed for every position as Meta's freqs_cis.
 struct RopeTable {
   Rope layout = Rope::none;

@@ -29,7 +29,31 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  return Event{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, 0};
+  Event e{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, {}, {},
+          0};
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::int64_t n = start_pos + seqlen;
+    if (m.mask.keep) n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
+    e.unmasked.push_back(n);
+  }
+  for (float* p : m.attn_probs)
+    if (p) e.attn.push_back(p);
+  return e;
+}
+
+// Allocates the probabilities a run keeps, before any work.
+void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
+  const std::int64_t B = o.batch, P = o.prefill, H = a.n_heads;
+  const auto L = std::size_t(a.n_layers);
+  out.attn_prefill.assign(L, std::vector<float>(std::size_t(B * H * P * P)));
+  out.attn_decode.resize(std::size_t(o.steps));
+  for (std::int64_t i = 1; i <= o.steps; ++i)
+    out.attn_decode[std::size_t(i - 1)].assign(L, std::vector<float>(std::size_t(B * H * (P + i))));
+}
+
+void point_probs(Transformer& m, std::vector<std::vector<float>>* layers) {
+  for (std::size_t l = 0; l < m.attn_probs.size(); ++l)
+    m.attn_probs[l] = layers ? (*layers)[l].data() : nullptr;
 }
 
 // forward, with the step named when a NaN or Inf appears.
@@ -56,6 +80,23 @@ void check_capacity(const ModelArgs& a, const RunOptions& o) {
                      std::to_string(o.steps) + " positions, but max_seq_len is " +
                      std::to_string(a.max_seq_len));
   if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
+}
+
+std::int64_t attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
+  // Every factor is capped by the config and capacity checks, so this stays far inside 64 bits.
+  const std::int64_t P = o.prefill, N = o.steps;
+  const std::int64_t per_head = P * P + N * P + N * (N + 1) / 2;
+  return 4 * a.n_layers * o.batch * a.n_heads * per_head;
+}
+
+void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Inspect& inspect) {
+  if (!inspect.attention_weights) return;
+  const std::int64_t bytes = attention_weights_bytes(a, o);
+  if (bytes > kAttentionWeightsLimit)
+    throw InputError("--attention-weights would keep " + std::to_string(bytes) +
+                     " bytes of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
+                     "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
+                     "batch");
 }
 
 std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::uint64_t seed) {
@@ -108,15 +149,20 @@ std::int64_t input_batch(const std::filesystem::path& path) {
 }
 
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
-               const std::function<void(const Event&)>& on_event) {
+               const std::function<void(const Event&)>& on_event, const Inspect& inspect) {
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;
   RunOutputs out;
   out.prefill_output.resize(std::size_t(B * P * dim));
   out.decode_output.resize(std::size_t(N * B * dim));
   out.decode_seconds.resize(std::size_t(N));
   std::vector<float> xin(std::size_t(B * std::max<std::int64_t>(P, 1) * dim));  // [B, P, dim]
+  const bool keep_probs = inspect.attention_weights;
+  if (keep_probs) make_attention_outputs(m.args, o, out);
+  m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
+  m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
+    point_probs(m, keep_probs ? &out.attn_prefill : nullptr);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
@@ -127,6 +173,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
+    point_probs(m, keep_probs ? &out.attn_decode[std::size_t(i - 1)] : nullptr);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
@@ -136,11 +183,14 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     e.seconds = out.decode_seconds[std::size_t(i - 1)];
     on_event(e);
   }
+  point_probs(m, nullptr);
+  m.mask.keep = nullptr;
   return out;
 }
 
 void write_dump(const std::filesystem::path& path, const Transformer& m,
-                const std::vector<float>& x, const RunOptions& o, const RunOutputs& out) {
+                const std::vector<float>& x, const RunOptions& o, const RunOutputs& out,
+                bool attention_weights) {
   const ModelArgs& a = m.args;
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N;
   std::vector<OutTensor> tensors = {{"input", {B, T, a.dim}, x.data()}};
@@ -160,6 +210,14 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
         {"cache." + std::to_string(l) + ".k", cache_shape, caches[std::size_t(2 * l)].data()});
     tensors.push_back(
         {"cache." + std::to_string(l) + ".v", cache_shape, caches[std::size_t(2 * l + 1)].data()});
+  }
+  for (std::int64_t l = 0; l < a.n_layers && attention_weights; ++l) {
+    const std::string p = "attn." + std::to_string(l);
+    tensors.push_back({p + ".prefill", {B, a.n_heads, P, P}, out.attn_prefill[std::size_t(l)].data()});
+    for (std::int64_t i = 1; i <= N; ++i)
+      tensors.push_back({p + ".decode." + std::to_string(i),
+                         {B, a.n_heads, 1, P + i},
+                         out.attn_decode[std::size_t(i - 1)][std::size_t(l)].data()});
   }
   write_safetensors(path, tensors);
 }

@@ -1,6 +1,7 @@
 #include "attn/trace.hpp"
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <ostream>
 
 namespace attn {
@@ -22,8 +23,12 @@ std::string cache_text(const Event& e) {
 void print_config_text(std::ostream& os, const ModelArgs& a) {
   os << "config: dim " << a.dim << ", n_layers " << a.n_layers << ", n_heads " << a.n_heads
      << ", n_kv_heads " << a.n_kv_heads << ", head_dim " << a.head_dim() << ", n_rep " << a.n_rep()
-     << ", block " << block_name(a.block) << ", rope " << rope_name(a.rope);
-  if (a.block == Block::llama) os << ", ffn_hidden " << a.ffn_hidden();
+     << ", block " << block_name(a.block) << ", rope " << rope_name(a.rope) << ", mask "
+     << mask_name(a.mask);
+  if (a.block != Block::attention) os << ", ffn_hidden " << a.ffn_hidden();
+  if (a.block == Block::encoder)
+    os << ", activation " << activation_name(a.activation)
+       << (a.norm_first ? ", norm_first" : ", post-norm");
   os << ", cache capacity " << shape_text(cache_capacity(a)) << "\n";
 }
 
@@ -70,7 +75,10 @@ void print_config_json(std::ostream& os, const ModelArgs& a) {
             {"cache_capacity", cache_capacity(a)},
             {"block", block_name(a.block)},
             {"rope", rope_name(a.rope)},
-            {"attention_bias", a.attention_bias}};
+            {"attention_bias", a.attention_bias},
+            {"mask", mask_name(a.mask)},
+            {"activation", activation_name(a.activation)},
+            {"norm_first", a.norm_first}};
   os << j.dump() << "\n";
 }
 
@@ -83,6 +91,7 @@ void print_event_json(std::ostream& os, const Event& e) {
   j["output"] = e.output;
   j["cache_k"] = e.cache_k;
   j["cache_v"] = e.cache_v;
+  j["unmasked"] = e.unmasked;
   j["ms"] = e.seconds * 1e3;
   os << j.dump() << "\n";
 }
@@ -97,6 +106,26 @@ void print_summary_json(std::ostream& os, const Summary& s) {
             {"threads", s.threads},
             {"blas_core", s.blas_core}};
   os << j.dump() << "\n";
+}
+
+void print_attention(std::ostream& os, const ModelArgs& a, const Event& e) {
+  const std::int64_t B = e.input[0], keys = e.start_pos + e.seqlen;
+  char num[32];
+  for (std::size_t l = 0; l < e.attn.size(); ++l)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < a.n_heads; ++h) {
+        os << "attention_weights layer " << l << ", batch " << b << ", head " << h << " (kv head "
+           << h / a.n_rep() << "):\n";
+        const float* p = e.attn[l] + (b * a.n_heads + h) * e.seqlen * keys;
+        for (std::int64_t i = 0; i < e.seqlen; ++i) {
+          os << "  [";
+          for (std::int64_t j = 0; j < keys; ++j) {
+            std::snprintf(num, sizeof num, "%s%.4f", j ? ", " : "", double(p[i * keys + j]));
+            os << num;
+          }
+          os << "]\n";
+        }
+      }
 }
 
 }  // namespace attn

@@ -20,6 +20,8 @@ struct Event {
   std::int64_t start_pos = 0;
   std::int64_t seqlen = 0;
   Shape input, output, cache_k, cache_v;
+  std::vector<std::int64_t> unmasked;  // [B]: filled key positions the padding mask keeps
+  std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
   double seconds = 0;
 };
 
@@ -41,5 +43,9 @@ void print_summary_text(std::ostream& os, const Summary& s);
 void print_config_json(std::ostream& os, const ModelArgs& a);
 void print_event_json(std::ostream& os, const Event& e);
 void print_summary_json(std::ostream& os, const Summary& s);
+
+// The event's attention probabilities as notebook 001 prints attention_weights: per layer, batch
+// row and head, one line of 4-decimal numbers per query.
+void print_attention(std::ostream& os, const ModelArgs& a, const Event& e);
 
 }  // namespace attn

@@ -6,8 +6,8 @@
 
 #include "attn/error.hpp"
 #include "attn/finite.hpp"
-#include "attn/text.hpp"
 #include "attn/rng.hpp"
+#include "attn/text.hpp"
 
 namespace attn {
 
@@ -74,6 +74,24 @@ std::string stored_name(const Checkpoint& c, const std::string& meta) {
   return !hf.empty() && c.contains(hf) ? hf : meta;
 }
 
+// torch's TransformerEncoderLayer: norm1, norm2, linear1, linear2 (CONTRACT section 2).
+void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
+                 std::vector<TensorSpec>& s) {
+  const std::int64_t h = a.ffn_hidden();
+  s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+  s.push_back({p + "attention_norm.bias", {a.dim}, &w.attention_norm_bias});
+  s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  s.push_back({p + "ffn_norm.bias", {a.dim}, &w.ffn_norm_bias});
+  s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
+  s.push_back({p + "feed_forward.w1.bias", {h}, &w.b1});
+  s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
+  s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
+}
+
+bool is_norm_bias(const TensorSpec& s) {
+  return s.name.ends_with("norm.bias");
+}
+
 bool is_norm(const TensorSpec& s) {
   return s.name.ends_with("norm.weight");
 }
@@ -87,6 +105,7 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
     const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
     add_attention(args, prefix, layers[std::size_t(l)], specs);
     if (args.block == Block::llama) add_feed_forward(args, prefix, layers[std::size_t(l)], specs);
+    if (args.block == Block::encoder) add_encoder(args, prefix, layers[std::size_t(l)], specs);
   }
   return specs;
 }
@@ -131,11 +150,13 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed) {
     // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
     const std::int64_t fan_in = s.shape.size() == 2 ? s.shape[1] : args.dim;
     const float bound = 1.0f / std::sqrt(float(fan_in));
-    const bool norm = is_norm(s);
+    const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
     ++stream;
 #pragma omp parallel for if (n > (1 << 16))
     for (std::int64_t i = 0; i < n; ++i)
-      t[std::size_t(i)] = norm ? 1.0f : bound * uniform_pm1(seed, stream, std::uint64_t(i));
+      t[std::size_t(i)] = norm        ? 1.0f
+                          : norm_bias ? 0.0f
+                                      : bound * uniform_pm1(seed, stream, std::uint64_t(i));
     *s.slot = t.data();
     w.bytes += std::uint64_t(n) * 4;
   }

@@ -26,6 +26,12 @@ struct LayerWeights {
   const float* w1 = nullptr;              // [ffn_hidden, dim]
   const float* w2 = nullptr;              // [dim, ffn_hidden]
   const float* w3 = nullptr;              // [ffn_hidden, dim]
+  // Block encoder (torch's norm1, norm2, linear1.bias, linear2.bias); attention_norm, ffn_norm,
+  // w1 and w2 above are its other halves.
+  const float* attention_norm_bias = nullptr;  // [dim]
+  const float* ffn_norm_bias = nullptr;        // [dim]
+  const float* b1 = nullptr;                   // [ffn_hidden]
+  const float* b2 = nullptr;                   // [dim]
 };
 
 struct TransformerWeights {
