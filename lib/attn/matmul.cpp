@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 namespace attn {
 
@@ -19,11 +21,27 @@ std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, int t, int nt) {
   return {std::min(n, b0 * 16), std::min(n, b1 * 16)};
 }
 
+// The decode kernels are written once, in plain C++ with GCC vector types of W floats, and
+// instantiated per instruction set below: each instance is inlined into a function compiled for
+// that ISA (target attribute), so a build without -march=native still runs AVX-512 or AVX2
+// where the CPU has them. matmul.cpp is compiled with -ffp-contract=fast: a * b + c is one FMA.
+template <int W>
+struct Vec {
+  typedef float type __attribute__((vector_size(W * sizeof(float))));
+};
+
+// Unaligned load (memcpy compiles to one vmovups); by reference, so no vector crosses an ABI.
+template <int W>
+[[gnu::always_inline]] inline void load(typename Vec<W>::type& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
 // y[r] (=|+=) w[r] . x for n rows of length K. Eight rows at a time: eight independent
 // accumulators keep the loads streaming while x stays in L1. The simd reduction lets the compiler
 // split each dot product into vector lanes (OpenMP permits it; no -ffast-math needed).
-void gemv_rows(const float* w, std::int64_t ldw, const float* x, float* y, std::int64_t n,
-               std::int64_t K, bool accumulate) {
+[[gnu::always_inline]] inline void gemv_rows(const float* w, std::int64_t ldw, const float* x,
+                                             float* y, std::int64_t n, std::int64_t K,
+                                             bool accumulate) {
   std::int64_t r = 0;
   for (; r + 8 <= n; r += 8) {
     const float* w0 = w + r * ldw;
@@ -51,6 +69,130 @@ void gemv_rows(const float* w, std::int64_t ldw, const float* x, float* y, std::
   }
 }
 
+// part[r * ldp + c] += w[r] . x[c] over k0..k1, for R rows of w and C rows of x (x's rows K
+// apart). R x C accumulators of W lanes stay in registers: each weight vector loaded serves C
+// input rows, each input vector R weight rows.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* x,
+                                             std::int64_t K, std::int64_t k0, std::int64_t k1,
+                                             float* part, std::int64_t ldp) {
+  using V = typename Vec<W>::type;
+  V acc[R][C] = {};
+  std::int64_t k = k0;
+  for (; k + W <= k1; k += W) {
+    V xv[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) load<W>(xv[c], x + c * K + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      V wv;
+      load<W>(wv, w + r * ldw + k);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] += wv * xv[c];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      float s = 0;
+      for (int i = 0; i < W; ++i) s += acc[r][c][i];
+      for (std::int64_t j = k; j < k1; ++j) s += w[r * ldw + j] * x[c * K + j];
+      part[r * ldp + c] += s;
+    }
+}
+
+// dot_block for c (1..C) input rows, the count known only at run time.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void dot_block_upto(int c, const float* w, std::int64_t ldw,
+                                                  const float* x, std::int64_t K, std::int64_t k0,
+                                                  std::int64_t k1, float* part, std::int64_t ldp) {
+  if constexpr (C > 1)
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, x, K, k0, k1, part, ldp);
+  dot_block<W, R, C>(w, ldw, x, K, k0, k1, part, ldp);
+}
+
+// R rows of w against all M rows of x over k0..k1, the rows of x in groups of at most C (as
+// even as they come: 8 rows go as 4 + 4, not 6 + 2, keeping more FMAs per load).
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* x,
+                                              std::int64_t M, std::int64_t K, std::int64_t k0,
+                                              std::int64_t k1, float* part) {
+  const std::int64_t groups = (M + C - 1) / C;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+    dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, x + m0 * K, K, k0, k1, part + m0, M);
+  }
+}
+
+// Input floats kept hot while the weights stream past: x's rows are taken in column chunks of
+// about this size, so a chunk stays in L2 (1-2 MB per core) for every weight row of the block.
+constexpr std::int64_t kXChunkFloats = 1 << 16;
+
+// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kMaxBatchRows
+// rows of x: every weight is read from memory once for all M rows.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* x,
+                                              std::int64_t M, std::int64_t K, float* y,
+                                              std::int64_t ldy, std::int64_t n, bool accumulate) {
+  float part[kGemvRows * kMaxBatchRows];  // [n, M]: the sums so far
+  std::fill(part, part + n * M, 0.0f);
+  const std::int64_t kc = std::max<std::int64_t>(W, kXChunkFloats / M / 64 * 64);
+  for (std::int64_t k0 = 0; k0 < K; k0 += kc) {
+    const std::int64_t k1 = std::min(K, k0 + kc);
+    std::int64_t r = 0;
+    for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, x, M, K, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, x, M, K, k0, k1, part + r * M);
+  }
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t r = 0; r < n; ++r)
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+using GemvFn = void (*)(const float*, std::int64_t, const float*, float*, std::int64_t,
+                        std::int64_t, bool);
+using BatchFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
+                         float*, std::int64_t, std::int64_t, bool);
+
+struct Kernels {
+  const char* isa;
+  GemvFn gemv;
+  BatchFn batch;
+};
+
+// One instance per ISA. Register blocking R x C (weight rows x input rows): R * C accumulators,
+// C input vectors and one weight vector must fit the register file (32 zmm; 16 ymm/xmm).
+#define ATTN_KERNELS(name, target, W, R, C)                                                   \
+  target void gemv_##name(const float* w, std::int64_t ldw, const float* x, float* y,        \
+                          std::int64_t n, std::int64_t K, bool accumulate) {                 \
+    gemv_rows(w, ldw, x, y, n, K, accumulate);                                                \
+  }                                                                                           \
+  target void batch_##name(const float* w, std::int64_t ldw, const float* x, std::int64_t M, \
+                           std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,       \
+                           bool accumulate) {                                                 \
+    batch_rows<W, R, C>(w, ldw, x, M, K, y, ldy, n, accumulate);                              \
+  }                                                                                           \
+  constexpr Kernels k_##name = {#name, gemv_##name, batch_##name};
+
+ATTN_KERNELS(generic, , 4, 4, 3)
+#if defined(__x86_64__)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma"))), 8, 4, 3)
+ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6)
+#endif
+#undef ATTN_KERNELS
+
+// The kernels for this CPU, best first.
+std::vector<const Kernels*> supported_kernels() {
+  std::vector<const Kernels*> out;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) out.push_back(&k_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(&k_avx2);
+#endif
+  out.push_back(&k_generic);
+  return out;
+}
+
+const Kernels* g_kernels = supported_kernels().front();
+
 // One thread's share of one projection.
 void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K, std::int64_t n0,
              std::int64_t n1, bool accumulate) {
@@ -59,12 +201,13 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
   const float beta = accumulate ? 1.0f : 0.0f;
   const std::int64_t ldw = p.ldw ? p.ldw : K;
   const float* w = p.w + n0 * ldw;
-  // A handful of rows: matrix-vector products stream the weights at full bandwidth, where
-  // OpenBLAS's sgemm with tiny M runs several times slower. Our gemv streams 10-15% faster
-  // than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes (measured with attn-cli bench).
-  if (M < 4) {
-    for (std::int64_t m = 0; m < M; ++m)
-      gemv_rows(w, ldw, x + m * K, p.out + m * p.n + n0, n, K, accumulate);
+  // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
+  // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
+  // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
+  if (M == 1) {
+    g_kernels->gemv(w, ldw, x, p.out + n0, n, K, accumulate);
+  } else if (M <= kBatchRows) {
+    g_kernels->batch(w, ldw, x, M, K, p.out + n0, p.n, n, accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
                 x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
@@ -103,7 +246,7 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
     // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel if (worth_parallel(flops))
   {
-    if (M < 4) {
+    if (M <= kBatchRows) {
       linear_rows(projections, x, M, K, accumulate);
     } else {
       // Prefill: one large sgemm per thread and projection keeps OpenBLAS's packing amortized.
@@ -143,8 +286,29 @@ std::string blas_core() {
 namespace attn {
 
 std::string matmul_path() {
-  return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M >= 4), own simd gemv "
-         "on 64-row blocks taken dynamically (M < 4)";
+  return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M > " +
+         std::to_string(kBatchRows) + "), own " + matmul_isa() +
+         " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
+         std::to_string(kBatchRows) + ": each weight read once for all rows)";
+}
+
+std::string matmul_isa() {
+  return g_kernels->isa;
+}
+
+std::vector<std::string> matmul_isas() {
+  std::vector<std::string> out;
+  for (const Kernels* k : supported_kernels()) out.push_back(k->isa);
+  return out;
+}
+
+bool set_matmul_isa(const std::string& isa) {
+  for (const Kernels* k : supported_kernels())
+    if (isa.empty() ? k == supported_kernels().front() : isa == k->isa) {
+      g_kernels = k;
+      return true;
+    }
+  return false;
 }
 
 }  // namespace attn
