@@ -69,26 +69,39 @@ template <int W>
   }
 }
 
-// part[r * ldp + c] += w[r] . x[c] over k0..k1, for R rows of w and C rows of x (x's rows K
-// apart). R x C accumulators of W lanes stay in registers: each weight vector loaded serves C
-// input rows, each input vector R weight rows.
+// The batched kernel reads x packed: for each block of kPack columns, the M rows' kPack floats
+// side by side, [K / kPack, M, kPack]. The rows of x and of w lie K floats apart, often a
+// multiple of 4 KB, so unpacked they all map to one L1 set and more than 8 streams thrash it;
+// packed, x is one stream beside R weight rows.
+constexpr std::int64_t kPack = 16;
+
+// part[r * ldp + c] += w[r] . x[c] over k0..k1 (k0 a multiple of kPack), for R rows of w and C
+// rows of x: xp is the packed x at its first row, M the rows of the packing; x unpacked (rows K
+// apart) serves the columns after the last whole block. R x C accumulators of W lanes stay in
+// registers: each weight vector loaded serves C input rows, each input vector R weight rows.
 template <int W, int R, int C>
-[[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* x,
-                                             std::int64_t K, std::int64_t k0, std::int64_t k1,
-                                             float* part, std::int64_t ldp) {
+[[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* xp,
+                                             std::int64_t M, const float* x, std::int64_t K,
+                                             std::int64_t k0, std::int64_t k1, float* part,
+                                             std::int64_t ldp) {
   using V = typename Vec<W>::type;
   V acc[R][C] = {};
+  const std::int64_t kv = std::min(k1, K / kPack * kPack);
   std::int64_t k = k0;
-  for (; k + W <= k1; k += W) {
-    V xv[C];
+  for (; k < kv; k += kPack) {
+    const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
+#pragma GCC unroll 4
+    for (int s = 0; s < kPack; s += W) {
+      V xv[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) load<W>(xv[c], x + c * K + k);
+      for (int c = 0; c < C; ++c) load<W>(xv[c], xk + c * kPack + s);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      V wv;
-      load<W>(wv, w + r * ldw + k);
+      for (int r = 0; r < R; ++r) {
+        V wv;
+        load<W>(wv, w + r * ldw + k + s);
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] += wv * xv[c];
+        for (int c = 0; c < C; ++c) acc[r][c] += wv * xv[c];
+      }
     }
   }
   for (int r = 0; r < R; ++r)
@@ -103,23 +116,25 @@ template <int W, int R, int C>
 // dot_block for c (1..C) input rows, the count known only at run time.
 template <int W, int R, int C>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const float* w, std::int64_t ldw,
-                                                  const float* x, std::int64_t K, std::int64_t k0,
-                                                  std::int64_t k1, float* part, std::int64_t ldp) {
+                                                  const float* xp, std::int64_t M, const float* x,
+                                                  std::int64_t K, std::int64_t k0, std::int64_t k1,
+                                                  float* part, std::int64_t ldp) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, x, K, k0, k1, part, ldp);
-  dot_block<W, R, C>(w, ldw, x, K, k0, k1, part, ldp);
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, x, K, k0, k1, part, ldp);
+  dot_block<W, R, C>(w, ldw, xp, M, x, K, k0, k1, part, ldp);
 }
 
 // R rows of w against all M rows of x over k0..k1, the rows of x in groups of at most C (as
 // even as they come: 8 rows go as 4 + 4, not 6 + 2, keeping more FMAs per load).
 template <int W, int R, int C>
-[[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* x,
-                                              std::int64_t M, std::int64_t K, std::int64_t k0,
-                                              std::int64_t k1, float* part) {
+[[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* xp,
+                                              const float* x, std::int64_t M, std::int64_t K,
+                                              std::int64_t k0, std::int64_t k1, float* part) {
   const std::int64_t groups = (M + C - 1) / C;
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
-    dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, x + m0 * K, K, k0, k1, part + m0, M);
+    dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, x + m0 * K, K, k0, k1,
+                            part + m0, M);
   }
 }
 
@@ -128,29 +143,45 @@ template <int W, int R, int C>
 constexpr std::int64_t kXChunkFloats = 1 << 16;
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kMaxBatchRows
-// rows of x: every weight is read from memory once for all M rows.
+// rows of x (xp: x packed): every weight is read from memory once for all M rows.
 template <int W, int R, int C>
-[[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* x,
-                                              std::int64_t M, std::int64_t K, float* y,
-                                              std::int64_t ldy, std::int64_t n, bool accumulate) {
+[[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* xp,
+                                              const float* x, std::int64_t M, std::int64_t K,
+                                              float* y, std::int64_t ldy, std::int64_t n,
+                                              bool accumulate) {
   float part[kGemvRows * kMaxBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
-  const std::int64_t kc = std::max<std::int64_t>(W, kXChunkFloats / M / 64 * 64);
+  const std::int64_t kc = std::max<std::int64_t>(64, kXChunkFloats / M / 64 * 64);
   for (std::int64_t k0 = 0; k0 < K; k0 += kc) {
     const std::int64_t k1 = std::min(K, k0 + kc);
     std::int64_t r = 0;
-    for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, x, M, K, k0, k1, part + r * M);
-    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, x, M, K, k0, k1, part + r * M);
+    for (; r + R <= n; r += R)
+      rows_block<W, R, C>(w + r * ldw, ldw, xp, x, M, K, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, x, M, K, k0, k1, part + r * M);
   }
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
 }
 
+// x [M, K] packed as [K / kPack, M, kPack] (whole blocks only) into a buffer of the calling
+// thread, which grows to the largest product once and is reused: no allocation per step.
+const float* pack_rows(const float* x, std::int64_t M, std::int64_t K) {
+  thread_local std::vector<float> packed;
+  const std::int64_t blocks = K / kPack;
+  if (packed.size() < std::size_t(blocks * M * kPack))
+    packed.resize(std::size_t(blocks * M * kPack));
+  float* out = packed.data();
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t m = 0; m < M; ++m)
+      std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
+  return out;
+}
+
 using GemvFn = void (*)(const float*, std::int64_t, const float*, float*, std::int64_t,
                         std::int64_t, bool);
-using BatchFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
-                         float*, std::int64_t, std::int64_t, bool);
+using BatchFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
+                         std::int64_t, float*, std::int64_t, std::int64_t, bool);
 
 struct Kernels {
   const char* isa;
@@ -165,10 +196,10 @@ struct Kernels {
                           std::int64_t n, std::int64_t K, bool accumulate) {                 \
     gemv_rows(w, ldw, x, y, n, K, accumulate);                                                \
   }                                                                                           \
-  target void batch_##name(const float* w, std::int64_t ldw, const float* x, std::int64_t M, \
-                           std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,       \
-                           bool accumulate) {                                                 \
-    batch_rows<W, R, C>(w, ldw, x, M, K, y, ldy, n, accumulate);                              \
+  target void batch_##name(const float* w, std::int64_t ldw, const float* xp, const float* x, \
+                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                           std::int64_t n, bool accumulate) {                                \
+    batch_rows<W, R, C>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                          \
   }                                                                                           \
   constexpr Kernels k_##name = {#name, gemv_##name, batch_##name};
 
@@ -193,9 +224,9 @@ std::vector<const Kernels*> supported_kernels() {
 
 const Kernels* g_kernels = supported_kernels().front();
 
-// One thread's share of one projection.
-void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K, std::int64_t n0,
-             std::int64_t n1, bool accumulate) {
+// One thread's share of one projection. xp: x packed, for the batched kernel.
+void product(const Projection& p, const float* x, const float* xp, std::int64_t M, std::int64_t K,
+             std::int64_t n0, std::int64_t n1, bool accumulate) {
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const float beta = accumulate ? 1.0f : 0.0f;
@@ -207,7 +238,7 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
   if (M == 1) {
     g_kernels->gemv(w, ldw, x, p.out + n0, n, K, accumulate);
   } else if (M <= kBatchRows) {
-    g_kernels->batch(w, ldw, x, M, K, p.out + n0, p.n, n, accumulate);
+    g_kernels->batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
                 x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
@@ -219,8 +250,8 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
 
 // Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
 // so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
-void linear_rows(std::span<const Projection> projections, const float* x, std::int64_t M,
-                 std::int64_t K, bool accumulate) {
+void linear_rows(std::span<const Projection> projections, const float* x, const float* xp,
+                 std::int64_t M, std::int64_t K, bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
 #pragma omp for schedule(dynamic, 1)
@@ -229,7 +260,7 @@ void linear_rows(std::span<const Projection> projections, const float* x, std::i
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(p, x, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), accumulate);
+        product(p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), accumulate);
         break;
       }
       i -= nb;
@@ -243,17 +274,18 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
             bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
+  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K) : nullptr;
     // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel if (worth_parallel(flops))
   {
     if (M <= kBatchRows) {
-      linear_rows(projections, x, M, K, accumulate);
+      linear_rows(projections, x, xp, M, K, accumulate);
     } else {
       // Prefill: one large sgemm per thread and projection keeps OpenBLAS's packing amortized.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(p, x, M, K, n0, n1, accumulate);
+        product(p, x, nullptr, M, K, n0, n1, accumulate);
       }
     }
   }
