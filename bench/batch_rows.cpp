@@ -3,11 +3,14 @@
 // on one Llama-3-8B layer's weight shapes, for M rows, candidates interleaved, best of reps.
 // Not part of the CMake build:
 //   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build-rel/lib/libattn.a -lopenblas \
-//       -lspdlog -lfmt -o /tmp/batch_rows && /tmp/batch_rows 1 2 4 8 16 24 32
+//       -lspdlog -lfmt -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
+// First argument: threads. With 1 thread the times are the thread's CPU time, which a machine
+// shared with other jobs inflates far less than wall time (time slices taken by others).
 #include <cblas.h>
 #include <omp.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -23,22 +26,33 @@ struct Shape {
 const Shape kShapes[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
                          {14336, 4096}, {14336, 4096}, {4096, 14336}};
 
+bool g_cpu_time = false;
+
 double now() {
+  if (g_cpu_time) {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  attn::set_threads(2);
+  if (argc < 2) return 2;
+  const int threads = std::atoi(argv[1]);
+  attn::set_threads(threads);
+  g_cpu_time = threads == 1;
   std::vector<std::vector<float>> w;
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t maxM = 64;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
-  std::printf("isa %s, OpenBLAS core %s\n", attn::matmul_isa().c_str(), attn::blas_core().c_str());
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", attn::matmul_isa().c_str(),
+              attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", "sgemm ms", "kernel/B1");
   double b1 = 0;
-  for (int a = 1; a < argc; ++a) {
+  for (int a = 2; a < argc; ++a) {
     const std::int64_t M = std::atoi(argv[a]);
     double best[2] = {1e30, 1e30};
     for (int rep = 0; rep < 7; ++rep)

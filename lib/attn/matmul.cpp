@@ -75,20 +75,19 @@ template <int W>
 // packed, x is one stream beside R weight rows.
 constexpr std::int64_t kPack = 16;
 
-// part[r * ldp + c] += w[r] . x[c] over k0..k1 (k0 a multiple of kPack), for R rows of w and C
-// rows of x: xp is the packed x at its first row, M the rows of the packing; x unpacked (rows K
-// apart) serves the columns after the last whole block. R x C accumulators of W lanes stay in
-// registers: each weight vector loaded serves C input rows, each input vector R weight rows.
+// acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
+// rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
+// the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
+// serves C input rows, each input vector R weight rows.
 template <int W, int R, int C>
 [[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* xp,
-                                             std::int64_t M, const float* x, std::int64_t K,
-                                             std::int64_t k0, std::int64_t k1, float* part,
-                                             std::int64_t ldp) {
+                                             std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                             float* acc) {
   using V = typename Vec<W>::type;
-  V acc[R][C] = {};
-  const std::int64_t kv = std::min(k1, K / kPack * kPack);
-  std::int64_t k = k0;
-  for (; k < kv; k += kPack) {
+  V a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * W);
+  for (std::int64_t k = k0; k < k1; k += kPack) {
     const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
 #pragma GCC unroll 4
     for (int s = 0; s < kPack; s += W) {
@@ -100,47 +99,53 @@ template <int W, int R, int C>
         V wv;
         load<W>(wv, w + r * ldw + k + s);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[r][c] += wv * xv[c];
+        for (int c = 0; c < C; ++c) a[r][c] += wv * xv[c];
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      float s = 0;
-      for (int i = 0; i < W; ++i) s += acc[r][c][i];
-      for (std::int64_t j = k; j < k1; ++j) s += w[r * ldw + j] * x[c * K + j];
-      part[r * ldp + c] += s;
-    }
+    for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * W, &a[r][c], sizeof(V));
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
 template <int W, int R, int C>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const float* w, std::int64_t ldw,
-                                                  const float* xp, std::int64_t M, const float* x,
-                                                  std::int64_t K, std::int64_t k0, std::int64_t k1,
-                                                  float* part, std::int64_t ldp) {
+                                                  const float* xp, std::int64_t M, std::int64_t k0,
+                                                  std::int64_t k1, float* acc) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, x, K, k0, k1, part, ldp);
-  dot_block<W, R, C>(w, ldw, xp, M, x, K, k0, k1, part, ldp);
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc);
+  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc);
 }
 
-// R rows of w against all M rows of x over k0..k1, the rows of x in groups of at most C (as
-// even as they come: 8 rows go as 4 + 4, not 6 + 2, keeping more FMAs per load).
+// Columns per step of a weight row group: R rows of this many floats (8 KB) stay in L1 while
+// every group of x's rows passes over them, so the weights stream from memory at a steady pace
+// rather than in bursts between compute-only passes.
+constexpr std::int64_t kStepCols = 512;
+// x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
+constexpr std::int64_t kXChunkFloats = 1 << 16;
+
+// R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
+// x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
 template <int W, int R, int C>
 [[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* xp,
-                                              const float* x, std::int64_t M, std::int64_t K,
-                                              std::int64_t k0, std::int64_t k1, float* part) {
+                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                              float* part) {
+  alignas(64) float acc[4 * kMaxBatchRows * 16];  // [R, M, W] lane sums
+  std::fill(acc, acc + R * M * W, 0.0f);
   const std::int64_t groups = (M + C - 1) / C;
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
-    dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, x + m0 * K, K, k0, k1,
-                            part + m0, M);
+  for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
+    const std::int64_t s1 = std::min(k1, s0 + kStepCols);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+      dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W);
+    }
+  }
+  for (std::int64_t i = 0; i < R * M; ++i) {
+    float s = 0;
+    for (int l = 0; l < W; ++l) s += acc[i * W + l];
+    part[i] += s;
   }
 }
-
-// Input floats kept hot while the weights stream past: x's rows are taken in column chunks of
-// about this size, so a chunk stays in L2 (1-2 MB per core) for every weight row of the block.
-constexpr std::int64_t kXChunkFloats = 1 << 16;
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kMaxBatchRows
 // rows of x (xp: x packed): every weight is read from memory once for all M rows.
@@ -149,16 +154,20 @@ template <int W, int R, int C>
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
                                               bool accumulate) {
+  static_assert(R <= 4 && W <= 16 && kPack % W == 0);
   float part[kGemvRows * kMaxBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
-  const std::int64_t kc = std::max<std::int64_t>(64, kXChunkFloats / M / 64 * 64);
-  for (std::int64_t k0 = 0; k0 < K; k0 += kc) {
-    const std::int64_t k1 = std::min(K, k0 + kc);
+  const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
+  const std::int64_t kc = std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
+  for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
+    const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;
-    for (; r + R <= n; r += R)
-      rows_block<W, R, C>(w + r * ldw, ldw, xp, x, M, K, k0, k1, part + r * M);
-    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, x, M, K, k0, k1, part + r * M);
+    for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
   }
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = kv; k < K; ++k) part[r * M + m] += w[r * ldw + k] * x[m * K + k];
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
