@@ -187,6 +187,40 @@ void add_bench(CLI::App* cmd, Flags& f) {
   cmd->add_flag("--json", f.json, "one JSON object on stdout");
 }
 
+// Decode at several batch sizes, as llama.cpp's batched-bench: B sequences, one row each per
+// step; the ratio is to batch 1's median step in the same rounds.
+void print_batched(const attn::BenchResult& r) {
+  const double b1 = r.step_ms[r.step_ms.size() / 2];
+  std::fprintf(stderr,
+               "batched decode, %lld steps each, same rounds (isa %s; stream read pattern: %s):\n"
+               "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
+               (long long)r.steps, attn::matmul_isa().c_str(), r.limits.stream_pattern.c_str());
+  for (const attn::BatchedDecode& d : r.batched) {
+    const std::size_t n = d.step_ms.size();
+    const double med = d.step_ms[n / 2];
+    std::fprintf(stderr, "  %5lld  %8.2f %6.2f %6.2f  %8.2f  %8.1f  %10.2fx\n", (long long)d.batch,
+                 med, d.step_ms[n / 10], d.step_ms[n * 9 / 10], 1e3 / med,
+                 1e3 * double(d.batch) / med, med / b1);
+  }
+}
+
+nlohmann::json batched_json(const attn::BenchResult& r) {
+  const double b1 = r.step_ms[r.step_ms.size() / 2];
+  nlohmann::json rows = nlohmann::json::array();
+  for (const attn::BatchedDecode& d : r.batched) {
+    const std::size_t n = d.step_ms.size();
+    const double med = d.step_ms[n / 2];
+    rows.push_back({{"batch", d.batch},
+                    {"ms_median", med},
+                    {"ms_p10", d.step_ms[n / 10]},
+                    {"ms_p90", d.step_ms[n * 9 / 10]},
+                    {"steps_per_s", 1e3 / med},
+                    {"tokens_per_s", 1e3 * double(d.batch) / med},
+                    {"step_vs_batch1", med / b1}});
+  }
+  return rows;
+}
+
 void print_bench(const attn::BenchResult& r, bool json) {
   const auto& l = r.limits;
   const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
@@ -211,6 +245,7 @@ void print_bench(const attn::BenchResult& r, bool json) {
       (long long)r.steps, med, p10, p90, 1e3 / med, gbs, r.weight_bytes / 1e6,
       100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, attn::threads(),
       attn::matmul_path().c_str(), attn::blas_core().c_str());
+  print_batched(r);
   if (!json) return;
   nlohmann::json j = {{"prefill_positions", r.prefill},
                       {"prefill_ms", pf_s * 1e3},
@@ -236,28 +271,39 @@ void print_bench(const attn::BenchResult& r, bool json) {
                       {"fma_isa", l.fma_isa},
                       {"threads", attn::threads()},
                       {"matmul", attn::matmul_path()},
-                      {"openblas_core", attn::blas_core()}};
+                      {"openblas_core", attn::blas_core()},
+                      {"matmul_isa", attn::matmul_isa()},
+                      {"stream_pattern", l.stream_pattern},
+                      {"kv_cache_mb", r.kv_cache_bytes / 1e6},
+                      {"batched_decode", batched_json(r)}};
   std::cout << j.dump() << "\n";
 }
 
 int bench_command(const Flags& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
-  const attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
+  attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
   attn::check_capacity(args, opts);
   if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
+  // The batched rows decode up to 16 sequences; the cache holds them at the bench's positions
+  // only, so it stays small.
+  const std::int64_t max_batch = attn::kBenchBatches.back();
+  args.max_batch_size = std::max(args.max_batch_size, max_batch);
+  args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
   attn::check_memory(
-      attn::memory_parts(args, {1, f.run.prefill, f.run.steps, f.run.prefill, f.threads, false}),
+      attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
+                                std::max(f.run.prefill, max_batch), f.threads, false}),
       attn::available_memory());
   spdlog::info("drawing weights and input");
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m = attn::make_transformer(args, std::move(w), f.run.prefill);
+  attn::Transformer m =
+      attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch));
   spdlog::info("running the workload");
-  attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps);
+  attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
   spdlog::info("measuring the machine's limits");
   attn::measure_limits(m, f.run.prefill, r.limits);
   print_bench(r, f.json);

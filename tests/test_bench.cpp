@@ -22,6 +22,26 @@ TEST_CASE("bench: one JSON object with the workload's and the machine's figures"
     CHECK(j.at(key).get<double>() > 0);
   }
   CHECK(r.err.find("prompt eval time") != std::string::npos);
+  // Decode at B = 1, 2, 4, 8, 16 in the same rounds (the config's max_batch_size is 2: the
+  // bench's own cache holds 16); batch 1's row is the decode above.
+  const auto& rows = j.at("batched_decode");
+  REQUIRE(rows.size() == 5);
+  const std::int64_t batches[] = {1, 2, 4, 8, 16};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CAPTURE(i);
+    CHECK(rows[i].at("batch") == batches[i]);
+    CHECK(rows[i].at("ms_median").get<double>() > 0);
+    CHECK(rows[i].at("tokens_per_s").get<double>() ==
+          doctest::Approx(rows[i].at("steps_per_s").get<double>() * double(batches[i])));
+  }
+  CHECK(rows[0].at("ms_median") == j.at("decode_ms_median"));
+  CHECK(rows[0].at("step_vs_batch1") == 1.0);
+  // The kernels' ISA and the streaming read's winning pattern are named.
+  CHECK(!j.at("matmul_isa").get<std::string>().empty());
+  CHECK(j.at("matmul").get<std::string>().find(j.at("matmul_isa").get<std::string>()) !=
+        std::string::npos);
+  CHECK(!j.at("stream_pattern").get<std::string>().empty());
+  CHECK(r.err.find("batched decode") != std::string::npos);
 }
 
 TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {

@@ -1,7 +1,6 @@
 #include "attn/bench.hpp"
 
 #include <cblas.h>
-#include <immintrin.h>
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -19,6 +18,11 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+template <int W>
+struct Vec {
+  typedef float type __attribute__((vector_size(W * sizeof(float))));
+};
 
 struct Matrix {
   const float* w;
@@ -42,7 +46,7 @@ std::vector<Matrix> weight_matrices(const Transformer& m) {
 
 // Sums n floats with 64 independent lanes, which the compiler keeps in vector registers, so
 // the loop is bound by memory, not by an add chain.
-float sum_lanes(const float* p, std::int64_t n) {
+[[gnu::always_inline]] inline float sum_lanes(const float* p, std::int64_t n) {
   float acc[64] = {};
   std::int64_t i = 0;
   for (; i + 64 <= n; i += 64)
@@ -53,23 +57,99 @@ float sum_lanes(const float* p, std::int64_t n) {
   return s;
 }
 
-// Reads every weight once with all threads, the bytes a decode step must stream; GB/s.
-double stream_read_gbs(const std::vector<Matrix>& mats) {
-  double bytes = 0;
-  for (const Matrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
+// Sums R rows of k floats (ld apart) side by side, as the decode kernels read them.
+template <int R>
+[[gnu::always_inline]] inline float sum_rows(const float* p, std::int64_t ld, std::int64_t k) {
+  float s[R] = {};
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t j = 0; j < k; ++j)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) s[r] += p[r * ld + j];
+  float t = 0;
+  for (float v : s) t += v;
+  return t;
+}
+
+// The read kernels, compiled for each ISA and chosen at run time like the decode kernels.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float read_contiguous(
+    const float* p, std::int64_t n) {
+  return sum_lanes(p, n);
+}
+
+// rows x k floats, `interleave` rows at a time.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float read_rows(
+    const float* p, std::int64_t rows, std::int64_t k, int interleave) {
+  float t = 0;
+  std::int64_t r = 0;
+  if (interleave == 8)
+    for (; r + 8 <= rows; r += 8) t += sum_rows<8>(p + r * k, k, k);
+  if (interleave >= 4)
+    for (; r + 4 <= rows; r += 4) t += sum_rows<4>(p + r * k, k, k);
+  for (; r < rows; ++r) t += sum_lanes(p + r * k, k);
+  return t;
+}
+
+// How a streaming read walks the weights: each thread a contiguous share of every matrix, or
+// blocks of 64 rows taken dynamically (as the decode kernels take them), `interleave` rows at
+// a time (1: one row after another).
+struct ReadPattern {
+  const char* name;
+  int interleave;  // 0: contiguous shares
+};
+constexpr ReadPattern kReadPatterns[] = {
+    {"contiguous halves per thread", 0},
+    {"64-row blocks taken dynamically, 1 row at a time", 1},
+    {"64-row blocks taken dynamically, 4 rows interleaved", 4},
+    {"64-row blocks taken dynamically, 8 rows interleaved", 8},
+};
+constexpr std::size_t kNumReadPatterns = std::size(kReadPatterns);
+constexpr std::int64_t kReadBlockRows = 64;
+
+float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern) {
   float total = 0;
-  const auto t0 = Clock::now();
+  if (pattern.interleave == 0) {
 #pragma omp parallel reduction(+ : total)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (const Matrix& mat : mats) {
+        const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
+        total += read_contiguous(mat.w + i0, i1 - i0);
+      }
+    }
+    return total;
+  }
+  std::int64_t blocks = 0;
+  for (const Matrix& mat : mats) blocks += (mat.n + kReadBlockRows - 1) / kReadBlockRows;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::int64_t i = b;
     for (const Matrix& mat : mats) {
-      const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
-      total += sum_lanes(mat.w + i0, i1 - i0);
+      const std::int64_t nb = (mat.n + kReadBlockRows - 1) / kReadBlockRows;
+      if (i < nb) {
+        const std::int64_t r0 = i * kReadBlockRows, r1 = std::min(mat.n, r0 + kReadBlockRows);
+        total += read_rows(mat.w + r0 * mat.k, r1 - r0, mat.k, pattern.interleave);
+        break;
+      }
+      i -= nb;
     }
   }
+  return total;
+}
+
+// Reads every weight once with all threads, the bytes a decode step must stream; GB/s.
+double stream_read_gbs(const std::vector<Matrix>& mats, const ReadPattern& pattern) {
+  double bytes = 0;
+  for (const Matrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
+  const auto t0 = Clock::now();
+  const float total = read_pattern(mats, pattern);
   const double t = since(t0);
   if (total == 12345.678f) bytes += 1;  // keeps the sums alive
   return bytes / t / 1e9;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // OpenBLAS with its own threads on the prefill's products, best of two passes.
@@ -91,40 +171,40 @@ double sgemm_seconds(const std::vector<Matrix>& mats, std::int64_t P) {
   return best;
 }
 
-// Independent FMA chains in registers: 12 accumulators hide the FMA latency.
-template <typename V, V (*fma)(V, V, V), V (*set1)(float)>
-double fma_loop(std::int64_t iters) {
+// Independent FMA chains in registers: 12 accumulators hide the FMA latency. One loop per ISA,
+// compiled for it and run if the CPU has it, whatever the build's -march.
+template <typename V>
+[[gnu::always_inline]] inline double fma_chains(std::int64_t iters, const V& a, const V& b, const V& init) {
   V acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = set1(float(i) * 1e-3f);
-  const V a = set1(0.999999f), b = set1(1e-7f);
+  for (int i = 0; i < 12; ++i) acc[i] = init * float(i + 1);
   for (std::int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = fma(acc[i], a, b);
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * a + b;  // one FMA (-ffp-contract=fast)
   float sink = 0;
-  for (int i = 0; i < 12; ++i) sink += reinterpret_cast<const float*>(&acc[i])[0];
+  for (int i = 0; i < 12; ++i) sink += acc[i][0];
   return double(sink);
 }
 
-#if defined(__AVX512F__)
-__m512 fma512(__m512 a, __m512 b, __m512 c) {
-  return _mm512_fmadd_ps(a, b, c);
-}
-__m512 set512(float x) {
-  return _mm512_set1_ps(x);
-}
+template <int W>
+using FloatVec = typename Vec<W>::type;
+
+#define ATTN_FMA_LOOP(name, target, W)                                           \
+  target double fma_loop_##name(std::int64_t iters) {                            \
+    FloatVec<W> a, b, init;                                                      \
+    for (int i = 0; i < W; ++i) a[i] = 0.999999f, b[i] = 1e-7f, init[i] = 1e-3f; \
+    return fma_chains(iters, a, b, init);                                        \
+  }
+ATTN_FMA_LOOP(generic, , 4)
+#if defined(__x86_64__)
+ATTN_FMA_LOOP(avx2, __attribute__((target("avx2,fma"))), 8)
+ATTN_FMA_LOOP(avx512, __attribute__((target("avx512f"))), 16)
 #endif
-#if defined(__FMA__)
-__m256 fma256(__m256 a, __m256 b, __m256 c) {
-  return _mm256_fmadd_ps(a, b, c);
-}
-__m256 set256(float x) {
-  return _mm256_set1_ps(x);
-}
-#endif
+#undef ATTN_FMA_LOOP
 
 double fma_gflops(std::string& isa) {
   const std::int64_t iters = 20'000'000;
   double best = 0;
-  auto measure = [&](auto loop, int lanes, const char* name) {
+  auto measure = [&](double (*loop)(std::int64_t), int lanes, const char* name) {
     double sink = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel reduction(+ : sink)
@@ -133,13 +213,13 @@ double fma_gflops(std::string& isa) {
     const double g = double(iters) * 12 * lanes * 2 * threads() / t / 1e9 + sink * 0;
     if (g > best) best = g, isa = name;
   };
-#if defined(__AVX512F__)
-  measure(fma_loop<__m512, fma512, set512>, 16, "avx512");
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) measure(fma_loop_avx512, 16, "avx512");
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    measure(fma_loop_avx2, 8, "avx2");
 #endif
-#if defined(__FMA__)
-  measure(fma_loop<__m256, fma256, set256>, 8, "avx2");
-#endif
-  if (best == 0) isa = "scalar";
+  if (best == 0) measure(fma_loop_generic, 4, "generic");
   return best;
 }
 
@@ -164,36 +244,62 @@ long peak_rss_kb() {
 }
 
 BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
-                           std::int64_t N) {
-  const std::int64_t dim = m.args.dim;
-  std::vector<float> out(std::size_t(std::max<std::int64_t>(P, 1) * dim));
+                           std::int64_t N, const std::vector<std::int64_t>& batches) {
+  const std::int64_t dim = m.args.dim, T = P + N;
+  std::int64_t max_batch = 1;
+  for (std::int64_t B : batches) max_batch = std::max(max_batch, B);
+  std::vector<float> out(std::size_t(std::max(P, max_batch) * dim));
   // Warm-up: pages in every weight and OpenBLAS's buffers; the cache is overwritten below.
   forward(m, x.data(), 1, std::min<std::int64_t>(P, 32), 0, out.data());
-  for (int i = 0; i < 3; ++i) forward(m, x.data(), 1, 1, i, out.data());
+  for (std::int64_t i = 0; i < 3; ++i) forward(m, x.data(), 1, 1, std::min(i, T - 1), out.data());
+  // The batched steps' inputs [max_batch, 1, dim]: rows of x, taken cyclically.
+  std::vector<float> xb(std::size_t(max_batch * dim));
+  for (std::int64_t b = 0; b < max_batch; ++b)
+    std::copy_n(x.data() + (P + b) % T * dim, dim, xb.data() + b * dim);
 
   BenchResult r;
   r.prefill = P;
   r.steps = N;
   r.step_ms.reserve(std::size_t(N));
+  for (std::int64_t B : batches) r.batched.push_back({B, {}});
+  for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
   auto t0 = Clock::now();
   forward(m, x.data(), 1, P, 0, out.data());
   r.prefill_seconds = since(t0);
-  // Each step is followed by a streaming read of the same bytes, so that the two are compared
-  // in the same moments: the machine's bandwidth drifts by tens of percent over minutes.
+  // Each round is one step at batch 1, a streaming read of the same bytes, then one step at
+  // each batch size, so all are compared in the same moments: the machine's bandwidth drifts by
+  // tens of percent over minutes. The batched steps run at the same position as batch 1's; the
+  // other sequences' cache rows before it are zeros, which attention reads all the same.
   const std::vector<Matrix> mats = weight_matrices(m);
-  std::vector<double> stream(static_cast<std::size_t>(N));
+  std::vector<double> stream[kNumReadPatterns];
   for (std::int64_t i = 0; i < N; ++i) {
     t0 = Clock::now();
     forward(m, x.data() + (P + i) * dim, 1, 1, P + i, out.data());
     r.step_ms.push_back(since(t0) * 1e3);
-    stream[std::size_t(i)] = stream_read_gbs(mats);
+    const std::size_t pattern = std::size_t(i) % kNumReadPatterns;
+    stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern]));
+    for (BatchedDecode& d : r.batched) {
+      if (d.batch == 1) continue;  // the step above
+      t0 = Clock::now();
+      forward(m, xb.data(), d.batch, 1, P + i, out.data());
+      d.step_ms.push_back(since(t0) * 1e3);
+    }
   }
-  std::sort(stream.begin(), stream.end());
-  r.limits.stream_gbs = stream[stream.size() / 2];
+  // The limit is the best read the machine gave: the pattern with the highest median.
+  for (std::size_t p = 0; p < kNumReadPatterns; ++p)
+    if (median(stream[p]) > r.limits.stream_gbs) {
+      r.limits.stream_gbs = median(stream[p]);
+      r.limits.stream_pattern = kReadPatterns[p].name;
+    }
   std::sort(r.step_ms.begin(), r.step_ms.end());
+  for (BatchedDecode& d : r.batched) {
+    std::sort(d.step_ms.begin(), d.step_ms.end());
+    if (d.batch == 1) d.step_ms = r.step_ms;
+  }
   r.prefill_gflop = prefill_flops(m.args, 1, P, false) / 1e9;
   r.prefill_matmul_gflop = prefill_flops(m.args, 1, P, true) / 1e9;
   r.weight_bytes = double(m.weights.bytes);
+  r.kv_cache_bytes = double(m.cache.cache_k.size() + m.cache.cache_v.size()) * sizeof(float);
   r.peak_rss_kb = peak_rss_kb();
   return r;
 }

@@ -10,13 +10,23 @@
 namespace attn {
 
 struct MachineLimits {
-  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads, median of
-                             // one read after each decode step
+  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads: the best
+                             // read pattern's median, reads taken after the decode steps
+  std::string stream_pattern;  // the read pattern that gave stream_gbs
   double sgemm_gflops = 0;   // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
   double sgemm_seconds = 0;  // for all of them once
   double fma_gflops = 0;     // f32 FMA peak, register-only loop, all threads
   std::string fma_isa;       // "avx512" or "avx2" or "scalar"
 };
+
+// Decode steps of `batch` sequences at once (one row each), timed in the same rounds as batch 1.
+struct BatchedDecode {
+  std::int64_t batch = 0;
+  std::vector<double> step_ms;  // sorted
+};
+
+// The batch sizes `attn-cli bench` decodes at, like llama.cpp's batched-bench.
+inline const std::vector<std::int64_t> kBenchBatches = {1, 2, 4, 8, 16};
 
 struct BenchResult {
   std::int64_t prefill = 0, steps = 0;
@@ -25,6 +35,8 @@ struct BenchResult {
   double prefill_matmul_gflop = 0;  // the weight products alone
   std::vector<double> step_ms;      // sorted
   double weight_bytes = 0;          // read once per decode step
+  double kv_cache_bytes = 0;        // the whole preallocated cache
+  std::vector<BatchedDecode> batched;
   long peak_rss_kb = 0;
   MachineLimits limits;
 };
@@ -32,9 +44,10 @@ struct BenchResult {
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
 
 // Runs a warm-up, then the prefill and the decode steps on x [1, P+N, dim], each step followed
-// by a streaming read of the weights (limits.stream_gbs).
+// by a streaming read of the weights (limits.stream_gbs, trying each read pattern in turn) and
+// one decode step at each of `batches` (m's cache must hold the largest).
 BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
-                           std::int64_t N);
+                           std::int64_t N, const std::vector<std::int64_t>& batches = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);

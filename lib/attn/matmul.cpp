@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 namespace attn {
 
@@ -19,11 +21,27 @@ std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, int t, int nt) {
   return {std::min(n, b0 * 16), std::min(n, b1 * 16)};
 }
 
+// The decode kernels are written once, in plain C++ with GCC vector types of W floats, and
+// instantiated per instruction set below: each instance is inlined into a function compiled for
+// that ISA (target attribute), so a build without -march=native still runs AVX-512 or AVX2
+// where the CPU has them. matmul.cpp is compiled with -ffp-contract=fast: a * b + c is one FMA.
+template <int W>
+struct Vec {
+  typedef float type __attribute__((vector_size(W * sizeof(float))));
+};
+
+// Unaligned load (memcpy compiles to one vmovups); by reference, so no vector crosses an ABI.
+template <int W>
+[[gnu::always_inline]] inline void load(typename Vec<W>::type& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
 // y[r] (=|+=) w[r] . x for n rows of length K. Eight rows at a time: eight independent
 // accumulators keep the loads streaming while x stays in L1. The simd reduction lets the compiler
 // split each dot product into vector lanes (OpenMP permits it; no -ffast-math needed).
-void gemv_rows(const float* w, std::int64_t ldw, const float* x, float* y, std::int64_t n,
-               std::int64_t K, bool accumulate) {
+[[gnu::always_inline]] inline void gemv_rows(const float* w, std::int64_t ldw, const float* x,
+                                             float* y, std::int64_t n, std::int64_t K,
+                                             bool accumulate) {
   std::int64_t r = 0;
   for (; r + 8 <= n; r += 8) {
     const float* w0 = w + r * ldw;
@@ -51,20 +69,185 @@ void gemv_rows(const float* w, std::int64_t ldw, const float* x, float* y, std::
   }
 }
 
-// One thread's share of one projection.
-void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K, std::int64_t n0,
-             std::int64_t n1, bool accumulate) {
+// The batched kernel reads x packed: for each block of kPack columns, the M rows' kPack floats
+// side by side, [K / kPack, M, kPack]. The rows of x and of w lie K floats apart, often a
+// multiple of 4 KB, so unpacked they all map to one L1 set and more than 8 streams thrash it;
+// packed, x is one stream beside R weight rows.
+constexpr std::int64_t kPack = 16;
+
+// acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
+// rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
+// the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
+// serves C input rows, each input vector R weight rows.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* xp,
+                                             std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                             float* acc) {
+  using V = typename Vec<W>::type;
+  V a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * W);
+  for (std::int64_t k = k0; k < k1; k += kPack) {
+    const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
+#pragma GCC unroll 4
+    for (int s = 0; s < kPack; s += W) {
+      V xv[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) load<W>(xv[c], xk + c * kPack + s);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        V wv;
+        load<W>(wv, w + r * ldw + k + s);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) a[r][c] += wv * xv[c];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * W, &a[r][c], sizeof(V));
+}
+
+// dot_block for c (1..C) input rows, the count known only at run time.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void dot_block_upto(int c, const float* w, std::int64_t ldw,
+                                                  const float* xp, std::int64_t M, std::int64_t k0,
+                                                  std::int64_t k1, float* acc) {
+  if constexpr (C > 1)
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc);
+  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc);
+}
+
+// Columns per step of a weight row group: R rows of this many floats (8 KB) stay in L1 while
+// every group of x's rows passes over them, so the weights stream from memory at a steady pace
+// rather than in bursts between compute-only passes.
+constexpr std::int64_t kStepCols = 512;
+// x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
+constexpr std::int64_t kXChunkFloats = 1 << 16;
+
+// R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
+// x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* xp,
+                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                              float* part) {
+  alignas(64) float acc[4 * kMaxBatchRows * 16];  // [R, M, W] lane sums
+  std::fill(acc, acc + R * M * W, 0.0f);
+  const std::int64_t groups = (M + C - 1) / C;
+  for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
+    const std::int64_t s1 = std::min(k1, s0 + kStepCols);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+      dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W);
+    }
+  }
+  for (std::int64_t i = 0; i < R * M; ++i) {
+    float s = 0;
+    for (int l = 0; l < W; ++l) s += acc[i * W + l];
+    part[i] += s;
+  }
+}
+
+// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kMaxBatchRows
+// rows of x (xp: x packed): every weight is read from memory once for all M rows.
+template <int W, int R, int C>
+[[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* xp,
+                                              const float* x, std::int64_t M, std::int64_t K,
+                                              float* y, std::int64_t ldy, std::int64_t n,
+                                              bool accumulate) {
+  static_assert(R <= 4 && W <= 16 && kPack % W == 0);
+  float part[kGemvRows * kMaxBatchRows];  // [n, M]: the sums so far
+  std::fill(part, part + n * M, 0.0f);
+  const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
+  const std::int64_t kc = std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
+  for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
+    const std::int64_t k1 = std::min(kv, k0 + kc);
+    std::int64_t r = 0;
+    for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+  }
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = kv; k < K; ++k) part[r * M + m] += w[r * ldw + k] * x[m * K + k];
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t r = 0; r < n; ++r)
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+// x [M, K] packed as [K / kPack, M, kPack] (whole blocks only) into a buffer of the calling
+// thread, which grows to the largest product once and is reused: no allocation per step.
+const float* pack_rows(const float* x, std::int64_t M, std::int64_t K) {
+  thread_local std::vector<float> packed;
+  const std::int64_t blocks = K / kPack;
+  if (packed.size() < std::size_t(blocks * M * kPack))
+    packed.resize(std::size_t(blocks * M * kPack));
+  float* out = packed.data();
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t m = 0; m < M; ++m)
+      std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
+  return out;
+}
+
+using GemvFn = void (*)(const float*, std::int64_t, const float*, float*, std::int64_t,
+                        std::int64_t, bool);
+using BatchFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
+                         std::int64_t, float*, std::int64_t, std::int64_t, bool);
+
+struct Kernels {
+  const char* isa;
+  GemvFn gemv;
+  BatchFn batch;
+};
+
+// One instance per ISA. Register blocking R x C (weight rows x input rows): R * C accumulators,
+// C input vectors and one weight vector must fit the register file (32 zmm; 16 ymm/xmm).
+#define ATTN_KERNELS(name, target, W, R, C)                                                   \
+  target void gemv_##name(const float* w, std::int64_t ldw, const float* x, float* y,        \
+                          std::int64_t n, std::int64_t K, bool accumulate) {                 \
+    gemv_rows(w, ldw, x, y, n, K, accumulate);                                                \
+  }                                                                                           \
+  target void batch_##name(const float* w, std::int64_t ldw, const float* xp, const float* x, \
+                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                           std::int64_t n, bool accumulate) {                                \
+    batch_rows<W, R, C>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                          \
+  }                                                                                           \
+  constexpr Kernels k_##name = {#name, gemv_##name, batch_##name};
+
+ATTN_KERNELS(generic, , 4, 4, 3)
+#if defined(__x86_64__)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma"))), 8, 4, 3)
+ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6)
+#endif
+#undef ATTN_KERNELS
+
+// The kernels for this CPU, best first.
+std::vector<const Kernels*> supported_kernels() {
+  std::vector<const Kernels*> out;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) out.push_back(&k_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(&k_avx2);
+#endif
+  out.push_back(&k_generic);
+  return out;
+}
+
+const Kernels* g_kernels = supported_kernels().front();
+
+// One thread's share of one projection. xp: x packed, for the batched kernel.
+void product(const Projection& p, const float* x, const float* xp, std::int64_t M, std::int64_t K,
+             std::int64_t n0, std::int64_t n1, bool accumulate) {
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const float beta = accumulate ? 1.0f : 0.0f;
   const std::int64_t ldw = p.ldw ? p.ldw : K;
   const float* w = p.w + n0 * ldw;
-  // A handful of rows: matrix-vector products stream the weights at full bandwidth, where
-  // OpenBLAS's sgemm with tiny M runs several times slower. Our gemv streams 10-15% faster
-  // than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes (measured with attn-cli bench).
-  if (M < 4) {
-    for (std::int64_t m = 0; m < M; ++m)
-      gemv_rows(w, ldw, x + m * K, p.out + m * p.n + n0, n, K, accumulate);
+  // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
+  // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
+  // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
+  if (M == 1) {
+    g_kernels->gemv(w, ldw, x, p.out + n0, n, K, accumulate);
+  } else if (M <= kBatchRows) {
+    g_kernels->batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
                 x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
@@ -76,8 +259,8 @@ void product(const Projection& p, const float* x, std::int64_t M, std::int64_t K
 
 // Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
 // so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
-void linear_rows(std::span<const Projection> projections, const float* x, std::int64_t M,
-                 std::int64_t K, bool accumulate) {
+void linear_rows(std::span<const Projection> projections, const float* x, const float* xp,
+                 std::int64_t M, std::int64_t K, bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
 #pragma omp for schedule(dynamic, 1)
@@ -86,7 +269,7 @@ void linear_rows(std::span<const Projection> projections, const float* x, std::i
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(p, x, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), accumulate);
+        product(p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), accumulate);
         break;
       }
       i -= nb;
@@ -100,17 +283,18 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
             bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
+  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K) : nullptr;
     // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel if (worth_parallel(flops))
   {
-    if (M < 4) {
-      linear_rows(projections, x, M, K, accumulate);
+    if (M <= kBatchRows) {
+      linear_rows(projections, x, xp, M, K, accumulate);
     } else {
       // Prefill: one large sgemm per thread and projection keeps OpenBLAS's packing amortized.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(p, x, M, K, n0, n1, accumulate);
+        product(p, x, nullptr, M, K, n0, n1, accumulate);
       }
     }
   }
@@ -143,8 +327,29 @@ std::string blas_core() {
 namespace attn {
 
 std::string matmul_path() {
-  return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M >= 4), own simd gemv "
-         "on 64-row blocks taken dynamically (M < 4)";
+  return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M > " +
+         std::to_string(kBatchRows) + "), own " + matmul_isa() +
+         " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
+         std::to_string(kBatchRows) + ": each weight read once for all rows)";
+}
+
+std::string matmul_isa() {
+  return g_kernels->isa;
+}
+
+std::vector<std::string> matmul_isas() {
+  std::vector<std::string> out;
+  for (const Kernels* k : supported_kernels()) out.push_back(k->isa);
+  return out;
+}
+
+bool set_matmul_isa(const std::string& isa) {
+  for (const Kernels* k : supported_kernels())
+    if (isa.empty() ? k == supported_kernels().front() : isa == k->isa) {
+      g_kernels = k;
+      return true;
+    }
+  return false;
 }
 
 }  // namespace attn

@@ -1,11 +1,13 @@
 #pragma once
 // Matrix products, threaded one way only: OpenMP threads split the output features. Prefill
-// (M >= 4): each thread runs one single-threaded OpenBLAS sgemm on its half of the rows of w.
-// Decode (M < 4): an own simd gemv over 64-row blocks that threads take as they free up. One
-// thread pool means no hand-over between OpenBLAS's spinning threads and ours.
+// (M > kBatchRows): each thread runs one single-threaded OpenBLAS sgemm on its half of the rows
+// of w. Decode (M <= kBatchRows): own kernels over 64-row blocks that threads take as they free
+// up, reading each weight once for all M rows. One thread pool means no hand-over between
+// OpenBLAS's spinning threads and ours.
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -18,6 +20,12 @@ struct Projection {
   std::int64_t n;
   std::int64_t ldw = 0;
 };
+
+// Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
+// go to OpenBLAS sgemm. kMaxBatchRows bounds the kernel's scratch; kBatchRows is the measured
+// crossover on the 8B layer's shapes.
+inline constexpr std::int64_t kMaxBatchRows = 32;
+inline constexpr std::int64_t kBatchRows = 32;
 
 // All projections share the input x [M, K]; they run in one parallel region, each thread
 // taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not three.
@@ -36,6 +44,14 @@ bool worth_parallel(std::int64_t flops);
 
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();
+
+// The instruction set of the own kernels, chosen at run time from the CPU ("avx512", "avx2",
+// "generic"), whatever the build's -march.
+std::string matmul_isa();
+// The kernel sets this CPU can run, best first.
+std::vector<std::string> matmul_isas();
+// Selects one of matmul_isas() (tests run each); "" selects the best. False if not supported.
+bool set_matmul_isa(const std::string& isa);
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
 std::string matmul_path();

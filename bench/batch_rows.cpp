@@ -1,0 +1,83 @@
+// Where the batched decode kernel hands over to OpenBLAS sgemm: times attn::linear (own kernels
+// for M <= kBatchRows) against single-threaded OpenBLAS sgemm on row halves (the prefill path)
+// on one Llama-3-8B layer's weight shapes, for M rows, candidates interleaved, best of reps.
+// Not part of the CMake build:
+//   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build-rel/lib/libattn.a -lopenblas \
+//       -lspdlog -lfmt -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
+// First argument: threads. With 1 thread the times are the thread's CPU time, which a machine
+// shared with other jobs inflates far less than wall time (time slices taken by others).
+#include <cblas.h>
+#include <omp.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "attn/matmul.hpp"
+
+namespace {
+
+struct Shape {
+  std::int64_t n, k;
+};
+// wq, wk, wv, wo, w1, w3, w2 of Llama-3-8B: 872 MB of f32 weights, read once per pass.
+const Shape kShapes[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                         {14336, 4096}, {14336, 4096}, {4096, 14336}};
+
+bool g_cpu_time = false;
+
+double now() {
+  if (g_cpu_time) {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const int threads = std::atoi(argv[1]);
+  attn::set_threads(threads);
+  g_cpu_time = threads == 1;
+  std::vector<std::vector<float>> w;
+  for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
+  const std::int64_t maxM = 64;
+  std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", attn::matmul_isa().c_str(),
+              attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
+  std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", "sgemm ms", "kernel/B1");
+  double b1 = 0;
+  for (int a = 2; a < argc; ++a) {
+    const std::int64_t M = std::atoi(argv[a]);
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 7; ++rep)
+      for (int c = 0; c < 2; ++c) {
+        const double t0 = now();
+        for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+          const Shape s = kShapes[i];
+          if (c == 0) {
+            const attn::Projection p{y.data(), w[i].data(), nullptr, s.n};
+            attn::linear({&p, 1}, x.data(), M, s.k);
+          } else {
+#pragma omp parallel
+            {
+              const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+              const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n1 - n0),
+                          blasint(s.k), 1.0f, x.data(), blasint(s.k), w[i].data() + n0 * s.k,
+                          blasint(s.k), 0.0f, y.data() + n0, blasint(s.n));
+            }
+          }
+        }
+        best[c] = std::min(best[c], (now() - t0) * 1e3);
+      }
+    if (M == 1) b1 = best[0];
+    std::printf("%4lld %12.2f %12.2f %10.2f\n", (long long)M, best[0], best[1],
+                b1 > 0 ? best[0] / b1 : 0.0);
+  }
+}

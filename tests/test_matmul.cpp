@@ -1,0 +1,157 @@
+// The matrix products against plain double loops over the shape space the engine chooses from:
+// every row count 1..33 (gemv, the batched kernel up to kBatchRows, sgemm beyond), weight rows
+// around the 4-row register blocks and the 64-row dynamic blocks, K around the vector width and
+// the kernel's column chunks, strided weights, bias, accumulate, 1 and 2 threads, every ISA
+// this CPU runs. Then a batch of B sequences decoded together against each decoded alone.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "attn/matmul.hpp"
+#include "attn/model.hpp"
+#include "attn/rng.hpp"
+#include "attn/run.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+struct Shape {
+  std::int64_t n, K, ldw;  // ldw > K: w is a column block of a wider matrix
+};
+
+// n: 4-row blocks with a remainder, several 64-row blocks; K: below one vector, odd, and past
+// the kernel's column chunk (2048 floats at 32 rows, 4096 at 16) with a remainder.
+constexpr Shape kShapes[] = {{53, 37, 37}, {130, 100, 100}, {67, 64, 80}, {5, 3, 3},
+                             {9, 4500, 4503}};
+
+std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = float(attn::uniform_pm1(11, stream, i) * scale);
+  return v;
+}
+
+// Restores the defaults whatever a test case leaves behind.
+struct MatmulDefaults {
+  ~MatmulDefaults() {
+    attn::set_matmul_isa("");
+    attn::set_parallel_flops(1 << 20);
+    attn::set_threads(2);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
+  MatmulDefaults restore;
+  const std::vector<std::string> isas = attn::matmul_isas();
+  REQUIRE(!isas.empty());
+  CHECK(isas.back() == "generic");
+  CHECK(attn::matmul_isa() == isas.front());
+  for (const Shape& s : kShapes)
+    for (std::int64_t M = 1; M <= 33; ++M) {
+      const double scale = 1 / std::sqrt(double(s.K));  // products of order 1 at any K
+      const std::vector<float> x = uniform(std::size_t(M * s.K), 1, 1.0);
+      const std::vector<float> w = uniform(std::size_t(s.n * s.ldw), 2, scale);
+      const std::vector<float> bias = uniform(std::size_t(s.n), 3, 1.0);
+      const std::vector<float> init = uniform(std::size_t(M * s.n), 4, 1.0);
+      std::vector<double> ref(std::size_t(M * s.n));  // x w^T, in double
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t j = 0; j < s.n; ++j) {
+          double acc = 0;
+          for (std::int64_t k = 0; k < s.K; ++k)
+            acc += double(x[std::size_t(m * s.K + k)]) * w[std::size_t(j * s.ldw + k)];
+          ref[std::size_t(m * s.n + j)] = acc;
+        }
+      for (const std::string& isa : isas)
+        for (int threads : {1, 2})
+          for (bool accumulate : {false, true})
+            for (bool with_bias : {false, true}) {
+              REQUIRE(attn::set_matmul_isa(isa));
+              attn::set_threads(threads);
+              attn::set_parallel_flops(0);
+              std::vector<float> out = init;
+              const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr,
+                                       s.n, s.ldw};
+              attn::linear({&p, 1}, x.data(), M, s.K, accumulate);
+              std::vector<float> expected(out.size());
+              for (std::size_t i = 0; i < expected.size(); ++i)
+                expected[i] = float(ref[i] + (accumulate ? init[i] : 0.0) +
+                                    (with_bias ? bias[i % std::size_t(s.n)] : 0.0));
+              const test::Diff d =
+                  test::compare(out.data(), expected.data(), std::int64_t(out.size()), {});
+              CAPTURE(isa);
+              CAPTURE(threads);
+              CAPTURE(M);
+              CAPTURE(s.n);
+              CAPTURE(s.K);
+              CAPTURE(accumulate);
+              CAPTURE(with_bias);
+              CAPTURE(d.worst_ratio);
+              CHECK(d.failures == 0);
+            }
+    }
+}
+
+TEST_CASE("linear: projections sharing x each get their own rows, batched and gemv alike") {
+  MatmulDefaults restore;
+  attn::set_threads(2);
+  attn::set_parallel_flops(0);
+  for (std::int64_t M : {1, 2, 7, 32}) {
+    const std::int64_t K = 40;
+    const std::vector<float> x = uniform(std::size_t(M * K), 5, 1.0);
+    const std::vector<float> wa = uniform(std::size_t(70 * K), 6, 0.2);
+    const std::vector<float> wb = uniform(std::size_t(3 * K), 7, 0.2);
+    std::vector<float> a(std::size_t(M * 70)), b(std::size_t(M * 3));
+    const attn::Projection ps[2] = {{a.data(), wa.data(), nullptr, 70},
+                                    {b.data(), wb.data(), nullptr, 3}};
+    attn::linear(ps, x.data(), M, K);
+    for (std::int64_t m = 0; m < M; ++m) {
+      double ra = 0, rb = 0;  // the last row of each projection
+      for (std::int64_t k = 0; k < K; ++k) {
+        ra += double(x[std::size_t(m * K + k)]) * wa[std::size_t(69 * K + k)];
+        rb += double(x[std::size_t(m * K + k)]) * wb[std::size_t(2 * K + k)];
+      }
+      CAPTURE(M);
+      CHECK(a[std::size_t(m * 70 + 69)] == doctest::Approx(ra).epsilon(1e-5));
+      CHECK(b[std::size_t(m * 3 + 2)] == doctest::Approx(rb).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("equivalence: a batch of B decoded together equals each sequence decoded alone") {
+  MatmulDefaults restore;
+  attn::set_threads(2);
+  attn::set_parallel_flops(0);
+  attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");
+  a.dim = 64;  // head_dim 16: whole vectors and a tail in the products
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  const std::int64_t P = 3, N = 4, dim = a.dim;
+  // Decode rows B: the batched kernel (2..32, with 4-row and 6-row groups) and sgemm (33).
+  for (std::int64_t B : {2, 3, 5, 8, 16, 17, 32, 33}) {
+    a.max_batch_size = B;
+    const attn::RunOptions together{B, P, N}, alone{1, P, N};
+    const std::vector<float> x = attn::seeded_input(a, together, 9);  // [B, P + N, dim]
+    attn::Transformer mb = attn::make_transformer(a, attn::seeded_weights(a, 9), B * P);
+    const attn::RunOutputs rb = attn::run(mb, x, together, [](const attn::Event&) {});
+    attn::ModelArgs a1 = a;
+    a1.max_batch_size = 1;
+    attn::Transformer m1 = attn::make_transformer(a1, attn::seeded_weights(a1, 9), P);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::vector<float> xb(x.begin() + b * (P + N) * dim,
+                                  x.begin() + (b + 1) * (P + N) * dim);
+      const attn::RunOutputs r1 = attn::run(m1, xb, alone, [](const attn::Event&) {});
+      CAPTURE(B);
+      CAPTURE(b);
+      const test::Diff head = test::compare(rb.prefill_output.data() + b * P * dim,
+                                            r1.prefill_output.data(), P * dim, {});
+      CHECK(head.failures == 0);
+      for (std::int64_t i = 0; i < N; ++i) {
+        const test::Diff d = test::compare(rb.decode_output.data() + (i * B + b) * dim,
+                                           r1.decode_output.data() + i * dim, dim, {});
+        CAPTURE(i);
+        CHECK(d.failures == 0);
+      }
+    }
+  }
+}
