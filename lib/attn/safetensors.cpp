@@ -432,7 +432,11 @@ std::string build_header(const std::vector<OutTensor>& tensors,
     entry["dtype"] = "F32";
     entry["shape"] = t.shape;
     entry["data_offsets"] = {offset, end};
-    h[t.name] = std::move(entry);
+    // Appended without ordered_map's linear key search (names are unique, checked above):
+    // h[name] made writing 50,000 tensors quadratic.
+    auto& obj = h.get_ref<nlohmann::ordered_json::object_t&>();
+    static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(obj)
+        .emplace_back(t.name, std::move(entry));
     offset = end;
   }
   std::string text;
