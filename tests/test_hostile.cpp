@@ -138,8 +138,8 @@ std::pair<int, std::string> in_child(const fs::path& err_file, F f) {
 TEST_CASE("hostile: batched decode of an FFN wider than one block runs clean") {
   TempDir dir;
   const fs::path cfg = dir.path / "wide_ffn.json";
-  write_text(cfg,
-             R"({"dim":128,"n_heads":2,"multiple_of":1,"ffn_dim_multiplier":64,"max_batch_size":2})");
+  write_text(
+      cfg, R"({"dim":128,"n_heads":2,"multiple_of":1,"ffn_dim_multiplier":64,"max_batch_size":2})");
   const test::CliResult r = cli("--config " + q(cfg) + " --batch 2 --prefill 2 --steps 1 -t 2");
   INFO(r.err);
   CHECK(r.status == 0);
@@ -175,9 +175,9 @@ TEST_CASE("hostile: FIFOs and devices as inputs are refused at once") {
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   for (const char* flag : {"--config", "--weights", "--input"}) {
     CAPTURE(flag);
-    const int status = std::system((timeout_cli(std::string(flag) + " " + q(fifo)) +
-                                    " >/dev/null 2>/dev/null </dev/null")
-                                       .c_str());
+    const int status = std::system(
+        (timeout_cli(std::string(flag) + " " + q(fifo)) + " >/dev/null 2>/dev/null </dev/null")
+            .c_str());
     CHECK(WEXITSTATUS(status) == 2);  // 124: it blocked until the timeout
     refused(std::string(flag) + " " + q(fifo), {fifo.string(), "a FIFO, not a regular file"});
   }
@@ -209,8 +209,9 @@ TEST_CASE("hostile: numbers out of range name the file and the key") {
 TEST_CASE("hostile: escape sequences and newlines from a file reach stderr escaped") {
   TempDir dir;
   const fs::path cfg = dir.path / "esc.json";
-  write_text(cfg, "{\"dim\":18,\"n_heads\":6,\"rope\":\"none\",\"a\\u001b[31m\\nattn-cli: error: "
-                  "forged\":1,\"x\":1,\"y\":2,\"z\":3}");
+  write_text(cfg,
+             "{\"dim\":18,\"n_heads\":6,\"rope\":\"none\",\"a\\u001b[31m\\nattn-cli: error: "
+             "forged\":1,\"x\":1,\"y\":2,\"z\":3}");
   const test::CliResult r = cli("--config " + q(cfg) + " --steps 1");
   CHECK(r.status == 0);
   CHECK(r.err.find('\x1b') == std::string::npos);
@@ -243,7 +244,8 @@ TEST_CASE("hostile: runs larger than memory are refused before any allocation") 
                       "block":"attention","max_seq_len":16777216,"max_batch_size":16777216})");
   refused("--config " + q(cfg) + " --batch 16777216 --prefill 16777216 --steps 0", {"2^64"});
   // Scratch per thread: 1024 threads over a long cache.
-  write_text(cfg, R"({"dim":8,"n_heads":1,"rope":"none","max_batch_size":1,"max_seq_len":16777216})");
+  write_text(cfg,
+             R"({"dim":8,"n_heads":1,"rope":"none","max_batch_size":1,"max_seq_len":16777216})");
   refused("--config " + q(cfg) + " --threads 1024 --prefill 1 --steps 1",
           {"largest part is the attention scratch (per thread)"});
 }
@@ -253,9 +255,9 @@ TEST_CASE("memory: every part is listed and products past 2^64 are refused") {
   const auto parts = attn::memory_parts(a, {1, 512, 128, 512, 2, true});
   std::vector<std::string> names;
   for (const auto& p : parts) names.push_back(p.name);
-  for (const char* want : {"weights", "KV cache", "RoPE table", "activations", "FFN activations",
-                           "attention scratch (per thread)", "input", "outputs",
-                           "dump (cache copies)"})
+  for (const char* want :
+       {"weights", "KV cache", "RoPE table", "activations", "FFN activations",
+        "attention scratch (per thread)", "input", "outputs", "dump (cache copies)"})
     CHECK_MESSAGE(std::find(names.begin(), names.end(), want) != names.end(), want);
   // wq, wo [4096, 4096]; wk, wv [1024, 4096]; w1, w2, w3 [14336, 4096]; two norms [4096]
   CHECK(parts[0].bytes == (2ull * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096) * 4);
@@ -294,9 +296,9 @@ TEST_CASE("hostile: a value turning non-finite mid-run names layer and step and 
   std::vector<Tensor> input = read_tensors(gqa("input.safetensors"));
   for (std::int64_t i = 0; i < 18; ++i) input[0].values[std::size_t(8 * 18 + i)] = 3e38f;
   write_tensors(x, input);  // position 8 (decode step 2 after a prefill of 7) overflows wq x
-  const test::CliResult r = cli("--config " + q(gqa("config.json")) + " --weights " +
-                                q(gqa("weights.safetensors")) + " --input " + q(x) +
-                                " --prefill 7 --steps 3 --json");
+  const test::CliResult r =
+      cli("--config " + q(gqa("config.json")) + " --weights " + q(gqa("weights.safetensors")) +
+          " --input " + q(x) + " --prefill 7 --steps 3 --json");
   INFO(r.err);
   CHECK(r.status == 1);
   CHECK(r.err.find("decode step 2: a non-finite value appeared in the output of layer 0 at "
