@@ -115,6 +115,7 @@ int run_command(const Flags& f, bool decode_only) {
       attn::print_event_json(std::cout, e);
     else
       attn::print_event_text(std::cout, e, decode_only);
+    std::cout.flush();  // what is printed stays printed, whatever ends the run later
   });
   const attn::Summary s = summarize(opts, out);
   if (f.json) attn::print_summary_json(std::cout, s);
