@@ -404,6 +404,13 @@ TEST_CASE("hostile: dump names up to NAME_MAX work and longer ones are refused b
   const fs::path too_long = dir.path / (std::string(256, 'e'));
   refused("--steps 1 --dump " + q(too_long), {"NAME_MAX"});
   CHECK(dir.names().size() == 1);
+  // A relative name, from the directory it lands in.
+  const std::string rel(255, 'r');
+  const int status = std::system(("cd " + q(dir.path) + " && " + ATTN_CLI +
+                                  " run --steps 1 --dump " + rel + " >/dev/null 2>&1")
+                                     .c_str());
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(fs::exists(dir.path / rel));
 }
 
 TEST_CASE("hostile: SIGTERM while a dump is written removes its temporary file") {
