@@ -169,6 +169,7 @@ int run_command(const Flags& f, bool decode_only) {
         else
           attn::print_event_text(std::cout, e, decode_only);
         if (f.print_attention) attn::print_attention(std::cout, args, e);
+        std::cout.flush();  // what is printed stays printed, whatever ends the run later
       },
       inspect);
   const attn::Summary s = summarize(opts, out);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: a Release build, then an AddressSanitizer +
-# UndefinedBehaviorSanitizer build.
+# UndefinedBehaviorSanitizer build; then builds the libFuzzer harnesses (clang) and runs each
+# for a short fixed time (ATTN_FUZZ_SECONDS, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -14,3 +15,8 @@ for kind in release sanitize; do
   cmake --build "$dir" -j"$jobs" >/dev/null
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 done
+echo "== fuzz build (build-test-fuzz, clang)"
+cmake -S . -B build-test-fuzz -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON -DBUILD_TESTING=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-test-fuzz -j"$jobs" >/dev/null
+fuzz/run.sh build-test-fuzz "${ATTN_FUZZ_SECONDS:-20}"

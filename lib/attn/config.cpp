@@ -9,6 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
+#include "attn/json_checks.hpp"
 #include "attn/text.hpp"
 
 namespace attn {
@@ -27,37 +28,10 @@ std::string excerpt(const json& v) {
   return escape(v.dump(-1, ' ', false, json::error_handler_t::replace), 60);
 }
 
-// nlohmann keeps the last of duplicate keys silently and nests without limit; its parser
-// callback sees every key and every nesting, so both are refused while parsing. The last key
-// seen names the culprit when the parser itself fails (a number out of range).
-struct ConfigChecker {
-  const std::string& source;
-  std::vector<std::set<std::string>> objects;
-  std::size_t depth = 0;
-  std::string last_key;
-
-  bool operator()(int, json::parse_event_t event, json& parsed) {
-    using E = json::parse_event_t;
-    if (event == E::object_start || event == E::array_start) {
-      if (++depth > kMaxConfigDepth)
-        throw InputError(source + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
-                         " levels" + near());
-      objects.emplace_back();
-    } else if (event == E::object_end || event == E::array_end) {
-      --depth;
-      objects.pop_back();
-    } else if (event == E::key) {
-      last_key = parsed.get<std::string>();
-      if (!objects.back().insert(last_key).second)
-        throw InputError(source + ": key " + quoted(last_key, 60) + " appears twice");
-    }
-    return true;
-  }
-
-  std::string near() const {
-    return last_key.empty() ? "" : " (in key " + quoted(last_key, 60) + ")";
-  }
-};
+// The key a message about a value names: the last one read.
+std::string near(const JsonStructure& s) {
+  return s.last_key.empty() ? "" : " (in key " + quoted(s.last_key, 60) + ")";
+}
 
 struct Reader {
   const json& j;
@@ -382,14 +356,22 @@ ModelArgs llama3_8b_layer_args() {
 }
 
 ModelArgs parse_config(const std::string& json_text, const std::string& source) {
+  const JsonStructure shape = check_json_structure(
+      json_text, kMaxConfigDepth,
+      [&](const JsonStructure& s) {
+        throw InputError(source + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
+                         " levels" + near(s));
+      },
+      [&](const JsonStructure&, const std::string& key) {
+        throw InputError(source + ": key " + quoted(key, 60) + " appears twice");
+      });
   json j;
-  ConfigChecker checker{source, {}, 0, {}};
   try {
-    j = json::parse(json_text, std::ref(checker));
+    j = json::parse(json_text);
   } catch (const json::parse_error& e) {
     throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
   } catch (const json::exception& e) {  // e.g. 1e400: out_of_range while parsing a number
-    throw InputError(source + ": not a usable JSON value" + checker.near() + ": " +
+    throw InputError(source + ": not a usable JSON value" + near(shape) + ": " +
                      escape(e.what(), 160));
   }
   if (!j.is_object()) throw InputError(source + ": expected a JSON object of ModelArgs keys");

@@ -95,7 +95,7 @@ OutputTarget resolve_output(const std::filesystem::path& path, const char* what)
     throw fail("the path is " + std::to_string(path.string().size()) + " bytes, over PATH_MAX");
   OutputTarget t;
   std::error_code ec;
-  t.path = fs::weakly_canonical(path, ec);  // through symlinks to the file they name
+  t.path = fs::weakly_canonical(fs::absolute(path), ec);  // through symlinks to the file
   if (ec) t.path = fs::absolute(path);
   const std::string name = t.path.filename().string();
   if (name.empty() || name == "." || name == "..") throw fail("it names a directory");

@@ -24,6 +24,7 @@
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
+#include "attn/json_checks.hpp"
 #include "attn/signals.hpp"
 #include "attn/text.hpp"
 
@@ -175,63 +176,16 @@ std::size_t utf8_error_offset(std::span<const std::uint8_t> s) {
 
 // ---- JSON with duplicate-key and depth checks ----
 
-// nlohmann keeps the last of duplicate keys silently; the parser callback sees every key, so a
-// stack of per-object key sets catches them.
-class KeyChecker {
- public:
-  explicit KeyChecker(const std::string& source) : source_(source) {}
-
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (frames_.size() >= kMaxJsonDepth) {
-          fail(source_,
-               "header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-        }
-        frames_.push_back({{}, {}, event == json::parse_event_t::array_start});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        frames_.pop_back();
-        break;
-      case json::parse_event_t::key:
-        on_key(parsed.get_ref<const std::string&>());
-        break;
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
+// Where a duplicate key sits: "at top level" or "in 'a' > [] > 'b'".
+std::string location(const JsonStructure& s) {
+  if (s.frames.size() == 1) return " at top level";
+  std::string out = " in ";
+  for (std::size_t i = 0; i + 1 < s.frames.size(); ++i) {
+    if (i > 0) out += " > ";
+    out += s.frames[i].is_array ? std::string("[]") : quote_name(s.frames[i].last_key);
   }
-
- private:
-  struct Frame {
-    std::unordered_set<std::string> keys;
-    std::string last_key;
-    bool is_array = false;
-  };
-
-  void on_key(const std::string& key) {
-    Frame& f = frames_.back();
-    if (!f.keys.insert(key).second) {
-      fail(source_, "header has duplicate key " + quote_name(key) + location());
-    }
-    f.last_key = key;
-  }
-
-  std::string location() const {
-    if (frames_.size() == 1) return " at top level";
-    std::string out = " in ";
-    for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
-      if (i > 0) out += " > ";
-      out += frames_[i].is_array ? std::string("[]") : quote_name(frames_[i].last_key);
-    }
-    return out;
-  }
-
-  const std::string& source_;
-  std::vector<Frame> frames_;
-};
+  return out;
+}
 
 json parse_header_json(std::span<const std::uint8_t> text, const std::string& source) {
   const std::size_t bad = utf8_error_offset(text);
@@ -248,9 +202,16 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
   if (text.size() >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) {
     fail(source, "header is not valid JSON: it starts with a UTF-8 byte order mark");
   }
-  KeyChecker checker(source);
+  check_json_structure(
+      {reinterpret_cast<const char*>(text.data()), text.size()}, kMaxJsonDepth,
+      [&](const JsonStructure&) {
+        fail(source, "header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      },
+      [&](const JsonStructure& s, const std::string& key) {
+        fail(source, "header has duplicate key " + quote_name(key) + location(s));
+      });
   try {
-    return json::parse(text.begin(), text.end(), std::ref(checker));
+    return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     fail(source, std::string("header is not valid JSON: ") + e.what());
   }
@@ -471,7 +432,11 @@ std::string build_header(const std::vector<OutTensor>& tensors,
     entry["dtype"] = "F32";
     entry["shape"] = t.shape;
     entry["data_offsets"] = {offset, end};
-    h[t.name] = std::move(entry);
+    // Appended without ordered_map's linear key search (names are unique, checked above):
+    // h[name] made writing 50,000 tensors quadratic.
+    auto& obj = h.get_ref<nlohmann::ordered_json::object_t&>();
+    static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(obj)
+        .emplace_back(t.name, std::move(entry));
     offset = end;
   }
   std::string text;

@@ -54,9 +54,10 @@ void on_terminate(int sig) {
   ::raise(sig);
 }
 
+// Installed at every registration (rare and cheap), so a handler someone else set since (a test
+// framework's, say) does not hide ours.
 void install() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+  {
     struct sigaction bus {};
     bus.sa_sigaction = on_sigbus;
     bus.sa_flags = SA_SIGINFO;
@@ -71,7 +72,7 @@ void install() {
       sigemptyset(&term.sa_mask);
       ::sigaction(sig, &term, nullptr);
     }
-  });
+  }
 }
 
 void add(Slot (&slots)[kSlots], const void* key, std::uint64_t size, const char* path) {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer harness for a fixed time on a corpus seeded from the committed fixtures,
+# with its dictionary. Exits non-zero on the first finding; the crashing input is left in
+# <build>/fuzz-artifacts/ (copy it to fuzz/regressions/<harness>/ and fix the bug).
+#   fuzz/run.sh <build-dir> <seconds per harness> [harness ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$1
+seconds=$2
+shift 2
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input)
+mkdir -p "$build/fuzz-artifacts"
+for h in "${harnesses[@]}"; do
+  corpus=$build/fuzz-corpus/$h
+  mkdir -p "$corpus"
+  case $h in
+    safetensors) seeds=(tests/golden/*/*.safetensors weights/*.safetensors) ;;
+    config) seeds=(configs/*.json tests/golden/*/config.json) ;;
+    input) seeds=(tests/golden/*/input.safetensors) ;;
+  esac
+  for s in "${seeds[@]}" fuzz/regressions/"$h"/*; do
+    # Small seeds only: the harness's speed scales with input size.
+    if [ "$(stat -c %s "$s")" -le 65536 ]; then cp "$s" "$corpus/seed-$(echo "$s" | tr / _)"; fi
+  done
+  echo "== fuzz_$h for ${seconds}s"
+  log=$build/fuzz-artifacts/$h.log
+  status=0
+  nice "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -dict="fuzz/dict/$h.dict" \
+    -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$h-" -max_len=65536 \
+    "$corpus" >"$log" 2>&1 || status=$?
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs" "$log" || true
+  if [ "$status" -ne 0 ]; then
+    tail -n 40 "$log"
+    echo "fuzz_$h found a failure (exit $status; input in $build/fuzz-artifacts/)"
+    exit 1
+  fi
+done

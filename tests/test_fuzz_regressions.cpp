@@ -1,0 +1,74 @@
+// Every input a fuzz harness (fuzz/) ever crashed on, or that the hand-made attacks
+// found, kept in fuzz/regressions/<harness>/ and run through the same entry point here: each must
+// be accepted or refused with InputError, nothing else (the ASan build catches memory errors).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "attn/config.hpp"
+#include "attn/error.hpp"
+#include "attn/run.hpp"
+#include "attn/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<fs::path> regressions(const std::string& harness) {
+  std::vector<fs::path> out;
+  for (const auto& e :
+       fs::directory_iterator(test::source_dir() / "fuzz" / "regressions" / harness))
+    if (e.is_regular_file()) out.push_back(e.path());
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Accepted, or refused as bad input: both fine. Anything else fails the test.
+template <class F>
+void accepted_or_refused(const fs::path& p, F f) {
+  CAPTURE(p.filename().string());
+  try {
+    f();
+  } catch (const attn::InputError&) {
+  } catch (const std::exception& e) {
+    FAIL_CHECK("not an InputError: " << e.what());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fuzz regressions: the config parser") {
+  const auto files = regressions("config");
+  CHECK(!files.empty());
+  for (const fs::path& p : files)
+    accepted_or_refused(p, [&] { attn::parse_config(slurp(p), p.string()); });
+}
+
+TEST_CASE("fuzz regressions: the safetensors parser") {
+  const auto files = regressions("safetensors");
+  CHECK(!files.empty());
+  for (const fs::path& p : files) {
+    const std::string bytes = slurp(p);
+    accepted_or_refused(p, [&] {
+      attn::parse_safetensors({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()},
+                              p.string());
+    });
+  }
+}
+
+TEST_CASE("fuzz regressions: the input reader") {
+  const auto files = regressions("input");
+  CHECK(!files.empty());
+  for (const fs::path& p : files) {
+    attn::RunOptions opts{1, 3, 2};
+    accepted_or_refused(p, [&] { attn::load_input(p, attn::seed_args(), opts, false); });
+  }
+}

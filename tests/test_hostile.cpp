@@ -1,0 +1,444 @@
+// Hostile files, odd paths and long runs (issue 6): each failure found by hand or by fuzzing,
+// kept as a regression test. Every bad input must give exit status 2 and one short message
+// naming the file and the key or tensor, quickly, with nothing left behind; a value that turns
+// non-finite during the run gives exit status 1 with the trace so far kept.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/memory.hpp"
+#include "attn/safetensors.hpp"
+#include "attn/signals.hpp"
+#include "attn/text.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "attn_hostile.XXXXXX").string();
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(text.data(), std::streamsize(text.size()));
+  REQUIRE(out.good());
+}
+
+std::string q(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
+
+// A hang fails the test (exit 124) instead of stalling CI.
+test::CliResult cli(const std::string& args) {
+  return test::run_cli("run " + args);
+}
+
+std::string timeout_cli(const std::string& args) {
+  return "timeout 20 " + std::string(ATTN_CLI) + " run " + args;
+}
+
+// Exit 2, one line on stderr containing every needle, nothing on stdout.
+test::CliResult refused(const std::string& args, const std::vector<std::string>& needles) {
+  const test::CliResult r = cli(args);
+  INFO("attn-cli run " << args << "\nstderr: " << r.err.substr(0, 2000));
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.size() < 2000);
+  for (const std::string& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, n);
+  return r;
+}
+
+fs::path gqa(const std::string& file) {
+  return test::golden_dir() / "seed_gqa" / file;
+}
+
+struct Tensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+std::vector<Tensor> read_tensors(const fs::path& p) {
+  const attn::SafetensorsFile f = attn::open_safetensors(p);
+  std::vector<Tensor> out;
+  for (const auto& [name, info] : f.header.tensors) {
+    std::vector<float> storage;
+    const float* v = attn::tensor_as_f32(f, name, storage);
+    out.push_back({name, info.shape, std::vector<float>(v, v + info.numel())});
+  }
+  return out;
+}
+
+void write_tensors(const fs::path& p, const std::vector<Tensor>& tensors) {
+  std::vector<attn::OutTensor> out;
+  for (const Tensor& t : tensors) out.push_back({t.name, t.shape, t.values.data()});
+  attn::write_safetensors(p, out);
+}
+
+std::string le64(std::uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[std::size_t(i)] = char((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+// Runs f in a child process; returns its wait status and what it wrote on stderr.
+template <class F>
+std::pair<int, std::string> in_child(const fs::path& err_file, F f) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, STDERR_FILENO);
+    f();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(err_file);
+  return {status, std::string(std::istreambuf_iterator<char>(in), {})};
+}
+
+}  // namespace
+
+// ---- The heap overflow ----
+
+TEST_CASE("hostile: batched decode of an FFN wider than one block runs clean") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "wide_ffn.json";
+  write_text(
+      cfg, R"({"dim":128,"n_heads":2,"multiple_of":1,"ffn_dim_multiplier":64,"max_batch_size":2})");
+  const test::CliResult r = cli("--config " + q(cfg) + " --batch 2 --prefill 2 --steps 1 -t 2");
+  INFO(r.err);
+  CHECK(r.status == 0);
+}
+
+// ---- Configs ----
+
+TEST_CASE("hostile: a config nested 100000 levels deep is refused without a crash") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "deep.json";
+  write_text(cfg, "{\"dim\":" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  refused("--config " + q(cfg), {cfg.string(), "nested deeper than 64", "'dim'"});
+}
+
+TEST_CASE("hostile: a config over 1 MiB is refused before it is read") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "huge.json";
+  write_text(cfg, R"({"dim":18,"n_heads":")" + std::string(64 << 20, 'A') + "\"}");
+  refused("--config " + q(cfg), {cfg.string(), "over the limit of 1048576"});
+}
+
+TEST_CASE("hostile: a long string value is shown as a short excerpt") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "long.json";
+  write_text(cfg, R"({"dim":18,"n_heads":")" + std::string(900 << 10, 'A') + "\"}");
+  const test::CliResult r = refused("--config " + q(cfg), {cfg.string(), "'n_heads'", "..."});
+  CHECK(r.err.size() < 300);
+}
+
+TEST_CASE("hostile: FIFOs and devices as inputs are refused at once") {
+  TempDir dir;
+  const fs::path fifo = dir.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const char* flag : {"--config", "--weights", "--input"}) {
+    CAPTURE(flag);
+    const int status = std::system(
+        (timeout_cli(std::string(flag) + " " + q(fifo)) + " >/dev/null 2>/dev/null </dev/null")
+            .c_str());
+    CHECK(WEXITSTATUS(status) == 2);  // 124: it blocked until the timeout
+    refused(std::string(flag) + " " + q(fifo), {fifo.string(), "a FIFO, not a regular file"});
+  }
+  refused("--config /dev/zero", {"/dev/zero", "character device, not a regular file"});
+  refused("--weights /dev/zero", {"/dev/zero", "character device"});
+  refused("--config " + q(dir.path), {dir.path.string(), "a directory"});
+}
+
+TEST_CASE("hostile: duplicate config keys are refused naming the key") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "dup.json";
+  write_text(cfg, R"({"dim":18,"n_heads":6,"rope":"none","dim":24})");
+  refused("--config " + q(cfg), {cfg.string(), "'dim'", "twice"});
+}
+
+TEST_CASE("hostile: numbers out of range name the file and the key") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "big.json";
+  write_text(cfg, R"({"dim":18,"n_heads":6,"rope":"none","rope_theta":1e400})");
+  refused("--config " + q(cfg), {cfg.string(), "'rope_theta'"});
+  write_text(cfg, R"({"dim":18,"n_heads":6,"rope":"none","rope_theta":1e-310})");
+  refused("--config " + q(cfg), {cfg.string(), "'rope_theta'", "normal"});
+  write_text(cfg, R"({"dim":1,"n_heads":1,"rope":"none","ffn_dim_multiplier":0.1})");
+  refused("--config " + q(cfg), {cfg.string(), "'ffn_dim_multiplier'", "rounds to 0"});
+  write_text(cfg, R"({"dim":18,"n_heads":99999999999999999999999})");
+  refused("--config " + q(cfg), {cfg.string(), "'n_heads'"});
+}
+
+TEST_CASE("hostile: escape sequences and newlines from a file reach stderr escaped") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "esc.json";
+  write_text(cfg,
+             "{\"dim\":18,\"n_heads\":6,\"rope\":\"none\",\"a\\u001b[31m\\nattn-cli: error: "
+             "forged\":1,\"x\":1,\"y\":2,\"z\":3}");
+  const test::CliResult r = cli("--config " + q(cfg) + " --steps 1");
+  CHECK(r.status == 0);
+  CHECK(r.err.find('\x1b') == std::string::npos);
+  CHECK(r.err.find("\\x1b[31m\\x0aattn-cli: error: forged") != std::string::npos);
+  CHECK(r.err.find("4 unknown keys, e.g.") != std::string::npos);
+  CHECK(r.err.find("\nattn-cli: error") == std::string::npos);
+}
+
+// ---- Flags ----
+
+TEST_CASE("hostile: empty paths and out-of-range seeds are refused") {
+  for (const char* flag : {"--config", "--weights", "--input", "--dump"}) {
+    CAPTURE(flag);
+    refused(std::string(flag) + " ''", {flag, "must not be empty"});
+  }
+  refused("--seed 18446744073709551616", {"--seed", "2^64 - 1"});
+  refused("--seed 99999999999999999999999999", {"--seed"});
+  CHECK(cli("--seed 18446744073709551615 --steps 1").status == 0);
+}
+
+// ---- Memory ----
+
+TEST_CASE("hostile: runs larger than memory are refused before any allocation") {
+  TempDir dir;
+  const fs::path cfg = dir.path / "c.json";
+  write_text(cfg, R"({"dim":4096,"n_heads":32,"n_layers":16777216})");
+  refused("--config " + q(cfg), {"memory", "largest part is the KV cache"});
+  // Every size at the cap: products far past 2^64.
+  write_text(cfg, R"({"dim":16777216,"n_heads":16777216,"n_layers":16777216,"rope":"none",
+                      "block":"attention","max_seq_len":16777216,"max_batch_size":16777216})");
+  refused("--config " + q(cfg) + " --batch 16777216 --prefill 16777216 --steps 0", {"2^64"});
+  // Scratch per thread: 1024 threads over a long cache.
+  write_text(cfg,
+             R"({"dim":8,"n_heads":1,"rope":"none","max_batch_size":1,"max_seq_len":16777216})");
+  refused("--config " + q(cfg) + " --threads 1024 --prefill 1 --steps 1",
+          {"largest part is the attention scratch (per thread)"});
+}
+
+TEST_CASE("memory: every part is listed and products past 2^64 are refused") {
+  attn::ModelArgs a = attn::llama3_8b_layer_args();
+  const auto parts = attn::memory_parts(a, {1, 512, 128, 512, 2, true});
+  std::vector<std::string> names;
+  for (const auto& p : parts) names.push_back(p.name);
+  for (const char* want :
+       {"weights", "KV cache", "RoPE table", "activations", "FFN activations",
+        "attention scratch (per thread)", "input", "outputs", "dump (cache copies)"})
+    CHECK_MESSAGE(std::find(names.begin(), names.end(), want) != names.end(), want);
+  // wq, wo [4096, 4096]; wk, wv [1024, 4096]; w1, w2, w3 [14336, 4096]; two norms [4096]
+  CHECK(parts[0].bytes == (2ull * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096) * 4);
+  CHECK_THROWS_AS(attn::checked_product({1ll << 32, 1ll << 32}, "x"), attn::InputError);
+  CHECK_THROWS_AS(attn::checked_product({-1, 4}, "x"), attn::InputError);
+  CHECK(attn::checked_product({1ll << 31, 1ll << 32}, "x") == 1ull << 63);
+  CHECK_NOTHROW(attn::check_memory(parts, 1ull << 40));
+  try {
+    attn::check_memory(parts, 1 << 20);
+    FAIL("no error");
+  } catch (const attn::InputError& e) {
+    CHECK(std::string(e.what()).find("largest part is the weights") != std::string::npos);
+  }
+}
+
+// ---- Weights and input ----
+
+TEST_CASE("hostile: NaN and Inf in weights or input are refused naming the tensor and index") {
+  TempDir dir;
+  const fs::path w = dir.path / "w.safetensors", x = dir.path / "x.safetensors";
+  std::vector<Tensor> weights = read_tensors(gqa("weights.safetensors"));
+  weights[1].values[5] = std::numeric_limits<float>::quiet_NaN();
+  write_tensors(w, weights);
+  refused("--config " + q(gqa("config.json")) + " --weights " + q(w),
+          {w.string(), "'" + weights[1].name + "'", "NaN at flat index 5"});
+  std::vector<Tensor> input = read_tensors(gqa("input.safetensors"));
+  input[0].values[40] = -std::numeric_limits<float>::infinity();
+  write_tensors(x, input);
+  refused("--config " + q(gqa("config.json")) + " --input " + q(x),
+          {x.string(), "'x'", "-Inf at flat index 40"});
+}
+
+TEST_CASE("hostile: a value turning non-finite mid-run names layer and step and keeps the trace") {
+  TempDir dir;
+  const fs::path x = dir.path / "x.safetensors";
+  std::vector<Tensor> input = read_tensors(gqa("input.safetensors"));
+  for (std::int64_t i = 0; i < 18; ++i) input[0].values[std::size_t(8 * 18 + i)] = 3e38f;
+  write_tensors(x, input);  // position 8 (decode step 2 after a prefill of 7) overflows wq x
+  const test::CliResult r =
+      cli("--config " + q(gqa("config.json")) + " --weights " + q(gqa("weights.safetensors")) +
+          " --input " + q(x) + " --prefill 7 --steps 3 --json");
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("decode step 2: a non-finite value appeared in the output of layer 0 at "
+                   "position 8") != std::string::npos);
+  CHECK(r.out.find("\"event\":\"prefill\"") != std::string::npos);
+  CHECK(r.out.find("\"step\":1") != std::string::npos);
+  CHECK(r.out.find("\"step\":2") == std::string::npos);
+}
+
+TEST_CASE("hostile: unused tensors are summarised in one warning with escaped names") {
+  TempDir dir;
+  const fs::path w = dir.path / "w.safetensors";
+  std::vector<Tensor> tensors = read_tensors(gqa("weights.safetensors"));
+  tensors.push_back({"evil\x1b[2J\nattn-cli: error: forged", {1}, {0.0f}});
+  for (int i = 0; i < 50000; ++i) tensors.push_back({"unused." + std::to_string(i), {0}, {}});
+  write_tensors(w, tensors);
+  const test::CliResult r =
+      cli("--config " + q(gqa("config.json")) + " --weights " + q(w) + " --steps 1");
+  CHECK(r.status == 0);
+  CHECK(r.err.find("50001 tensors, e.g.") != std::string::npos);
+  CHECK(r.err.find('\x1b') == std::string::npos);
+  CHECK(r.err.size() < 1000);
+}
+
+TEST_CASE("hostile: a NUL byte after the safetensors header is refused") {
+  TempDir dir;
+  const fs::path w = dir.path / "nul.safetensors";
+  const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  write_text(w, le64(header.size() + 1) + header + std::string(1, '\0') + std::string(4, '\0'));
+  CHECK_THROWS_WITH_AS(attn::open_safetensors(w), doctest::Contains("NUL byte"), attn::InputError);
+}
+
+TEST_CASE("hostile: a header with a million-dimension shape gives a short message") {
+  TempDir dir;
+  const fs::path w = dir.path / "shape.safetensors";
+  std::string dims;
+  for (int i = 0; i < 200000; ++i) dims += (i ? ",1099511627776" : "1099511627776");
+  const std::string header =
+      R"({"x":{"dtype":"F32","shape":[)" + dims + R"(],"data_offsets":[0,4]}})";
+  write_text(w, le64(header.size()) + header + std::string(4, '\0'));
+  const test::CliResult r = cli("--weights " + q(w));
+  CHECK(r.status == 2);
+  CHECK(r.err.find("(200000 dimensions)") != std::string::npos);
+  CHECK(r.err.size() < 1000);
+}
+
+TEST_CASE("hostile: a mapped weights file that shrinks gives a message naming it and exit 1") {
+  TempDir dir;
+  const fs::path w = dir.path / "w.safetensors", err = dir.path / "stderr";
+  write_tensors(w, read_tensors(gqa("weights.safetensors")));
+  const auto [status, text] = in_child(err, [&] {
+    const attn::SafetensorsFile f = attn::open_safetensors(w);
+    if (::truncate(w.c_str(), 0) != 0) ::_exit(3);
+    volatile std::uint8_t sink = 0;
+    for (std::uint64_t i = 0; i < f.size; ++i) sink = sink + f.base[i];  // SIGBUS here
+    ::_exit(4);
+  });
+  INFO(text);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(text.find(w.string() + ": the file shrank while the run had it mapped") !=
+        std::string::npos);
+}
+
+// ---- Outputs ----
+
+TEST_CASE("hostile: dumps onto devices FIFOs and directories are refused before work") {
+  TempDir dir;
+  const fs::path fifo = dir.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  refused("--dump /dev/null", {"/dev/null", "character device"});
+  refused("--dump " + q(fifo), {fifo.string(), "a FIFO"});
+  refused("--dump " + q(dir.path), {"directory"});
+  refused("--dump " + q(dir.path / "no_dir" / "d.safetensors"), {"does not exist"});
+  CHECK(fs::is_fifo(fifo));
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK(dir.names() == std::vector<std::string>{"fifo"});
+}
+
+TEST_CASE("hostile: a dump through a symlink writes its target and keeps the old mode") {
+  TempDir dir;
+  const fs::path target = dir.path / "target.safetensors", link = dir.path / "link.safetensors";
+  write_text(target, "old");
+  REQUIRE(::chmod(target.c_str(), 0600) == 0);
+  fs::create_symlink(target, link);
+  const test::CliResult r = cli("--steps 1 --dump " + q(link));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(fs::is_symlink(link));
+  CHECK(attn::open_safetensors(target).header.tensors.count("input") == 1);
+  CHECK((fs::status(target).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(dir.names() == std::vector<std::string>{"link.safetensors", "target.safetensors"});
+}
+
+TEST_CASE("hostile: dump names up to NAME_MAX work and longer ones are refused before work") {
+  TempDir dir;
+  const fs::path ok = dir.path / (std::string(250, 'd') + ".safe");  // 255 bytes
+  const test::CliResult r = cli("--steps 1 --dump " + q(ok));
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(fs::exists(ok));
+  const fs::path too_long = dir.path / (std::string(256, 'e'));
+  refused("--steps 1 --dump " + q(too_long), {"NAME_MAX"});
+  CHECK(dir.names().size() == 1);
+  // A relative name, from the directory it lands in.
+  const std::string rel(255, 'r');
+  const int status = std::system(("cd " + q(dir.path) + " && " + ATTN_CLI +
+                                  " run --steps 1 --dump " + rel + " >/dev/null 2>&1")
+                                     .c_str());
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(fs::exists(dir.path / rel));
+}
+
+TEST_CASE("hostile: SIGTERM while a dump is written removes its temporary file") {
+  TempDir dir;
+  const fs::path tmp = dir.path / ".attn.temp", err = dir.path / "stderr";
+  write_text(tmp, "partial");
+  const auto [status, text] = in_child(err, [&] {
+    attn::remove_on_signal(tmp.c_str());
+    ::raise(SIGTERM);
+    ::_exit(5);
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK_FALSE(fs::exists(tmp));
+}
+
+// ---- Long runs ----
+
+TEST_CASE("hostile: a run to the full cache works and one step more is refused before work") {
+  const test::CliResult full = cli("--prefill 7 --steps 10 --json");  // max_seq_len 17
+  CHECK(full.status == 0);
+  CHECK(full.out.find("\"step\":10") != std::string::npos);
+  const test::CliResult over = refused("--prefill 7 --steps 11", {"the cache is full", "17"});
+  CHECK(over.out.empty());
+}
+
+TEST_CASE("text: escape cuts and escapes and summarise counts") {
+  CHECK(attn::escape("a\x1b[1m\n\x7f", 100) == "a\\x1b[1m\\x0a\\x7f");
+  CHECK(attn::escape(std::string(300, 'a'), 10) == std::string(10, 'a') + "...");
+  CHECK(attn::summarise({"a", "b", "c", "d"}, "tensors") == "4 tensors, e.g. 'a', 'b', 'c'");
+}
