@@ -1,6 +1,7 @@
 #include "attn/heatmap.hpp"
 
 #include <stb_image_write.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -157,6 +158,9 @@ void write_png(const std::filesystem::path& path, const Image& img) {
   std::string tmp = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
   const int fd = mkstemp(tmp.data());
   if (fd < 0) throw std::runtime_error(path.string() + ": cannot create a temporary file");
+  const mode_t mask = umask(0);  // mkstemp makes 0600: give the PNG the usual 0666 & ~umask
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
   std::size_t done = 0;
   while (done < png.size()) {
     const ssize_t n = ::write(fd, png.data() + done, png.size() - done);
