@@ -116,7 +116,7 @@ int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
   inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
   attn::check_attention_weights(args, opts, inspect);
   if (heatmap) {
-    attn::check_layer(args, f.layer);
+    attn::check_heatmap(args, opts, f.layer);
     attn::check_png_path(f.png);
   }
   attn::TransformerWeights w =

@@ -99,6 +99,14 @@ TEST_CASE("heatmap: --layer out of range and an unwritable --out exit 2 and writ
   CHECK(r.err.find("/nonexistent-dir/x.png") != std::string::npos);
   r = test::run_cli("heatmap");
   CHECK(r.status == 2);  // --out is required
+  const auto cfg = std::filesystem::temp_directory_path() / "attn_heatmap_long.json";
+  std::ofstream(cfg) << R"({"dim": 8, "n_heads": 2, "rope": "none", "max_seq_len": 600})";
+  r = test::run_cli("heatmap --config " + cfg.string() + " --prefill 600 --steps 0 --out " +
+                    png_path.string());
+  CHECK(r.status == 2);
+  CHECK(r.err.find("at most 512") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(png_path));
+  std::filesystem::remove(cfg);
 }
 
 TEST_CASE("cli: --print-attention prints each step's weights after its trace line") {

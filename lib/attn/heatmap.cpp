@@ -79,7 +79,7 @@ float probability(const RunOptions& o, const RunOutputs& out,
 HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions) {
   HeatmapLayout l;
   const int T = int(std::max<std::int64_t>(positions, 1));
-  l.cell = std::clamp(256 / T, 1, 24);
+  l.cell = std::clamp(256 / T, 1, 24);  // at most kHeatmapPositions positions: <= 512 px
   l.panel = T * l.cell;
   // GQA: one row of panels per KV head, so the heads that share it sit side by side.
   const std::int64_t n_rep = a.n_rep();
@@ -129,7 +129,11 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
   return img;
 }
 
-void check_layer(const ModelArgs& a, std::int64_t layer) {
+void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer) {
+  if (o.prefill + o.steps > kHeatmapPositions)
+    throw InputError("heatmap: " + std::to_string(o.prefill + o.steps) +
+                     " positions are too many to draw (at most " +
+                     std::to_string(kHeatmapPositions) + ")");
   if (layer < 0 || layer >= a.n_layers)
     throw InputError("--layer " + std::to_string(layer) + " is out of range: the config has " +
                      std::to_string(a.n_layers) + " layer(s), 0.." + std::to_string(a.n_layers - 1));

@@ -32,8 +32,11 @@ struct Image {
 Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& out,
                      std::int64_t layer);
 
-// Refuses (InputError) a --layer out of range, before any work.
-void check_layer(const ModelArgs& a, std::int64_t layer);
+// Most positions (prefill + steps) a heatmap draws: a panel stays within 512 x 512 pixels.
+inline constexpr std::int64_t kHeatmapPositions = 512;
+
+// Refuses (InputError) a --layer out of range or more than kHeatmapPositions, before any work.
+void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer);
 
 // Refuses (InputError) an output path whose directory does not exist or is not writable.
 void check_png_path(const std::filesystem::path& path);
