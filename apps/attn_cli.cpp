@@ -128,13 +128,16 @@ int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
     attn::print_config_json(std::cout, args);
   else
     attn::print_config_text(std::cout, args);
-  const attn::RunOutputs out = attn::run(m, x, opts, [&](const attn::Event& e) {
-    if (f.json)
-      attn::print_event_json(std::cout, e);
-    else
-      attn::print_event_text(std::cout, e, decode_only);
-    if (f.print_attention) attn::print_attention(std::cout, args, e);
-  }, inspect);
+  const attn::RunOutputs out = attn::run(
+      m, x, opts,
+      [&](const attn::Event& e) {
+        if (f.json)
+          attn::print_event_json(std::cout, e);
+        else
+          attn::print_event_text(std::cout, e, decode_only);
+        if (f.print_attention) attn::print_attention(std::cout, args, e);
+      },
+      inspect);
   const attn::Summary s = summarize(opts, out);
   if (f.json) attn::print_summary_json(std::cout, s);
   attn::print_summary_text(std::cerr, s);

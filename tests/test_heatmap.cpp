@@ -30,9 +30,10 @@ Png read_png(const std::filesystem::path& p) {
 std::vector<std::uint8_t> panel(const Png& png, const attn::HeatmapLayout& l, std::int64_t h) {
   std::vector<std::uint8_t> out;
   for (int y = 0; y < l.panel; ++y) {
-    const auto row = png.rgb.begin() +
-                     (std::size_t(l.panel_y[std::size_t(h)] + y) * std::size_t(png.w) +
-                      std::size_t(l.panel_x[std::size_t(h)])) * 3;
+    const auto row =
+        png.rgb.begin() + (std::size_t(l.panel_y[std::size_t(h)] + y) * std::size_t(png.w) +
+                           std::size_t(l.panel_x[std::size_t(h)])) *
+                              3;
     out.insert(out.end(), row, row + l.panel * 3);
   }
   return out;
@@ -113,7 +114,8 @@ TEST_CASE("cli: --print-attention prints each step's weights after its trace lin
   const test::CliResult r = test::run_cli("run --prefill 2 --steps 1 --print-attention");
   REQUIRE(r.status == 0);
   const auto prefill = r.out.find("prefill:"), decode = r.out.find("decode step 1:");
-  const auto first = r.out.find("attention_weights layer 0, batch 0, head 0 (kv head 0):\n  [1.0000, 0.0000]\n");
+  const auto first =
+      r.out.find("attention_weights layer 0, batch 0, head 0 (kv head 0):\n  [1.0000, 0.0000]\n");
   const auto last = r.out.rfind("attention_weights layer 0, batch 0, head 5 (kv head 1):\n  [");
   REQUIRE(first != std::string::npos);
   CHECK(prefill < first);

@@ -58,8 +58,7 @@ struct Reader {
 
 void boolean(const Reader& r, const char* key, bool& out) {
   if (!r.j.contains(key)) return;
-  if (!r.j.at(key).is_boolean())
-    r.fail(key, "expected true or false, got " + r.j.at(key).dump());
+  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + r.j.at(key).dump());
   out = r.j.at(key).get<bool>();
 }
 
@@ -76,8 +75,7 @@ void read_encoder_keys(const Reader& r, ModelArgs& a) {
   r.integer("ffn_hidden", a.ffn_hidden_set);
   if (r.j.contains("ffn_hidden") && a.ffn_hidden_set < 1)
     r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
-  r.choice("activation", a.activation,
-           {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
+  r.choice("activation", a.activation, {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
   boolean(r, "norm_first", a.norm_first);
 }
 

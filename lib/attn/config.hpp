@@ -28,8 +28,8 @@ struct ModelArgs {
   Block block = Block::llama;
   Rope rope = Rope::interleaved;
   bool attention_bias = false;
-  Mask mask = Mask::causal;          // "none" by default for block encoder
-  std::int64_t ffn_hidden_set = 0;   // key ffn_hidden; 0: Meta's formula (2048 for encoder)
+  Mask mask = Mask::causal;                  // "none" by default for block encoder
+  std::int64_t ffn_hidden_set = 0;           // key ffn_hidden; 0: Meta's formula (2048 for encoder)
   Activation activation = Activation::relu;  // block encoder only
   bool norm_first = false;                   // block encoder only
 

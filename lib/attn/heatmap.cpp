@@ -42,7 +42,8 @@ Rgb colour(float v) {
 void fill(Image& img, int x0, int y0, int w, int h, Rgb c) {
   for (int y = std::max(y0, 0); y < std::min(y0 + h, img.height); ++y)
     for (int x = std::max(x0, 0); x < std::min(x0 + w, img.width); ++x)
-      std::copy(c.begin(), c.end(), img.rgb.begin() + (std::size_t(y) * std::size_t(img.width) + std::size_t(x)) * 3);
+      std::copy(c.begin(), c.end(),
+                img.rgb.begin() + (std::size_t(y) * std::size_t(img.width) + std::size_t(x)) * 3);
 }
 
 void text(Image& img, int x, int y, const std::string& s) {
@@ -66,8 +67,8 @@ std::string head_label(const ModelArgs& a, std::int64_t h) {
 
 // Probability of query row r (prefill rows, then decode steps) for key j of head h, batch 0;
 // negative where the row does not score that key.
-float probability(const RunOptions& o, const RunOutputs& out,
-                  std::size_t layer, std::int64_t h, std::int64_t r, std::int64_t j) {
+float probability(const RunOptions& o, const RunOutputs& out, std::size_t layer, std::int64_t h,
+                  std::int64_t r, std::int64_t j) {
   const std::int64_t P = o.prefill;
   if (r < P) return j < P ? out.attn_prefill[layer][std::size_t((h * P + r) * P + j)] : -1;
   const std::int64_t i = r - P + 1, keys = P + i;
@@ -102,7 +103,8 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
                      std::int64_t layer) {
   const std::int64_t T = o.prefill + o.steps;
   const HeatmapLayout l = heatmap_layout(a, T);
-  Image img{l.width, l.height, std::vector<std::uint8_t>(std::size_t(l.width) * std::size_t(l.height) * 3, 255)};
+  Image img{l.width, l.height,
+            std::vector<std::uint8_t>(std::size_t(l.width) * std::size_t(l.height) * 3, 255)};
   const std::string title = "LAYER " + std::to_string(layer) + "  MASK " +
                             (a.mask == Mask::causal ? "CAUSAL" : "NONE") + "  BATCH ROW 0";
   const std::string sub = "QUERIES DOWN: PREFILL " + std::to_string(o.prefill) + ", THEN " +
@@ -121,9 +123,11 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
       }
   }
   // The colour scale beside the first row of panels: 1 at the top, 0 at the bottom.
-  const int bx = l.panel_x[std::size_t(l.columns - 1)] + std::max(l.panel, text_width(head_label(a, a.n_heads - 1))) + kMargin / 2;
+  const int bx = l.panel_x[std::size_t(l.columns - 1)] +
+                 std::max(l.panel, text_width(head_label(a, a.n_heads - 1))) + kMargin / 2;
   const int by = l.panel_y[0], bh = std::max(l.panel, 2 * kLine);
-  for (int y = 0; y < bh; ++y) fill(img, bx, by + y, kBar, 1, colour(1.0f - float(y) / float(bh - 1)));
+  for (int y = 0; y < bh; ++y)
+    fill(img, bx, by + y, kBar, 1, colour(1.0f - float(y) / float(bh - 1)));
   text(img, bx + kBar + 4, by, "1");
   text(img, bx + kBar + 4, by + bh - kLine, "0");
   return img;
@@ -136,7 +140,8 @@ void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer) 
                      std::to_string(kHeatmapPositions) + ")");
   if (layer < 0 || layer >= a.n_layers)
     throw InputError("--layer " + std::to_string(layer) + " is out of range: the config has " +
-                     std::to_string(a.n_layers) + " layer(s), 0.." + std::to_string(a.n_layers - 1));
+                     std::to_string(a.n_layers) + " layer(s), 0.." +
+                     std::to_string(a.n_layers - 1));
 }
 
 void check_png_path(const std::filesystem::path& path) {
@@ -155,7 +160,8 @@ void write_png(const std::filesystem::path& path, const Image& img) {
     auto* v = static_cast<std::vector<std::uint8_t>*>(ctx);
     v->insert(v->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + size);
   };
-  if (!stbi_write_png_to_func(append, &png, img.width, img.height, 3, img.rgb.data(), img.width * 3))
+  if (!stbi_write_png_to_func(append, &png, img.width, img.height, 3, img.rgb.data(),
+                              img.width * 3))
     throw std::runtime_error(path.string() + ": cannot encode the PNG");
   std::filesystem::path dir = path.parent_path();
   if (dir.empty()) dir = ".";

@@ -14,9 +14,9 @@ namespace attn {
 // Where things are in the picture, so tests can look at one panel.
 struct HeatmapLayout {
   int width = 0, height = 0;
-  int cell = 0;                      // pixels per query x key cell
-  int panel = 0;                     // panel side: positions * cell
-  int columns = 0;                   // panels per row of the grid
+  int cell = 0;                       // pixels per query x key cell
+  int panel = 0;                      // panel side: positions * cell
+  int columns = 0;                    // panels per row of the grid
   std::vector<int> panel_x, panel_y;  // [n_heads]: each panel's top-left corner
 };
 

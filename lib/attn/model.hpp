@@ -38,8 +38,8 @@ struct Transformer {
   KVCache cache;
   RopeTable rope;
   Activations act;
-  AttentionMask mask;               // kind from args.mask; keep: a padded batch's attention_mask
-  std::vector<float*> attn_probs;   // [n_layers]: where forward writes the probabilities, or null
+  AttentionMask mask;              // kind from args.mask; keep: a padded batch's attention_mask
+  std::vector<float*> attn_probs;  // [n_layers]: where forward writes the probabilities, or null
 };
 
 // max_rows: the most rows (bsz * seqlen) one forward call will be given.

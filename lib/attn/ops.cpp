@@ -31,8 +31,7 @@ void layernorm(float* out, const float* x, const float* weight, const float* bia
     mean /= double(dim);
     for (std::int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
     const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
-    for (std::int64_t i = 0; i < dim; ++i)
-      o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
   }
 }
 

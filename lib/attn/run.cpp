@@ -28,11 +28,12 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  Event e{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, {}, {},
-          0};
+  Event e{kind,  0,  start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache,
+          cache, {}, {},        0};
   for (std::int64_t b = 0; b < B; ++b) {
     std::int64_t n = start_pos + seqlen;
-    if (m.mask.keep) n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
+    if (m.mask.keep)
+      n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
     e.unmasked.push_back(n);
   }
   for (float* p : m.attn_probs)
@@ -192,7 +193,8 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
   }
   for (std::int64_t l = 0; l < a.n_layers && attention_weights; ++l) {
     const std::string p = "attn." + std::to_string(l);
-    tensors.push_back({p + ".prefill", {B, a.n_heads, P, P}, out.attn_prefill[std::size_t(l)].data()});
+    tensors.push_back(
+        {p + ".prefill", {B, a.n_heads, P, P}, out.attn_prefill[std::size_t(l)].data()});
     for (std::int64_t i = 1; i <= N; ++i)
       tensors.push_back({p + ".decode." + std::to_string(i),
                          {B, a.n_heads, 1, P + i},
