@@ -72,19 +72,20 @@ void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
 }
 
-std::int64_t attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
-  // Every factor is capped by the config and capacity checks, so this stays far inside 64 bits.
-  const std::int64_t P = o.prefill, N = o.steps;
-  const std::int64_t per_head = P * P + N * P + N * (N + 1) / 2;
-  return 4 * a.n_layers * o.batch * a.n_heads * per_head;
+double attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
+  // In double: a config at every cap (2^24) would overflow 64 bits; exact below 2^53.
+  const double P = double(o.prefill), N = double(o.steps);
+  const double per_head = P * P + N * P + N * (N + 1) / 2;
+  return 4 * double(a.n_layers) * double(o.batch) * double(a.n_heads) * per_head;
 }
 
 void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Inspect& inspect) {
   if (!inspect.attention_weights) return;
-  const std::int64_t bytes = attention_weights_bytes(a, o);
-  if (bytes > kAttentionWeightsLimit)
-    throw InputError("--attention-weights would keep " + std::to_string(bytes) +
-                     " bytes of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
+  const double bytes = attention_weights_bytes(a, o);
+  if (bytes > double(kAttentionWeightsLimit))
+    throw InputError("--attention-weights would keep " + std::to_string(bytes / (1 << 20)) +
+                     " MiB
+                     " of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
                      "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
                      "batch");
 }
