@@ -16,6 +16,7 @@
 #include "attn/bench.hpp"
 #include "attn/error.hpp"
 #include "attn/files.hpp"
+#include "attn/heatmap.hpp"
 #include "attn/matmul.hpp"
 #include "attn/memory.hpp"
 #include "attn/padding.hpp"
@@ -34,6 +35,8 @@ struct Flags {
   CLI::Option* batch_option = nullptr;
   std::string mask;  // empty: the config's
   bool attention_weights = false, print_attention = false;
+  std::int64_t layer = 0;  // heatmap
+  std::string png;         // heatmap --out
 };
 
 // CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
@@ -133,7 +136,7 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) 
           attn::blas_core()};
 }
 
-int run_command(const Flags& f, bool decode_only) {
+int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   attn::set_threads(f.threads);
   attn::ModelArgs args = model_args(f, attn::seed_args);
@@ -151,8 +154,12 @@ int run_command(const Flags& f, bool decode_only) {
                              : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
   attn::Inspect inspect;
   if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
-  inspect.attention_weights = f.attention_weights || f.print_attention;
+  inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
   attn::check_attention_weights(args, opts, inspect);
+  if (heatmap) {
+    attn::check_heatmap(args, opts, f.layer);
+    attn::check_png_path(f.png);
+  }
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   attn::Transformer m = attn::make_transformer(args, std::move(w), max_rows);
@@ -176,6 +183,11 @@ int run_command(const Flags& f, bool decode_only) {
   if (f.json) attn::print_summary_json(std::cout, s);
   attn::print_summary_text(std::cerr, s);
   if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
+  if (heatmap) {
+    const attn::Image img = attn::render_heatmap(args, opts, out, f.layer);
+    attn::write_png(f.png, img);
+    spdlog::info("heatmap: wrote {} ({} x {})", f.png, img.width, img.height);
+  }
   std::cout.flush();
   if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
   return 0;
@@ -325,6 +337,7 @@ int main(int argc, char** argv) {
       "  attn-cli run --config configs/llama-tiny.json --json\n"
       "  attn-cli decode --config configs/mha.json --prefill 10 --steps 4\n"
       "  attn-cli run --config C --weights W --input X --dump out.safetensors\n"
+      "  attn-cli heatmap --config configs/gqa.json --out gqa.png   one panel per query head\n"
       "  attn-cli bench --threads 2 --json             one Llama-3-8B layer, prefill 512, 128 "
       "steps\n"
       "Exit status: 0 success, 2 bad usage or input, 1 anything else.");
@@ -334,6 +347,12 @@ int main(int argc, char** argv) {
       app.add_subcommand("decode", "the token-by-token loop, the cache after every step");
   add_common(run, run_flags);
   add_common(decode, decode_flags);
+  Flags heatmap_flags;
+  CLI::App* heatmap = app.add_subcommand(
+      "heatmap", "run, then draw one layer's attention weights: a PNG panel per query head");
+  add_common(heatmap, heatmap_flags);
+  heatmap->add_option("--layer", heatmap_flags.layer, "the layer to draw")->capture_default_str();
+  heatmap->add_option("--out", heatmap_flags.png, "the PNG to write")->required();
   Flags bench_flags;
   CLI::App* bench =
       app.add_subcommand("bench", "time prefill and decode against the machine's limits");
@@ -342,6 +361,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (run->parsed()) return run_command(run_flags, false);
     if (bench->parsed()) return bench_command(bench_flags);
+    if (heatmap->parsed()) return run_command(heatmap_flags, false, true);
     return run_command(decode_flags, true);
   } catch (const CLI::Success& e) {
     return app.exit(e);

@@ -37,7 +37,9 @@ Result run(const attn::ModelArgs& a, const attn::RunOptions& o, const std::vecto
            const attn::Inspect& inspect = {}) {
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3),
                                                o.batch * std::max<std::int64_t>(o.prefill, 1));
-  return {attn::run(m, x, o, [](const attn::Event&) {}, inspect), x};
+  return {attn::run(
+              m, x, o, [](const attn::Event&) {}, inspect),
+          x};
 }
 
 // Output row of position t (batch row b) of a run: prefill rows, then one row per decode step.
@@ -71,10 +73,11 @@ void check_ragged(const attn::ModelArgs& a, std::int64_t P, std::int64_t N, std:
   }
   // Padded queries (whose keys may all be padded) stay finite.
   for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t i = 0; i < dim; ++i) CHECK(std::isfinite(output_row(batch.out, o, dim, 1, t)[i]));
+    for (std::int64_t i = 0; i < dim; ++i)
+      CHECK(std::isfinite(output_row(batch.out, o, dim, 1, t)[i]));
   MESSAGE("ragged " << std::string(attn::block_name(a.block)) << " mask "
-                    << std::string(attn::mask_name(a.mask)) << " P "
-                    << P << " N " << N << ": worst |batch - alone| " << worst);
+                    << std::string(attn::mask_name(a.mask)) << " P " << P << " N " << N
+                    << ": worst |batch - alone| " << worst);
 }
 
 }  // namespace
@@ -122,11 +125,12 @@ TEST_CASE("padding: a fully padded batch row gives finite outputs that attend un
   }
 }
 
-TEST_CASE("attention weights: rows sum to 1 and masked entries are 0 and decode rows equal a prefill's") {
+TEST_CASE(
+    "attention weights: rows sum to 1 and masked entries are 0 and decode rows equal a prefill's") {
   attn::set_threads(2);
   for (auto mask : {attn::Mask::causal, attn::Mask::none}) {
     const std::string mask_text = attn::mask_name(mask);
-      CAPTURE(mask_text);
+    CAPTURE(mask_text);
     const attn::ModelArgs a = small_args(attn::Block::llama, mask, attn::Rope::interleaved);
     const attn::RunOptions o{2, 6, 3};
     const std::int64_t P = 6, N = 3, H = a.n_heads;
@@ -154,13 +158,14 @@ TEST_CASE("attention weights: rows sum to 1 and masked entries are 0 and decode 
           }
           const float* longer = w.out.attn_prefill[std::size_t(l)].data() + (b * H + h) * 81;
           for (std::int64_t s = 1; s <= N; ++s) {
-            const float* dec =
-                r.out.attn_decode[std::size_t(s - 1)][std::size_t(l)].data() + (b * H + h) * (P + s);
+            const float* dec = r.out.attn_decode[std::size_t(s - 1)][std::size_t(l)].data() +
+                               (b * H + h) * (P + s);
             double sum = 0;
             for (std::int64_t j = 0; j < P + s; ++j) sum += dec[j];
             CHECK(std::fabs(sum - 1) <= 1e-6);
             if (mask == attn::Mask::causal) {  // the prefill's row P+s-1 sees the same keys
-              const test::Diff d = test::compare(dec, longer + (P + s - 1) * 9, P + s, {1e-4, 1e-6});
+              const test::Diff d =
+                  test::compare(dec, longer + (P + s - 1) * 9, P + s, {1e-4, 1e-6});
               CHECK(d.failures == 0);
             }
           }
@@ -289,7 +294,8 @@ TEST_CASE("cli: an unknown --mask and --attention-weights over the limit exit 2"
   const auto cfg = std::filesystem::temp_directory_path() / "attn_mask_big.json";
   std::ofstream(cfg) << R"({"dim": 64, "n_heads": 64, "n_layers": 64, "rope": "none",
                            "max_batch_size": 1, "max_seq_len": 4096})";
-  r = test::run_cli("run --config " + cfg.string() + " --prefill 4096 --steps 0 --attention-weights");
+  r = test::run_cli("run --config " + cfg.string() +
+                    " --prefill 4096 --steps 0 --attention-weights");
   CHECK(r.status == 2);
   CHECK(r.err.find("--attention-weights") != std::string::npos);
   CHECK(r.err.find("1 GiB") != std::string::npos);
@@ -298,7 +304,8 @@ TEST_CASE("cli: an unknown --mask and --attention-weights over the limit exit 2"
 
 TEST_CASE("cli: --mask none changes the prefill and --attention-weights adds the probabilities") {
   const auto dir = std::filesystem::temp_directory_path();
-  const auto causal = dir / "attn_mask_causal.safetensors", none = dir / "attn_mask_none.safetensors";
+  const auto causal = dir / "attn_mask_causal.safetensors",
+             none = dir / "attn_mask_none.safetensors";
   REQUIRE(test::run_cli("run --attention-weights --dump " + causal.string()).status == 0);
   REQUIRE(test::run_cli("run --mask none --attention-weights --dump " + none.string()).status == 0);
   const attn::SafetensorsFile c = attn::open_safetensors(causal), n = attn::open_safetensors(none);
@@ -328,8 +335,9 @@ TEST_CASE("config: mask and ffn_hidden and activation and norm_first and the enc
   CHECK(b.ffn_hidden() == 40);
   CHECK(b.activation == attn::Activation::gelu);
   CHECK(b.norm_first);
-  CHECK(attn::parse_config(R"({"dim": 32, "n_heads": 8, "ffn_hidden": 40})", "c.json").ffn_hidden() ==
-        40);
+  CHECK(
+      attn::parse_config(R"({"dim": 32, "n_heads": 8, "ffn_hidden": 40})", "c.json").ffn_hidden() ==
+      40);
   CHECK(attn::parse_config(R"({"dim": 32, "n_heads": 8})", "c.json").mask == attn::Mask::causal);
   const struct {
     const char* json;
@@ -369,7 +377,8 @@ TEST_CASE("cli: the config trace shows mask and ffn_hidden and activation and no
   CHECK(j.at("norm_first") == true);
   CHECK(j.at("block") == "encoder");
   r = test::run_cli("run --config " + cfg.string());
-  CHECK(r.out.find("block encoder, rope none, mask none, ffn_hidden 24, activation gelu, norm_first") !=
+  CHECK(r.out.find(
+            "block encoder, rope none, mask none, ffn_hidden 24, activation gelu, norm_first") !=
         std::string::npos);
   std::filesystem::remove(cfg);
 }

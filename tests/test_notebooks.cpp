@@ -66,8 +66,9 @@ TEST_CASE("notebooks: every seed notebook class matches attn-cli's dump on 1 and
     for (int threads : {1, 2}) {
       CAPTURE(c.at("name").get<std::string>());
       const test::Diff d = run_case(c, threads);
-      MESSAGE("notebook " << c.at("name").get<std::string>() << " (" << c.at("call").get<std::string>()
-                          << ") threads " << threads << ": worst |error| " << d.worst_abs << ", "
-                          << d.worst_ratio << " of tolerance");
+      MESSAGE("notebook " << c.at("name").get<std::string>() << " ("
+                          << c.at("call").get<std::string>() << ") threads " << threads
+                          << ": worst |error| " << d.worst_abs << ", " << d.worst_ratio
+                          << " of tolerance");
     }
 }

@@ -35,7 +35,6 @@ std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
 // masked entries 0.
 void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
                std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
-               std::vector<float>& scratch, const AttentionMask& mask = {},
-               float* probs = nullptr);
+               std::vector<float>& scratch, const AttentionMask& mask = {}, float* probs = nullptr);
 
 }  // namespace attn

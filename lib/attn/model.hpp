@@ -38,8 +38,8 @@ struct Transformer {
   KVCache cache;
   RopeTable rope;
   Activations act;
-  AttentionMask mask;               // kind from args.mask; keep: a padded batch's attention_mask
-  std::vector<float*> attn_probs;   // [n_layers]: where forward writes the probabilities, or null
+  AttentionMask mask;              // kind from args.mask; keep: a padded batch's attention_mask
+  std::vector<float*> attn_probs;  // [n_layers]: where forward writes the probabilities, or null
 };
 
 // Hidden units per FFN block for a product of `rows` rows: decode (rows < 4, the gemv path)

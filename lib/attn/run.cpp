@@ -29,11 +29,12 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  Event e{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, {}, {},
-          0};
+  Event e{kind,  0,  start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache,
+          cache, {}, {},        0};
   for (std::int64_t b = 0; b < B; ++b) {
     std::int64_t n = start_pos + seqlen;
-    if (m.mask.keep) n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
+    if (m.mask.keep)
+      n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
     e.unmasked.push_back(n);
   }
   for (float* p : m.attn_probs)
@@ -82,19 +83,20 @@ void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
 }
 
-std::int64_t attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
-  // Every factor is capped by the config and capacity checks, so this stays far inside 64 bits.
-  const std::int64_t P = o.prefill, N = o.steps;
-  const std::int64_t per_head = P * P + N * P + N * (N + 1) / 2;
-  return 4 * a.n_layers * o.batch * a.n_heads * per_head;
+double attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
+  // In double: a config at every cap (2^24) would overflow 64 bits; exact below 2^53.
+  const double P = double(o.prefill), N = double(o.steps);
+  const double per_head = P * P + N * P + N * (N + 1) / 2;
+  return 4 * double(a.n_layers) * double(o.batch) * double(a.n_heads) * per_head;
 }
 
 void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Inspect& inspect) {
   if (!inspect.attention_weights) return;
-  const std::int64_t bytes = attention_weights_bytes(a, o);
-  if (bytes > kAttentionWeightsLimit)
-    throw InputError("--attention-weights would keep " + std::to_string(bytes) +
-                     " bytes of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
+  const double bytes = attention_weights_bytes(a, o);
+  if (bytes > double(kAttentionWeightsLimit))
+    throw InputError("--attention-weights would keep " + std::to_string(bytes / (1 << 20)) +
+                     " MiB
+                     " of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
                      "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
                      "batch");
 }
@@ -213,7 +215,8 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
   }
   for (std::int64_t l = 0; l < a.n_layers && attention_weights; ++l) {
     const std::string p = "attn." + std::to_string(l);
-    tensors.push_back({p + ".prefill", {B, a.n_heads, P, P}, out.attn_prefill[std::size_t(l)].data()});
+    tensors.push_back(
+        {p + ".prefill", {B, a.n_heads, P, P}, out.attn_prefill[std::size_t(l)].data()});
     for (std::int64_t i = 1; i <= N; ++i)
       tensors.push_back({p + ".decode." + std::to_string(i),
                          {B, a.n_heads, 1, P + i},

@@ -39,7 +39,7 @@ struct RunOutputs {
 inline constexpr std::int64_t kAttentionWeightsLimit = std::int64_t{1} << 30;
 
 // Bytes of the probabilities a run keeps: n_layers * B * n_heads * (P*P + sum (P+i)) floats.
-std::int64_t attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
+double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
 
 // Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
 void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);

@@ -1,7 +1,7 @@
 #include "attn/trace.hpp"
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
 namespace attn {
