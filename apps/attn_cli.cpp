@@ -135,8 +135,8 @@ void print_batched(const attn::BenchResult& r) {
   for (const attn::BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
     const double med = d.step_ms[n / 2];
-    std::fprintf(stderr, "  %5lld  %8.2f %6.2f %6.2f  %8.2f  %8.1f  %10.2fx\n",
-                 (long long)d.batch, med, d.step_ms[n / 10], d.step_ms[n * 9 / 10], 1e3 / med,
+    std::fprintf(stderr, "  %5lld  %8.2f %6.2f %6.2f  %8.2f  %8.1f  %10.2fx\n", (long long)d.batch,
+                 med, d.step_ms[n / 10], d.step_ms[n * 9 / 10], 1e3 / med,
                  1e3 * double(d.batch) / med, med / b1);
   }
 }
@@ -234,7 +234,8 @@ int bench_command(const Flags& f) {
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m = attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch));
+  attn::Transformer m =
+      attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch));
   spdlog::info("running the workload");
   attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
   spdlog::info("measuring the machine's limits");
