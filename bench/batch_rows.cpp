@@ -10,9 +10,9 @@
 #include <omp.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 #include "attn/matmul.hpp"
@@ -23,7 +23,7 @@ struct Shape {
   std::int64_t n, k;
 };
 // wq, wk, wv, wo, w1, w3, w2 of Llama-3-8B: 872 MB of f32 weights, read once per pass.
-const Shape kShapes[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+const Shape kShapes[] = {{4096, 4096},  {1024, 4096},  {1024, 4096}, {4096, 4096},
                          {14336, 4096}, {14336, 4096}, {4096, 14336}};
 
 bool g_cpu_time = false;

@@ -106,6 +106,12 @@ head = ("", "attn-cli", f"torch {t['torch_version']}", "attn-cli faster by")
 w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
 for r in [head] + rows:
     print(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]:>{w[3]}}")
+print(f"\nattn-cli decode of B sequences at once, same rounds (kernels: {c['matmul_isa']}; "
+      f"stream read: {c['stream_pattern']}):")
+print(f"{'B':>4}  {'ms/step':>8}  {'steps/s':>8}  {'tokens/s':>9}  {'step vs B=1':>11}")
+for d in c["batched_decode"]:
+    print(f"{d['batch']:>4}  {d['ms_median']:>8.2f}  {d['steps_per_s']:>8.2f}  "
+          f"{d['tokens_per_s']:>9.1f}  {d['step_vs_batch1']:>10.2f}x")
 print(f"\nnotebook process: attn-cli run x{len(times['cli'])}, torch_notebook.py "
       f"x{len(times['torch'])}, timed with {timer}")
 print(f"OPENBLAS_CORETYPE={coretype}; OpenBLAS core: attn-cli {c['openblas_core']}, torch "

@@ -19,10 +19,11 @@ struct Shape {
   std::int64_t n, K, ldw;  // ldw > K: w is a column block of a wider matrix
 };
 
-// n: 4-row blocks with a remainder, several 64-row blocks; K: below one vector, odd, and past
-// the kernel's column chunk (2048 floats at 32 rows, 4096 at 16) with a remainder.
-constexpr Shape kShapes[] = {{53, 37, 37}, {130, 100, 100}, {67, 64, 80}, {5, 3, 3},
-                             {9, 4500, 4503}};
+// n: 4-row blocks with a remainder, several 64-row blocks; K: below one vector, odd, a whole
+// number of 16-float blocks, and past the kernel's 512-column steps and its column chunks
+// (4096 floats at 16 rows, 2560 at 24) with a remainder.
+constexpr Shape kShapes[] = {
+    {53, 37, 37}, {130, 100, 100}, {67, 64, 80}, {5, 3, 3}, {9, 4500, 4503}};
 
 std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
   std::vector<float> v(n);
@@ -70,8 +71,8 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
               attn::set_threads(threads);
               attn::set_parallel_flops(0);
               std::vector<float> out = init;
-              const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr,
-                                       s.n, s.ldw};
+              const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr, s.n,
+                                       s.ldw};
               attn::linear({&p, 1}, x.data(), M, s.K, accumulate);
               std::vector<float> expected(out.size());
               for (std::size_t i = 0; i < expected.size(); ++i)
@@ -127,8 +128,9 @@ TEST_CASE("equivalence: a batch of B decoded together equals each sequence decod
   a.n_heads = 4;
   a.n_kv_heads = 2;
   const std::int64_t P = 3, N = 4, dim = a.dim;
-  // Decode rows B: the batched kernel (2..32, with 4-row and 6-row groups) and sgemm (33).
-  for (std::int64_t B : {2, 3, 5, 8, 16, 17, 32, 33}) {
+  // Decode rows B: the batched kernel (2..kBatchRows, in groups of up to 6 rows) and sgemm.
+  for (std::int64_t B : std::initializer_list<std::int64_t>{2, 3, 5, 8, 16, 17, attn::kBatchRows,
+                                                            attn::kBatchRows + 1, 33}) {
     a.max_batch_size = B;
     const attn::RunOptions together{B, P, N}, alone{1, P, N};
     const std::vector<float> x = attn::seeded_input(a, together, 9);  // [B, P + N, dim]

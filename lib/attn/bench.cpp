@@ -71,14 +71,16 @@ template <int R>
 }
 
 // The read kernels, compiled for each ISA and chosen at run time like the decode kernels.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float read_contiguous(
-    const float* p, std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float read_contiguous(const float* p,
+                                                                                   std::int64_t n) {
   return sum_lanes(p, n);
 }
 
 // rows x k floats, `interleave` rows at a time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float read_rows(
-    const float* p, std::int64_t rows, std::int64_t k, int interleave) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float read_rows(const float* p,
+                                                                             std::int64_t rows,
+                                                                             std::int64_t k,
+                                                                             int interleave) {
   float t = 0;
   std::int64_t r = 0;
   if (interleave == 8)
@@ -174,7 +176,8 @@ double sgemm_seconds(const std::vector<Matrix>& mats, std::int64_t P) {
 // Independent FMA chains in registers: 12 accumulators hide the FMA latency. One loop per ISA,
 // compiled for it and run if the CPU has it, whatever the build's -march.
 template <typename V>
-[[gnu::always_inline]] inline double fma_chains(std::int64_t iters, const V& a, const V& b, const V& init) {
+[[gnu::always_inline]] inline double fma_chains(std::int64_t iters, const V& a, const V& b,
+                                                const V& init) {
   V acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = init * float(i + 1);
   for (std::int64_t it = 0; it < iters; ++it)

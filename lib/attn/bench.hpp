@@ -10,13 +10,13 @@
 namespace attn {
 
 struct MachineLimits {
-  double stream_gbs = 0;     // streaming read of the weights' bytes, all threads: the best
-                             // read pattern's median, reads taken after the decode steps
+  double stream_gbs = 0;       // streaming read of the weights' bytes, all threads: the best
+                               // read pattern's median, reads taken after the decode steps
   std::string stream_pattern;  // the read pattern that gave stream_gbs
-  double sgemm_gflops = 0;   // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
-  double sgemm_seconds = 0;  // for all of them once
-  double fma_gflops = 0;     // f32 FMA peak, register-only loop, all threads
-  std::string fma_isa;       // "avx512" or "avx2" or "scalar"
+  double sgemm_gflops = 0;     // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
+  double sgemm_seconds = 0;    // for all of them once
+  double fma_gflops = 0;       // f32 FMA peak, register-only loop, all threads
+  std::string fma_isa;         // "avx512", "avx2" or "generic"
 };
 
 // Decode steps of `batch` sequences at once (one row each), timed in the same rounds as batch 1.

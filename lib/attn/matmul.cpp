@@ -130,7 +130,7 @@ template <int W, int R, int C>
 [[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
                                               float* part) {
-  alignas(64) float acc[4 * kMaxBatchRows * 16];  // [R, M, W] lane sums
+  alignas(64) float acc[4 * kBatchRows * 16];  // [R, M, W] lane sums
   std::fill(acc, acc + R * M * W, 0.0f);
   const std::int64_t groups = (M + C - 1) / C;
   for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
@@ -147,7 +147,7 @@ template <int W, int R, int C>
   }
 }
 
-// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kMaxBatchRows
+// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
 // rows of x (xp: x packed): every weight is read from memory once for all M rows.
 template <int W, int R, int C>
 [[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* xp,
@@ -155,7 +155,7 @@ template <int W, int R, int C>
                                               float* y, std::int64_t ldy, std::int64_t n,
                                               bool accumulate) {
   static_assert(R <= 4 && W <= 16 && kPack % W == 0);
-  float part[kGemvRows * kMaxBatchRows];  // [n, M]: the sums so far
+  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
   const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
   const std::int64_t kc = std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
@@ -201,13 +201,13 @@ struct Kernels {
 // One instance per ISA. Register blocking R x C (weight rows x input rows): R * C accumulators,
 // C input vectors and one weight vector must fit the register file (32 zmm; 16 ymm/xmm).
 #define ATTN_KERNELS(name, target, W, R, C)                                                   \
-  target void gemv_##name(const float* w, std::int64_t ldw, const float* x, float* y,        \
-                          std::int64_t n, std::int64_t K, bool accumulate) {                 \
+  target void gemv_##name(const float* w, std::int64_t ldw, const float* x, float* y,         \
+                          std::int64_t n, std::int64_t K, bool accumulate) {                  \
     gemv_rows(w, ldw, x, y, n, K, accumulate);                                                \
   }                                                                                           \
   target void batch_##name(const float* w, std::int64_t ldw, const float* xp, const float* x, \
-                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
-                           std::int64_t n, bool accumulate) {                                \
+                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,        \
+                           std::int64_t n, bool accumulate) {                                 \
     batch_rows<W, R, C>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                          \
   }                                                                                           \
   constexpr Kernels k_##name = {#name, gemv_##name, batch_##name};
@@ -284,7 +284,7 @@ void linear(std::span<const Projection> projections, const float* x, std::int64_
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K) : nullptr;
-    // Waking a second thread costs microseconds, more than a small product takes.
+  // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel if (worth_parallel(flops))
   {
     if (M <= kBatchRows) {
