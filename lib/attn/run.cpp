@@ -94,9 +94,9 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
   if (!inspect.attention_weights) return;
   const double bytes = attention_weights_bytes(a, o);
   if (bytes > double(kAttentionWeightsLimit))
-    throw InputError("--attention-weights would keep " + std::to_string(bytes / (1 << 20)) +
-                     " MiB
-                     " of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
+    throw InputError("--attention-weights would keep " +
+                     std::to_string(std::int64_t(bytes / (1 << 20))) +
+                     " MiB of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
                      "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
                      "batch");
 }
