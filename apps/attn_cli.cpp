@@ -1,5 +1,4 @@
 // attn-cli: the frontend. Flags in, trace out; the engine lives in lib/.
-#include <omp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -21,6 +20,7 @@
 #include "attn/memory.hpp"
 #include "attn/padding.hpp"
 #include "attn/run.hpp"
+#include "attn/runtime.hpp"
 #include "attn/version.hpp"
 
 namespace {
@@ -30,7 +30,7 @@ struct Flags {
   attn::ConfigOverrides overrides;
   attn::RunOptions run;
   std::uint64_t seed = 42;
-  int threads = omp_get_num_procs();
+  int threads = attn::cores();
   bool json = false;
   CLI::Option* batch_option = nullptr;
   std::string mask;  // empty: the config's
@@ -125,44 +125,46 @@ attn::ModelArgs model_args(const Flags& f, attn::ModelArgs (*fallback)()) {
   return args;
 }
 
-attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) {
+attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out,
+                        const attn::Runtime& rt) {
   std::vector<double> steps = out.decode_seconds;
   std::sort(steps.begin(), steps.end());
   double total = 0;
   for (double s : steps) total += s;
   return {o.prefill,        out.prefill_seconds * 1e3,
           o.steps,          steps.empty() ? 0 : steps[steps.size() / 2] * 1e3,
-          total * 1e3,      attn::threads(),
+          total * 1e3,      rt.threads,
           attn::blas_core()};
 }
 
 int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
-  attn::set_threads(f.threads);
   attn::ModelArgs args = model_args(f, attn::seed_args);
   if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   attn::RunOptions opts = f.run;
   if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
   attn::check_capacity(args, opts);
   if (!f.dump.empty()) attn::check_output(f.dump, "dump");  // a bad path costs nothing
+  attn::Inspect inspect;
+  inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
+  attn::check_attention_weights(args, opts, inspect);
   const std::int64_t max_rows = opts.batch * std::max<std::int64_t>(opts.prefill, 1);
-  attn::check_memory(attn::memory_parts(args, {opts.batch, opts.prefill, opts.steps, max_rows,
-                                               f.threads, !f.dump.empty()}),
-                     attn::available_memory());
+  attn::RunShape shape{opts.batch, opts.prefill, opts.steps, max_rows, f.threads, !f.dump.empty()};
+  if (inspect.attention_weights)
+    shape.attention_weights = std::uint64_t(attn::attention_weights_bytes(args, opts));
+  attn::check_memory(attn::memory_parts(args, shape), attn::available_memory());
   std::vector<float> x = f.input.empty()
                              ? attn::seeded_input(args, opts, f.seed)
                              : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
-  attn::Inspect inspect;
   if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
-  inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
-  attn::check_attention_weights(args, opts, inspect);
   if (heatmap) {
     attn::check_heatmap(args, opts, f.layer);
     attn::check_png_path(f.png);
   }
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  attn::Transformer m = attn::make_transformer(args, std::move(w), max_rows);
+  attn::Transformer m =
+      attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads));
 
   if (f.json)
     attn::print_config_json(std::cout, args);
@@ -179,7 +181,7 @@ int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
         std::cout.flush();  // what is printed stays printed, whatever ends the run later
       },
       inspect);
-  const attn::Summary s = summarize(opts, out);
+  const attn::Summary s = summarize(opts, out, m.rt);
   if (f.json) attn::print_summary_json(std::cout, s);
   attn::print_summary_text(std::cerr, s);
   if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
@@ -202,12 +204,12 @@ void add_bench(CLI::App* cmd, Flags& f) {
 
 // Decode at several batch sizes, as llama.cpp's batched-bench: B sequences, one row each per
 // step; the ratio is to batch 1's median step in the same rounds.
-void print_batched(const attn::BenchResult& r) {
+void print_batched(const attn::BenchResult& r, const attn::Runtime& rt) {
   const double b1 = r.step_ms[r.step_ms.size() / 2];
   std::fprintf(stderr,
                "batched decode, %lld steps each, same rounds (isa %s; stream read pattern: %s):\n"
                "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
-               (long long)r.steps, attn::matmul_isa().c_str(), r.limits.stream_pattern.c_str());
+               (long long)r.steps, rt.isa.c_str(), r.limits.stream_pattern.c_str());
   for (const attn::BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
     const double med = d.step_ms[n / 2];
@@ -234,7 +236,7 @@ nlohmann::json batched_json(const attn::BenchResult& r) {
   return rows;
 }
 
-void print_bench(const attn::BenchResult& r, bool json) {
+void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json) {
   const auto& l = r.limits;
   const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
   const double med = r.step_ms[r.step_ms.size() / 2];
@@ -256,9 +258,9 @@ void print_bench(const attn::BenchResult& r, bool json) {
       pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops, l.sgemm_gflops,
       100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops, med * double(r.steps),
       (long long)r.steps, med, p10, p90, 1e3 / med, gbs, r.weight_bytes / 1e6,
-      100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, attn::threads(),
-      attn::matmul_path().c_str(), attn::blas_core().c_str());
-  print_batched(r);
+      100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, rt.threads,
+      attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
+  print_batched(r, rt);
   if (!json) return;
   nlohmann::json j = {{"prefill_positions", r.prefill},
                       {"prefill_ms", pf_s * 1e3},
@@ -282,10 +284,10 @@ void print_bench(const attn::BenchResult& r, bool json) {
                       {"sgemm_ms", l.sgemm_seconds * 1e3},
                       {"fma_peak_gflops", l.fma_gflops},
                       {"fma_isa", l.fma_isa},
-                      {"threads", attn::threads()},
-                      {"matmul", attn::matmul_path()},
+                      {"threads", rt.threads},
+                      {"matmul", attn::matmul_path(rt)},
                       {"openblas_core", attn::blas_core()},
-                      {"matmul_isa", attn::matmul_isa()},
+                      {"matmul_isa", rt.isa},
                       {"stream_pattern", l.stream_pattern},
                       {"kv_cache_mb", r.kv_cache_bytes / 1e6},
                       {"batched_decode", batched_json(r)}};
@@ -294,7 +296,6 @@ void print_bench(const attn::BenchResult& r, bool json) {
 
 int bench_command(const Flags& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
-  attn::set_threads(f.threads);
   attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
   attn::check_capacity(args, opts);
@@ -313,13 +314,13 @@ int bench_command(const Flags& f) {
   attn::TransformerWeights w =
       f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
   const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m =
-      attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch));
+  attn::Transformer m = attn::make_transformer(
+      args, std::move(w), std::max(f.run.prefill, max_batch), attn::make_runtime(f.threads));
   spdlog::info("running the workload");
   attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
   spdlog::info("measuring the machine's limits");
   attn::measure_limits(m, f.run.prefill, r.limits);
-  print_bench(r, f.json);
+  print_bench(r, m.rt, f.json);
   return 0;
 }
 

@@ -42,13 +42,14 @@ double now() {
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const int threads = std::atoi(argv[1]);
-  attn::set_threads(threads);
+  const attn::Runtime rt = attn::make_runtime(threads);
   g_cpu_time = threads == 1;
   std::vector<std::vector<float>> w;
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t maxM = 64;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
-  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", attn::matmul_isa().c_str(),
+  std::vector<float> pack(std::size_t(attn::pack_floats(maxM, 14336)));
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", rt.isa.c_str(),
               attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", "sgemm ms", "kernel/B1");
   double b1 = 0;
@@ -62,9 +63,9 @@ int main(int argc, char** argv) {
           const Shape s = kShapes[i];
           if (c == 0) {
             const attn::Projection p{y.data(), w[i].data(), nullptr, s.n};
-            attn::linear({&p, 1}, x.data(), M, s.k);
+            attn::linear(rt, {&p, 1}, x.data(), M, s.k, pack.data());
           } else {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
             {
               const int t = omp_get_thread_num(), nt = omp_get_num_threads();
               const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;

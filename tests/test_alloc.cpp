@@ -46,20 +46,19 @@ TEST_CASE("forward: a decode step and a prefill allocate nothing") {
   a.n_kv_heads = 2;
   a.attention_bias = true;
   for (int threads : {1, 2}) {
-    attn::set_threads(threads);
-    attn::set_parallel_flops(0);  // every parallel path, even on this small model
+    // Every parallel path, even on this small model.
+    const attn::Runtime rt = attn::make_runtime(threads, 0);
     const attn::RunOptions opts{2, 5, 3};
     const std::vector<float> x = attn::seeded_input(a, opts, 1);
     std::vector<float> out(x.size());
     // A first model starts the thread pool and OpenBLAS's per-thread buffers: once per process.
-    attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5);
+    attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
     attn::forward(warm, x.data(), 2, 5, 0, out.data());
-    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5);
+    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
     const long before = g_allocations.load();
     attn::forward(m, x.data(), 2, 5, 0, out.data());
     for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
     const long allocations = g_allocations.load() - before;
-    attn::set_parallel_flops(1 << 20);
     CAPTURE(threads);
     CHECK(allocations == 0);
   }
@@ -74,23 +73,21 @@ TEST_CASE("forward: mask none with a padding mask and the encoder block allocate
   a.attention_bias = true;
   a.mask = attn::Mask::none;
   a.ffn_hidden_set = 96;
-  attn::set_threads(2);
-  attn::set_parallel_flops(0);
+  const attn::Runtime rt = attn::make_runtime(2, 0);
   const attn::RunOptions opts{2, 5, 3};
   const std::vector<float> x = attn::seeded_input(a, opts, 1);
   std::vector<float> out(x.size());
   std::vector<std::uint8_t> keep(16, 1);
   keep[3] = keep[8] = keep[9] = 0;
-  attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5);
+  attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
   attn::forward(warm, x.data(), 2, 5, 0, out.data());
-  attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5);
+  attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
   m.mask.keep = keep.data();
   m.mask.ld = 8;
   const long before = g_allocations.load();
   attn::forward(m, x.data(), 2, 5, 0, out.data());
   for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
   const long allocations = g_allocations.load() - before;
-  attn::set_parallel_flops(1 << 20);
   CHECK(allocations == 0);
 }
 #endif

@@ -42,15 +42,14 @@ test::Diff check(const attn::SafetensorsFile& expected, const std::string& name,
 // ffn_block: hidden units per FFN block in prefill; small values exercise the blocked path
 // (several blocks and a remainder) that only Llama-sized layers reach by default.
 test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::kFfnBlock) {
-  attn::set_threads(threads);
   // Fixtures are small: with 2 threads, make every product and attention run in parallel.
-  attn::set_parallel_flops(threads > 1 ? 0 : 1 << 20);
+  const attn::Runtime rt = attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops);
   const auto dir = test::golden_dir() / c.name;
   const attn::ModelArgs args = attn::load_config(dir / "config.json");
   attn::RunOptions opts = c.opts;
   const std::vector<float> x = attn::load_input(dir / "input.safetensors", args, opts, true);
   attn::Transformer m = attn::make_transformer(
-      args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill);
+      args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill, rt);
   m.act.ffn_block = ffn_block;
   const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
@@ -71,7 +70,6 @@ test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::k
     keep(check(expected, p + ".k", attn::filled_k(m.cache, l, B, T).data(), cache_n, c.tol));
     keep(check(expected, p + ".v", attn::filled_v(m.cache, l, B, T).data(), cache_n, c.tol));
   }
-  attn::set_parallel_flops(1 << 20);
   return worst;
 }
 

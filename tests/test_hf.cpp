@@ -2,6 +2,7 @@
 // several shards, Qwen2's biases, Llama 3.1's RoPE scaling and --layers, against the Meta-named
 // equivalent computed by the PyTorch reference (tests/golden/make_hf.py).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,8 @@ std::string quoted(const fs::path& p) {
 // Runs one case through the CLI and compares every tensor of its dump with the reference's.
 void check_case(const nlohmann::json& c) {
   const fs::path dir = hf_dir() / c.at("name").get<std::string>();
-  const fs::path dump = fs::temp_directory_path() / ("attn_hf_" + c.at("name").get<std::string>());
+  const fs::path dump = fs::temp_directory_path() / ("attn_hf_" + c.at("name").get<std::string>() +
+                                                     "." + std::to_string(::getpid()));
   const std::string args = "run --config " + quoted(dir / "config.json") + " --weights " +
                            quoted(dir / "model.safetensors.index.json") + " --input " +
                            quoted(dir / "input.safetensors") + " --prefill " +
@@ -160,19 +162,20 @@ TEST_CASE("hf: the CLI refuses bad --layers and an index that points outside its
   r = test::run_cli(model + quoted(dir / "model.safetensors.index.json") + " --layers x");
   CHECK(r.status == 2);
 
-  const fs::path bad = fs::temp_directory_path() / "attn_hf_bad.index.json";
+  // A directory of its own: ctest runs test cases side by side.
+  const fs::path tmp = fs::temp_directory_path() / ("attn_hf." + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const fs::path bad = tmp / "bad.index.json";
   std::ofstream(bad) << R"({"weight_map": {"model.layers.0.self_attn.q_proj.weight": "../x"}})";
   r = test::run_cli(model + quoted(bad) + " --prefill 2 --steps 1");
   CHECK(r.status == 2);
   CHECK(r.err.find("weight_map") != std::string::npos);
   std::ofstream(bad) << R"({"weight_map": {"model.layers.0.self_attn.q_proj.weight": )"
                      << R"("model-00002-of-00002.safetensors"}})";
-  fs::copy_file(dir / "model-00002-of-00002.safetensors",
-                fs::temp_directory_path() / "model-00002-of-00002.safetensors",
+  fs::copy_file(dir / "model-00002-of-00002.safetensors", tmp / "model-00002-of-00002.safetensors",
                 fs::copy_options::overwrite_existing);
   r = test::run_cli(model + quoted(bad) + " --prefill 2 --steps 1");
   CHECK(r.status == 2);
   CHECK(r.err.find("q_proj") != std::string::npos);
-  fs::remove(bad);
-  fs::remove(fs::temp_directory_path() / "model-00002-of-00002.safetensors");
+  fs::remove_all(tmp);
 }

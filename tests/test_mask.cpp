@@ -1,5 +1,6 @@
 // Mask none, padding masks (ragged batches) and the attention probabilities.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -34,9 +35,9 @@ struct Result {
 };
 
 Result run(const attn::ModelArgs& a, const attn::RunOptions& o, const std::vector<float>& x,
-           const attn::Inspect& inspect = {}) {
+           const attn::Inspect& inspect = {}, const attn::Runtime& rt = attn::make_runtime(2)) {
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3),
-                                               o.batch * std::max<std::int64_t>(o.prefill, 1));
+                                               o.batch * std::max<std::int64_t>(o.prefill, 1), rt);
   return {attn::run(
               m, x, o, [](const attn::Event&) {}, inspect),
           x};
@@ -51,18 +52,19 @@ const float* output_row(const attn::RunOutputs& out, const attn::RunOptions& o, 
 
 // Sequence 1 of a batch of 2 is left-padded by `pad` positions; alone, it is the same sequence
 // without them. RoPE none: positions shift, contents do not.
-void check_ragged(const attn::ModelArgs& a, std::int64_t P, std::int64_t N, std::int64_t pad) {
+void check_ragged(const attn::ModelArgs& a, std::int64_t P, std::int64_t N, std::int64_t pad,
+                  const attn::Runtime& rt = attn::make_runtime(2)) {
   const attn::RunOptions o{2, P, N};
   const std::int64_t T = P + N, dim = a.dim;
   const std::vector<float> x = attn::seeded_input(a, o, 11);
   attn::Inspect inspect;
   inspect.attention_mask.assign(std::size_t(2 * T), 1);
   for (std::int64_t t = 0; t < pad; ++t) inspect.attention_mask[std::size_t(T + t)] = 0;
-  const Result batch = run(a, o, x, inspect);
+  const Result batch = run(a, o, x, inspect, rt);
 
   const attn::RunOptions alone_o{1, P - pad, N};
   std::vector<float> alone_x(x.begin() + (T + pad) * dim, x.end());  // row 1 without its padding
-  const Result alone = run(a, alone_o, alone_x);
+  const Result alone = run(a, alone_o, alone_x, {}, rt);
   double worst = 0;
   for (std::int64_t t = pad; t < T; ++t) {
     const float* got = output_row(batch.out, o, dim, 1, t);
@@ -83,7 +85,6 @@ void check_ragged(const attn::ModelArgs& a, std::int64_t P, std::int64_t N, std:
 }  // namespace
 
 TEST_CASE("padding: a ragged batch gives each sequence's real positions its outputs alone") {
-  attn::set_threads(2);
   for (auto block : {attn::Block::attention, attn::Block::llama, attn::Block::encoder})
     for (auto mask : {attn::Mask::causal, attn::Mask::none}) {
       const std::string block_text = attn::block_name(block);
@@ -95,16 +96,14 @@ TEST_CASE("padding: a ragged batch gives each sequence's real positions its outp
 }
 
 TEST_CASE("padding: mask none and causal across the prefill chunk boundary and in decode") {
-  attn::set_threads(2);
-  attn::set_parallel_flops(0);  // every attention task in parallel, even at these sizes
+  const attn::Runtime rt = attn::make_runtime(2, 0);  // every attention task in parallel
   for (std::int64_t P : {63, 64, 65, 66, 129})
     for (auto mask : {attn::Mask::causal, attn::Mask::none}) {
       CAPTURE(P);
       const std::string mask_text = attn::mask_name(mask);
       CAPTURE(mask_text);
-      check_ragged(small_args(attn::Block::attention, mask, attn::Rope::none), P, 2, 2);
+      check_ragged(small_args(attn::Block::attention, mask, attn::Rope::none), P, 2, 2, rt);
     }
-  attn::set_parallel_flops(1 << 20);
 }
 
 TEST_CASE("padding: a fully padded batch row gives finite outputs that attend uniformly") {
@@ -127,7 +126,6 @@ TEST_CASE("padding: a fully padded batch row gives finite outputs that attend un
 
 TEST_CASE(
     "attention weights: rows sum to 1 and masked entries are 0 and decode rows equal a prefill's") {
-  attn::set_threads(2);
   for (auto mask : {attn::Mask::causal, attn::Mask::none}) {
     const std::string mask_text = attn::mask_name(mask);
     CAPTURE(mask_text);
@@ -232,7 +230,9 @@ std::string bytes_of(const std::vector<T>& v) {
 
 // x [2, 5, 18] for the built-in config, with the given attention_mask.
 std::filesystem::path input_with_mask(const RawTensor& mask) {
-  const auto path = std::filesystem::temp_directory_path() / "attn_mask_input.safetensors";
+  // Per process: ctest runs the test cases that write it side by side.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("attn_mask_input." + std::to_string(::getpid()) + ".safetensors");
   write_raw(path, {{"x", "F32", {2, 5, 18}, bytes_of(std::vector<float>(180, 0.5f))}, mask});
   return path;
 }

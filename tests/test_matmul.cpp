@@ -31,23 +31,14 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
   return v;
 }
 
-// Restores the defaults whatever a test case leaves behind.
-struct MatmulDefaults {
-  ~MatmulDefaults() {
-    attn::set_matmul_isa("");
-    attn::set_parallel_flops(1 << 20);
-    attn::set_threads(2);
-  }
-};
-
 }  // namespace
 
 TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
-  MatmulDefaults restore;
   const std::vector<std::string> isas = attn::matmul_isas();
   REQUIRE(!isas.empty());
   CHECK(isas.back() == "generic");
-  CHECK(attn::matmul_isa() == isas.front());
+  CHECK(attn::make_runtime(1).isa == isas.front());
+  CHECK_THROWS(attn::make_runtime(1, 0, "no-such-isa"));
   for (const Shape& s : kShapes)
     for (std::int64_t M = 1; M <= 33; ++M) {
       const double scale = 1 / std::sqrt(double(s.K));  // products of order 1 at any K
@@ -67,13 +58,12 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
         for (int threads : {1, 2})
           for (bool accumulate : {false, true})
             for (bool with_bias : {false, true}) {
-              REQUIRE(attn::set_matmul_isa(isa));
-              attn::set_threads(threads);
-              attn::set_parallel_flops(0);
+              const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
+              std::vector<float> pack(std::size_t(attn::pack_floats(M, s.K)));
               const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr, s.n,
                                        s.ldw};
-              attn::linear({&p, 1}, x.data(), M, s.K, accumulate);
+              attn::linear(rt, {&p, 1}, x.data(), M, s.K, pack.data(), accumulate);
               std::vector<float> expected(out.size());
               for (std::size_t i = 0; i < expected.size(); ++i)
                 expected[i] = float(ref[i] + (accumulate ? init[i] : 0.0) +
@@ -94,9 +84,7 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
 }
 
 TEST_CASE("linear: projections sharing x each get their own rows, batched and gemv alike") {
-  MatmulDefaults restore;
-  attn::set_threads(2);
-  attn::set_parallel_flops(0);
+  const attn::Runtime rt = attn::make_runtime(2, 0);
   for (std::int64_t M : {1, 2, 7, 32}) {
     const std::int64_t K = 40;
     const std::vector<float> x = uniform(std::size_t(M * K), 5, 1.0);
@@ -105,7 +93,8 @@ TEST_CASE("linear: projections sharing x each get their own rows, batched and ge
     std::vector<float> a(std::size_t(M * 70)), b(std::size_t(M * 3));
     const attn::Projection ps[2] = {{a.data(), wa.data(), nullptr, 70},
                                     {b.data(), wb.data(), nullptr, 3}};
-    attn::linear(ps, x.data(), M, K);
+    std::vector<float> pack(std::size_t(attn::pack_floats(M, K)));
+    attn::linear(rt, ps, x.data(), M, K, pack.data());
     for (std::int64_t m = 0; m < M; ++m) {
       double ra = 0, rb = 0;  // the last row of each projection
       for (std::int64_t k = 0; k < K; ++k) {
@@ -120,9 +109,7 @@ TEST_CASE("linear: projections sharing x each get their own rows, batched and ge
 }
 
 TEST_CASE("equivalence: a batch of B decoded together equals each sequence decoded alone") {
-  MatmulDefaults restore;
-  attn::set_threads(2);
-  attn::set_parallel_flops(0);
+  const attn::Runtime rt = attn::make_runtime(2, 0);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");
   a.dim = 64;  // head_dim 16: whole vectors and a tail in the products
   a.n_heads = 4;
@@ -134,11 +121,11 @@ TEST_CASE("equivalence: a batch of B decoded together equals each sequence decod
     a.max_batch_size = B;
     const attn::RunOptions together{B, P, N}, alone{1, P, N};
     const std::vector<float> x = attn::seeded_input(a, together, 9);  // [B, P + N, dim]
-    attn::Transformer mb = attn::make_transformer(a, attn::seeded_weights(a, 9), B * P);
+    attn::Transformer mb = attn::make_transformer(a, attn::seeded_weights(a, 9), B * P, rt);
     const attn::RunOutputs rb = attn::run(mb, x, together, [](const attn::Event&) {});
     attn::ModelArgs a1 = a;
     a1.max_batch_size = 1;
-    attn::Transformer m1 = attn::make_transformer(a1, attn::seeded_weights(a1, 9), P);
+    attn::Transformer m1 = attn::make_transformer(a1, attn::seeded_weights(a1, 9), P, rt);
     for (std::int64_t b = 0; b < B; ++b) {
       const std::vector<float> xb(x.begin() + b * (P + N) * dim,
                                   x.begin() + (b + 1) * (P + N) * dim);

@@ -14,13 +14,13 @@ using doctest::Approx;
 TEST_CASE("rmsnorm: x / sqrt(mean(x^2) + eps) * weight") {
   const float x[8] = {1, 2, 3, 4, -2, 0, 0, 0}, w[4] = {1, 1, 1, 2};
   float out[8];
-  attn::rmsnorm(out, x, w, 2, 4, 0.0f);
+  attn::rmsnorm(attn::Runtime{}, out, x, w, 2, 4, 0.0f);
   const double inv = 1 / std::sqrt(7.5);  // mean(1, 4, 9, 16) = 7.5
   CHECK(out[0] == Approx(inv));
   CHECK(out[2] == Approx(3 * inv));
   CHECK(out[3] == Approx(8 * inv));
   CHECK(out[4] == Approx(-2.0));  // mean(4, 0, 0, 0) = 1
-  attn::rmsnorm(out, x, w, 1, 4, 0.5f);
+  attn::rmsnorm(attn::Runtime{}, out, x, w, 1, 4, 0.5f);
   CHECK(out[0] == Approx(1 / std::sqrt(8.0)));
 }
 
@@ -29,7 +29,7 @@ TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)
   SUBCASE("interleaved pairs (x0, x1), (x2, x3)") {
     const auto table = attn::make_rope_table(attn::Rope::interleaved, 4, 8, 10000);
     float x[4] = {1, 0, 0, 1};
-    attn::apply_rope(table, x, 1, 1, 1, 1);
+    attn::apply_rope(attn::Runtime{}, table, x, 1, 1, 1, 1);
     CHECK(x[0] == Approx(std::cos(1.0)));
     CHECK(x[1] == Approx(std::sin(1.0)));
     CHECK(x[2] == Approx(-std::sin(0.01)));
@@ -38,7 +38,7 @@ TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)
   SUBCASE("half pairs (x0, x2), (x1, x3)") {
     const auto table = attn::make_rope_table(attn::Rope::half, 4, 8, 10000);
     float x[4] = {1, 0, 0, 1};
-    attn::apply_rope(table, x, 1, 1, 1, 1);
+    attn::apply_rope(attn::Runtime{}, table, x, 1, 1, 1, 1);
     CHECK(x[0] == Approx(std::cos(1.0)));
     CHECK(x[2] == Approx(std::sin(1.0)));
     CHECK(x[1] == Approx(-std::sin(0.01)));
@@ -47,12 +47,12 @@ TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)
   SUBCASE("position start_pos + t, and none leaves x alone") {
     const auto table = attn::make_rope_table(attn::Rope::interleaved, 2, 8, 10000);
     float x[4] = {1, 0, 1, 0};  // [1, 2, 1, 2]: rows at positions 3 and 4
-    attn::apply_rope(table, x, 1, 2, 1, 3);
+    attn::apply_rope(attn::Runtime{}, table, x, 1, 2, 1, 3);
     CHECK(x[0] == Approx(std::cos(3.0)));
     CHECK(x[3] == Approx(std::sin(4.0)));
     const auto none = attn::make_rope_table(attn::Rope::none, 2, 8, 10000);
     float y[2] = {1, 2};
-    attn::apply_rope(none, y, 1, 1, 1, 5);
+    attn::apply_rope(attn::Runtime{}, none, y, 1, 1, 1, 5);
     CHECK(y[0] == 1.0f);
     CHECK(y[1] == 2.0f);
   }
@@ -81,11 +81,10 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
       for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.1 * double(i)));
       for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(std::cos(0.07 * double(i)));
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i) * 0.01f;
-      attn::set_threads(threads);
-      attn::set_parallel_flops(0);
+      const attn::Runtime rt = attn::make_runtime(threads, 0);
       const attn::Projection p{out.data(), w.data(), b.data(), N};
-      attn::linear({&p, 1}, x.data(), M, K, /*accumulate=*/true);
-      attn::set_parallel_flops(1 << 20);
+      std::vector<float> pack(std::size_t(attn::pack_floats(M, K)));
+      attn::linear(rt, {&p, 1}, x.data(), M, K, pack.data(), /*accumulate=*/true);
       for (std::int64_t m = 0; m < M; ++m)
         for (std::int64_t n = 0; n < N; ++n) {
           double ref = 1.0 + b[std::size_t(n)];
@@ -125,7 +124,7 @@ TEST_CASE("attention: causal rows and grouped heads read the right KV head in pl
   attn::store_kv(c, 0, xk, xv, 1, 2, 0);
   float xq[16] = {};  // [1, 2, 4 heads, 2], zero queries: uniform weights over visible keys
   float out[16];
-  attn::attention(out, xq, c, 0, 4, 1, 2, 0, scratch);
+  attn::attention(attn::Runtime{}, out, xq, c, 0, 4, 1, 2, 0, scratch);
   // Row 0 sees position 0 only; heads 0, 1 read KV head 0, heads 2, 3 read KV head 1.
   CHECK(out[0] == 1.0f);
   CHECK(out[3] == 2.0f);
@@ -138,12 +137,12 @@ TEST_CASE("attention: causal rows and grouped heads read the right KV head in pl
 }
 
 TEST_CASE("equivalence: prefill P then N decode steps equals one prefill of P + N") {
-  attn::set_threads(2);
+  const attn::Runtime rt = attn::make_runtime(2);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");
   const attn::RunOptions split{2, 5, 6}, whole{2, 11, 0};
   const std::vector<float> x = attn::seeded_input(a, split, 7);
-  attn::Transformer m1 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 5);
-  attn::Transformer m2 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 11);
+  attn::Transformer m1 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 5, rt);
+  attn::Transformer m2 = attn::make_transformer(a, attn::seeded_weights(a, 7), 2 * 11, rt);
   const auto r1 = attn::run(m1, x, split, [](const attn::Event&) {});
   const auto r2 = attn::run(m2, x, whole, [](const attn::Event&) {});
   const std::int64_t dim = a.dim;

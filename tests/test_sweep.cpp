@@ -141,10 +141,10 @@ attn::ModelArgs sweep_args(attn::Block block, attn::Rope rope, bool bias) {
 // every output position with the reference's.
 void check_schedule(const attn::ModelArgs& a, std::int64_t B, const std::vector<float>& x,
                     const Vec& ref, std::int64_t T, const std::vector<std::int64_t>& schedule,
-                    test::Diff& worst) {
+                    const attn::Runtime& rt, test::Diff& worst) {
   std::int64_t max_rows = 0;
   for (std::int64_t s : schedule) max_rows = std::max(max_rows, B * s);
-  attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 7), max_rows);
+  attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 7), max_rows, rt);
   m.act.ffn_block = 8;  // the FFN runs in several hidden blocks in every product of >= 4 rows
   const std::int64_t dim = a.dim;
   std::int64_t pos = 0;
@@ -191,8 +191,7 @@ TEST_CASE("sweep: every block and RoPE layout, batch 1-5, threads 1-4, every chu
       const attn::TransformerWeights w = attn::seeded_weights(a, 7);
       const Vec ref = forward_ref(a, w, Vec(x.begin(), x.end()), B, T);
       for (int threads = 1; threads <= 4; ++threads) {
-        attn::set_threads(threads);
-        attn::set_parallel_flops(0);  // every parallel path, even at these sizes
+        const attn::Runtime rt = attn::make_runtime(threads, 0);  // every parallel path
         for (const auto& schedule : schedules) {
           CAPTURE(attn::block_name(l.block));
           CAPTURE(attn::rope_name(l.rope));
@@ -202,13 +201,11 @@ TEST_CASE("sweep: every block and RoPE layout, batch 1-5, threads 1-4, every chu
           std::int64_t total = 0;
           for (std::int64_t s : schedule) total += s;
           if (total > T) continue;
-          check_schedule(a, B, x, ref, T, schedule, worst);
+          check_schedule(a, B, x, ref, T, schedule, rt, worst);
         }
       }
     }
   }
-  attn::set_threads(1);
-  attn::set_parallel_flops(1 << 20);
   MESSAGE("sweep: worst error " << worst.worst_ratio << " of tolerance");
 }
 
@@ -231,7 +228,6 @@ TEST_CASE("sweep: h1/h3 hold a batched decode of a wide FFN (issue 6 heap overfl
     CHECK(attn::ffn_buffer_floats(a, attn::kFfnBlock, max_rows) >=
           max_rows * attn::ffn_block_units(a, attn::kFfnBlock, max_rows));
   }
-  attn::set_threads(1);
   const attn::RunOptions opts{2, 2, 1};
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 4);
   CHECK(m.act.h1.size() >= std::size_t(2 * a.ffn_hidden()));

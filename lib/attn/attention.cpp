@@ -73,9 +73,10 @@ void store_probs(float* probs, const float* s, std::int64_t rows, std::int64_t k
 
 }  // namespace
 
-void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
-               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
-               std::vector<float>& scratch, const AttentionMask& mask, float* probs) {
+void attention(const Runtime& rt, float* out, const float* xq, const KVCache& cache,
+               std::int64_t layer, std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos, std::vector<float>& scratch, const AttentionMask& mask,
+               float* probs) {
   const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
   const std::int64_t ld = n_heads * hd;  // row stride of xq and out
   const std::int64_t total = start_pos + seqlen;
@@ -83,7 +84,7 @@ void attention(float* out, const float* xq, const KVCache& cache, std::int64_t l
   const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;
   const std::int64_t n_tasks = bsz * cache.n_kv_heads * chunks;
   const std::int64_t flops = 4 * bsz * seqlen * total * n_heads * hd;
-#pragma omp parallel if (worth_parallel(flops))
+#pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
   {
     float* s = scratch.data() + omp_get_thread_num() * kAttentionChunk * cache.max_seq_len;
     // Later chunks see more keys: dynamic scheduling evens out the triangle.

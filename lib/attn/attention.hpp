@@ -8,6 +8,7 @@
 
 #include "attn/cache.hpp"
 #include "attn/config.hpp"
+#include "attn/runtime.hpp"
 
 namespace attn {
 
@@ -25,7 +26,8 @@ struct AttentionMask {
   std::int64_t ld = 0;
 };
 
-// Per-thread score rows: [n_threads, kAttentionChunk, max_seq_len].
+// Per-thread score rows: [n_threads, kAttentionChunk, max_seq_len]. attention() must run with
+// a Runtime of at most n_threads threads.
 std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
 
 // out[bsz, seqlen, n_heads*head_dim] = softmax(xq K^T / sqrt(head_dim) + mask) V, with xq
@@ -33,8 +35,9 @@ std::vector<float> make_attention_scratch(const KVCache& cache, int n_threads);
 // out may be xq: each task reads its rows of one head's queries before it writes them.
 // probs, if not null, receives the probabilities [bsz, n_heads, seqlen, start_pos + seqlen],
 // masked entries 0.
-void attention(float* out, const float* xq, const KVCache& cache, std::int64_t layer,
-               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
-               std::vector<float>& scratch, const AttentionMask& mask = {}, float* probs = nullptr);
+void attention(const Runtime& rt, float* out, const float* xq, const KVCache& cache,
+               std::int64_t layer, std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos, std::vector<float>& scratch, const AttentionMask& mask = {},
+               float* probs = nullptr);
 
 }  // namespace attn

@@ -107,10 +107,10 @@ constexpr ReadPattern kReadPatterns[] = {
 constexpr std::size_t kNumReadPatterns = std::size(kReadPatterns);
 constexpr std::int64_t kReadBlockRows = 64;
 
-float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern) {
+float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern, int threads) {
   float total = 0;
   if (pattern.interleave == 0) {
-#pragma omp parallel reduction(+ : total)
+#pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (const Matrix& mat : mats) {
@@ -122,7 +122,7 @@ float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern) 
   }
   std::int64_t blocks = 0;
   for (const Matrix& mat : mats) blocks += (mat.n + kReadBlockRows - 1) / kReadBlockRows;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : total)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::int64_t i = b;
     for (const Matrix& mat : mats) {
@@ -139,11 +139,11 @@ float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern) 
 }
 
 // Reads every weight once with all threads, the bytes a decode step must stream; GB/s.
-double stream_read_gbs(const std::vector<Matrix>& mats, const ReadPattern& pattern) {
+double stream_read_gbs(const std::vector<Matrix>& mats, const ReadPattern& pattern, int threads) {
   double bytes = 0;
   for (const Matrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
   const auto t0 = Clock::now();
-  const float total = read_pattern(mats, pattern);
+  const float total = read_pattern(mats, pattern, threads);
   const double t = since(t0);
   if (total == 12345.678f) bytes += 1;  // keeps the sums alive
   return bytes / t / 1e9;
@@ -155,11 +155,11 @@ double median(std::vector<double> v) {
 }
 
 // OpenBLAS with its own threads on the prefill's products, best of two passes.
-double sgemm_seconds(const std::vector<Matrix>& mats, std::int64_t P) {
+double sgemm_seconds(const std::vector<Matrix>& mats, std::int64_t P, int threads) {
   std::int64_t kmax = 0, nmax = 0;
   for (const Matrix& mat : mats) kmax = std::max(kmax, mat.k), nmax = std::max(nmax, mat.n);
   std::vector<float> A(std::size_t(P * kmax), 0.5f), C(std::size_t(P * nmax));
-  openblas_set_num_threads(threads());
+  openblas_set_num_threads(threads);
   double best = 1e30;
   for (int rep = 0; rep < 2; ++rep) {
     const auto t0 = Clock::now();
@@ -204,16 +204,16 @@ ATTN_FMA_LOOP(avx512, __attribute__((target("avx512f"))), 16)
 #endif
 #undef ATTN_FMA_LOOP
 
-double fma_gflops(std::string& isa) {
+double fma_gflops(std::string& isa, int threads) {
   const std::int64_t iters = 20'000'000;
   double best = 0;
   auto measure = [&](double (*loop)(std::int64_t), int lanes, const char* name) {
     double sink = 0;
     const auto t0 = Clock::now();
-#pragma omp parallel reduction(+ : sink)
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
     sink += loop(iters);
     const double t = since(t0);
-    const double g = double(iters) * 12 * lanes * 2 * threads() / t / 1e9 + sink * 0;
+    const double g = double(iters) * 12 * lanes * 2 * threads / t / 1e9 + sink * 0;
     if (g > best) best = g, isa = name;
   };
 #if defined(__x86_64__)
@@ -280,7 +280,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
     forward(m, x.data() + (P + i) * dim, 1, 1, P + i, out.data());
     r.step_ms.push_back(since(t0) * 1e3);
     const std::size_t pattern = std::size_t(i) % kNumReadPatterns;
-    stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern]));
+    stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern], m.rt.threads));
     for (BatchedDecode& d : r.batched) {
       if (d.batch == 1) continue;  // the step above
       t0 = Clock::now();
@@ -309,9 +309,9 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
 
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   const std::vector<Matrix> mats = weight_matrices(m);
-  l.sgemm_seconds = sgemm_seconds(mats, P);
+  l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.args, 1, P, true) / l.sgemm_seconds / 1e9;
-  l.fma_gflops = fma_gflops(l.fma_isa);
+  l.fma_gflops = fma_gflops(l.fma_isa, m.rt.threads);
 }
 
 }  // namespace attn

@@ -11,7 +11,6 @@ namespace attn {
 
 namespace {
 
-std::int64_t g_parallel_flops = 1 << 20;
 constexpr std::int64_t kGemvRows = 64;
 
 // Rows of w for thread t of nt, aligned to 16 so each slice starts on a cache-line multiple.
@@ -175,12 +174,8 @@ template <int W, int R, int C>
 
 // x [M, K] packed as [K / kPack, M, kPack] (whole blocks only) into a buffer of the calling
 // thread, which grows to the largest product once and is reused: no allocation per step.
-const float* pack_rows(const float* x, std::int64_t M, std::int64_t K) {
-  thread_local std::vector<float> packed;
+const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
   const std::int64_t blocks = K / kPack;
-  if (packed.size() < std::size_t(blocks * M * kPack))
-    packed.resize(std::size_t(blocks * M * kPack));
-  float* out = packed.data();
   for (std::int64_t b = 0; b < blocks; ++b)
     for (std::int64_t m = 0; m < M; ++m)
       std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
@@ -231,11 +226,16 @@ std::vector<const Kernels*> supported_kernels() {
   return out;
 }
 
-const Kernels* g_kernels = supported_kernels().front();
+const Kernels& kernels_for(const std::string& isa) {
+  static const std::vector<const Kernels*> supported = supported_kernels();
+  for (const Kernels* k : supported)
+    if (isa == k->isa) return *k;
+  return *supported.front();
+}
 
 // One thread's share of one projection. xp: x packed, for the batched kernel.
-void product(const Projection& p, const float* x, const float* xp, std::int64_t M, std::int64_t K,
-             std::int64_t n0, std::int64_t n1, bool accumulate) {
+void product(const Kernels& kernels, const Projection& p, const float* x, const float* xp,
+             std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, bool accumulate) {
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const float beta = accumulate ? 1.0f : 0.0f;
@@ -245,9 +245,9 @@ void product(const Projection& p, const float* x, const float* xp, std::int64_t 
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
   // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
   if (M == 1) {
-    g_kernels->gemv(w, ldw, x, p.out + n0, n, K, accumulate);
+    kernels.gemv(w, ldw, x, p.out + n0, n, K, accumulate);
   } else if (M <= kBatchRows) {
-    g_kernels->batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
+    kernels.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
                 x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
@@ -259,8 +259,8 @@ void product(const Projection& p, const float* x, const float* xp, std::int64_t 
 
 // Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
 // so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
-void linear_rows(std::span<const Projection> projections, const float* x, const float* xp,
-                 std::int64_t M, std::int64_t K, bool accumulate) {
+void linear_rows(const Kernels& kernels, std::span<const Projection> projections, const float* x,
+                 const float* xp, std::int64_t M, std::int64_t K, bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
 #pragma omp for schedule(dynamic, 1)
@@ -269,7 +269,8 @@ void linear_rows(std::span<const Projection> projections, const float* x, const 
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), accumulate);
+        product(kernels, p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows),
+                accumulate);
         break;
       }
       i -= nb;
@@ -279,42 +280,30 @@ void linear_rows(std::span<const Projection> projections, const float* x, const 
 
 }  // namespace
 
-void linear(std::span<const Projection> projections, const float* x, std::int64_t M, std::int64_t K,
-            bool accumulate) {
+std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
+  return M * (K / kPack) * kPack;
+}
+
+void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
+            std::int64_t M, std::int64_t K, float* pack, bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
-  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K) : nullptr;
+  const Kernels& kernels = kernels_for(rt.isa);
+  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K, pack) : nullptr;
   // Waking a second thread costs microseconds, more than a small product takes.
-#pragma omp parallel if (worth_parallel(flops))
+#pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
   {
     if (M <= kBatchRows) {
-      linear_rows(projections, x, xp, M, K, accumulate);
+      linear_rows(kernels, projections, x, xp, M, K, accumulate);
     } else {
       // Prefill: one large sgemm per thread and projection keeps OpenBLAS's packing amortized.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(p, x, nullptr, M, K, n0, n1, accumulate);
+        product(kernels, p, x, nullptr, M, K, n0, n1, accumulate);
       }
     }
   }
-}
-
-void set_threads(int threads) {
-  openblas_set_num_threads(1);
-  omp_set_num_threads(std::max(1, threads));
-}
-
-int threads() {
-  return omp_get_max_threads();
-}
-
-void set_parallel_flops(std::int64_t flops) {
-  g_parallel_flops = flops;
-}
-
-bool worth_parallel(std::int64_t flops) {
-  return flops > g_parallel_flops;
 }
 
 std::string blas_core() {
@@ -326,30 +315,17 @@ std::string blas_core() {
 
 namespace attn {
 
-std::string matmul_path() {
+std::string matmul_path(const Runtime& rt) {
   return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M > " +
-         std::to_string(kBatchRows) + "), own " + matmul_isa() +
+         std::to_string(kBatchRows) + "), own " + rt.isa +
          " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) + ": each weight read once for all rows)";
-}
-
-std::string matmul_isa() {
-  return g_kernels->isa;
 }
 
 std::vector<std::string> matmul_isas() {
   std::vector<std::string> out;
   for (const Kernels* k : supported_kernels()) out.push_back(k->isa);
   return out;
-}
-
-bool set_matmul_isa(const std::string& isa) {
-  for (const Kernels* k : supported_kernels())
-    if (isa.empty() ? k == supported_kernels().front() : isa == k->isa) {
-      g_kernels = k;
-      return true;
-    }
-  return false;
 }
 
 }  // namespace attn

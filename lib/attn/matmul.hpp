@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "attn/runtime.hpp"
+
 namespace attn {
 
 // One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
@@ -26,33 +28,24 @@ struct Projection {
 // the batched kernel is 11-17% faster than sgemm at 20-24 rows, level at 28, 7% slower at 32.
 inline constexpr std::int64_t kBatchRows = 24;
 
-// All projections share the input x [M, K]; they run in one parallel region, each thread
-// taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not three.
-// accumulate: out += product (the residual connection), else out = product.
-void linear(std::span<const Projection> projections, const float* x, std::int64_t M, std::int64_t K,
-            bool accumulate = false);
+// Floats of the scratch linear() packs x into for M rows of K (the batched kernel's layout).
+std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
-// Sets the thread count for every parallel region and pins OpenBLAS to one thread per call.
-void set_threads(int threads);
-int threads();
-
-// Work below this many flops runs on one thread: waking another costs more than it saves.
-// Tests set 0 to run every parallel path on small shapes.
-void set_parallel_flops(std::int64_t flops);
-bool worth_parallel(std::int64_t flops);
+// All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
+// thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
+// three. accumulate: out += product (the residual connection), else out = product.
+// pack: pack_floats(M, K) floats of scratch (unused when M is 1 or above kBatchRows).
+void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
+            std::int64_t M, std::int64_t K, float* pack, bool accumulate = false);
 
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();
 
-// The instruction set of the own kernels, chosen at run time from the CPU ("avx512", "avx2",
-// "generic"), whatever the build's -march.
-std::string matmul_isa();
-// The kernel sets this CPU can run, best first.
+// The instruction sets of the own kernels this CPU can run ("avx512", "avx2", "generic"), best
+// first, whatever the build's -march: a Runtime picks one.
 std::vector<std::string> matmul_isas();
-// Selects one of matmul_isas() (tests run each); "" selects the best. False if not supported.
-bool set_matmul_isa(const std::string& isa);
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
-std::string matmul_path();
+std::string matmul_path(const Runtime& rt);
 
 }  // namespace attn

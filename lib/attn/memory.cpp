@@ -9,6 +9,7 @@
 
 #include "attn/attention.hpp"
 #include "attn/error.hpp"
+#include "attn/matmul.hpp"
 #include "attn/model.hpp"
 
 namespace attn {
@@ -67,12 +68,16 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
       {2, a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), kF32});
   add("RoPE table", {a.rope == Rope::none ? 0 : a.max_seq_len, a.head_dim(), kF32});
   add("activations", {r.max_rows, a.dim + q + 2 * kv, kF32});
-  if (a.block == Block::llama) {
+  if (a.block != Block::attention) {
     // max_rows x ffn_hidden bounds ffn_buffer_floats from above: check it before calling it.
     checked_product({2, r.max_rows, a.ffn_hidden(), kF32}, "FFN activations");
     add("FFN activations", {2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32});
   }
   add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
+  add("packed rows",
+      {std::min(r.max_rows, kBatchRows),
+       std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()}), kF32});
+  if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   add("input", {r.batch, T, a.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), a.dim, kF32});
   if (r.dump)

@@ -22,6 +22,7 @@ struct RunShape {
   std::int64_t max_rows = 1;  // rows of the largest forward call
   int threads = 1;
   bool dump = false;
+  std::uint64_t attention_weights = 0;  // bytes of probabilities kept (--attention-weights)
 };
 
 // The product of sizes from the user, in bytes; throws InputError naming `what` on a negative

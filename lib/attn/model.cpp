@@ -26,14 +26,14 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   const std::array<Projection, 3> qkv = {Projection{act.xq.data(), w.wq, w.bq, a.n_heads * hd},
                                          Projection{act.xk.data(), w.wk, w.bk, a.n_kv_heads * hd},
                                          Projection{act.xv.data(), w.wv, w.bv, a.n_kv_heads * hd}};
-  linear(qkv, x, rows, a.dim);
-  apply_rope(m.rope, act.xq.data(), bsz, seqlen, a.n_heads, start_pos);
-  apply_rope(m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
+  linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
+  apply_rope(m.rt, m.rope, act.xq.data(), bsz, seqlen, a.n_heads, start_pos);
+  apply_rope(m.rt, m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
   store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
-  attention(act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
+  attention(m.rt, act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
             act.scores, m.mask, m.attn_probs[std::size_t(layer)]);
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
-  linear(wo, act.xq.data(), rows, a.n_heads * hd, /*accumulate=*/true);
+  linear(m.rt, wo, act.xq.data(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
 }
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
@@ -42,16 +42,17 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   const ModelArgs& a = m.args;
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, act.ffn_block, rows);
-  rmsnorm(act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 2> w13 = {
         Projection{act.h1.data(), w.w1 + j0 * a.dim, nullptr, n},
         Projection{act.h3.data(), w.w3 + j0 * a.dim, nullptr, n}};
-    linear(w13, act.xb.data(), rows, a.dim);  // h1, h3: [rows, n]
-    swiglu(act.h1.data(), act.h3.data(), rows * n);
+    linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
+    swiglu(m.rt, act.h1.data(), act.h3.data(), rows * n);
     const std::array<Projection, 1> w2 = {Projection{h, w.w2 + j0, nullptr, a.dim, hidden}};
-    linear(w2, act.h1.data(), rows, n, /*accumulate=*/true);  // w2[:, j0:j0+n]
+    linear(m.rt, w2, act.h1.data(), rows, n, act.pack.data(),
+           /*accumulate=*/true);  // w2[:, j0:j0+n]
   }
 }
 
@@ -77,11 +78,11 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 1> w1 = {Projection{h1, w.w1 + j0 * a.dim, w.b1 + j0, n}};
-    linear(w1, x, rows, a.dim);  // h1: [rows, n]
-    activate(a.activation, h1, rows * n);
+    linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
+    activate(m.rt, a.activation, h1, rows * n);
     const std::array<Projection, 1> w2 = {
         Projection{h, w.w2 + j0, j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
-    linear(w2, h1, rows, n, /*accumulate=*/true);
+    linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
 }
 
@@ -94,17 +95,17 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
   const float eps = float(a.norm_eps);
   float* xb = m.act.xb.data();
   if (a.norm_first) {
-    layernorm(xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+    layernorm(m.rt, xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
     attention_block(m, w, layer, xb, h, bsz, seqlen, start_pos);
-    layernorm(xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+    layernorm(m.rt, xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
     encoder_feed_forward(m, w, xb, h, rows);
     return;
   }
   attention_block(m, w, layer, h, h, bsz, seqlen, start_pos);
-  layernorm(h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+  layernorm(m.rt, h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
   std::memcpy(xb, h, std::size_t(rows * a.dim) * sizeof(float));
   encoder_feed_forward(m, w, xb, h, rows);
-  layernorm(h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+  layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
 }
 
 }  // namespace
@@ -122,9 +123,9 @@ std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::
   return n;
 }
 
-Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
-                             std::int64_t max_rows) {
-  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}};
+Transformer make_transformer(const ModelArgs& a, TransformerWeights weights, std::int64_t max_rows,
+                             const Runtime& rt) {
+  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt};
   m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr);
@@ -140,7 +141,10 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights,
     act.h1 = buffer(n, 1);
     act.h3 = buffer(n, 1);
   }
-  act.scores = make_attention_scratch(m.cache, threads());
+  act.scores = make_attention_scratch(m.cache, m.rt.threads);
+  // The widest input a product packs: x, the attention output, or h1 (all of it in decode).
+  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
+  act.pack = buffer(pack_floats(std::min<std::int64_t>(max_rows, kBatchRows), k_max), 1);
   return m;
 }
 
@@ -155,7 +159,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     const LayerWeights& w = m.weights.layers[std::size_t(l)];
     if (a.block == Block::llama) {
-      rmsnorm(m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
+      rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
       attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
       feed_forward(m, w, out, rows);
     } else if (a.block == Block::encoder) {

@@ -8,6 +8,7 @@
 #include "attn/cache.hpp"
 #include "attn/config.hpp"
 #include "attn/ops.hpp"
+#include "attn/runtime.hpp"
 #include "attn/weights.hpp"
 
 namespace attn {
@@ -29,7 +30,8 @@ struct Activations {
   std::vector<float> xv;      // [rows, n_kv_heads * head_dim]
   std::vector<float> h1;      // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
   std::vector<float> h3;      // [rows, block]: w3 x
-  std::vector<float> scores;  // per-thread attention scores
+  std::vector<float> scores;  // per-thread attention scores: [rt.threads, chunk, max_seq_len]
+  std::vector<float> pack;    // x packed for the batched decode kernel
 };
 
 struct Transformer {
@@ -40,6 +42,7 @@ struct Transformer {
   Activations act;
   AttentionMask mask;              // kind from args.mask; keep: a padded batch's attention_mask
   std::vector<float*> attn_probs;  // [n_layers]: where forward writes the probabilities, or null
+  Runtime rt;                      // fixed at make_transformer: the scratch above is sized from it
 };
 
 // Hidden units per FFN block for a product of `rows` rows: decode (rows < 4, the gemv path)
@@ -51,9 +54,10 @@ std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std:
 std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t ffn_block,
                                std::int64_t max_rows);
 
-// max_rows: the most rows (bsz * seqlen) one forward call will be given.
+// max_rows: the most rows (bsz * seqlen) one forward call will be given. The model keeps rt:
+// every forward runs with its threads, kernels and scratch.
 Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
-                             std::int64_t max_rows);
+                             std::int64_t max_rows, const Runtime& rt = make_runtime(1));
 
 // out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
 // start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.

@@ -5,9 +5,9 @@
 
 namespace attn {
 
-void rmsnorm(float* out, const float* x, const float* weight, std::int64_t rows, std::int64_t dim,
-             float eps) {
-#pragma omp parallel for if (rows * dim > (1 << 16))
+void rmsnorm(const Runtime& rt, float* out, const float* x, const float* weight, std::int64_t rows,
+             std::int64_t dim, float eps) {
+#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
@@ -35,9 +35,9 @@ double scaled_frequency(double freq, const RopeScaling& s) {
 
 }  // namespace
 
-void layernorm(float* out, const float* x, const float* weight, const float* bias,
-               std::int64_t rows, std::int64_t dim, float eps) {
-#pragma omp parallel for if (rows * dim > (1 << 16))
+void layernorm(const Runtime& rt, float* out, const float* x, const float* weight,
+               const float* bias, std::int64_t rows, std::int64_t dim, float eps) {
+#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
@@ -51,12 +51,12 @@ void layernorm(float* out, const float* x, const float* weight, const float* bia
   }
 }
 
-void activate(Activation act, float* x, std::int64_t n) {
+void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
   if (act == Activation::relu) {
     for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
     return;
   }
-#pragma omp parallel for if (n > (1 << 16))
+#pragma omp parallel for num_threads(rt.threads) if (n > (1 << 16))
   for (std::int64_t i = 0; i < n; ++i)
     x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
 }
@@ -98,11 +98,12 @@ void rotate(Rope layout, float* v, const float* cs, std::int64_t half) {
 
 }  // namespace
 
-void apply_rope(const RopeTable& rope, float* x, std::int64_t bsz, std::int64_t seqlen,
-                std::int64_t n_heads, std::int64_t start_pos) {
+void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t bsz,
+                std::int64_t seqlen, std::int64_t n_heads, std::int64_t start_pos) {
   if (rope.layout == Rope::none) return;
   const std::int64_t hd = rope.head_dim, half = hd / 2;
-#pragma omp parallel for collapse(2) if (bsz * seqlen * n_heads * hd > (1 << 16))
+#pragma omp parallel for collapse(2) \
+    num_threads(rt.threads) if (bsz * seqlen * n_heads * hd > (1 << 16))
   for (std::int64_t b = 0; b < bsz; ++b)
     for (std::int64_t t = 0; t < seqlen; ++t) {
       const float* cs = rope.cos_sin.data() + (start_pos + t) * half * 2;
@@ -124,8 +125,8 @@ void softmax_masked(float* x, std::int64_t n, std::int64_t len) {
   for (std::int64_t j = n; j < len; ++j) x[j] = 0;
 }
 
-void swiglu(float* h1, const float* h3, std::int64_t n) {
-#pragma omp parallel for if (n > (1 << 16))
+void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
+#pragma omp parallel for num_threads(rt.threads) if (n > (1 << 16))
   for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + std::exp(-h1[i])) * h3[i];
 }
 

@@ -1,0 +1,32 @@
+#pragma once
+// What a run depends on besides the model, as gemma.cpp's ThreadingContext: the threads every
+// parallel region uses, the work under which a region stays on one thread, and which of the own
+// kernel sets runs. Made once, then owned by the Transformer, whose scratch (attention scores
+// per thread, packed rows) is sized from it: a model cannot run with a thread count its buffers
+// were not made for, and nothing here is process-wide.
+#include <cstdint>
+#include <string>
+
+namespace attn {
+
+// Work below this many flops stays on one thread: waking another costs more than it saves.
+inline constexpr std::int64_t kParallelFlops = 1 << 20;
+
+struct Runtime {
+  int threads = 1;
+  std::int64_t parallel_flops = kParallelFlops;  // 0: every parallel path runs (tests do this)
+  std::string isa;                               // the own kernels' set, one of matmul_isas()
+
+  bool worth_parallel(std::int64_t flops) const { return threads > 1 && flops > parallel_flops; }
+};
+
+// threads < 1: one per core. isa "": the best set this CPU runs; an unknown or unsupported one
+// throws InputError. Pins OpenBLAS to one thread per call: OpenMP owns the cores, and two
+// spinning pools on the same cores cost milliseconds per hand-over.
+Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
+                     const std::string& isa = "");
+
+// The machine's cores, as OpenMP counts them.
+int cores();
+
+}  // namespace attn
