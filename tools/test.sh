@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs every test twice: a Release build, then an AddressSanitizer +
-# UndefinedBehaviorSanitizer build; then builds the libFuzzer harnesses (clang) and runs each
+# Builds and runs every test twice: a portable Release build (-DATTN_NATIVE=OFF: the kernels are
+# picked at run time, as an installed package runs them), then an AddressSanitizer +
+# UndefinedBehaviorSanitizer build for this CPU; then builds the libFuzzer harnesses (clang) and runs each
 # for a short fixed time (ATTN_FUZZ_SECONDS, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +9,7 @@ tools/deps.sh
 jobs=$(nproc)
 for kind in release sanitize; do
   dir=build-test-$kind
-  flags=(-DCMAKE_BUILD_TYPE=Release)
+  flags=(-DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF)
   [ "$kind" = sanitize ] && flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON)
   echo "== $kind build ($dir)"
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
