@@ -27,7 +27,7 @@ for h in "${harnesses[@]}"; do
   log=$build/fuzz-artifacts/$h.log
   status=0
   nice "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -dict="fuzz/dict/$h.dict" \
-    -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$h-" -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$h-" -max_len="${ATTN_FUZZ_MAX_LEN:-8192}" \
     "$corpus" >"$log" 2>&1 || status=$?
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs" "$log" || true
   if [ "$status" -ne 0 ]; then
