@@ -54,7 +54,7 @@ std::filesystem::path weights_with_twin_heads(const attn::ModelArgs& a) {
                   std::size_t(a.head_dim() * a.dim) * sizeof(float));
     tensors.push_back({specs[i].name, specs[i].shape, w.owned[i].data()});
   }
-  const auto path = std::filesystem::temp_directory_path() / "attn_twin_heads.safetensors";
+  const auto path = test::temp_path("attn_twin_heads.safetensors");
   attn::write_safetensors(path, tensors);
   return path;
 }
@@ -64,7 +64,7 @@ std::filesystem::path weights_with_twin_heads(const attn::ModelArgs& a) {
 TEST_CASE("heatmap: the PNG has the layout's size and panels differ exactly where heads differ") {
   const attn::ModelArgs a = attn::seed_args();
   const auto weights = weights_with_twin_heads(a);
-  const auto png_path = std::filesystem::temp_directory_path() / "attn_heatmap_test.png";
+  const auto png_path = test::temp_path("attn_heatmap_test.png");
   const test::CliResult r = test::run_cli("heatmap --weights " + weights.string() +
                                           " --prefill 7 --steps 3 --out " + png_path.string());
   INFO(r.err);
@@ -88,7 +88,7 @@ TEST_CASE("heatmap: the PNG has the layout's size and panels differ exactly wher
 }
 
 TEST_CASE("heatmap: --layer out of range and an unwritable --out exit 2 and write nothing") {
-  const auto png_path = std::filesystem::temp_directory_path() / "attn_heatmap_bad.png";
+  const auto png_path = test::temp_path("attn_heatmap_bad.png");
   test::CliResult r = test::run_cli("heatmap --layer 1 --out " + png_path.string());
   CHECK(r.status == 2);
   CHECK(r.err.find("--layer 1") != std::string::npos);
@@ -100,7 +100,7 @@ TEST_CASE("heatmap: --layer out of range and an unwritable --out exit 2 and writ
   CHECK(r.err.find("/nonexistent-dir/x.png") != std::string::npos);
   r = test::run_cli("heatmap");
   CHECK(r.status == 2);  // --out is required
-  const auto cfg = std::filesystem::temp_directory_path() / "attn_heatmap_long.json";
+  const auto cfg = test::temp_path("attn_heatmap_long.json");
   std::ofstream(cfg) << R"({"dim": 8, "n_heads": 2, "rope": "none", "max_seq_len": 600})";
   r = test::run_cli("heatmap --config " + cfg.string() + " --prefill 600 --steps 0 --out " +
                     png_path.string());

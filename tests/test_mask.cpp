@@ -230,9 +230,7 @@ std::string bytes_of(const std::vector<T>& v) {
 
 // x [2, 5, 18] for the built-in config, with the given attention_mask.
 std::filesystem::path input_with_mask(const RawTensor& mask) {
-  // Per process: ctest runs the test cases that write it side by side.
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("attn_mask_input." + std::to_string(::getpid()) + ".safetensors");
+  const auto path = test::temp_path("attn_mask_input.safetensors");
   write_raw(path, {{"x", "F32", {2, 5, 18}, bytes_of(std::vector<float>(180, 0.5f))}, mask});
   return path;
 }
@@ -291,7 +289,7 @@ TEST_CASE("cli: an unknown --mask and --attention-weights over the limit exit 2"
   test::CliResult r = test::run_cli("run --mask banana");
   CHECK(r.status == 2);
   CHECK(r.err.find("--mask") != std::string::npos);
-  const auto cfg = std::filesystem::temp_directory_path() / "attn_mask_big.json";
+  const auto cfg = test::temp_path("attn_mask_big.json");
   std::ofstream(cfg) << R"({"dim": 64, "n_heads": 64, "n_layers": 64, "rope": "none",
                            "max_batch_size": 1, "max_seq_len": 4096})";
   r = test::run_cli("run --config " + cfg.string() +
@@ -303,9 +301,8 @@ TEST_CASE("cli: an unknown --mask and --attention-weights over the limit exit 2"
 }
 
 TEST_CASE("cli: --mask none changes the prefill and --attention-weights adds the probabilities") {
-  const auto dir = std::filesystem::temp_directory_path();
-  const auto causal = dir / "attn_mask_causal.safetensors",
-             none = dir / "attn_mask_none.safetensors";
+  const auto causal = test::temp_path("attn_mask_causal.safetensors");
+  const auto none = test::temp_path("attn_mask_none.safetensors");
   REQUIRE(test::run_cli("run --attention-weights --dump " + causal.string()).status == 0);
   REQUIRE(test::run_cli("run --mask none --attention-weights --dump " + none.string()).status == 0);
   const attn::SafetensorsFile c = attn::open_safetensors(causal), n = attn::open_safetensors(none);
@@ -363,7 +360,7 @@ TEST_CASE("config: mask and ffn_hidden and activation and norm_first and the enc
 }
 
 TEST_CASE("cli: the config trace shows mask and ffn_hidden and activation and norm_first") {
-  const auto cfg = std::filesystem::temp_directory_path() / "attn_encoder.json";
+  const auto cfg = test::temp_path("attn_encoder.json");
   std::ofstream(cfg) << R"({"dim": 16, "n_heads": 4, "block": "encoder", "ffn_hidden": 24,
                            "activation": "gelu", "norm_first": true, "max_batch_size": 1,
                            "max_seq_len": 12})";

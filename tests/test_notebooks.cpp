@@ -24,8 +24,7 @@ nlohmann::json cases() {
 // Runs one case through the CLI on `threads` threads; returns the worst error over every tensor.
 test::Diff run_case(const nlohmann::json& c, int threads) {
   const auto dir = notebooks_dir() / c.at("name").get<std::string>();
-  const auto dump = std::filesystem::temp_directory_path() /
-                    ("attn_nb_" + c.at("name").get<std::string>() + ".safetensors");
+  const auto dump = test::temp_path("attn_nb_" + c.at("name").get<std::string>() + ".safetensors");
   const std::string args =
       "run --config " + (dir / "config.json").string() + " --weights " +
       (dir / "weights.safetensors").string() + " --input " + (dir / "input.safetensors").string() +

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 namespace test {
 
 inline std::filesystem::path source_dir() {
@@ -12,6 +14,12 @@ inline std::filesystem::path source_dir() {
 }
 inline std::filesystem::path golden_dir() {
   return source_dir() / "tests" / "golden";
+}
+
+// A file name in the temporary directory that no other test process uses at the same time
+// (ctest runs tests in parallel, and other checkouts' tests may run beside them).
+inline std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
 }
 
 struct Tolerance {
