@@ -5,8 +5,8 @@
 
 #include "attn/error.hpp"
 #include "attn/finite.hpp"
-#include "attn/text.hpp"
 #include "attn/rng.hpp"
+#include "attn/text.hpp"
 
 namespace attn {
 
