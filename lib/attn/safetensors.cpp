@@ -195,8 +195,8 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
   // nlohmann stops at a NUL byte and accepts what came before; serde_json refuses it.
   const auto nul = std::find(text.begin(), text.end(), std::uint8_t{0});
   if (nul != text.end()) {
-    fail(source, "header holds a NUL byte (byte " + std::to_string(nul - text.begin()) +
-                     " of the header)");
+    fail(source,
+         "header holds a NUL byte (byte " + std::to_string(nul - text.begin()) + " of the header)");
   }
   // nlohmann skips a leading byte order mark; serde_json, and so the reference, does not.
   if (text.size() >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) {
