@@ -76,57 +76,112 @@ struct Reader {
 
 void boolean(const Reader& r, const char* key, bool& out) {
   if (!r.j.contains(key)) return;
-  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + r.j.at(key).dump());
+  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + excerpt(r.j.at(key)));
   out = r.j.at(key).get<bool>();
 }
 
-// Keys of issue 7: the mask, the FFN width, and torch's TransformerEncoderLayer. An encoder is
-// torch's layer unless the config says otherwise: biases, no mask, no RoPE, dim_feedforward 2048.
-void read_encoder_keys(const Reader& r, ModelArgs& a) {
-  if (a.block == Block::encoder) {
-    if (!r.j.contains("attention_bias")) a.attention_bias = true;
-    if (!r.j.contains("rope")) a.rope = Rope::none;
-    a.mask = Mask::none;
-    a.ffn_hidden_set = 2048;
-  }
-  r.choice("mask", a.mask, {{"causal", Mask::causal}, {"none", Mask::none}});
+// The block's defaults, applied when `block` is read and before the keys after it: an encoder
+// is torch's TransformerEncoderLayer unless the config says otherwise (biases, no mask, no RoPE,
+// dim_feedforward 2048).
+void read_block(const Reader& r, ModelArgs& a) {
+  r.choice("block", a.block,
+           {{"llama", Block::llama}, {"attention", Block::attention}, {"encoder", Block::encoder}});
+  if (a.block != Block::encoder) return;
+  if (!r.j.contains("attention_bias")) a.attention_bias = true;
+  if (!r.j.contains("rope")) a.rope = Rope::none;
+  a.mask = Mask::none;
+  a.ffn_hidden_set = 2048;
+}
+
+void read_n_kv_heads(const Reader& r, ModelArgs& a) {
+  a.n_kv_heads = a.n_heads;  // null or absent: MHA
+  if (r.j.contains("n_kv_heads") && !r.j.at("n_kv_heads").is_null())
+    r.integer("n_kv_heads", a.n_kv_heads);
+}
+
+void read_ffn_dim_multiplier(const Reader& r, ModelArgs& a) {
+  if (!r.j.contains("ffn_dim_multiplier") || r.j.at("ffn_dim_multiplier").is_null()) return;
+  double m = 0;
+  r.number("ffn_dim_multiplier", m);
+  a.ffn_dim_multiplier = m;
+}
+
+void read_ffn_hidden(const Reader& r, ModelArgs& a) {
   r.integer("ffn_hidden", a.ffn_hidden_set);
   if (r.j.contains("ffn_hidden") && a.ffn_hidden_set < 1)
     r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
-  r.choice("activation", a.activation, {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
-  boolean(r, "norm_first", a.norm_first);
 }
 
+// One row per config key, in reading order (n_kv_heads defaults to n_heads; block sets the
+// defaults of the keys after it): how it is read and how the config event prints it. Parsing,
+// the unknown-key warning and the printed config all come from this table.
+struct ConfigKey {
+  const char* name;
+  void (*read)(const Reader&, ModelArgs&);
+  json (*value)(const ModelArgs&);
+};
+
+#define ATTN_INT(key)                                                                  \
+  {                                                                                    \
+#key, [](const Reader& r,                                                          \
+             ModelArgs& a) { r.integer(#key, a.key); }, [](const ModelArgs& a)         \
+                                                             -> json { return a.key; } \
+  }
+#define ATTN_NUMBER(key)                                                                           \
+  {                                                                                                \
+#key,                                                                                          \
+        [](const Reader& r,                                                                        \
+           ModelArgs& a) { r.number(#key, a.key); },                                               \
+                                                  [](const ModelArgs& a) -> json { return a.key; } \
+  }
+
+const ConfigKey kConfigKeys[] = {
+    ATTN_INT(dim),
+    ATTN_INT(n_layers),
+    ATTN_INT(n_heads),
+    {"n_kv_heads", read_n_kv_heads, [](const ModelArgs& a) -> json { return a.n_kv_heads; }},
+    ATTN_INT(vocab_size),
+    ATTN_INT(multiple_of),
+    {"ffn_dim_multiplier", read_ffn_dim_multiplier,
+     [](const ModelArgs& a) -> json {
+       return a.ffn_dim_multiplier ? json(*a.ffn_dim_multiplier) : json(nullptr);
+     }},
+    ATTN_NUMBER(norm_eps),
+    ATTN_NUMBER(rope_theta),
+    ATTN_INT(max_batch_size),
+    ATTN_INT(max_seq_len),
+    ATTN_INT(model_parallel_size),
+    {"block", read_block, [](const ModelArgs& a) -> json { return block_name(a.block); }},
+    {"rope",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("rope", a.rope,
+                {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
+     },
+     [](const ModelArgs& a) -> json { return rope_name(a.rope); }},
+    {"attention_bias",
+     [](const Reader& r, ModelArgs& a) { boolean(r, "attention_bias", a.attention_bias); },
+     [](const ModelArgs& a) -> json { return a.attention_bias; }},
+    {"mask",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("mask", a.mask, {{"causal", Mask::causal}, {"none", Mask::none}});
+     },
+     [](const ModelArgs& a) -> json { return mask_name(a.mask); }},
+    {"ffn_hidden", read_ffn_hidden, [](const ModelArgs& a) -> json { return a.ffn_hidden(); }},
+    {"activation",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("activation", a.activation,
+                {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
+     },
+     [](const ModelArgs& a) -> json { return activation_name(a.activation); }},
+    {"norm_first", [](const Reader& r, ModelArgs& a) { boolean(r, "norm_first", a.norm_first); },
+     [](const ModelArgs& a) -> json { return a.norm_first; }},
+};
+
+#undef ATTN_INT
+#undef ATTN_NUMBER
+
 void read_keys(const Reader& r, ModelArgs& a) {
-  const json& j = r.j;
-  r.integer("dim", a.dim);
-  r.integer("n_layers", a.n_layers);
-  r.integer("n_heads", a.n_heads);
-  a.n_kv_heads = a.n_heads;
-  if (j.contains("n_kv_heads") && !j.at("n_kv_heads").is_null())
-    r.integer("n_kv_heads", a.n_kv_heads);
-  r.integer("vocab_size", a.vocab_size);
-  r.integer("multiple_of", a.multiple_of);
-  if (j.contains("ffn_dim_multiplier") && !j.at("ffn_dim_multiplier").is_null()) {
-    double m = 0;
-    r.number("ffn_dim_multiplier", m);
-    a.ffn_dim_multiplier = m;
-  }
-  r.number("norm_eps", a.norm_eps);
-  r.number("rope_theta", a.rope_theta);
-  r.integer("max_batch_size", a.max_batch_size);
-  r.integer("max_seq_len", a.max_seq_len);
-  r.integer("model_parallel_size", a.model_parallel_size);
-  r.choice("block", a.block,
-           {{"llama", Block::llama}, {"attention", Block::attention}, {"encoder", Block::encoder}});
-  r.choice("rope", a.rope,
-           {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
-  if (j.contains("attention_bias")) {
-    if (!j.at("attention_bias").is_boolean())
-      r.fail("attention_bias", "expected true or false, got " + excerpt(j.at("attention_bias")));
-    a.attention_bias = j.at("attention_bias").get<bool>();
-  }
-  read_encoder_keys(r, a);
+  for (const ConfigKey& k : kConfigKeys) k.read(r, a);
 }
 
 // Values that parse but cannot run: a denormal base turns every RoPE angle into inf/NaN, and an
@@ -197,25 +252,8 @@ void validate(const Reader& r, const ModelArgs& a) {
 }
 
 void warn_unknown_keys(const json& j, const std::string& source) {
-  static const std::set<std::string> known = {"dim",
-                                              "n_layers",
-                                              "n_heads",
-                                              "n_kv_heads",
-                                              "vocab_size",
-                                              "multiple_of",
-                                              "ffn_dim_multiplier",
-                                              "norm_eps",
-                                              "rope_theta",
-                                              "max_batch_size",
-                                              "max_seq_len",
-                                              "model_parallel_size",
-                                              "block",
-                                              "rope",
-                                              "attention_bias",
-                                              "mask",
-                                              "ffn_hidden",
-                                              "activation",
-                                              "norm_first"};
+  std::set<std::string> known;
+  for (const ConfigKey& k : kConfigKeys) known.insert(k.name);
   std::vector<std::string> unknown;
   for (auto& [key, value] : j.items())
     if (!known.count(key)) unknown.push_back(key);
@@ -414,6 +452,12 @@ void apply_overrides(ModelArgs& a, const ConfigOverrides& o, const std::string& 
                      ": " + source + " has layers 0:" + std::to_string(a.n_layers));
   a.first_layer = o.layer_begin;
   a.n_layers = end - o.layer_begin;
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& a) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ConfigKey& k : kConfigKeys) out.emplace_back(k.name, k.value(a).dump());
+  return out;
 }
 
 const char* block_name(Block b) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attn {
 
@@ -70,6 +72,10 @@ struct ConfigOverrides {
 };
 // Throws InputError naming `source` and the flag.
 void apply_overrides(ModelArgs& args, const ConfigOverrides& o, const std::string& source);
+
+// Every config key with its value as JSON text, from the table parsing reads them with: the
+// config event prints these.
+std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& args);
 
 const char* block_name(Block b);
 const char* rope_name(Rope r);

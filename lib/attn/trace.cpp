@@ -62,23 +62,10 @@ void print_summary_text(std::ostream& os, const Summary& s) {
 
 void print_config_json(std::ostream& os, const ModelArgs& a) {
   json j = {{"event", "config"},
-            {"dim", a.dim},
-            {"n_layers", a.n_layers},
-            {"n_heads", a.n_heads},
-            {"n_kv_heads", a.n_kv_heads},
             {"head_dim", a.head_dim()},
             {"n_rep", a.n_rep()},
-            {"ffn_hidden", a.ffn_hidden()},
-            {"max_batch_size", a.max_batch_size},
-            {"max_seq_len", a.max_seq_len},
-            {"model_parallel_size", a.model_parallel_size},
-            {"cache_capacity", cache_capacity(a)},
-            {"block", block_name(a.block)},
-            {"rope", rope_name(a.rope)},
-            {"attention_bias", a.attention_bias},
-            {"mask", mask_name(a.mask)},
-            {"activation", activation_name(a.activation)},
-            {"norm_first", a.norm_first}};
+            {"cache_capacity", cache_capacity(a)}};
+  for (const auto& [key, value] : config_values(a)) j[key] = json::parse(value);
   os << j.dump() << "\n";
 }
 
