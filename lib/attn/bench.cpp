@@ -29,17 +29,13 @@ struct Matrix {
   std::int64_t n, k;  // [n, k]
 };
 
+// The weight matrices a step reads, from the layers' tensor list.
 std::vector<Matrix> weight_matrices(const Transformer& m) {
-  const ModelArgs& a = m.args;
-  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   std::vector<Matrix> out;
-  for (const LayerWeights& w : m.weights.layers) {
-    out.insert(out.end(),
-               {{w.wq, q, a.dim}, {w.wk, kv, a.dim}, {w.wv, kv, a.dim}, {w.wo, a.dim, q}});
-    if (a.block == Block::llama)
-      out.insert(out.end(), {{w.w1, a.ffn_hidden(), a.dim},
-                             {w.w3, a.ffn_hidden(), a.dim},
-                             {w.w2, a.dim, a.ffn_hidden()}});
+  for (std::size_t l = 0; l < m.weights.layers.size(); ++l) {
+    LayerWeights views = m.weights.layers[l];  // the specs' slots point into this copy
+    for (const TensorSpec& s : layer_tensor_specs(m.args, views, std::int64_t(l)))
+      if (s.shape.size() == 2) out.push_back({*s.slot, s.shape[0], s.shape[1]});
   }
   return out;
 }
@@ -229,12 +225,13 @@ double fma_gflops(std::string& isa, int threads) {
 }  // namespace
 
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only) {
-  const double hd = double(a.head_dim()), q = double(a.n_heads) * hd;
-  const double kv = double(a.n_kv_heads) * hd, dim = double(a.dim);
-  double params = dim * (2 * q + 2 * kv);
-  if (a.block == Block::llama) params += 3 * dim * double(a.ffn_hidden());
+  double params = 0;  // one layer's matrix weights: each costs 2 flops per row of x
+  LayerWeights layer;
+  for (const TensorSpec& s : layer_tensor_specs(a, layer))
+    if (s.shape.size() == 2) params += double(s.shape[0]) * double(s.shape[1]);
   const double matmul = 2 * double(bsz * P) * params * double(a.n_layers);
   // Query row i sees i + 1 keys: q.k and p.v each cost 2 * head_dim flops per key and head.
+  const double q = double(a.n_heads) * double(a.head_dim());
   const double keys = double(P) * double(P + 1) / 2;
   const double attention = 4 * double(bsz) * keys * q * double(a.n_layers);
   return matmul_only ? matmul : matmul + attention;

@@ -11,6 +11,7 @@
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
+#include "attn/weights.hpp"
 
 namespace attn {
 
@@ -35,21 +36,19 @@ std::uint64_t checked_sum(std::initializer_list<std::uint64_t> terms, const std:
   return n;
 }
 
-// f32 bytes of every tensor tensor_specs lists, drawn or converted or mapped.
+// f32 bytes of every tensor the layers list, drawn or converted or mapped: one layer's list
+// (shapes are config sizes, each under 2^24), times n_layers.
 std::uint64_t weight_bytes(const ModelArgs& a) {
-  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   const std::string w = "weights";
-  const std::uint64_t attention = checked_sum(
-      {checked_product({2, q, a.dim, kF32}, w), checked_product({2, kv, a.dim, kF32}, w),
-       a.attention_bias ? checked_product({q + 2 * kv + a.dim, kF32}, w) : 0},
-      w);
-  const std::uint64_t ffn = a.block != Block::llama
-                                ? 0
-                                : checked_sum({checked_product({3, a.ffn_hidden(), a.dim, kF32}, w),
-                                               checked_product({2, a.dim, kF32}, w)},
-                                              w);
+  LayerWeights layer;
+  std::uint64_t per_layer = 0;
+  for (const TensorSpec& s : layer_tensor_specs(a, layer)) {
+    std::uint64_t n = kF32;
+    for (std::int64_t d : s.shape) n = checked_product({std::int64_t(n), d}, w);
+    per_layer = checked_sum({per_layer, n}, w);
+  }
   std::uint64_t n = 0;
-  if (__builtin_mul_overflow(checked_sum({attention, ffn}, w), std::uint64_t(a.n_layers), &n))
+  if (__builtin_mul_overflow(per_layer, std::uint64_t(a.n_layers), &n))
     throw InputError("the weights would need more than 2^64 bytes: lower the sizes");
   return n;
 }

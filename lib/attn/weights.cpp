@@ -98,14 +98,23 @@ bool is_norm(const TensorSpec& s) {
 
 }  // namespace
 
+std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
+                                           std::int64_t l) {
+  std::vector<TensorSpec> specs;
+  const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
+  add_attention(args, prefix, layer, specs);
+  if (args.block == Block::llama) add_feed_forward(args, prefix, layer, specs);
+  if (args.block == Block::encoder) add_encoder(args, prefix, layer, specs);
+  return specs;
+}
+
 std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers) {
   layers.assign(std::size_t(args.n_layers), LayerWeights{});
   std::vector<TensorSpec> specs;
   for (std::int64_t l = 0; l < args.n_layers; ++l) {
-    const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
-    add_attention(args, prefix, layers[std::size_t(l)], specs);
-    if (args.block == Block::llama) add_feed_forward(args, prefix, layers[std::size_t(l)], specs);
-    if (args.block == Block::encoder) add_encoder(args, prefix, layers[std::size_t(l)], specs);
+    std::vector<TensorSpec> layer = layer_tensor_specs(args, layers[std::size_t(l)], l);
+    specs.insert(specs.end(), std::make_move_iterator(layer.begin()),
+                 std::make_move_iterator(layer.end()));
   }
   return specs;
 }

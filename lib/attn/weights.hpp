@@ -48,13 +48,19 @@ struct TensorSpec {
   const float** slot;
 };
 
-// Every tensor the config needs, in file order (layer by layer).
+// The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
+// `layer`'s fields: the one list that loading, seeding, the memory estimate and the benchmark's
+// shapes and FLOP count all read.
+std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
+                                           std::int64_t l = 0);
+
+// Every tensor the config needs, in file order (layer by layer); layers is made n_layers long.
 std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers);
 
 // Maps the file (or a Hugging Face index's files) and checks every tensor against the config.
 // Tensors are found under Meta's names or Hugging Face's (model.layers.{l}.self_attn.q_proj...),
-// layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming the file,
-// the tensor, what was expected and what was found.
+// layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming
+// the file, the tensor, what was expected and what was found.
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path);
 
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
