@@ -326,6 +326,38 @@ int bench_command(const Flags& f) {
 
 }  // namespace
 
+// Each command's --help ends with what people type.
+void add_examples(CLI::App* run, CLI::App* decode, CLI::App* heatmap, CLI::App* bench) {
+  const std::string exit_status = "Exit status: 0 success, 2 bad usage or input, 1 anything else.";
+  run->footer(
+      "Examples:\n"
+      "  attn-cli run                                   the seed notebook's GQA block, seeded\n"
+      "  attn-cli run --config configs/llama-tiny.json --json\n"
+      "  attn-cli run --config C --weights W --input X --dump out.safetensors\n"
+      "  attn-cli run --config configs/gqa.json --mask none --print-attention -n 1\n"
+      "  attn-cli run --config hf/config.json --weights hf/model.safetensors.index.json "
+      "--layers 0:1 --max-seq-len 64\n" +
+      exit_status);
+  decode->footer(
+      "Examples:\n"
+      "  attn-cli decode --steps 4                      the notebook's cache line per step\n"
+      "  attn-cli decode --config configs/mha.json --weights weights/mha.safetensors "
+      "--prefill 10 --steps 4\n" +
+      exit_status);
+  heatmap->footer(
+      "Examples:\n"
+      "  attn-cli heatmap --config configs/gqa.json --out gqa.png\n"
+      "  attn-cli heatmap --config configs/llama-tiny.json --layer 1 --prefill 12 -n 4 "
+      "--out l1.png\n" +
+      exit_status);
+  bench->footer(
+      "Examples:\n"
+      "  attn-cli bench                                 one Llama-3-8B layer, prefill 512, 128 "
+      "steps\n"
+      "  attn-cli bench --threads 2 --json --prefill 128 --steps 32\n" +
+      exit_status);
+}
+
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",
@@ -358,6 +390,7 @@ int main(int argc, char** argv) {
   CLI::App* bench =
       app.add_subcommand("bench", "time prefill and decode against the machine's limits");
   add_bench(bench, bench_flags);
+  add_examples(run, decode, heatmap, bench);
   try {
     app.parse(argc, argv);
     if (run->parsed()) return run_command(run_flags, false);
