@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <ostream>
 
 #include "attn/bench.hpp"
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
 #include "attn/run.hpp"
 #include "attn/version.hpp"
+#include "ranks.hpp"
 
 namespace {
 
@@ -115,38 +117,60 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out) 
           attn::blas_core()};
 }
 
-int run_command(const Flags& f, bool decode_only) {
-  spdlog::set_level(spdlog::level::from_str(f.log_level));
-  attn::set_threads(f.threads);
-  const attn::ModelArgs args = model_args(f, attn::seed_args);
-  attn::RunOptions opts = f.run;
-  attn::check_capacity(args, opts);
-  check_dump_path(f.dump);
-  std::vector<float> x = f.input.empty()
-                             ? attn::seeded_input(args, opts, f.seed)
-                             : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
-  attn::TransformerWeights w =
-      f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  attn::Transformer m = attn::make_transformer(
-      args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1));
+// Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
+void quiet_other_ranks(const attn::Shard& shard) {
+  if (shard.rank != 0 && spdlog::get_level() < spdlog::level::err)
+    spdlog::set_level(spdlog::level::err);
+}
 
-  if (f.json)
-    attn::print_config_json(std::cout, args);
-  else
-    attn::print_config_text(std::cout, args);
-  const attn::RunOutputs out = attn::run(m, x, opts, [&](const attn::Event& e) {
+int run_command(const Flags& f, bool decode_only, const attn::Shard& shard) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  quiet_other_ranks(shard);
+  attn::set_threads(f.threads);
+  attn::ModelArgs args;
+  attn::RunOptions opts = f.run;
+  std::vector<float> x;
+  std::optional<attn::Transformer> model;
+  std::exception_ptr error;
+  try {
+    args = model_args(f, attn::seed_args);
+    attn::check_shard(args, shard);
+    attn::check_capacity(args, opts);
+    if (shard.rank == 0) check_dump_path(f.dump);
+    x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
+                        : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
+    attn::TransformerWeights w = f.weights.empty()
+                                     ? attn::seeded_weights(args, f.seed, shard)
+                                     : attn::load_weights(args, f.weights, shard);
+    model.emplace(attn::make_transformer(
+        args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1), shard));
+  } catch (...) {
+    if (shard.size == 1) throw;
+    error = std::current_exception();
+  }
+  ranks::settle(shard, error);
+  return ranks::or_abort(shard, [&] {
+    attn::Transformer& m = *model;
+    std::ostream nowhere(nullptr);
+    std::ostream& trace = shard.rank == 0 ? std::cout : nowhere;
     if (f.json)
-      attn::print_event_json(std::cout, e);
+      attn::print_config_json(trace, args);
     else
-      attn::print_event_text(std::cout, e, decode_only);
+      attn::print_config_text(trace, args);
+    const attn::RunOutputs out = attn::run(m, x, opts, [&](const attn::Event& e) {
+      if (f.json)
+        attn::print_event_json(trace, e);
+      else
+        attn::print_event_text(trace, e, decode_only);
+    });
+    const attn::Summary s = summarize(opts, out);
+    if (f.json) attn::print_summary_json(trace, s);
+    if (shard.rank == 0) attn::print_summary_text(std::cerr, s);
+    if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out);
+    std::cout.flush();
+    if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+    return 0;
   });
-  const attn::Summary s = summarize(opts, out);
-  if (f.json) attn::print_summary_json(std::cout, s);
-  attn::print_summary_text(std::cerr, s);
-  if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out);
-  std::cout.flush();
-  if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
-  return 0;
 }
 
 void add_bench(CLI::App* cmd, Flags& f) {
@@ -156,7 +180,7 @@ void add_bench(CLI::App* cmd, Flags& f) {
   cmd->add_flag("--json", f.json, "one JSON object on stdout");
 }
 
-void print_bench(const attn::BenchResult& r, bool json) {
+void print_bench(const attn::BenchResult& r, bool json, const nlohmann::json& extra = {}) {
   const auto& l = r.limits;
   const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
   const double med = r.step_ms[r.step_ms.size() / 2];
@@ -206,33 +230,92 @@ void print_bench(const attn::BenchResult& r, bool json) {
                       {"threads", attn::threads()},
                       {"matmul", attn::matmul_path()},
                       {"openblas_core", attn::blas_core()}};
+  j.update(extra);
   std::cout << j.dump() << "\n";
 }
 
-int bench_command(const Flags& f) {
+void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
+  std::string rss;
+  for (std::size_t i = 0; i < mp.at("peak_rss_mb_per_rank").size(); ++i)
+    rss += (i ? ", rank " : "rank ") + std::to_string(i) + " " +
+           std::to_string(int(mp["peak_rss_mb_per_rank"][i].get<double>() + 0.5)) + " MB";
+  std::fprintf(stderr,
+               "model parallel = %d ranks (%s), weights per rank %.1f MB\n"
+               "       allreduce = %8.3f ms per step (%.1f%% of a step; %lld allreduces of %lld "
+               "floats), %.2f ms in the prefill (%.1f%%)\n"
+               "peak resident memory per rank = %s\n",
+               mp["model_parallel_size"].get<int>(), mp["split"].get<std::string>().c_str(),
+               mp["weight_bytes_per_rank"].get<double>() / 1e6,
+               mp["decode_allreduce_ms_per_step"].get<double>(),
+               100 * mp["decode_allreduce_share"].get<double>(),
+               (long long)mp["allreduces_per_step"].get<std::int64_t>(), (long long)dim,
+               mp["prefill_allreduce_ms"].get<double>(),
+               100 * mp["prefill_allreduce_share"].get<double>(), rss.c_str());
+}
+
+// Model parallel: what the ranks cost each other (allreduce time) and what each one holds.
+nlohmann::json bench_parallel(const attn::BenchResult& r, const attn::Transformer& m,
+                              const std::vector<double>& rss_mb) {
+  double steps_ms = 0;
+  for (double ms : r.step_ms) steps_ms += ms;
+  const double step_ar = r.decode_allreduce_seconds * 1e3 / double(r.steps);
+  const double share = r.decode_allreduce_seconds * 1e3 / steps_ms;
+  const double pf_share = r.prefill_allreduce_seconds / r.prefill_seconds;
+  const std::int64_t per_step = m.args.n_layers * (m.args.block == attn::Block::llama ? 2 : 1);
+  return {{"split", attn::split_text(m.args)},
+          {"allreduces_per_step", per_step},
+          {"model_parallel_size", m.shard.size},
+          {"weight_bytes_per_rank", r.weight_bytes},
+          {"decode_allreduce_ms_per_step", step_ar},
+          {"decode_allreduce_share", share},
+          {"prefill_allreduce_ms", r.prefill_allreduce_seconds * 1e3},
+          {"prefill_allreduce_share", pf_share},
+          {"peak_rss_mb_per_rank", rss_mb}};
+}
+
+int bench_command(const Flags& f, const attn::Shard& shard) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
+  quiet_other_ranks(shard);
   attn::set_threads(f.threads);
-  const attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
-  attn::check_capacity(args, opts);
-  if (f.run.prefill < 1 || f.run.steps < 1)
-    throw attn::InputError("bench needs --prefill and --steps >= 1");
-  spdlog::info("drawing weights and input");
-  attn::TransformerWeights w =
-      f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m = attn::make_transformer(args, std::move(w), f.run.prefill);
-  spdlog::info("running the workload");
-  attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps);
-  spdlog::info("measuring the machine's limits");
-  attn::measure_limits(m, f.run.prefill, r.limits);
-  print_bench(r, f.json);
-  return 0;
+  std::vector<float> x;
+  std::optional<attn::Transformer> model;
+  std::exception_ptr error;
+  try {
+    const attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
+    attn::check_shard(args, shard);
+    attn::check_capacity(args, opts);
+    if (f.run.prefill < 1 || f.run.steps < 1)
+      throw attn::InputError("bench needs --prefill and --steps >= 1");
+    spdlog::info("drawing weights and input");
+    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
+                                                   : attn::load_weights(args, f.weights, shard);
+    x = attn::seeded_input(args, opts, f.seed);
+    model.emplace(attn::make_transformer(args, std::move(w), f.run.prefill, shard));
+  } catch (...) {
+    if (shard.size == 1) throw;
+    error = std::current_exception();
+  }
+  ranks::settle(shard, error);
+  return ranks::or_abort(shard, [&] {
+    attn::Transformer& m = *model;
+    spdlog::info("running the workload");
+    attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps);
+    spdlog::info("measuring the machine's limits");
+    attn::measure_limits(m, f.run.prefill, r.limits);
+    const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
+    if (shard.rank != 0) return 0;
+    const nlohmann::json mp = shard.size > 1 ? bench_parallel(r, m, rss) : nlohmann::json::object();
+    print_bench(r, f.json, mp);
+    if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
+    return 0;
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  ranks::Session session(argc, argv);  // MPI_Init under mpirun; MPI_Finalize on return
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",
                "attn-cli"};
@@ -259,13 +342,15 @@ int main(int argc, char** argv) {
   add_bench(bench, bench_flags);
   try {
     app.parse(argc, argv);
-    if (run->parsed()) return run_command(run_flags, false);
-    if (bench->parsed()) return bench_command(bench_flags);
-    return run_command(decode_flags, true);
+    if (run->parsed()) return run_command(run_flags, false, session.shard);
+    if (bench->parsed()) return bench_command(bench_flags, session.shard);
+    return run_command(decode_flags, true, session.shard);
+  } catch (const ranks::Quiet& q) {
+    return q.status;
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    return session.shard.rank == 0 ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    if (session.shard.rank == 0) app.exit(e);
     return 2;
   } catch (const attn::InputError& e) {
     std::fprintf(stderr, "attn-cli: error: %s\n", e.what());

@@ -26,7 +26,7 @@ struct Matrix {
 };
 
 std::vector<Matrix> weight_matrices(const Transformer& m) {
-  const ModelArgs& a = m.args;
+  const ModelArgs& a = m.local;  // this rank's slice (the whole model on one rank)
   const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   std::vector<Matrix> out;
   for (const LayerWeights& w : m.weights.layers) {
@@ -176,8 +176,11 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   r.steps = N;
   r.step_ms.reserve(std::size_t(N));
   auto t0 = Clock::now();
+  double reduced = m.allreduce_seconds;
   forward(m, x.data(), 1, P, 0, out.data());
   r.prefill_seconds = since(t0);
+  r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
+  reduced = m.allreduce_seconds;
   // Each step is followed by a streaming read of the same bytes, so that the two are compared
   // in the same moments: the machine's bandwidth drifts by tens of percent over minutes.
   const std::vector<Matrix> mats = weight_matrices(m);
@@ -188,11 +191,12 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
     r.step_ms.push_back(since(t0) * 1e3);
     stream[std::size_t(i)] = stream_read_gbs(mats);
   }
+  r.decode_allreduce_seconds = m.allreduce_seconds - reduced;
   std::sort(stream.begin(), stream.end());
   r.limits.stream_gbs = stream[stream.size() / 2];
   std::sort(r.step_ms.begin(), r.step_ms.end());
-  r.prefill_gflop = prefill_flops(m.args, 1, P, false) / 1e9;
-  r.prefill_matmul_gflop = prefill_flops(m.args, 1, P, true) / 1e9;
+  r.prefill_gflop = prefill_flops(m.local, 1, P, false) / 1e9;
+  r.prefill_matmul_gflop = prefill_flops(m.local, 1, P, true) / 1e9;
   r.weight_bytes = double(m.weights.bytes);
   r.peak_rss_kb = peak_rss_kb();
   return r;
@@ -201,7 +205,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   const std::vector<Matrix> mats = weight_matrices(m);
   l.sgemm_seconds = sgemm_seconds(mats, P);
-  l.sgemm_gflops = prefill_flops(m.args, 1, P, true) / l.sgemm_seconds / 1e9;
+  l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa);
 }
 

@@ -7,6 +7,7 @@
 #include "attn/cache.hpp"
 #include "attn/config.hpp"
 #include "attn/ops.hpp"
+#include "attn/parallel.hpp"
 #include "attn/weights.hpp"
 
 namespace attn {
@@ -29,19 +30,26 @@ struct Activations {
   std::vector<float> h1;      // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
   std::vector<float> h3;      // [rows, block]: w3 x
   std::vector<float> scores;  // per-thread attention scores
+  std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
 
 struct Transformer {
-  ModelArgs args;
+  ModelArgs args;  // the whole model
   TransformerWeights weights;
   KVCache cache;
   RopeTable rope;
   Activations act;
+  // Model parallel: this rank, and the part of the model it computes (local_args: its heads,
+  // KV heads and FFN rows; the weights and cache hold only those). Without a shard, local = args.
+  Shard shard;
+  ModelArgs local;
+  double allreduce_seconds = 0;  // spent in the allreduces so far
 };
 
-// max_rows: the most rows (bsz * seqlen) one forward call will be given.
+// max_rows: the most rows (bsz * seqlen) one forward call will be given. The weights must be
+// loaded or drawn for the same shard.
 Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
-                             std::int64_t max_rows);
+                             std::int64_t max_rows, const Shard& shard = {});
 
 // out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
 // start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.

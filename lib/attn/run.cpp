@@ -28,7 +28,9 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  return Event{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, 0};
+  const Shape local = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
+  return Event{kind, 0,     start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache,
+               0,    local, local};
 }
 
 }  // namespace
@@ -129,10 +131,11 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
                        {B, 1, a.dim},
                        out.decode_output.data() + (i - 1) * B * a.dim});
   std::vector<std::vector<float>> caches;  // the filled part, [B, n_kv_heads, T, head_dim]
-  for (std::int64_t l = 0; l < a.n_layers; ++l) {
-    caches.push_back(filled_k(m.cache, l, B, T));
-    caches.push_back(filled_v(m.cache, l, B, T));
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {  // model parallel: every rank's heads, on rank 0
+    caches.push_back(gather_heads(m.shard, filled_k(m.cache, l, B, T), B));
+    caches.push_back(gather_heads(m.shard, filled_v(m.cache, l, B, T), B));
   }
+  if (m.shard.rank != 0) return;
   const Shape cache_shape = {B, a.n_kv_heads, T, a.head_dim()};
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     tensors.push_back(

@@ -37,7 +37,8 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event);
 
-// Writes the dump (CONTRACT §5) atomically.
+// Writes the dump (CONTRACT §5) atomically. Model parallel: every rank calls it, rank 0 gathers
+// the caches and writes.
 void write_dump(const std::filesystem::path& path, const Transformer& m,
                 const std::vector<float>& x, const RunOptions& opts, const RunOutputs& out);
 

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "attn/parallel.hpp"
+
 namespace attn {
 
 using nlohmann::json;
@@ -11,6 +13,11 @@ namespace {
 
 Shape cache_capacity(const ModelArgs& a) {
   return {a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim()};
+}
+
+// One rank's cache buffer, [max_batch_size, n_kv_heads / K, max_seq_len, head_dim].
+Shape local_cache_capacity(const ModelArgs& a) {
+  return {a.max_batch_size, a.n_kv_heads / a.model_parallel_size, a.max_seq_len, a.head_dim()};
 }
 
 std::string cache_text(const Event& e) {
@@ -25,6 +32,9 @@ void print_config_text(std::ostream& os, const ModelArgs& a) {
      << ", block " << block_name(a.block) << ", rope " << rope_name(a.rope);
   if (a.block == Block::llama) os << ", ffn_hidden " << a.ffn_hidden();
   os << ", cache capacity " << shape_text(cache_capacity(a)) << "\n";
+  if (a.model_parallel_size > 1)
+    os << "model parallel: " << a.model_parallel_size << " ranks, each " << shape_text(local_cache_capacity(a))
+       << " of the cache; " << split_text(a) << "\n";
 }
 
 void print_event_text(std::ostream& os, const Event& e, bool decode_only) {
@@ -68,6 +78,9 @@ void print_config_json(std::ostream& os, const ModelArgs& a) {
             {"max_seq_len", a.max_seq_len},
             {"model_parallel_size", a.model_parallel_size},
             {"cache_capacity", cache_capacity(a)},
+            {"n_local_heads", a.n_heads / a.model_parallel_size},
+            {"n_local_kv_heads", a.n_kv_heads / a.model_parallel_size},
+            {"local_cache_capacity", local_cache_capacity(a)},
             {"block", block_name(a.block)},
             {"rope", rope_name(a.rope)},
             {"attention_bias", a.attention_bias}};
@@ -83,6 +96,8 @@ void print_event_json(std::ostream& os, const Event& e) {
   j["output"] = e.output;
   j["cache_k"] = e.cache_k;
   j["cache_v"] = e.cache_v;
+  j["local_cache_k"] = e.local_cache_k;
+  j["local_cache_v"] = e.local_cache_v;
   j["ms"] = e.seconds * 1e3;
   os << j.dump() << "\n";
 }

@@ -21,6 +21,7 @@ struct Event {
   std::int64_t seqlen = 0;
   Shape input, output, cache_k, cache_v;
   double seconds = 0;
+  Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
 };
 
 struct Summary {
