@@ -139,9 +139,8 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard) {
     if (shard.rank == 0) check_dump_path(f.dump);
     x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
                         : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
-    attn::TransformerWeights w = f.weights.empty()
-                                     ? attn::seeded_weights(args, f.seed, shard)
-                                     : attn::load_weights(args, f.weights, shard);
+    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
+                                                   : attn::load_weights(args, f.weights, shard);
     model.emplace(attn::make_transformer(
         args, std::move(w), opts.batch * std::max<std::int64_t>(opts.prefill, 1), shard));
   } catch (...) {

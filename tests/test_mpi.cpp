@@ -103,10 +103,9 @@ void check_golden(const std::string& name, int K) {
       test::run_cli(golden_args(g, config, "weights.safetensors") + " --dump " + single.string());
   INFO(one.err);
   REQUIRE(one.status == 0);
-  const test::CliResult r = test::run_shell(mpirun(K) +
-                                            golden_args(g, config_for(config, K, tmp.path),
-                                                        "weights.safetensors") +
-                                            " --dump " + multi.string());
+  const test::CliResult r = test::run_shell(
+      mpirun(K) + golden_args(g, config_for(config, K, tmp.path), "weights.safetensors") +
+      " --dump " + multi.string());
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("model parallel: " + std::to_string(K) + " ranks") != std::string::npos);
@@ -148,9 +147,9 @@ void check_refused(const std::string& command, const std::string& culprit) {
 
 TEST_CASE("mpi: 2 ranks give the single process's dump on every golden case whose heads split") {
   // Both blocks, the three RoPE layouts, biases, batch 2, 3 layers, F16 weights.
-  for (const char* name : {"seed_gqa", "gqa_llama_interleaved_b2", "attention_bias_interleaved",
-                           "llama_3layers_ffnmult_half", "f16_llama_gqa_interleaved",
-                           "mha_llama_interleaved"})
+  for (const char* name :
+       {"seed_gqa", "gqa_llama_interleaved_b2", "attention_bias_interleaved",
+        "llama_3layers_ffnmult_half", "f16_llama_gqa_interleaved", "mha_llama_interleaved"})
     check_golden(name, 2);
 }
 
@@ -159,17 +158,16 @@ TEST_CASE("mpi: 3 ranks where the heads divide by 3") {
 }
 
 TEST_CASE("mpi: per-rank files ({rank}) give the same dump as the whole file") {
-  for (auto [name, K] : {std::pair{"gqa_llama_interleaved_b2", 2},
-                         std::pair{"attention_bias_interleaved", 2},
-                         std::pair{"mha_attention_half", 3}}) {
+  for (auto [name, K] :
+       {std::pair{"gqa_llama_interleaved_b2", 2}, std::pair{"attention_bias_interleaved", 2},
+        std::pair{"mha_attention_half", 3}}) {
     CAPTURE(name);
     TempDir tmp;
     const Golden g = golden(name);
     const fs::path config = config_for(test::golden_dir() / name / "config.json", K, tmp.path);
     const fs::path whole = tmp.path / "whole.safetensors", split = tmp.path / "split.safetensors";
-    const test::CliResult a = test::run_shell(mpirun(K) +
-                                              golden_args(g, config, "weights.safetensors") +
-                                              " --dump " + whole.string());
+    const test::CliResult a = test::run_shell(
+        mpirun(K) + golden_args(g, config, "weights.safetensors") + " --dump " + whole.string());
     const test::CliResult b =
         test::run_shell(mpirun(K) + golden_args(g, config, "weights.rank{rank}.safetensors") +
                         " --dump " + split.string());
@@ -180,7 +178,8 @@ TEST_CASE("mpi: per-rank files ({rank}) give the same dump as the whole file") {
   }
 }
 
-TEST_CASE("mpi: seeded weights on 2 ranks are the one seeded model; the JSON trace's local shapes") {
+TEST_CASE(
+    "mpi: seeded weights on 2 ranks are the one seeded model; the JSON trace's local shapes") {
   TempDir tmp;
   const fs::path config = test::source_dir() / "configs" / "llama-tiny.json";
   const fs::path single = tmp.path / "single.safetensors", multi = tmp.path / "multi.safetensors";
@@ -241,7 +240,7 @@ TEST_CASE("mpi: every refusal ends every rank with exit status 2 within seconds"
     fs::copy_file(dir / "weights.rank0.safetensors", tmp.path / "w0.safetensors");
     fs::copy_file(dir / "weights.safetensors", tmp.path / "w1.safetensors");  // whole shapes
     const Golden g = golden("gqa_llama_interleaved_b2");
-    const std::string run = golden_args(g, config_for(dir / "config.json", 2, tmp.path), "") ;
+    const std::string run = golden_args(g, config_for(dir / "config.json", 2, tmp.path), "");
     const std::string args = run.substr(0, run.find(" --weights ")) + " --weights '" +
                              (tmp.path / "w{rank}.safetensors").string() + "'" +
                              run.substr(run.find(" --input "));

@@ -16,7 +16,8 @@
 
 namespace {
 
-// Every tensor rank `shard` holds equals its block of the whole model's tensor, element for element.
+// Every tensor rank `shard` holds equals its block of the whole model's tensor, element for
+// element.
 void check_slices(const attn::ModelArgs& a, const attn::TransformerWeights& whole,
                   const attn::TransformerWeights& part, const attn::Shard& shard) {
   // tensor_specs fills scratch layers; each slot's offset in them finds the view in ours.
@@ -25,10 +26,10 @@ void check_slices(const attn::ModelArgs& a, const attn::TransformerWeights& whol
   const std::vector<attn::TensorSpec> ps = attn::tensor_specs(a, pl, shard);
   auto view = [](const attn::TensorSpec& s, const std::vector<attn::LayerWeights>& scratch,
                  const attn::TransformerWeights& w) {
-    const auto offset = reinterpret_cast<const char*>(s.slot) -
-                        reinterpret_cast<const char*>(scratch.data());
-    return *reinterpret_cast<const float* const*>(
-        reinterpret_cast<const char*>(w.layers.data()) + offset);
+    const auto offset =
+        reinterpret_cast<const char*>(s.slot) - reinterpret_cast<const char*>(scratch.data());
+    return *reinterpret_cast<const float* const*>(reinterpret_cast<const char*>(w.layers.data()) +
+                                                  offset);
   };
   REQUIRE(ws.size() == ps.size());
   std::int64_t sliced = 0;
@@ -69,22 +70,24 @@ TEST_CASE("parallel: each rank's heads, KV heads and FFN rows, as the notebook s
   CHECK(l.head_dim() == 3);
   CHECK(l.n_rep() == 3);
   CHECK(l.ffn_hidden() == a.ffn_hidden() / 2);
-  CHECK(attn::split_text(a) == "rank 0: query heads 0-2, kv head 0; rank 1: query heads 3-5, kv head 1");
+  CHECK(attn::split_text(a) ==
+        "rank 0: query heads 0-2, kv head 0; rank 1: query heads 3-5, kv head 1");
   a.model_parallel_size = 1;
   CHECK(attn::split_text(a) == "rank 0: query heads 0-5, kv heads 0-1");
 }
 
 TEST_CASE("parallel: a rank's slice of the whole file is its block of every split tensor") {
   // F32 in place (rows) and repacked (columns), F16 converted, biases, several layers.
-  for (const char* name : {"gqa_llama_interleaved_b2", "attention_bias_interleaved",
-                           "llama_3layers_ffnmult_half", "f16_llama_gqa_interleaved",
-                           "mha_attention_half"}) {
+  for (const char* name :
+       {"gqa_llama_interleaved_b2", "attention_bias_interleaved", "llama_3layers_ffnmult_half",
+        "f16_llama_gqa_interleaved", "mha_attention_half"}) {
     CAPTURE(name);
     const attn::ModelArgs a = config_of(name);
     const auto file = test::golden_dir() / name / "weights.safetensors";
     const attn::TransformerWeights whole = attn::load_weights(a, file);
     for (int K : {2, 3}) {
-      if (a.n_kv_heads % K || a.n_heads % K || (a.block == attn::Block::llama && a.ffn_hidden() % K))
+      if (a.n_kv_heads % K || a.n_heads % K ||
+          (a.block == attn::Block::llama && a.ffn_hidden() % K))
         continue;
       for (int r = 0; r < K; ++r) {
         CAPTURE(K);
@@ -108,9 +111,9 @@ TEST_CASE("parallel: seeded weights on K ranks are the blocks of the one seeded 
 TEST_CASE("parallel: the committed per-rank files join back into the whole file") {
   // tools/export_weights.py --ranks K split these; a rank reading its per-rank file ('{rank}')
   // must hold exactly what it reads from the whole file.
-  for (auto [name, K] : {std::pair{"gqa_llama_interleaved_b2", 2},
-                         std::pair{"attention_bias_interleaved", 2},
-                         std::pair{"mha_attention_half", 3}}) {
+  for (auto [name, K] :
+       {std::pair{"gqa_llama_interleaved_b2", 2}, std::pair{"attention_bias_interleaved", 2},
+        std::pair{"mha_attention_half", 3}}) {
     CAPTURE(name);
     const attn::ModelArgs a = config_of(name);
     const auto dir = test::golden_dir() / name;
@@ -119,7 +122,8 @@ TEST_CASE("parallel: the committed per-rank files join back into the whole file"
       CAPTURE(r);
       const attn::TransformerWeights part =
           attn::load_weights(a, dir / "weights.rank{rank}.safetensors", {r, K});
-      CHECK(part.checkpoint.path == (dir / ("weights.rank" + std::to_string(r) + ".safetensors")).string());
+      CHECK(part.checkpoint.path ==
+            (dir / ("weights.rank" + std::to_string(r) + ".safetensors")).string());
       check_slices(a, whole, part, {r, K});
     }
   }
@@ -147,7 +151,9 @@ TEST_CASE("parallel: a per-rank file with another rank's shapes is refused, nami
   // The per-rank path of 3 ranks where the files were split for 2.
   attn::ModelArgs a3 = config_of("mha_attention_half");
   try {
-    attn::load_weights(a3, test::golden_dir() / "gqa_llama_interleaved_b2" / "weights.rank{rank}.safetensors", {1, 3});
+    attn::load_weights(
+        a3, test::golden_dir() / "gqa_llama_interleaved_b2" / "weights.rank{rank}.safetensors",
+        {1, 3});
     FAIL("no InputError");
   } catch (const attn::InputError& e) {
     const std::string m = e.what();
@@ -180,7 +186,8 @@ TEST_CASE("parallel: model_parallel_size 2 outside mpirun exits 2 naming what is
     std::ofstream(tmp) << text;
   }
   const auto dump = std::filesystem::temp_directory_path() / "attn_parallel_mp2.safetensors";
-  const test::CliResult r = test::run_cli("run --config " + tmp.string() + " --dump " + dump.string());
+  const test::CliResult r =
+      test::run_cli("run --config " + tmp.string() + " --dump " + dump.string());
   CHECK(r.status == 2);
   CHECK(r.err.find("model_parallel_size 2") != std::string::npos);
   CHECK(r.err.find(attn::mpi_built() ? "mpirun -np 2" : "built without MPI") != std::string::npos);

@@ -29,8 +29,7 @@ CliResult run_shell(const std::string& command) {
       std::filesystem::temp_directory_path() / ("attn_cli_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd =
-      command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const std::string cmd = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);

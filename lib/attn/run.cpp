@@ -29,8 +29,8 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
   const Shape local = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  return Event{kind, 0,     start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache,
-               0,    local, local};
+  return Event{kind,  0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache,
+               cache, 0, local,     local};
 }
 
 }  // namespace

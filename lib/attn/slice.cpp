@@ -51,8 +51,8 @@ std::string rank_path(const std::string& path, int rank) {
   return p;
 }
 
-const float* slice_as_f32(const SafetensorsFile& file, const std::string& name,
-                          const TensorSpec& s, std::vector<float>& storage) {
+const float* slice_as_f32(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                          std::vector<float>& storage) {
   const TensorInfo& t = file.info(name);
   if (t.dtype != Dtype::F32 && t.dtype != Dtype::F16 && t.dtype != Dtype::BF16)
     return tensor_as_f32(file, name, storage);  // refuses the dtype, naming file and tensor

@@ -33,8 +33,8 @@ void print_config_text(std::ostream& os, const ModelArgs& a) {
   if (a.block == Block::llama) os << ", ffn_hidden " << a.ffn_hidden();
   os << ", cache capacity " << shape_text(cache_capacity(a)) << "\n";
   if (a.model_parallel_size > 1)
-    os << "model parallel: " << a.model_parallel_size << " ranks, each " << shape_text(local_cache_capacity(a))
-       << " of the cache; " << split_text(a) << "\n";
+    os << "model parallel: " << a.model_parallel_size << " ranks, each "
+       << shape_text(local_cache_capacity(a)) << " of the cache; " << split_text(a) << "\n";
 }
 
 void print_event_text(std::ostream& os, const Event& e, bool decode_only) {

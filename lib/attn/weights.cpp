@@ -112,14 +112,14 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
     const TensorInfo& t = file.info(name);
     if (t.shape != stored)
       throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(stored) +
-                       (per_rank && shard.size > 1 ? " (rank " + std::to_string(shard.rank) +
-                                                         "'s slice of " +
-                                                         std::to_string(shard.size) + ")"
-                                                   : "") +
+                       (per_rank && shard.size > 1
+                            ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
+                                  std::to_string(shard.size) + ")"
+                            : "") +
                        ", got " + shape_text(t.shape));
     std::vector<float> storage;
-    *s.slot = s.full.empty() ? tensor_as_f32(file, name, storage)
-                             : slice_as_f32(file, name, s, storage);
+    *s.slot =
+        s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
     if (!storage.empty()) w.owned.push_back(std::move(storage));
     w.bytes += std::uint64_t(numel(s.shape)) * 4;
     used.insert(name);
@@ -152,10 +152,10 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     for (std::int64_t i = 0; i < n; ++i)
       t[std::size_t(i)] =
           norm ? 1.0f
-               : bound * uniform_pm1(seed, stream,
-                                     std::uint64_t(s.full.empty()
-                                                       ? i
-                                                       : index_in_full(s, i / cols, i % cols)));
+               : bound *
+                     uniform_pm1(
+                         seed, stream,
+                         std::uint64_t(s.full.empty() ? i : index_in_full(s, i / cols, i % cols)));
     *s.slot = t.data();
     w.bytes += std::uint64_t(n) * 4;
   }
