@@ -131,7 +131,8 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
                        {B, 1, a.dim},
                        out.decode_output.data() + (i - 1) * B * a.dim});
   std::vector<std::vector<float>> caches;  // the filled part, [B, n_kv_heads, T, head_dim]
-  for (std::int64_t l = 0; l < a.n_layers; ++l) {  // model parallel: every rank's heads, on rank 0
+  // Model parallel: each rank holds its KV heads; rank 0 gathers them all, and writes alone.
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
     caches.push_back(gather_heads(m.shard, filled_k(m.cache, l, B, T), B));
     caches.push_back(gather_heads(m.shard, filled_v(m.cache, l, B, T), B));
   }
