@@ -28,9 +28,9 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  Event e{kind, 0, start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache, cache, 0};
-  e.local_cache_k = e.local_cache_v = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  return e;
+  const Shape local = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
+  const Shape io = {B, seqlen, a.dim};
+  return Event{kind, 0, start_pos, seqlen, io, io, cache, cache, 0, local, local};
 }
 
 }  // namespace
