@@ -33,9 +33,8 @@ void check_shard(const ModelArgs& a, const Shard& s) {
   if (k == s.size) return;
   const std::string want = "model_parallel_size " + std::to_string(k);
   if (k > 1 && !mpi_built())
-    throw InputError(want + " needs MPI, and this attn-cli was built without it (install " +
-                     "libopenmpi-dev, reconfigure, run under mpirun -np " + std::to_string(k) +
-                     ")");
+    throw InputError(want + ": this attn-cli was built without MPI (install libopenmpi-dev, " +
+                     "reconfigure, and run it under mpirun -np " + std::to_string(k) + ")");
   if (s.size == 1)
     throw InputError(want + " needs " + std::to_string(k) + " ranks: run it as mpirun -np " +
                      std::to_string(k) + " attn-cli ...");
