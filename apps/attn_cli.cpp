@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -242,6 +243,8 @@ void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
                "model parallel = %d ranks (%s), weights per rank %.1f MB\n"
                "       allreduce = %8.3f ms per step (%.1f%% of a step; %lld allreduces of %lld "
                "floats), %.2f ms in the prefill (%.1f%%)\n"
+               "                   (the step's figure includes waiting for the slower rank; one "
+               "allreduce of %lld floats alone, ranks in step: %.1f us)\n"
                "peak resident memory per rank = %s\n",
                mp["model_parallel_size"].get<int>(), mp["split"].get<std::string>().c_str(),
                mp["weight_bytes_per_rank"].get<double>() / 1e6,
@@ -249,12 +252,23 @@ void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
                100 * mp["decode_allreduce_share"].get<double>(),
                (long long)mp["allreduces_per_step"].get<std::int64_t>(), (long long)dim,
                mp["prefill_allreduce_ms"].get<double>(),
-               100 * mp["prefill_allreduce_share"].get<double>(), rss.c_str());
+               100 * mp["prefill_allreduce_share"].get<double>(), (long long)dim,
+               mp["allreduce_alone_us"].get<double>(), rss.c_str());
+}
+
+// One allreduce of dim floats with the ranks already in step, in microseconds (the mean of 200):
+// what a step's allreduces cost without the wait for the slower rank that the step's figure has.
+double allreduce_alone_us(const attn::Shard& shard, std::int64_t dim) {
+  std::vector<float> v(std::size_t(dim), 1.0f);
+  attn::barrier(shard);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) attn::allreduce_sum(shard, v.data(), dim);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200 * 1e6;
 }
 
 // Model parallel: what the ranks cost each other (allreduce time) and what each one holds.
 nlohmann::json bench_parallel(const attn::BenchResult& r, const attn::Transformer& m,
-                              const std::vector<double>& rss_mb) {
+                              const std::vector<double>& rss_mb, double alone_us) {
   double steps_ms = 0;
   for (double ms : r.step_ms) steps_ms += ms;
   const double step_ar = r.decode_allreduce_seconds * 1e3 / double(r.steps);
@@ -269,7 +283,8 @@ nlohmann::json bench_parallel(const attn::BenchResult& r, const attn::Transforme
           {"decode_allreduce_share", share},
           {"prefill_allreduce_ms", r.prefill_allreduce_seconds * 1e3},
           {"prefill_allreduce_share", pf_share},
-          {"peak_rss_mb_per_rank", rss_mb}};
+          {"peak_rss_mb_per_rank", rss_mb},
+          {"allreduce_alone_us", alone_us}};
 }
 
 int bench_command(const Flags& f, const attn::Shard& shard) {
@@ -303,8 +318,9 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     spdlog::info("measuring the machine's limits");
     attn::measure_limits(m, f.run.prefill, r.limits);
     const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
+    const double alone_us = shard.size > 1 ? allreduce_alone_us(shard, m.args.dim) : 0;
     if (shard.rank != 0) return 0;
-    const nlohmann::json mp = shard.size > 1 ? bench_parallel(r, m, rss) : nlohmann::json::object();
+    const nlohmann::json mp = shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
     print_bench(r, f.json, mp);
     if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
     return 0;

@@ -22,6 +22,7 @@ for key, label in [("prefill_positions_per_s", "prefill positions/s"), ("decode_
     print(f"{label:34s}{mp[key]:20.2f}{one[key]:24.2f}{mp[key] / one[key]:8.2f}")
 print(f"{'allreduce ms per decode step':34s}{mp['decode_allreduce_ms_per_step']:20.3f}"
       f"   ({100 * mp['decode_allreduce_share']:.1f}% of a step, {mp['allreduces_per_step']} allreduces of 4096 floats)")
+print(f"{'one allreduce alone, us':34s}{mp['allreduce_alone_us']:20.1f}   (4096 floats, ranks in step)")
 print(f"{'allreduce ms in the prefill':34s}{mp['prefill_allreduce_ms']:20.2f}   ({100 * mp['prefill_allreduce_share']:.1f}%)")
 print(f"{'weights MB per rank':34s}{mp['weight_bytes_per_rank'] / 1e6:20.1f}{one['weight_bytes'] / 1e6:24.1f}")
 print(f"{'peak resident MB per rank':34s}{' / '.join(f'{x:.0f}' for x in mp['peak_rss_mb_per_rank']):>20s}{one['peak_rss_mb']:24.0f}")

@@ -219,6 +219,7 @@ TEST_CASE("mpi: bench on 2 ranks reports the allreduce time and each rank's memo
   CHECK(j.at("peak_rss_mb_per_rank").size() == 2);
   CHECK(j.at("decode_allreduce_ms_per_step").get<double>() > 0);
   CHECK(j.at("allreduces_per_step") == 4);
+  CHECK(j.at("allreduce_alone_us").get<double>() > 0);
   CHECK(r.err.find("allreduce") != std::string::npos);
 }
 
