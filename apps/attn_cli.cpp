@@ -256,14 +256,21 @@ void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
                mp["allreduce_alone_us"].get<double>(), rss.c_str());
 }
 
-// One allreduce of dim floats with the ranks already in step, in microseconds (the mean of 200):
-// what a step's allreduces cost without the wait for the slower rank that the step's figure has.
+// One allreduce of dim floats with the ranks already in step, in microseconds (the median of
+// 200): what a step's allreduces cost without the wait for the slower rank that the step's
+// figure includes.
 double allreduce_alone_us(const attn::Shard& shard, std::int64_t dim) {
   std::vector<float> v(std::size_t(dim), 1.0f);
-  attn::barrier(shard);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 200; ++i) attn::allreduce_sum(shard, v.data(), dim);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200 * 1e6;
+  std::vector<double> us;
+  for (int i = 0; i < 200; ++i) {
+    attn::barrier(shard);
+    const auto t0 = std::chrono::steady_clock::now();
+    attn::allreduce_sum(shard, v.data(), dim);
+    us.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() *
+                 1e6);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 // Model parallel: what the ranks cost each other (allreduce time) and what each one holds.
@@ -320,7 +327,8 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
     const double alone_us = shard.size > 1 ? allreduce_alone_us(shard, m.args.dim) : 0;
     if (shard.rank != 0) return 0;
-    const nlohmann::json mp = shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
+    const nlohmann::json mp =
+        shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
     print_bench(r, f.json, mp);
     if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
     return 0;
