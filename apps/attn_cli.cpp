@@ -7,10 +7,12 @@
 #include <unistd.h>
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <ostream>
 
 #include "attn/bench.hpp"
 #include "attn/error.hpp"
@@ -22,6 +24,7 @@
 #include "attn/run.hpp"
 #include "attn/runtime.hpp"
 #include "attn/version.hpp"
+#include "ranks.hpp"
 
 namespace {
 
@@ -137,62 +140,89 @@ attn::Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out,
           attn::blas_core()};
 }
 
-int run_command(const Flags& f, bool decode_only, bool heatmap = false) {
-  spdlog::set_level(spdlog::level::from_str(f.log_level));
-  attn::ModelArgs args = model_args(f, attn::seed_args);
-  if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
-  attn::RunOptions opts = f.run;
-  if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
-  attn::check_capacity(args, opts);
-  if (!f.dump.empty()) attn::check_output(f.dump, "dump");  // a bad path costs nothing
-  attn::Inspect inspect;
-  inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
-  attn::check_attention_weights(args, opts, inspect);
-  const std::int64_t max_rows = opts.batch * std::max<std::int64_t>(opts.prefill, 1);
-  attn::RunShape shape{opts.batch, opts.prefill, opts.steps, max_rows, f.threads, !f.dump.empty()};
-  if (inspect.attention_weights)
-    shape.attention_weights = std::uint64_t(attn::attention_weights_bytes(args, opts));
-  attn::check_memory(attn::memory_parts(args, shape), attn::available_memory());
-  std::vector<float> x = f.input.empty()
-                             ? attn::seeded_input(args, opts, f.seed)
-                             : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
-  if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
-  if (heatmap) {
-    attn::check_heatmap(args, opts, f.layer);
-    attn::check_png_path(f.png);
-  }
-  attn::TransformerWeights w =
-      f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  attn::Transformer m =
-      attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads));
+// Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
+void quiet_other_ranks(const attn::Shard& shard) {
+  if (shard.rank != 0 && spdlog::get_level() < spdlog::level::err)
+    spdlog::set_level(spdlog::level::err);
+}
 
-  if (f.json)
-    attn::print_config_json(std::cout, args);
-  else
-    attn::print_config_text(std::cout, args);
-  const attn::RunOutputs out = attn::run(
-      m, x, opts,
-      [&](const attn::Event& e) {
-        if (f.json)
-          attn::print_event_json(std::cout, e);
-        else
-          attn::print_event_text(std::cout, e, decode_only);
-        if (f.print_attention) attn::print_attention(std::cout, args, e);
-        std::cout.flush();  // what is printed stays printed, whatever ends the run later
-      },
-      inspect);
-  const attn::Summary s = summarize(opts, out, m.rt);
-  if (f.json) attn::print_summary_json(std::cout, s);
-  attn::print_summary_text(std::cerr, s);
-  if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
-  if (heatmap) {
-    const attn::Image img = attn::render_heatmap(args, opts, out, f.layer);
-    attn::write_png(f.png, img);
-    spdlog::info("heatmap: wrote {} ({} x {})", f.png, img.width, img.height);
+int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool heatmap = false) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  quiet_other_ranks(shard);
+  attn::ModelArgs args;
+  attn::RunOptions opts = f.run;
+  attn::Inspect inspect;
+  std::vector<float> x;
+  std::optional<attn::Transformer> model;
+  std::exception_ptr error;
+  try {  // every rank sets up, then all agree on one status before any collective
+    args = model_args(f, attn::seed_args);
+    if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
+    attn::check_shard(args, shard);
+    if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
+    attn::check_capacity(args, opts);
+    if (shard.rank == 0 && !f.dump.empty()) attn::check_output(f.dump, "dump");  // costs nothing
+    inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
+    if (inspect.attention_weights && shard.size > 1)
+      throw attn::InputError(
+          "--attention-weights, --print-attention and heatmap need one process "
+          "(model_parallel_size "
+          "1): each rank holds only its own heads' probabilities");
+    attn::check_attention_weights(args, opts, inspect);
+    const std::int64_t max_rows = opts.batch * std::max<std::int64_t>(opts.prefill, 1);
+    attn::RunShape shape{opts.batch, opts.prefill, opts.steps,
+                         max_rows,   f.threads,    !f.dump.empty()};
+    if (inspect.attention_weights)
+      shape.attention_weights = std::uint64_t(attn::attention_weights_bytes(args, opts));
+    attn::check_memory(attn::memory_parts(args, shape), attn::available_memory());
+    x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
+                        : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
+    if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
+    if (heatmap) {
+      attn::check_heatmap(args, opts, f.layer);
+      attn::check_png_path(f.png);
+    }
+    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
+                                                   : attn::load_weights(args, f.weights, shard);
+    model.emplace(
+        attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads), shard));
+  } catch (...) {
+    if (shard.size == 1) throw;
+    error = std::current_exception();
   }
-  std::cout.flush();
-  if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
-  return 0;
+  ranks::settle(shard, error);
+  return ranks::or_abort(shard, [&] {
+    attn::Transformer& m = *model;
+    std::ostream nowhere(nullptr);
+    std::ostream& trace = shard.rank == 0 ? std::cout : nowhere;
+    if (f.json)
+      attn::print_config_json(trace, args);
+    else
+      attn::print_config_text(trace, args);
+    const attn::RunOutputs out = attn::run(
+        m, x, opts,
+        [&](const attn::Event& e) {
+          if (f.json)
+            attn::print_event_json(trace, e);
+          else
+            attn::print_event_text(trace, e, decode_only);
+          if (f.print_attention) attn::print_attention(trace, args, e);
+          trace.flush();  // what is printed stays printed, whatever ends the run later
+        },
+        inspect);
+    const attn::Summary s = summarize(opts, out, m.rt);
+    if (f.json) attn::print_summary_json(trace, s);
+    if (shard.rank == 0) attn::print_summary_text(std::cerr, s);
+    if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
+    if (heatmap) {
+      const attn::Image img = attn::render_heatmap(args, opts, out, f.layer);
+      attn::write_png(f.png, img);
+      spdlog::info("heatmap: wrote {} ({} x {})", f.png, img.width, img.height);
+    }
+    std::cout.flush();
+    if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+    return 0;
+  });
 }
 
 void add_bench(CLI::App* cmd, Flags& f) {
@@ -236,7 +266,8 @@ nlohmann::json batched_json(const attn::BenchResult& r) {
   return rows;
 }
 
-void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json) {
+void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json,
+                 const nlohmann::json& extra = {}) {
   const auto& l = r.limits;
   const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
   const double med = r.step_ms[r.step_ms.size() / 2];
@@ -291,37 +322,119 @@ void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json)
                       {"stream_pattern", l.stream_pattern},
                       {"kv_cache_mb", r.kv_cache_bytes / 1e6},
                       {"batched_decode", batched_json(r)}};
+  j.update(extra);
   std::cout << j.dump() << "\n";
 }
 
-int bench_command(const Flags& f) {
+void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
+  std::string rss;
+  for (std::size_t i = 0; i < mp.at("peak_rss_mb_per_rank").size(); ++i)
+    rss += (i ? ", rank " : "rank ") + std::to_string(i) + " " +
+           std::to_string(int(mp["peak_rss_mb_per_rank"][i].get<double>() + 0.5)) + " MB";
+  std::fprintf(stderr,
+               "model parallel = %d ranks (%s), weights per rank %.1f MB\n"
+               "       allreduce = %8.3f ms per step (%.1f%% of a step; %lld allreduces of %lld "
+               "floats), %.2f ms in the prefill (%.1f%%)\n"
+               "                   (the step's figure includes waiting for the slower rank; one "
+               "allreduce of %lld floats alone, ranks in step: %.1f us)\n"
+               "peak resident memory per rank = %s\n",
+               mp["model_parallel_size"].get<int>(), mp["split"].get<std::string>().c_str(),
+               mp["weight_bytes_per_rank"].get<double>() / 1e6,
+               mp["decode_allreduce_ms_per_step"].get<double>(),
+               100 * mp["decode_allreduce_share"].get<double>(),
+               (long long)mp["allreduces_per_step"].get<std::int64_t>(), (long long)dim,
+               mp["prefill_allreduce_ms"].get<double>(),
+               100 * mp["prefill_allreduce_share"].get<double>(), (long long)dim,
+               mp["allreduce_alone_us"].get<double>(), rss.c_str());
+}
+
+// One allreduce of dim floats with the ranks already in step, in microseconds (the median of
+// 200): what a step's allreduces cost without the wait for the slower rank that the step's
+// figure includes.
+double allreduce_alone_us(const attn::Shard& shard, std::int64_t dim) {
+  std::vector<float> v(std::size_t(dim), 1.0f);
+  std::vector<double> us;
+  for (int i = 0; i < 200; ++i) {
+    attn::barrier(shard);
+    const auto t0 = std::chrono::steady_clock::now();
+    attn::allreduce_sum(shard, v.data(), dim);
+    us.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() *
+                 1e6);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// Model parallel: what the ranks cost each other (allreduce time) and what each one holds.
+nlohmann::json bench_parallel(const attn::BenchResult& r, const attn::Transformer& m,
+                              const std::vector<double>& rss_mb, double alone_us) {
+  double steps_ms = 0;
+  for (double ms : r.step_ms) steps_ms += ms;
+  const double step_ar = r.decode_allreduce_seconds * 1e3 / double(r.steps);
+  const double share = r.decode_allreduce_seconds * 1e3 / steps_ms;
+  const double pf_share = r.prefill_allreduce_seconds / r.prefill_seconds;
+  const std::int64_t per_step = m.args.n_layers * (m.args.block == attn::Block::llama ? 2 : 1);
+  return {{"split", attn::split_text(m.args)},
+          {"allreduces_per_step", per_step},
+          {"model_parallel_size", m.shard.size},
+          {"weight_bytes_per_rank", r.weight_bytes},
+          {"decode_allreduce_ms_per_step", step_ar},
+          {"decode_allreduce_share", share},
+          {"prefill_allreduce_ms", r.prefill_allreduce_seconds * 1e3},
+          {"prefill_allreduce_share", pf_share},
+          {"peak_rss_mb_per_rank", rss_mb},
+          {"allreduce_alone_us", alone_us}};
+}
+
+int bench_command(const Flags& f, const attn::Shard& shard) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
-  attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
+  quiet_other_ranks(shard);
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
-  attn::check_capacity(args, opts);
-  if (f.run.prefill < 1 || f.run.steps < 1)
-    throw attn::InputError("bench needs --prefill and --steps >= 1");
   // The batched rows decode up to 16 sequences; the cache holds them at the bench's positions
   // only, so it stays small.
   const std::int64_t max_batch = attn::kBenchBatches.back();
-  args.max_batch_size = std::max(args.max_batch_size, max_batch);
-  args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
-  attn::check_memory(
-      attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
-                                std::max(f.run.prefill, max_batch), f.threads, false}),
-      attn::available_memory());
-  spdlog::info("drawing weights and input");
-  attn::TransformerWeights w =
-      f.weights.empty() ? attn::seeded_weights(args, f.seed) : attn::load_weights(args, f.weights);
-  const std::vector<float> x = attn::seeded_input(args, opts, f.seed);
-  attn::Transformer m = attn::make_transformer(
-      args, std::move(w), std::max(f.run.prefill, max_batch), attn::make_runtime(f.threads));
-  spdlog::info("running the workload");
-  attn::BenchResult r = attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
-  spdlog::info("measuring the machine's limits");
-  attn::measure_limits(m, f.run.prefill, r.limits);
-  print_bench(r, m.rt, f.json);
-  return 0;
+  std::vector<float> x;
+  std::optional<attn::Transformer> model;
+  std::exception_ptr error;
+  try {
+    attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
+    attn::check_shard(args, shard);
+    attn::check_capacity(args, opts);
+    if (f.run.prefill < 1 || f.run.steps < 1)
+      throw attn::InputError("bench needs --prefill and --steps >= 1");
+    args.max_batch_size = std::max(args.max_batch_size, max_batch);
+    args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
+    attn::check_memory(
+        attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
+                                  std::max(f.run.prefill, max_batch), f.threads, false}),
+        attn::available_memory());
+    spdlog::info("drawing weights and input");
+    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
+                                                   : attn::load_weights(args, f.weights, shard);
+    x = attn::seeded_input(args, opts, f.seed);
+    model.emplace(attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch),
+                                         attn::make_runtime(f.threads), shard));
+  } catch (...) {
+    if (shard.size == 1) throw;
+    error = std::current_exception();
+  }
+  ranks::settle(shard, error);
+  return ranks::or_abort(shard, [&] {
+    attn::Transformer& m = *model;
+    spdlog::info("running the workload");
+    attn::BenchResult r =
+        attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
+    spdlog::info("measuring the machine's limits");
+    attn::measure_limits(m, f.run.prefill, r.limits);
+    const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
+    const double alone_us = shard.size > 1 ? allreduce_alone_us(shard, m.args.dim) : 0;
+    if (shard.rank != 0) return 0;
+    const nlohmann::json mp =
+        shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
+    print_bench(r, m.rt, f.json, mp);
+    if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
+    return 0;
+  });
 }
 
 }  // namespace
@@ -359,6 +472,7 @@ void add_examples(CLI::App* run, CLI::App* decode, CLI::App* heatmap, CLI::App* 
 }
 
 int main(int argc, char** argv) {
+  ranks::Session session(argc, argv);  // MPI_Init under mpirun; MPI_Finalize on return
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",
                "attn-cli"};
@@ -393,14 +507,16 @@ int main(int argc, char** argv) {
   add_examples(run, decode, heatmap, bench);
   try {
     app.parse(argc, argv);
-    if (run->parsed()) return run_command(run_flags, false);
-    if (bench->parsed()) return bench_command(bench_flags);
-    if (heatmap->parsed()) return run_command(heatmap_flags, false, true);
-    return run_command(decode_flags, true);
+    if (run->parsed()) return run_command(run_flags, false, session.shard);
+    if (bench->parsed()) return bench_command(bench_flags, session.shard);
+    if (heatmap->parsed()) return run_command(heatmap_flags, false, session.shard, true);
+    return run_command(decode_flags, true, session.shard);
+  } catch (const ranks::Quiet& q) {
+    return q.status;
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    return session.shard.rank == 0 ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    if (session.shard.rank == 0) app.exit(e);
     return 2;
   } catch (const attn::InputError& e) {
     std::fprintf(stderr, "attn-cli: error: %s\n", e.what());

@@ -292,9 +292,15 @@ TEST_CASE("config: an odd head_dim is refused with RoPE, accepted without") {
         attn::Rope::half);
 }
 
-TEST_CASE("config: model_parallel_size must divide n_kv_heads, and only 1 is supported") {
-  check_refused(seed_with(R"("model_parallel_size": 3)"), {"model_parallel_size"});
-  check_refused(seed_with(R"("model_parallel_size": 2)"), {"model_parallel_size"});
+TEST_CASE("config: model_parallel_size must divide n_heads, n_kv_heads and the FFN width") {
+  check_refused(seed_with(R"("model_parallel_size": 3)"), {"model_parallel_size", "n_kv_heads"});
+  check_refused(seed_with(R"("model_parallel_size": 4)"), {"model_parallel_size", "n_heads"});
+  // 6 heads, 6 KV heads: divisible by 3, but Meta's FFN width 64 is not.
+  check_refused(
+      R"({"dim": 24, "n_heads": 6, "n_kv_heads": 6, "multiple_of": 32, "model_parallel_size": 3})",
+      {"model_parallel_size", "ffn_hidden"});
+  CHECK(attn::parse_config(seed_with(R"("model_parallel_size": 2)"), kSrc).model_parallel_size ==
+        2);
   CHECK(attn::parse_config(seed_with(R"("model_parallel_size": 1)"), kSrc).model_parallel_size ==
         1);
 }

@@ -21,12 +21,15 @@ std::string slurp(const std::filesystem::path& p) {
 }  // namespace
 
 CliResult run_cli(const std::string& args) {
+  return run_shell(std::string(ATTN_CLI) + " " + args);
+}
+
+CliResult run_shell(const std::string& command) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("attn_cli_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd = std::string(ATTN_CLI) + " " + args + " >" + out.string() + " 2>" +
-                          err.string() + " </dev/null";
+  const std::string cmd = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);

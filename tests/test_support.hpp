@@ -50,5 +50,7 @@ struct CliResult {
 
 // Runs attn-cli with the given arguments (a shell-quoted string), capturing stdout and stderr.
 CliResult run_cli(const std::string& args);
+// Runs a whole shell command line the same way.
+CliResult run_shell(const std::string& command);
 
 }  // namespace test

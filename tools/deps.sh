@@ -2,7 +2,8 @@
 # Installs the Debian packages attn-cli builds with, if any is missing (run as root).
 set -euo pipefail
 packages=(cmake g++ make pkg-config libcli11-dev nlohmann-json3-dev libspdlog-dev libopenblas-dev
-          doctest-dev clang libclang-rt-14-dev libomp-dev libstb-dev)
+          doctest-dev clang libclang-rt-14-dev libomp-dev libstb-dev
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,7 +34,7 @@ std::vector<Matrix> weight_matrices(const Transformer& m) {
   std::vector<Matrix> out;
   for (std::size_t l = 0; l < m.weights.layers.size(); ++l) {
     LayerWeights views = m.weights.layers[l];  // the specs' slots point into this copy
-    for (const TensorSpec& s : layer_tensor_specs(m.args, views, std::int64_t(l)))
+    for (const TensorSpec& s : layer_tensor_specs(m.local, views, std::int64_t(l)))
       if (s.shape.size() == 2) out.push_back({*s.slot, s.shape[0], s.shape[1]});
   }
   return out;
@@ -264,8 +264,10 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   for (std::int64_t B : batches) r.batched.push_back({B, {}});
   for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
   auto t0 = Clock::now();
+  double reduced = m.allreduce_seconds;
   forward(m, x.data(), 1, P, 0, out.data());
   r.prefill_seconds = since(t0);
+  r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
   // Each round is one step at batch 1, a streaming read of the same bytes, then one step at
   // each batch size, so all are compared in the same moments: the machine's bandwidth drifts by
   // tens of percent over minutes. The batched steps run at the same position as batch 1's; the
@@ -274,8 +276,10 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   std::vector<double> stream[kNumReadPatterns];
   for (std::int64_t i = 0; i < N; ++i) {
     t0 = Clock::now();
+    reduced = m.allreduce_seconds;
     forward(m, x.data() + (P + i) * dim, 1, 1, P + i, out.data());
     r.step_ms.push_back(since(t0) * 1e3);
+    r.decode_allreduce_seconds += m.allreduce_seconds - reduced;
     const std::size_t pattern = std::size_t(i) % kNumReadPatterns;
     stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern], m.rt.threads));
     for (BatchedDecode& d : r.batched) {
@@ -296,8 +300,8 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
     std::sort(d.step_ms.begin(), d.step_ms.end());
     if (d.batch == 1) d.step_ms = r.step_ms;
   }
-  r.prefill_gflop = prefill_flops(m.args, 1, P, false) / 1e9;
-  r.prefill_matmul_gflop = prefill_flops(m.args, 1, P, true) / 1e9;
+  r.prefill_gflop = prefill_flops(m.local, 1, P, false) / 1e9;
+  r.prefill_matmul_gflop = prefill_flops(m.local, 1, P, true) / 1e9;
   r.weight_bytes = double(m.weights.bytes);
   r.kv_cache_bytes = double(m.cache.cache_k.size() + m.cache.cache_v.size()) * sizeof(float);
   r.peak_rss_kb = peak_rss_kb();
@@ -307,7 +311,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   const std::vector<Matrix> mats = weight_matrices(m);
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
-  l.sgemm_gflops = prefill_flops(m.args, 1, P, true) / l.sgemm_seconds / 1e9;
+  l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa, m.rt.threads);
 }
 

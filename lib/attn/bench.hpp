@@ -39,6 +39,8 @@ struct BenchResult {
   std::vector<BatchedDecode> batched;
   long peak_rss_kb = 0;
   MachineLimits limits;
+  // Model parallel: time in the allreduces (this rank), in the prefill and over all steps.
+  double prefill_allreduce_seconds = 0, decode_allreduce_seconds = 0;
 };
 
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);

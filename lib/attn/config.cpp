@@ -230,8 +230,17 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("model_parallel_size", "n_kv_heads " + std::to_string(a.n_kv_heads) +
                                       " is not divisible by model_parallel_size " +
                                       std::to_string(a.model_parallel_size));
-  if (a.model_parallel_size > 1)
-    r.fail("model_parallel_size", "splitting heads across ranks is not supported yet (use 1)");
+  // Each rank holds whole query heads and whole KV heads, and an equal share of the FFN's rows.
+  if (a.n_heads % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "n_heads " + std::to_string(a.n_heads) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  if (a.block == Block::llama && a.ffn_hidden() % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "ffn_hidden " + std::to_string(a.ffn_hidden()) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  if (a.block == Block::encoder && a.model_parallel_size > 1)
+    r.fail("model_parallel_size", "the encoder block runs on one process (use 1)");
   if (a.vocab_size == 0 || a.vocab_size < -1)
     r.fail("vocab_size",
            "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 
 #include "attn/attention.hpp"
@@ -17,10 +18,22 @@ std::vector<float> buffer(std::int64_t rows, std::int64_t cols) {
   return std::vector<float>(std::size_t(rows * cols));
 }
 
+// Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once).
+void reduce_into(Transformer& m, float* h, const float* bias, std::int64_t rows) {
+  const std::int64_t dim = m.args.dim;
+  float* p = m.act.partial.data();
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_sum(m.shard, p, rows * dim);
+  m.allreduce_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < dim; ++i) h[r * dim + i] += p[r * dim + i] + (bias ? bias[i] : 0);
+}
+
 // h += wo(attention(rope(wq x), rope(wk x), wv x)), x = h or its norm.
 void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, const float* x,
                      float* h, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
-  const ModelArgs& a = m.args;
+  const ModelArgs& a = m.local;
   Activations& act = m.act;
   const std::int64_t rows = bsz * seqlen, hd = a.head_dim();
   const std::array<Projection, 3> qkv = {Projection{act.xq.data(), w.wq, w.bq, a.n_heads * hd},
@@ -32,6 +45,12 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
   attention(m.rt, act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
             act.scores, m.mask, m.attn_probs[std::size_t(layer)]);
+  if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
+    const std::array<Projection, 1> wo = {Projection{act.partial.data(), w.wo, nullptr, a.dim}};
+    linear(m.rt, wo, act.xq.data(), rows, a.n_heads * hd, act.pack.data());
+    reduce_into(m, h, w.bo, rows);
+    return;
+  }
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
   linear(m.rt, wo, act.xq.data(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
 }
@@ -39,7 +58,8 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
 // small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
 void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
-  const ModelArgs& a = m.args;
+  const ModelArgs& a = m.local;
+  const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, act.ffn_block, rows);
   rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
@@ -50,10 +70,12 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
         Projection{act.h3.data(), w.w3 + j0 * a.dim, nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1.data(), act.h3.data(), rows * n);
-    const std::array<Projection, 1> w2 = {Projection{h, w.w2 + j0, nullptr, a.dim, hidden}};
+    const std::array<Projection, 1> w2 = {
+        Projection{split ? act.partial.data() : h, w.w2 + j0, nullptr, a.dim, hidden}};
     linear(m.rt, w2, act.h1.data(), rows, n, act.pack.data(),
-           /*accumulate=*/true);  // w2[:, j0:j0+n]
+           /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
+  if (split) reduce_into(m, h, nullptr, rows);
 }
 
 // Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
@@ -123,9 +145,11 @@ std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::
   return n;
 }
 
-Transformer make_transformer(const ModelArgs& a, TransformerWeights weights, std::int64_t max_rows,
-                             const Runtime& rt) {
-  Transformer m{a, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt};
+Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
+                             std::int64_t max_rows, const Runtime& rt, const Shard& shard) {
+  const ModelArgs a = local_args(whole, shard);
+  Transformer m{
+      whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
   m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr);
@@ -145,6 +169,7 @@ Transformer make_transformer(const ModelArgs& a, TransformerWeights weights, std
   // The widest input a product packs: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
   act.pack = buffer(pack_floats(std::min<std::int64_t>(max_rows, kBatchRows), k_max), 1);
+  if (shard.size > 1) act.partial = buffer(max_rows, a.dim);
   return m;
 }
 

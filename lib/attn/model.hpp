@@ -8,6 +8,7 @@
 #include "attn/cache.hpp"
 #include "attn/config.hpp"
 #include "attn/ops.hpp"
+#include "attn/parallel.hpp"
 #include "attn/runtime.hpp"
 #include "attn/weights.hpp"
 
@@ -24,18 +25,19 @@ struct Activations {
   std::int64_t max_rows = 0;
   std::int64_t ffn_block = kFfnBlock;  // hidden units per FFN block in prefill (at most)
 
-  std::vector<float> xb;      // [rows, dim]: the normed input of attention or FFN
-  std::vector<float> xq;      // [rows, n_heads * head_dim], then the attention output in place
-  std::vector<float> xk;      // [rows, n_kv_heads * head_dim]
-  std::vector<float> xv;      // [rows, n_kv_heads * head_dim]
-  std::vector<float> h1;      // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
-  std::vector<float> h3;      // [rows, block]: w3 x
-  std::vector<float> scores;  // per-thread attention scores: [rt.threads, chunk, max_seq_len]
-  std::vector<float> pack;    // x packed for the batched decode kernel
+  std::vector<float> xb;       // [rows, dim]: the normed input of attention or FFN
+  std::vector<float> xq;       // [rows, n_heads * head_dim], then the attention output in place
+  std::vector<float> xk;       // [rows, n_kv_heads * head_dim]
+  std::vector<float> xv;       // [rows, n_kv_heads * head_dim]
+  std::vector<float> h1;       // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
+  std::vector<float> h3;       // [rows, block]: w3 x
+  std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
+  std::vector<float> pack;     // x packed for the batched decode kernel
+  std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
 
 struct Transformer {
-  ModelArgs args;
+  ModelArgs args;  // the whole model
   TransformerWeights weights;
   KVCache cache;
   RopeTable rope;
@@ -43,6 +45,11 @@ struct Transformer {
   AttentionMask mask;              // kind from args.mask; keep: a padded batch's attention_mask
   std::vector<float*> attn_probs;  // [n_layers]: where forward writes the probabilities, or null
   Runtime rt;                      // fixed at make_transformer: the scratch above is sized from it
+  // Model parallel: this rank, and the part of the model it computes (local_args: its heads,
+  // KV heads and FFN rows; the weights and cache hold only those). Without a shard, local = args.
+  Shard shard;
+  ModelArgs local;
+  double allreduce_seconds = 0;  // spent in the allreduces so far
 };
 
 // Hidden units per FFN block for a product of `rows` rows: decode (rows < 4, the gemv path)
@@ -55,9 +62,11 @@ std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t ffn_block,
                                std::int64_t max_rows);
 
 // max_rows: the most rows (bsz * seqlen) one forward call will be given. The model keeps rt:
-// every forward runs with its threads, kernels and scratch.
+// every forward runs with its threads, kernels and scratch. The weights must be loaded or drawn
+// for the same shard.
 Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
-                             std::int64_t max_rows, const Runtime& rt = make_runtime(1));
+                             std::int64_t max_rows, const Runtime& rt = make_runtime(1),
+                             const Shard& shard = {});
 
 // out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
 // start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.

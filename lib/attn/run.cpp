@@ -37,6 +37,7 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
       n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
     e.unmasked.push_back(n);
   }
+  e.local_cache_k = e.local_cache_v = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
   for (float* p : m.attn_probs)
     if (p) e.attn.push_back(p);
   return e;
@@ -202,10 +203,12 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
                        {B, 1, a.dim},
                        out.decode_output.data() + (i - 1) * B * a.dim});
   std::vector<std::vector<float>> caches;  // the filled part, [B, n_kv_heads, T, head_dim]
+  // Model parallel: each rank holds its KV heads; rank 0 gathers them all, and writes alone.
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
-    caches.push_back(filled_k(m.cache, l, B, T));
-    caches.push_back(filled_v(m.cache, l, B, T));
+    caches.push_back(gather_heads(m.shard, filled_k(m.cache, l, B, T), B));
+    caches.push_back(gather_heads(m.shard, filled_v(m.cache, l, B, T), B));
   }
+  if (m.shard.rank != 0) return;
   const Shape cache_shape = {B, a.n_kv_heads, T, a.head_dim()};
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     tensors.push_back(

@@ -61,8 +61,8 @@ std::int64_t input_batch(const std::filesystem::path& path);
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
-// Writes the dump (CONTRACT §5) atomically.
-// With attention_weights, the attn.{l}.* probabilities too.
+// Writes the dump (CONTRACT §5) atomically, with attention_weights the attn.{l}.* probabilities
+// too. Model parallel: every rank calls it, rank 0 gathers the caches and writes.
 void write_dump(const std::filesystem::path& path, const Transformer& m,
                 const std::vector<float>& x, const RunOptions& opts, const RunOutputs& out,
                 bool attention_weights = false);

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "attn/parallel.hpp"
+
 namespace attn {
 
 using nlohmann::json;
@@ -12,6 +14,11 @@ namespace {
 
 Shape cache_capacity(const ModelArgs& a) {
   return {a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim()};
+}
+
+// One rank's cache buffer, [max_batch_size, n_kv_heads / K, max_seq_len, head_dim].
+Shape local_cache_capacity(const ModelArgs& a) {
+  return {a.max_batch_size, a.n_kv_heads / a.model_parallel_size, a.max_seq_len, a.head_dim()};
 }
 
 std::string cache_text(const Event& e) {
@@ -30,6 +37,9 @@ void print_config_text(std::ostream& os, const ModelArgs& a) {
     os << ", activation " << activation_name(a.activation)
        << (a.norm_first ? ", norm_first" : ", post-norm");
   os << ", cache capacity " << shape_text(cache_capacity(a)) << "\n";
+  if (a.model_parallel_size > 1)
+    os << "model parallel: " << a.model_parallel_size << " ranks, each "
+       << shape_text(local_cache_capacity(a)) << " of the cache; " << split_text(a) << "\n";
 }
 
 void print_event_text(std::ostream& os, const Event& e, bool decode_only) {
@@ -66,6 +76,9 @@ void print_config_json(std::ostream& os, const ModelArgs& a) {
             {"n_rep", a.n_rep()},
             {"cache_capacity", cache_capacity(a)}};
   for (const auto& [key, value] : config_values(a)) j[key] = json::parse(value);
+  j["n_local_heads"] = a.n_heads / a.model_parallel_size;
+  j["n_local_kv_heads"] = a.n_kv_heads / a.model_parallel_size;
+  j["local_cache_capacity"] = local_cache_capacity(a);
   os << j.dump() << "\n";
 }
 
@@ -79,6 +92,8 @@ void print_event_json(std::ostream& os, const Event& e) {
   j["cache_k"] = e.cache_k;
   j["cache_v"] = e.cache_v;
   j["unmasked"] = e.unmasked;
+  j["local_cache_k"] = e.local_cache_k;
+  j["local_cache_v"] = e.local_cache_v;
   j["ms"] = e.seconds * 1e3;
   os << j.dump() << "\n";
 }

@@ -23,6 +23,7 @@ struct Event {
   std::vector<std::int64_t> unmasked;  // [B]: filled key positions the padding mask keeps
   std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
   double seconds = 0;
+  Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
 };
 
 struct Summary {

@@ -7,6 +7,7 @@
 #include "attn/error.hpp"
 #include "attn/finite.hpp"
 #include "attn/rng.hpp"
+#include "attn/slice.hpp"
 #include "attn/text.hpp"
 
 namespace attn {
@@ -108,7 +109,9 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& 
   return specs;
 }
 
-std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers) {
+std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWeights>& layers,
+                                     const Shard& shard) {
+  const ModelArgs args = local_args(whole, shard);
   layers.assign(std::size_t(args.n_layers), LayerWeights{});
   std::vector<TensorSpec> specs;
   for (std::int64_t l = 0; l < args.n_layers; ++l) {
@@ -116,26 +119,37 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
     specs.insert(specs.end(), std::make_move_iterator(layer.begin()),
                  std::make_move_iterator(layer.end()));
   }
+  shard_specs(specs, shard);
   return specs;
 }
 
-TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path) {
+TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
+                                const Shard& shard) {
   TransformerWeights w;
-  w.checkpoint = open_checkpoint(path);
+  const bool per_rank = is_per_rank_path(path.string());
+  w.checkpoint = open_checkpoint(rank_path(path.string(), shard.rank));
   Checkpoint& c = w.checkpoint;
   std::set<std::string> used;
-  for (const TensorSpec& s : tensor_specs(args, w.layers)) {
+  for (TensorSpec& s : tensor_specs(args, w.layers, shard)) {
+    // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
+    if (per_rank) s.full.clear();
+    const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
     const std::string name = stored_name(c, s.name);
     if (!c.contains(name))
       throw InputError(c.path + ": tensor '" + s.name + "' is missing (expected shape " +
-                       shape_text(s.shape) + ")");
+                       shape_text(stored) + ")");
     const SafetensorsFile& file = c.file_of(name);
     const TensorInfo& t = file.info(name);
-    if (t.shape != s.shape)
-      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(s.shape) +
+    if (t.shape != stored)
+      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(stored) +
+                       (per_rank && shard.size > 1
+                            ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
+                                  std::to_string(shard.size) + ")"
+                            : "") +
                        ", got " + shape_text(t.shape));
     std::vector<float> storage;
-    *s.slot = tensor_as_f32(file, name, storage);
+    *s.slot =
+        s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
     check_finite(*s.slot, numel(s.shape), c.path, name);
     if (!storage.empty()) w.owned.push_back(std::move(storage));
     w.bytes += std::uint64_t(numel(s.shape)) * 4;
@@ -150,22 +164,29 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
   return w;
 }
 
-TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed) {
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard) {
   TransformerWeights w;
   std::uint64_t stream = 0;
-  for (const TensorSpec& s : tensor_specs(args, w.layers)) {
+  for (const TensorSpec& s : tensor_specs(args, w.layers, shard)) {
     const std::int64_t n = numel(s.shape);
     std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
     // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
-    const std::int64_t fan_in = s.shape.size() == 2 ? s.shape[1] : args.dim;
+    const std::vector<std::int64_t>& whole = s.full.empty() ? s.shape : s.full;
+    const std::int64_t fan_in = whole.size() == 2 ? whole[1] : args.dim;
+    // A rank draws its block's elements at their indices in the whole tensor.
+    const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     const float bound = 1.0f / std::sqrt(float(fan_in));
     const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
     ++stream;
 #pragma omp parallel for if (n > (1 << 16))
     for (std::int64_t i = 0; i < n; ++i)
-      t[std::size_t(i)] = norm        ? 1.0f
-                          : norm_bias ? 0.0f
-                                      : bound * uniform_pm1(seed, stream, std::uint64_t(i));
+      t[std::size_t(i)] =
+          norm ? 1.0f
+          : norm_bias
+              ? 0.0f
+              : bound * uniform_pm1(seed, stream,
+                                    std::uint64_t(
+                                        s.full.empty() ? i : index_in_full(s, i / cols, i % cols)));
     *s.slot = t.data();
     w.bytes += std::uint64_t(n) * 4;
   }

@@ -8,6 +8,7 @@
 
 #include "attn/checkpoint.hpp"
 #include "attn/config.hpp"
+#include "attn/parallel.hpp"
 #include "attn/safetensors.hpp"
 
 namespace attn {
@@ -46,25 +47,37 @@ struct TensorSpec {
   std::string name;
   std::vector<std::int64_t> shape;
   const float** slot;
+  // Model parallel: `shape` is this rank's block of the whole tensor `full` (empty: the whole
+  // tensor), its rows from row0 (wq/wk/wv/w1/w3 and their biases) or its columns from col0
+  // (wo, w2).
+  std::vector<std::int64_t> full = {};
+  std::int64_t row0 = 0, col0 = 0;
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
-// `layer`'s fields: the one list that loading, seeding, the memory estimate and the benchmark's
-// shapes and FLOP count all read.
+// `layer`'s fields, in args' shapes (a rank's local_args for its slice): the one list that
+// loading, seeding, the memory estimate and the benchmark's shapes and FLOP count all read.
 std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
                                            std::int64_t l = 0);
 
-// Every tensor the config needs, in file order (layer by layer); layers is made n_layers long.
-std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers);
+// Every tensor the config needs, in file order (layer by layer); with a shard, its rank's slice.
+std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers,
+                                     const Shard& shard = {});
 
 // Maps the file (or a Hugging Face index's files) and checks every tensor against the config.
 // Tensors are found under Meta's names or Hugging Face's (model.layers.{l}.self_attn.q_proj...),
 // layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming
-// the file, the tensor, what was expected and what was found.
-TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path);
+// the file, the tensor, what was expected and what was found. With a shard: a path containing
+// "{rank}" names per-rank files, each holding its rank's slice in Meta's per-rank shapes
+// (consolidated.0{rank}.pth); any other path is the whole model, of which each rank reads only its
+// slice.
+TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
+                                const Shard& shard = {});
 
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
 // matrices and biases, ones for norms.
-TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed);
+// With a shard, each rank draws only its slice of the same whole model.
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
+                                  const Shard& shard = {});
 
 }  // namespace attn

@@ -1,0 +1,92 @@
+#pragma once
+// The frontend's side of model parallelism: starting and ending MPI (the library never does),
+// and making every rank leave together when one fails.
+#ifdef ATTN_MPI
+#include <mpi.h>
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "attn/error.hpp"
+#include "attn/parallel.hpp"
+
+namespace ranks {
+
+// True when mpirun (Open MPI, or a PMI launcher) started this process. A plain run does not
+// start MPI at all: no cost, and nothing for the sanitizers to trip on.
+inline bool launched_by_mpirun() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+// MPI_Init on construction (under mpirun, in an MPI build), MPI_Finalize on destruction.
+struct Session {
+  attn::Shard shard;
+  bool active = false;
+
+  Session(int& argc, char**& argv) {
+#ifdef ATTN_MPI
+    if (!launched_by_mpirun()) return;
+    MPI_Init(&argc, &argv);
+    active = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &shard.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &shard.size);
+#else
+    (void)argc;
+    (void)argv;
+#endif
+  }
+  ~Session() {
+#ifdef ATTN_MPI
+    if (active) MPI_Finalize();
+#endif
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+// Thrown on the ranks that did not fail themselves: leave with `status`, print nothing.
+struct Quiet {
+  int status;
+};
+
+inline int status_of(const std::exception_ptr& error) {
+  if (!error) return 0;
+  try {
+    std::rethrow_exception(error);
+  } catch (const attn::InputError&) {
+    return 2;
+  } catch (...) {
+    return 1;
+  }
+}
+
+// Every rank calls this after its setup (config, weights, input), failed or not, before any
+// other collective: if a rank failed, the lowest failing rank rethrows its error (one message)
+// and the others throw Quiet, so all leave with the same status and none waits in a collective.
+inline void settle(const attn::Shard& shard, const std::exception_ptr& error) {
+  const attn::Agreement a = attn::agree(shard, status_of(error));
+  if (a.status == 0) return;
+  if (error && a.first_rank == shard.rank) std::rethrow_exception(error);
+  throw Quiet{a.status};
+}
+
+// After setup, a failure on one rank ends them all (MPI_Abort) with its status, rather than
+// leaving the others in a collective.
+template <class F>
+int or_abort(const attn::Shard& shard, F&& work) {
+  if (shard.size == 1) return work();
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    const int status = status_of(std::current_exception());
+    std::fprintf(stderr, "attn-cli: error: rank %d: %s\n", shard.rank, e.what());
+    attn::abort_all(shard, status);
+  }
+}
+
+}  // namespace ranks
