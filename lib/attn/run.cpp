@@ -29,15 +29,15 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
                  std::int64_t seqlen) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
-  Event e{kind,  0,  start_pos, seqlen, {B, seqlen, a.dim}, {B, seqlen, a.dim}, cache,
-          cache, {}, {},        0};
+  const Shape io = {B, seqlen, a.dim};
+  const Shape local = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
+  Event e{kind, 0, start_pos, seqlen, io, io, cache, cache, {}, {}, 0, local, local};
   for (std::int64_t b = 0; b < B; ++b) {
     std::int64_t n = start_pos + seqlen;
     if (m.mask.keep)
       n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
     e.unmasked.push_back(n);
   }
-  e.local_cache_k = e.local_cache_v = {B, m.local.n_kv_heads, start_pos + seqlen, a.head_dim()};
   for (float* p : m.attn_probs)
     if (p) e.attn.push_back(p);
   return e;
