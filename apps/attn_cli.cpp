@@ -14,14 +14,14 @@
 #include <optional>
 #include <ostream>
 
-#include "attn/bench.hpp"
+#include "workloads/bench.hpp"
 #include "attn/error.hpp"
 #include "attn/files.hpp"
-#include "attn/heatmap.hpp"
+#include "workloads/heatmap.hpp"
 #include "attn/matmul.hpp"
 #include "attn/memory.hpp"
-#include "attn/padding.hpp"
-#include "attn/run.hpp"
+#include "workloads/padding.hpp"
+#include "workloads/run.hpp"
 #include "attn/runtime.hpp"
 #include "attn/version.hpp"
 #include "ranks.hpp"

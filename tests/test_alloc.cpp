@@ -7,7 +7,7 @@
 
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attn/bench.hpp"
+#include "workloads/bench.hpp"
 #include "test_support.hpp"
 
 TEST_CASE("bench: one JSON object with the workload's and the machine's figures") {

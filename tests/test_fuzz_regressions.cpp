@@ -10,7 +10,7 @@
 
 #include "attn/config.hpp"
 #include "attn/error.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "attn/safetensors.hpp"
 #include "test_support.hpp"
 

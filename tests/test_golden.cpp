@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/matmul.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "test_support.hpp"
 
 namespace {

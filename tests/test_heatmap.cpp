@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "attn/heatmap.hpp"
+#include "workloads/heatmap.hpp"
 #include "attn/weights.hpp"
 #include "test_support.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "test_support.hpp"
 
 namespace {

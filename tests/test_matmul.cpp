@@ -10,7 +10,7 @@
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
 #include "attn/rng.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attn/model.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "attn/runtime.hpp"
 #include "test_support.hpp"
 

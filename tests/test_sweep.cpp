@@ -12,7 +12,7 @@
 #include "attn/attention.hpp"
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "attn/heatmap.hpp"
+#include "workloads/heatmap.hpp"
 
 #include <stb_image_write.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "attn/error.hpp"
-#include "attn/font.hpp"
+#include "workloads/font.hpp"
 
 namespace attn {
 

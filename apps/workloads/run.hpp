@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attn/model.hpp"
-#include "attn/trace.hpp"
+#include "workloads/trace.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "attn/padding.hpp"
+#include "workloads/padding.hpp"
 
 #include <cstring>
 

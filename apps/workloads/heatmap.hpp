@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attn/config.hpp"
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 
 namespace attn {
 

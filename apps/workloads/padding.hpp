@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "attn/bench.hpp"
+#include "workloads/bench.hpp"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-#include "attn/trace.hpp"
+#include "workloads/trace.hpp"
 
 #include <cstdio>
 #include <nlohmann/json.hpp>

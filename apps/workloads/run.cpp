@@ -1,4 +1,4 @@
-#include "attn/run.hpp"
+#include "workloads/run.hpp"
 
 #include <algorithm>
 #include <chrono>

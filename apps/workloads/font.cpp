@@ -1,4 +1,4 @@
-#include "attn/font.hpp"
+#include "workloads/font.hpp"
 
 #include <cctype>
 
