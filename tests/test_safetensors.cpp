@@ -13,6 +13,7 @@
 
 #include "attn/error.hpp"
 #include "attn/safetensors.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using attn::Dtype;
@@ -101,23 +102,7 @@ std::string header_refusal(const std::string& header, const Bytes& data = {}) {
     CHECK_MESSAGE(has_msg_.find(part) != std::string::npos, "got: " << has_msg_); \
   } while (false)
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "attn_st_test.XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename());
-    return out;
-  }
-};
+using test::TempDir;
 
 void write_file(const fs::path& p, const Bytes& b) {
   std::ofstream f(p, std::ios::binary);

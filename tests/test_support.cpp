@@ -1,5 +1,10 @@
 #include "test_support.hpp"
 
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +24,25 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 }  // namespace
+
+TempDir::TempDir() {
+  std::string t = (std::filesystem::temp_directory_path() / "attn_test.XXXXXX").string();
+  REQUIRE(::mkdtemp(t.data()) != nullptr);
+  path = t;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::vector<std::string> TempDir::names() const {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(path))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 CliResult run_cli(const std::string& args) {
   return run_shell(std::string(ATTN_CLI) + " " + args);

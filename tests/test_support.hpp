@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -42,6 +43,16 @@ inline Diff compare(const float* got, const float* expected, std::int64_t n, Tol
   }
   return d;
 }
+
+// A fresh directory under the temp dir, removed with everything in it at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::vector<std::string> names() const;  // the entries' names, sorted
+};
 
 struct CliResult {
   int status = -1;
