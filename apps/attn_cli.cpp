@@ -14,17 +14,17 @@
 #include <optional>
 #include <ostream>
 
-#include "workloads/bench.hpp"
 #include "attn/error.hpp"
 #include "attn/files.hpp"
-#include "workloads/heatmap.hpp"
 #include "attn/matmul.hpp"
 #include "attn/memory.hpp"
-#include "workloads/padding.hpp"
-#include "workloads/run.hpp"
 #include "attn/runtime.hpp"
 #include "attn/version.hpp"
 #include "ranks.hpp"
+#include "workloads/bench.hpp"
+#include "workloads/heatmap.hpp"
+#include "workloads/padding.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 
@@ -154,8 +154,8 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
   attn::Inspect inspect;
   std::vector<float> x;
   std::optional<attn::Transformer> model;
-  std::exception_ptr error;
-  try {  // every rank sets up, then all agree on one status before any collective
+  // Every rank sets up, then all agree on one status before any collective.
+  ranks::set_up(shard, [&] {
     args = model_args(f, attn::seed_args);
     if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
     attn::check_shard(args, shard);
@@ -186,11 +186,7 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
                                                    : attn::load_weights(args, f.weights, shard);
     model.emplace(
         attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads), shard));
-  } catch (...) {
-    if (shard.size == 1) throw;
-    error = std::current_exception();
-  }
-  ranks::settle(shard, error);
+  });
   return ranks::or_abort(shard, [&] {
     attn::Transformer& m = *model;
     std::ostream nowhere(nullptr);
@@ -395,8 +391,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
   const std::int64_t max_batch = attn::kBenchBatches.back();
   std::vector<float> x;
   std::optional<attn::Transformer> model;
-  std::exception_ptr error;
-  try {
+  ranks::set_up(shard, [&] {
     attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
     attn::check_shard(args, shard);
     attn::check_capacity(args, opts);
@@ -414,11 +409,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     x = attn::seeded_input(args, opts, f.seed);
     model.emplace(attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch),
                                          attn::make_runtime(f.threads), shard));
-  } catch (...) {
-    if (shard.size == 1) throw;
-    error = std::current_exception();
-  }
-  ranks::settle(shard, error);
+  });
   return ranks::or_abort(shard, [&] {
     attn::Transformer& m = *model;
     spdlog::info("running the workload");

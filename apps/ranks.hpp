@@ -75,6 +75,19 @@ inline void settle(const attn::Shard& shard, const std::exception_ptr& error) {
   throw Quiet{a.status};
 }
 
+// Runs a rank's setup, then settles: on one process a failure is thrown as it is.
+template <class F>
+void set_up(const attn::Shard& shard, F&& setup) {
+  std::exception_ptr error;
+  try {
+    setup();
+  } catch (...) {
+    if (shard.size == 1) throw;
+    error = std::current_exception();
+  }
+  settle(shard, error);
+}
+
 // After setup, a failure on one rank ends them all (MPI_Abort) with its status, rather than
 // leaving the others in a collective.
 template <class F>
