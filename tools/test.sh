@@ -19,5 +19,5 @@ done
 echo "== fuzz build (build-test-fuzz, clang)"
 cmake -S . -B build-test-fuzz -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-test-fuzz -j"$jobs" >/dev/null
+cmake --build build-test-fuzz -j"$jobs" --target fuzz_safetensors fuzz_config fuzz_input >/dev/null
 fuzz/run.sh build-test-fuzz "${ATTN_FUZZ_SECONDS:-20}"
