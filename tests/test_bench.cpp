@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "workloads/bench.hpp"
 #include "test_support.hpp"
+#include "workloads/bench.hpp"
 
 TEST_CASE("bench: one JSON object with the workload's and the machine's figures") {
   const test::CliResult r = test::run_cli(

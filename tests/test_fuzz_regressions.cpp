@@ -10,9 +10,9 @@
 
 #include "attn/config.hpp"
 #include "attn/error.hpp"
-#include "workloads/run.hpp"
 #include "attn/safetensors.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace fs = std::filesystem;
 

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/matmul.hpp"
-#include "workloads/run.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 

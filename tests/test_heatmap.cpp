@@ -5,9 +5,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "workloads/heatmap.hpp"
 #include "attn/weights.hpp"
 #include "test_support.hpp"
+#include "workloads/heatmap.hpp"
 
 namespace {
 

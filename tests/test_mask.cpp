@@ -9,8 +9,8 @@
 
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
-#include "workloads/run.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 

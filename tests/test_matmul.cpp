@@ -10,8 +10,8 @@
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
 #include "attn/rng.hpp"
-#include "workloads/run.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "attn/model.hpp"
-#include "workloads/run.hpp"
 #include "attn/runtime.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 

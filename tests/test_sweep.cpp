@@ -12,8 +12,8 @@
 #include "attn/attention.hpp"
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
-#include "workloads/run.hpp"
 #include "test_support.hpp"
+#include "workloads/run.hpp"
 
 namespace {
 

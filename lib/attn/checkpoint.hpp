@@ -13,7 +13,7 @@
 namespace attn {
 
 struct Checkpoint {
-  std::string path;  // what the user named, escaped for messages
+  std::string path;                               // what the user named, escaped for messages
   std::map<std::string, std::string> weight_map;  // tensor name -> file name in `dir`
   std::filesystem::path dir;
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files;  // mapped so far, by file name
