@@ -61,20 +61,7 @@ std::string golden_args(const Golden& g, const fs::path& config, const std::stri
 
 // Every tensor of `expected` is in `got` with its shape, within 1e-5 + 1e-4 |x|.
 double compare_files(const fs::path& expected_path, const fs::path& got_path) {
-  const attn::SafetensorsFile expected = attn::open_safetensors(expected_path);
-  const attn::SafetensorsFile got = attn::open_safetensors(got_path);
-  double worst = 0;
-  for (const auto& [name, info] : expected.header.tensors) {
-    CAPTURE(name);
-    REQUIRE(got.header.tensors.count(name) == 1);
-    REQUIRE(got.info(name).shape == info.shape);
-    std::vector<float> es, gs;
-    const test::Diff d = test::compare(attn::tensor_as_f32(got, name, gs),
-                                       attn::tensor_as_f32(expected, name, es), info.numel(), {});
-    CHECK(d.failures == 0);
-    worst = std::max(worst, d.worst_ratio);
-  }
-  return worst;
+  return test::compare_files(got_path, expected_path).worst_ratio;
 }
 
 // K ranks on golden case `name`: the dump equals the single process's, tensor for tensor

@@ -36,22 +36,8 @@ test::Diff run_case(const nlohmann::json& c, int threads) {
   INFO(args);
   INFO(r.err);
   REQUIRE(r.status == 0);
-  const attn::SafetensorsFile got = attn::open_safetensors(dump);
-  const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
   const test::Tolerance tol{c.at("tolerance").at("rtol"), c.at("tolerance").at("atol")};
-  test::Diff worst;
-  for (const auto& [name, info] : expected.header.tensors) {
-    CAPTURE(name);
-    REQUIRE(got.header.tensors.count(name) == 1);
-    REQUIRE(got.info(name).shape == info.shape);
-    std::vector<float> a, b;
-    const test::Diff d = test::compare(attn::tensor_as_f32(got, name, a),
-                                       attn::tensor_as_f32(expected, name, b), info.numel(), tol);
-    INFO(name << ": worst |error| " << d.worst_abs << ", " << d.worst_ratio << " of tolerance");
-    CHECK(d.failures == 0);
-    worst.worst_abs = std::max(worst.worst_abs, d.worst_abs);
-    worst.worst_ratio = std::max(worst.worst_ratio, d.worst_ratio);
-  }
+  const test::Diff worst = test::compare_files(dump, dir / "expected.safetensors", tol);
   std::filesystem::remove(dump);
   return worst;
 }

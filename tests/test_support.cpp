@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "attn/safetensors.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +44,27 @@ std::vector<std::string> TempDir::names() const {
     out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Diff compare_files(const std::filesystem::path& got_path,
+                   const std::filesystem::path& expected_path, Tolerance tol) {
+  const attn::SafetensorsFile got = attn::open_safetensors(got_path);
+  const attn::SafetensorsFile expected = attn::open_safetensors(expected_path);
+  CHECK(got.header.tensors.size() >= expected.header.tensors.size());
+  Diff worst;
+  for (const auto& [name, info] : expected.header.tensors) {
+    CAPTURE(name);
+    REQUIRE(got.header.tensors.count(name) == 1);
+    REQUIRE(got.info(name).shape == info.shape);
+    std::vector<float> g, e;
+    const Diff d = compare(attn::tensor_as_f32(got, name, g),
+                           attn::tensor_as_f32(expected, name, e), info.numel(), tol);
+    INFO(name << ": worst |error| " << d.worst_abs << ", " << d.worst_ratio << " of tolerance");
+    CHECK(d.failures == 0);
+    worst.worst_abs = std::max(worst.worst_abs, d.worst_abs);
+    worst.worst_ratio = std::max(worst.worst_ratio, d.worst_ratio);
+  }
+  return worst;
 }
 
 CliResult run_cli(const std::string& args) {

@@ -54,6 +54,11 @@ struct TempDir {
   std::vector<std::string> names() const;  // the entries' names, sorted
 };
 
+// Every tensor of the safetensors file `expected` is in `got` with its shape and within tol
+// (doctest checks, one per tensor); returns the worst error over all of them.
+Diff compare_files(const std::filesystem::path& got, const std::filesystem::path& expected,
+                   Tolerance tol = {});
+
 struct CliResult {
   int status = -1;
   std::string out, err;
