@@ -77,36 +77,8 @@ const DtypeEntry& dtype_entry(Dtype d) {
   throw InputError(source + ": " + what);
 }
 
-// Names come from the file: control characters are escaped so a message stays on one line,
-// and very long names are cut.
-std::string printable(std::string_view s) {
-  constexpr std::size_t kMax = 200;
-  std::string out;
-  for (char c : s.substr(0, kMax)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  if (s.size() > kMax) out += "...";
-  return out;
-}
-
-std::string quote_name(std::string_view s) {
-  // Appending rather than "'" + ... avoids a GCC 12 -Wrestrict false positive.
-  std::string out(1, '\'');
-  out += printable(s);
-  out += '\'';
-  return out;
-}
-
 std::string excerpt(const json& j) {
-  return printable(j.dump(-1, ' ', false, json::error_handler_t::replace));
+  return escape(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 // At most 16 entries: a hostile header's shape may hold millions.
@@ -182,7 +154,7 @@ std::string location(const JsonStructure& s) {
   std::string out = " in ";
   for (std::size_t i = 0; i + 1 < s.frames.size(); ++i) {
     if (i > 0) out += " > ";
-    out += s.frames[i].is_array ? std::string("[]") : quote_name(s.frames[i].last_key);
+    out += s.frames[i].is_array ? std::string("[]") : attn::quoted(s.frames[i].last_key);
   }
   return out;
 }
@@ -208,7 +180,7 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
         fail(source, "header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
       },
       [&](const JsonStructure& s, const std::string& key) {
-        fail(source, "header has duplicate key " + quote_name(key) + location(s));
+        fail(source, "header has duplicate key " + attn::quoted(key) + location(s));
       });
   try {
     return json::parse(text.begin(), text.end());
@@ -228,8 +200,8 @@ std::map<std::string, std::string> parse_metadata(const json& j, const std::stri
   }
   for (const auto& [key, value] : j.items()) {
     if (!value.is_string()) {
-      fail(source, "header '__metadata__' entry " + quote_name(key) + " must be a string, found " +
-                       value.type_name());
+      fail(source, "header '__metadata__' entry " + attn::quoted(key) +
+                       " must be a string, found " + value.type_name());
     }
     out.emplace(key, value.get<std::string>());
   }
@@ -240,7 +212,7 @@ struct EntryContext {
   const std::string& source;
   const std::string& name;
   [[noreturn]] void fail(const std::string& what) const {
-    attn::fail(source, "tensor " + quote_name(name) + ": " + what);
+    attn::fail(source, "tensor " + attn::quoted(name) + ": " + what);
   }
 };
 
@@ -258,7 +230,7 @@ Dtype parse_dtype(const json& j, const EntryContext& ctx) {
   }
   std::string known;
   for (const DtypeEntry& e : kDtypes) known += std::string(known.empty() ? "" : ", ") + e.name;
-  ctx.fail("unknown dtype " + quote_name(s) + " (expected one of " + known + ")");
+  ctx.fail("unknown dtype " + attn::quoted(s) + " (expected one of " + known + ")");
 }
 
 // A JSON list of integers that fit u64, as serde reads Vec<usize>: a minus sign ("-0" included),
@@ -332,10 +304,10 @@ void check_placement(const NamedTensor& nt, std::uint64_t cursor, const NamedTen
   if (t.end < t.begin) ctx.fail(offsets_str(t) + " end before they begin");
   if (t.begin > cursor) {
     ctx.fail(offsets_str(t) + " leave a hole: the bytes before begin at " + std::to_string(cursor) +
-             (prev ? " (end of tensor " + quote_name(prev->first) + ")" : ""));
+             (prev ? " (end of tensor " + attn::quoted(prev->first) + ")" : ""));
   }
   if (t.begin < cursor) {
-    ctx.fail(offsets_str(t) + " overlap tensor " + quote_name(prev->first) + ", which ends at " +
+    ctx.fail(offsets_str(t) + " overlap tensor " + attn::quoted(prev->first) + ", which ends at " +
              std::to_string(cursor));
   }
   std::uint64_t bytes = 0;
@@ -415,19 +387,19 @@ std::string build_header(const std::vector<OutTensor>& tensors,
   std::uint64_t offset = 0;
   for (const OutTensor& t : tensors) {
     if (t.name == "__metadata__" || !names.insert(t.name).second) {
-      write_fail(target, "tensor name " + quote_name(t.name) + " is reserved or repeated");
+      write_fail(target, "tensor name " + attn::quoted(t.name) + " is reserved or repeated");
     }
     std::vector<std::uint64_t> dims;
     for (std::int64_t d : t.shape) {
-      if (d < 0) write_fail(target, "tensor " + quote_name(t.name) + " has a negative dimension");
+      if (d < 0) write_fail(target, "tensor " + attn::quoted(t.name) + " has a negative dimension");
       dims.push_back(static_cast<std::uint64_t>(d));
     }
     std::uint64_t bytes = 0, end = 0;
     if (!checked_byte_count(dims, 4, bytes) || __builtin_add_overflow(offset, bytes, &end)) {
-      write_fail(target, "tensor " + quote_name(t.name) + " is too large");
+      write_fail(target, "tensor " + attn::quoted(t.name) + " is too large");
     }
     if (bytes > 0 && t.data == nullptr)
-      write_fail(target, "tensor " + quote_name(t.name) + " has no data");
+      write_fail(target, "tensor " + attn::quoted(t.name) + " has no data");
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     entry["dtype"] = "F32";
     entry["shape"] = t.shape;
@@ -563,7 +535,7 @@ SafetensorsFile::~SafetensorsFile() {
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   const auto it = header.tensors.find(name);
-  if (it == header.tensors.end()) fail(path, "no tensor " + quote_name(name));
+  if (it == header.tensors.end()) fail(path, "no tensor " + attn::quoted(name));
   return it->second;
 }
 
@@ -605,7 +577,7 @@ const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
       from_le_halves(src, n, storage.data(), bf16_to_f32);
       return storage.data();
     default:
-      fail(file.path, "tensor " + quote_name(name) + ": expected F32, F16 or BF16, got " +
+      fail(file.path, "tensor " + attn::quoted(name) + ": expected F32, F16 or BF16, got " +
                           dtype_name(t.dtype));
   }
 }
