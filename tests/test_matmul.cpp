@@ -60,7 +60,7 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
             for (bool with_bias : {false, true}) {
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
-              std::vector<float> pack(std::size_t(attn::pack_floats(M, s.K)));
+              std::vector<float> pack(std::size_t(attn::scratch_floats(M, s.K, threads, false)));
               const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr, s.n,
                                        s.ldw};
               attn::linear(rt, {&p, 1}, x.data(), M, s.K, pack.data(), accumulate);

@@ -26,19 +26,22 @@ void check_slices(const attn::ModelArgs& a, const attn::TransformerWeights& whol
   const std::vector<attn::TensorSpec> ps = attn::tensor_specs(a, pl, shard);
   auto view = [](const attn::TensorSpec& s, const std::vector<attn::LayerWeights>& scratch,
                  const attn::TransformerWeights& w) {
-    const auto offset =
-        reinterpret_cast<const char*>(s.slot) - reinterpret_cast<const char*>(scratch.data());
-    return *reinterpret_cast<const float* const*>(reinterpret_cast<const char*>(w.layers.data()) +
-                                                  offset);
+    auto at = [&](const void* slot) {
+      const auto offset =
+          static_cast<const char*>(slot) - reinterpret_cast<const char*>(scratch.data());
+      return reinterpret_cast<const char*>(w.layers.data()) + offset;
+    };
+    if (s.slot.matrix) return *reinterpret_cast<const attn::Matrix*>(at(s.slot.matrix));
+    return attn::Matrix(*reinterpret_cast<const float* const*>(at(s.slot.vector)));
   };
   REQUIRE(ws.size() == ps.size());
   std::int64_t sliced = 0;
   for (std::size_t t = 0; t < ws.size(); ++t) {
     CAPTURE(ps[t].name);
     REQUIRE(ws[t].name == ps[t].name);
-    const float* w = view(ws[t], wl, whole);
-    const float* p = view(ps[t], pl, part);
-    REQUIRE(p != nullptr);
+    const attn::Matrix w = view(ws[t], wl, whole);
+    const attn::Matrix p = view(ps[t], pl, part);
+    REQUIRE(p.data != nullptr);
     const std::int64_t rows = ps[t].shape[0], cols = ps[t].shape.size() == 2 ? ps[t].shape[1] : 1;
     if (!ps[t].full.empty()) {
       CHECK(ps[t].full == ws[t].shape);
@@ -48,7 +51,7 @@ void check_slices(const attn::ModelArgs& a, const attn::TransformerWeights& whol
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t j = 0; j < cols; ++j) {
         const std::int64_t k = ps[t].full.empty() ? i * cols + j : attn::index_in_full(ps[t], i, j);
-        bad += p[i * cols + j] != w[k];
+        bad += attn::element(p, i * cols + j) != attn::element(w, k);
       }
     CHECK(bad == 0);
   }

@@ -20,13 +20,14 @@ namespace {
 using Vec = std::vector<double>;
 
 // y[rows, n] = x[rows, k] w[n, k]^T + b
-Vec linear_ref(const Vec& x, const float* w, const float* b, std::int64_t rows, std::int64_t k,
-               std::int64_t n) {
+Vec linear_ref(const Vec& x, const attn::Matrix& w, const float* b, std::int64_t rows,
+               std::int64_t k, std::int64_t n) {
   Vec y(std::size_t(rows * n));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < n; ++o) {
       double s = b ? b[o] : 0.0;
-      for (std::int64_t i = 0; i < k; ++i) s += x[std::size_t(r * k + i)] * w[o * k + i];
+      for (std::int64_t i = 0; i < k; ++i)
+        s += x[std::size_t(r * k + i)] * attn::element(w, o * k + i);
       y[std::size_t(r * n + o)] = s;
     }
   return y;

@@ -24,18 +24,24 @@ struct Vec {
   typedef float type __attribute__((vector_size(W * sizeof(float))));
 };
 
-struct Matrix {
+// A weight matrix's bytes as n rows of k floats: the streaming read's view of it, whatever its
+// type (a BF16 row of 4096 weights is read as 2048 floats).
+struct WeightBytes {
   const float* w;
   std::int64_t n, k;  // [n, k]
 };
 
 // The weight matrices a step reads, from the layers' tensor list.
-std::vector<Matrix> weight_matrices(const Transformer& m) {
-  std::vector<Matrix> out;
+std::vector<WeightBytes> weight_matrices(const Transformer& m) {
+  std::vector<WeightBytes> out;
   for (std::size_t l = 0; l < m.weights.layers.size(); ++l) {
     LayerWeights views = m.weights.layers[l];  // the specs' slots point into this copy
     for (const TensorSpec& s : layer_tensor_specs(m.local, views, std::int64_t(l)))
-      if (s.shape.size() == 2) out.push_back({*s.slot, s.shape[0], s.shape[1]});
+      if (s.slot.matrix) {
+        const Matrix& w = *s.slot.matrix;
+        out.push_back({static_cast<const float*>(w.data), s.shape[0],
+                       s.shape[1] * weight_type_bytes(w.type) / 4});
+      }
   }
   return out;
 }
@@ -103,13 +109,13 @@ constexpr ReadPattern kReadPatterns[] = {
 constexpr std::size_t kNumReadPatterns = std::size(kReadPatterns);
 constexpr std::int64_t kReadBlockRows = 64;
 
-float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern, int threads) {
+float read_pattern(const std::vector<WeightBytes>& mats, const ReadPattern& pattern, int threads) {
   float total = 0;
   if (pattern.interleave == 0) {
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      for (const Matrix& mat : mats) {
+      for (const WeightBytes& mat : mats) {
         const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
         total += read_contiguous(mat.w + i0, i1 - i0);
       }
@@ -117,11 +123,11 @@ float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern, 
     return total;
   }
   std::int64_t blocks = 0;
-  for (const Matrix& mat : mats) blocks += (mat.n + kReadBlockRows - 1) / kReadBlockRows;
+  for (const WeightBytes& mat : mats) blocks += (mat.n + kReadBlockRows - 1) / kReadBlockRows;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : total)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::int64_t i = b;
-    for (const Matrix& mat : mats) {
+    for (const WeightBytes& mat : mats) {
       const std::int64_t nb = (mat.n + kReadBlockRows - 1) / kReadBlockRows;
       if (i < nb) {
         const std::int64_t r0 = i * kReadBlockRows, r1 = std::min(mat.n, r0 + kReadBlockRows);
@@ -135,9 +141,10 @@ float read_pattern(const std::vector<Matrix>& mats, const ReadPattern& pattern, 
 }
 
 // Reads every weight once with all threads, the bytes a decode step must stream; GB/s.
-double stream_read_gbs(const std::vector<Matrix>& mats, const ReadPattern& pattern, int threads) {
+double stream_read_gbs(const std::vector<WeightBytes>& mats, const ReadPattern& pattern,
+                       int threads) {
   double bytes = 0;
-  for (const Matrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
+  for (const WeightBytes& mat : mats) bytes += double(mat.n * mat.k) * 4;
   const auto t0 = Clock::now();
   const float total = read_pattern(mats, pattern, threads);
   const double t = since(t0);
@@ -151,15 +158,15 @@ double median(std::vector<double> v) {
 }
 
 // OpenBLAS with its own threads on the prefill's products, best of two passes.
-double sgemm_seconds(const std::vector<Matrix>& mats, std::int64_t P, int threads) {
+double sgemm_seconds(const std::vector<WeightBytes>& mats, std::int64_t P, int threads) {
   std::int64_t kmax = 0, nmax = 0;
-  for (const Matrix& mat : mats) kmax = std::max(kmax, mat.k), nmax = std::max(nmax, mat.n);
+  for (const WeightBytes& mat : mats) kmax = std::max(kmax, mat.k), nmax = std::max(nmax, mat.n);
   std::vector<float> A(std::size_t(P * kmax), 0.5f), C(std::size_t(P * nmax));
   openblas_set_num_threads(threads);
   double best = 1e30;
   for (int rep = 0; rep < 2; ++rep) {
     const auto t0 = Clock::now();
-    for (const Matrix& mat : mats)
+    for (const WeightBytes& mat : mats)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(P), blasint(mat.n),
                   blasint(mat.k), 1.0f, A.data(), blasint(mat.k), mat.w, blasint(mat.k), 0.0f,
                   C.data(), blasint(mat.n));
@@ -272,7 +279,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   // each batch size, so all are compared in the same moments: the machine's bandwidth drifts by
   // tens of percent over minutes. The batched steps run at the same position as batch 1's; the
   // other sequences' cache rows before it are zeros, which attention reads all the same.
-  const std::vector<Matrix> mats = weight_matrices(m);
+  const std::vector<WeightBytes> mats = weight_matrices(m);
   std::vector<double> stream[kNumReadPatterns];
   for (std::int64_t i = 0; i < N; ++i) {
     t0 = Clock::now();
@@ -309,7 +316,7 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
 }
 
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
-  const std::vector<Matrix> mats = weight_matrices(m);
+  const std::vector<WeightBytes> mats = weight_matrices(m);
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa, m.rt.threads);

@@ -20,16 +20,40 @@ std::int64_t first_non_finite(const float* p, std::int64_t n) {
   return -1;
 }
 
+namespace {
+
+// Halves are NaN or Inf when every exponent bit is set.
+std::int64_t first_non_finite_half(const std::uint16_t* p, std::int64_t n, std::uint16_t exp) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((p[i] & exp) == exp) return i;
+  return -1;
+}
+
+[[noreturn]] void refuse(float v, std::int64_t i, std::int64_t n, const std::string& source,
+                         const std::string& name) {
+  throw InputError(source + ": tensor " + quoted(name) + ": " +
+                   (std::isnan(v) ? "NaN"
+                    : v > 0       ? "Inf"
+                                  : "-Inf") +
+                   " at flat index " + std::to_string(i) + " (of " + std::to_string(n) +
+                   " values): weights and inputs must be finite");
+}
+
+}  // namespace
+
 void check_finite(const float* p, std::int64_t n, const std::string& source,
                   const std::string& name) {
   const std::int64_t i = first_non_finite(p, n);
-  if (i < 0) return;
-  throw InputError(source + ": tensor " + quoted(name) + ": " +
-                   (std::isnan(p[i]) ? "NaN"
-                    : p[i] > 0       ? "Inf"
-                                     : "-Inf") +
-                   " at flat index " + std::to_string(i) + " (of " + std::to_string(n) +
-                   " values): weights and inputs must be finite");
+  if (i >= 0) refuse(p[i], i, n, source, name);
+}
+
+void check_finite(const Matrix& m, std::int64_t n, const std::string& source,
+                  const std::string& name) {
+  if (m.type == WeightType::f32)
+    return check_finite(static_cast<const float*>(m.data), n, source, name);
+  const std::int64_t i = first_non_finite_half(static_cast<const std::uint16_t*>(m.data), n,
+                                               m.type == WeightType::bf16 ? 0x7F80 : 0x7C00);
+  if (i >= 0) refuse(element(m, i), i, n, source, name);
 }
 
 }  // namespace attn

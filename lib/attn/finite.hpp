@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "attn/matrix.hpp"
+
 namespace attn {
 
 // Index of the first NaN or Inf in p[0:n], or -1.
@@ -12,6 +14,10 @@ std::int64_t first_non_finite(const float* p, std::int64_t n);
 
 // Throws InputError "source: tensor 'name': nan at index i (of n)" if p[0:n] holds one.
 void check_finite(const float* p, std::int64_t n, const std::string& source,
+                  const std::string& name);
+
+// The same for a matrix of any weight type (BF16 and F16 checked on their bits).
+void check_finite(const Matrix& m, std::int64_t n, const std::string& source,
                   const std::string& name);
 
 // A value that became NaN or Inf during the run: exit status 1, the trace so far kept.

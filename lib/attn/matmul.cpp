@@ -4,8 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "attn/matrix.hpp"
 
 namespace attn {
 
@@ -48,36 +51,130 @@ template <typename V>
 #endif
 }
 
-// y[r] (=|+=) w[r] . x for n rows of length K. Eight rows at a time: eight independent
-// accumulators keep the loads streaming while x stays in L1. The simd reduction lets the compiler
-// split each dot product into vector lanes (OpenMP permits it; no -ffast-math needed).
-[[gnu::always_inline]] inline void gemv_rows(const float* w, std::int64_t ldw, const float* x,
-                                             float* y, std::int64_t n, std::int64_t K,
-                                             bool accumulate) {
-  std::int64_t r = 0;
-  for (; r + 8 <= n; r += 8) {
-    const float* w0 = w + r * ldw;
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
-    for (std::int64_t k = 0; k < K; ++k) {
-      const float xk = x[k];
-      s0 += w0[k] * xk;
-      s1 += w0[ldw + k] * xk;
-      s2 += w0[2 * ldw + k] * xk;
-      s3 += w0[3 * ldw + k] * xk;
-      s4 += w0[4 * ldw + k] * xk;
-      s5 += w0[5 * ldw + k] * xk;
-      s6 += w0[6 * ldw + k] * xk;
-      s7 += w0[7 * ldw + k] * xk;
+// BF16 and F16 weights as the kernels see them: 16 bits each, widened where they are loaded.
+struct Bf16 {
+  std::uint16_t bits;
+};
+struct F16 {
+  std::uint16_t bits;
+};
+
+[[gnu::always_inline]] inline float to_f32(float w) {
+  return w;
+}
+[[gnu::always_inline]] inline float to_f32(Bf16 w) {
+  return bf16_to_f32(w.bits);
+}
+[[gnu::always_inline]] inline float to_f32(F16 w) {
+  return f16_to_f32(w.bits);
+}
+
+template <int W>
+struct Halves {
+  typedef std::uint16_t type __attribute__((vector_size(W * sizeof(std::uint16_t))));
+};
+template <int W>
+struct Bits {
+  typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
+};
+
+// W weights widened to F32 lanes. In plain vector code rather than an ISA's conversion
+// instruction, so that one template serves every ISA and both compilers (GCC 12 converts
+// _Float16 vectors element by element through libgcc; clang 14 has no _Float16 on x86): a few
+// integer operations per vector, hidden behind the memory stream in decode.
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
+  load<W>(v, p);
+}
+
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
+  typename Halves<W>::type h;
+  std::memcpy(&h, p, sizeof h);
+  const typename Bits<W>::type b = __builtin_convertvector(h, typename Bits<W>::type) << 16;
+  std::memcpy(&v, &b, sizeof v);
+}
+
+// f16_to_f32 (matrix.hpp) lane-wise, without branches: exponent 1..30 rebased by 127 - 15;
+// 31 (Inf, NaN) to 255, a NaN made quiet; 0 (zero, subnormal) as (2^-14 + mant x 2^-24) - 2^-14,
+// exact.
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
+  using U = typename Bits<W>::type;
+  using V = typename Vec<W>::type;
+  typename Halves<W>::type h;
+  std::memcpy(&h, p, sizeof h);
+  const U u = __builtin_convertvector(h, U);
+  const U em = (u & 0x7FFFu) << 13, e = em & 0x0F800000u;
+  const U special = U(e == 0x0F800000u), tiny = U(e == 0u);
+  const U nan = special & U((em & 0x007FE000u) != 0u);
+  const U normal = (em + (112u << 23) + (special & (112u << 23))) | (nan & 0x00400000u);
+  V sub;
+  const U sub_bits = em + (113u << 23);
+  std::memcpy(&sub, &sub_bits, sizeof sub);
+  sub -= 0x1p-14f;
+  U sub_u;
+  std::memcpy(&sub_u, &sub, sizeof sub_u);
+  const U out = ((tiny & sub_u) | (~tiny & normal)) | ((u & 0x8000u) << 16);
+  std::memcpy(&v, &out, sizeof v);
+}
+
+// The scalar tails below use std::fma, not a * b + c: whether the compiler contracts the latter
+// differs between the F32 and the BF16/F16 instances (their loops vectorize differently), and
+// the bits must not.
+
+// y[r] (=|+=) w[r] . x for R rows of length K: one W-lane accumulator per row, R independent
+// FMA chains (8 rows hide the FMA latency and keep 8 streams of weights in flight while x stays
+// in L1). The lanes are summed in a fixed order, so a BF16 or F16 row gives the bits of its
+// F32-widened row.
+template <int W, int R, typename T>
+[[gnu::always_inline]] inline void dot_rows(const T* w, std::int64_t ldw, const float* x,
+                                            std::int64_t K, float* y, bool accumulate) {
+  using V = typename Vec<W>::type;
+  V a[R];
+  for (int r = 0; r < R; ++r) a[r] = V{};
+  std::int64_t k = 0;
+#pragma GCC unroll 2
+  for (; k + W <= K; k += W) {
+    V xv;
+    load<W>(xv, x + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      V wv;
+      load_w<W>(wv, w + r * ldw + k);
+      a[r] += wv * xv;
     }
-    const float s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
-    for (int i = 0; i < 8; ++i) y[r + i] = (accumulate ? y[r + i] : 0.0f) + s[i];
   }
-  for (; r < n; ++r) {
+  for (int r = 0; r < R; ++r) {
     float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t k = 0; k < K; ++k) s += w[r * ldw + k] * x[k];
+    for (int l = 0; l < W; ++l) s += a[r][l];
+    for (std::int64_t j = k; j < K; ++j) s = std::fma(to_f32(w[r * ldw + j]), x[j], s);
     y[r] = (accumulate ? y[r] : 0.0f) + s;
+  }
+}
+
+template <int W, typename T>
+[[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x, float* y,
+                                             std::int64_t n, std::int64_t K, bool accumulate) {
+  std::int64_t r = 0;
+  for (; r + 8 <= n; r += 8) dot_rows<W, 8>(w + r * ldw, ldw, x, K, y + r, accumulate);
+  for (; r < n; ++r) dot_rows<W, 1>(w + r * ldw, ldw, x, K, y + r, accumulate);
+}
+
+// rows x K weights (ldw apart) widened into out [rows, K]: a block of a BF16 or F16 matrix
+// made F32 for sgemm.
+template <int W, typename T>
+[[gnu::always_inline]] inline void widen_block(const T* w, std::int64_t ldw, std::int64_t rows,
+                                               std::int64_t K, float* out) {
+  using V = typename Vec<W>::type;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t k = 0;
+    for (; k + W <= K; k += W) {
+      V v;
+      load_w<W>(v, w + r * ldw + k);
+      std::memcpy(out + r * K + k, &v, sizeof v);
+    }
+    for (; k < K; ++k) out[r * K + k] = to_f32(w[r * ldw + k]);
   }
 }
 
@@ -91,8 +188,8 @@ constexpr std::int64_t kPack = 16;
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
 // the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
 // serves C input rows, each input vector R weight rows.
-template <int W, int R, int C>
-[[gnu::always_inline]] inline void dot_block(const float* w, std::int64_t ldw, const float* xp,
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
                                              float* acc) {
   using V = typename Vec<W>::type;
@@ -114,7 +211,7 @@ template <int W, int R, int C>
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         V wv;
-        load<W>(wv, w + r * ldw + k + s);
+        load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) a[r][c] += wv * xv[c];
@@ -126,8 +223,8 @@ template <int W, int R, int C>
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
-template <int W, int R, int C>
-[[gnu::always_inline]] inline void dot_block_upto(int c, const float* w, std::int64_t ldw,
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
                                                   const float* xp, std::int64_t M, std::int64_t k0,
                                                   std::int64_t k1, float* acc) {
   if constexpr (C > 1)
@@ -144,8 +241,8 @@ constexpr std::int64_t kXChunkFloats = 1 << 16;
 
 // R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
 // x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
-template <int W, int R, int C>
-[[gnu::always_inline]] inline void rows_block(const float* w, std::int64_t ldw, const float* xp,
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
                                               float* part) {
   alignas(64) float acc[4 * kBatchRows * 16];  // [R, M, W] lane sums
@@ -167,8 +264,8 @@ template <int W, int R, int C>
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
 // rows of x (xp: x packed): every weight is read from memory once for all M rows.
-template <int W, int R, int C>
-[[gnu::always_inline]] inline void batch_rows(const float* w, std::int64_t ldw, const float* xp,
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void batch_rows(const T* w, std::int64_t ldw, const float* xp,
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
                                               bool accumulate) {
@@ -185,7 +282,8 @@ template <int W, int R, int C>
   }
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = kv; k < K; ++k) part[r * M + m] += w[r * ldw + k] * x[m * K + k];
+      for (std::int64_t k = kv; k < K; ++k)
+        part[r * M + m] = std::fma(to_f32(w[r * ldw + k]), x[m * K + k], part[r * M + m]);
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
@@ -201,30 +299,50 @@ const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* ou
   return out;
 }
 
-using GemvFn = void (*)(const float*, std::int64_t, const float*, float*, std::int64_t,
-                        std::int64_t, bool);
-using BatchFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
+using GemvFn = void (*)(const void*, std::int64_t, const float*, float*, std::int64_t, std::int64_t,
+                        bool);
+using BatchFn = void (*)(const void*, std::int64_t, const float*, const float*, std::int64_t,
                          std::int64_t, float*, std::int64_t, std::int64_t, bool);
+using WidenFn = void (*)(const void*, std::int64_t, std::int64_t, std::int64_t, float*);
+
+// The kernels for one weight type.
+struct TypedKernels {
+  GemvFn gemv;
+  BatchFn batch;
+  WidenFn widen;
+};
 
 struct Kernels {
   const char* isa;
-  GemvFn gemv;
-  BatchFn batch;
+  TypedKernels of[3];  // by WeightType: f32, bf16, f16
 };
 
-// One instance per ISA. Register blocking R x C (weight rows x input rows): R * C accumulators,
-// C input vectors and one weight vector must fit the register file (32 zmm; 16 ymm/xmm).
-#define ATTN_KERNELS(name, target, W, R, C)                                                   \
-  target void gemv_##name(const float* w, std::int64_t ldw, const float* x, float* y,         \
-                          std::int64_t n, std::int64_t K, bool accumulate) {                  \
-    gemv_rows(w, ldw, x, y, n, K, accumulate);                                                \
-  }                                                                                           \
-  target void batch_##name(const float* w, std::int64_t ldw, const float* xp, const float* x, \
-                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,        \
-                           std::int64_t n, bool accumulate) {                                 \
-    batch_rows<W, R, C>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                          \
-  }                                                                                           \
-  constexpr Kernels k_##name = {#name, gemv_##name, batch_##name};
+// One instance per ISA and weight type. Register blocking R x C (weight rows x input rows):
+// R * C accumulators, C input vectors and one weight vector must fit the register file (32 zmm;
+// 16 ymm/xmm).
+#define ATTN_TYPED_KERNELS(name, target, W, R, C, T)                                               \
+  target void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x, float* y,         \
+                                std::int64_t n, std::int64_t K, bool accumulate) {                 \
+    gemv_rows<W>(static_cast<const T*>(w), ldw, x, y, n, K, accumulate);                           \
+  }                                                                                                \
+  target void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                                 std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                                 std::int64_t n, bool accumulate) {                                \
+    batch_rows<W, R, C>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);        \
+  }                                                                                                \
+  target void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows,               \
+                                 std::int64_t K, float* out) {                                     \
+    widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                   \
+  }
+#define ATTN_KERNELS(name, target, W, R, C)                               \
+  ATTN_TYPED_KERNELS(name, target, W, R, C, float)                        \
+  ATTN_TYPED_KERNELS(name, target, W, R, C, Bf16)                         \
+  ATTN_TYPED_KERNELS(name, target, W, R, C, F16)                          \
+  constexpr Kernels k_##name = {                                          \
+      #name,                                                              \
+      {{gemv_##name##_float, batch_##name##_float, widen_##name##_float}, \
+       {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},    \
+       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}}};
 
 ATTN_KERNELS(generic, , 4, 4, 3)
 #if defined(__x86_64__)
@@ -232,6 +350,7 @@ ATTN_KERNELS(avx2, __attribute__((target("avx2,fma"))), 8, 4, 3)
 ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6)
 #endif
 #undef ATTN_KERNELS
+#undef ATTN_TYPED_KERNELS
 
 // The kernels for this CPU, best first.
 std::vector<const Kernels*> supported_kernels() {
@@ -252,25 +371,48 @@ const Kernels& kernels_for(const std::string& isa) {
   return *supported.front();
 }
 
-// One thread's share of one projection. xp: x packed, for the batched kernel.
+// Prefill: w's rows n0..n1 in blocks of widen_rows(K), each one sgemm. A BF16 or F16 block is
+// widened into the thread's scratch first; an F32 block is read in place, in the same blocks, so
+// that both run the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels
+// round differently when the columns are split differently).
+void prefill_product(const TypedKernels& k, const Projection& p, const float* x, std::int64_t M,
+                     std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
+                     bool accumulate) {
+  const std::int64_t ldw = p.ldw ? p.ldw : K, rows = widen_rows(K);
+  for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
+    const std::int64_t nb = std::min(rows, n1 - b0);
+    const Matrix block = p.w.at(b0 * ldw);
+    const float* wb = static_cast<const float*>(block.data);
+    std::int64_t ld = ldw;
+    if (p.w.type != WeightType::f32) {
+      k.widen(block.data, ldw, nb, K, scratch);  // [nb, K]
+      wb = scratch;
+      ld = K;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(nb), blasint(K), 1.0f,
+                x, blasint(K), wb, blasint(ld), accumulate ? 1.0f : 0.0f, p.out + b0, blasint(p.n));
+  }
+}
+
+// One thread's share of one projection. xp: x packed, for the batched kernel; scratch: the
+// thread's widening buffer, for prefill.
 void product(const Kernels& kernels, const Projection& p, const float* x, const float* xp,
-             std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, bool accumulate) {
+             std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
+             bool accumulate) {
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
-  const float beta = accumulate ? 1.0f : 0.0f;
+  const TypedKernels& k = kernels.of[int(p.w.type)];
   const std::int64_t ldw = p.ldw ? p.ldw : K;
-  const float* w = p.w + n0 * ldw;
+  const void* w = p.w.at(n0 * ldw).data;
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
   // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
-  if (M == 1) {
-    kernels.gemv(w, ldw, x, p.out + n0, n, K, accumulate);
-  } else if (M <= kBatchRows) {
-    kernels.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n), blasint(K), 1.0f,
-                x, blasint(K), w, blasint(ldw), beta, p.out + n0, blasint(p.n));
-  }
+  if (M == 1)
+    k.gemv(w, ldw, x, p.out + n0, n, K, accumulate);
+  else if (M <= kBatchRows)
+    k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
+  else
+    prefill_product(k, p, x, M, K, n0, n1, scratch, accumulate);
   if (p.bias)
     for (std::int64_t m = 0; m < M; ++m)
       for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
@@ -288,7 +430,7 @@ void linear_rows(const Kernels& kernels, std::span<const Projection> projections
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(kernels, p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows),
+        product(kernels, p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
                 accumulate);
         break;
       }
@@ -297,32 +439,55 @@ void linear_rows(const Kernels& kernels, std::span<const Projection> projections
   }
 }
 
+// Floats of one thread's widening buffer for inputs of K features: widen_rows(K) rows.
+std::int64_t widen_floats(std::int64_t K) {
+  return widen_rows(K) * K;
+}
+
 }  // namespace
+
+std::int64_t widen_rows(std::int64_t K) {
+  return std::max<std::int64_t>(16, kWidenFloats / std::max<std::int64_t>(K, 1) / 16 * 16);
+}
 
 std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   return M * (K / kPack) * kPack;
 }
 
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves) {
+  // The packed rows (M <= kBatchRows) and the widening buffers (M > kBatchRows) are never needed
+  // by the same call, so they share the buffer. widen_floats(K) <= max(16 K, kWidenFloats).
+  const std::int64_t pack = pack_floats(std::min(max_rows, kBatchRows), k_max);
+  const std::int64_t widen = std::max(16 * k_max, kWidenFloats);
+  return std::max(pack, halves && max_rows > kBatchRows ? threads * widen : 0);
+}
+
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
-            std::int64_t M, std::int64_t K, float* pack, bool accumulate) {
+            std::int64_t M, std::int64_t K, float* scratch, bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const Kernels& kernels = kernels_for(rt.isa);
-  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K, pack) : nullptr;
+  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K, scratch) : nullptr;
   // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
   {
     if (M <= kBatchRows) {
       linear_rows(kernels, projections, x, xp, M, K, accumulate);
     } else {
-      // Prefill: one large sgemm per thread and projection keeps OpenBLAS's packing amortized.
+      // Prefill: large sgemms per thread and projection keep OpenBLAS's packing amortized.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* widen = scratch + t * widen_floats(K);
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(kernels, p, x, nullptr, M, K, n0, n1, accumulate);
+        product(kernels, p, x, nullptr, M, K, n0, n1, widen, accumulate);
       }
     }
   }
+}
+
+void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
+                  float* out) {
+  kernels_for(rt.isa).of[int(w.type)].widen(w.data, K, rows, K, out);
 }
 
 std::string blas_core() {

@@ -9,15 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "attn/matrix.hpp"
 #include "attn/runtime.hpp"
 
 namespace attn {
 
 // One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
-// lie ldw floats apart (0: K), so a block of w's columns is a projection too.
+// lie ldw elements apart (0: K), so a block of w's columns is a projection too. w is F32, BF16 or
+// F16 (widened to F32 as it is read: the result has the bits of the F32-widened product).
 struct Projection {
   float* out;
-  const float* w;
+  Matrix w;
   const float* bias;
   std::int64_t n;
   std::int64_t ldw = 0;
@@ -29,15 +31,31 @@ struct Projection {
 // 48, 0.93x at 64. The issue asks for 2..32 rows; beyond, the gain shrinks into the noise.
 inline constexpr std::int64_t kBatchRows = 32;
 
-// Floats of the scratch linear() packs x into for M rows of K (the batched kernel's layout).
+// Prefill widens BF16 and F16 weights into a buffer per thread, a block of widen_rows(K) rows
+// (this many floats, or 16 rows if more) at a time: 8 MB. Single-threaded sgemm, M = 512, on
+// Zen 4 (OpenBLAS Cooperlake): blocks of 512 rows of K = 4096 ran at 90 GFLOP/s against 88.5
+// for the whole 3584 rows; 144 rows of K = 14336 at 88-90 against 88.
+inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 21;
+std::int64_t widen_rows(std::int64_t K);
+
+// Floats linear() packs x into for M rows of K (the batched kernel's layout).
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
+
+// Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
+// on `threads` threads: the packed rows, and with BF16 or F16 weights (halves) the widening
+// buffers.
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves);
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// pack: pack_floats(M, K) floats of scratch (unused when M is 1 or above kBatchRows).
+// scratch: scratch_floats(M, K, rt.threads, halves) floats.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
-            std::int64_t M, std::int64_t K, float* pack, bool accumulate = false);
+            std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
+
+// out[rows, K] = w[rows, K] widened to F32 by rt.isa's kernels, as the products widen it.
+void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
+                  float* out);
 
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();

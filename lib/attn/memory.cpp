@@ -73,9 +73,10 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
     add("FFN activations", {2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32});
   }
   add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
-  add("packed rows",
-      {std::min(r.max_rows, kBatchRows),
-       std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()}), kF32});
+  // The weights' type is not known before they are mapped: count BF16/F16 widening buffers.
+  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
+  add("packed rows and widened weight blocks",
+      {scratch_floats(r.max_rows, k_max, r.threads, /*halves=*/true), kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   add("input", {r.batch, T, a.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), a.dim, kF32});

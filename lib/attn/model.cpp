@@ -66,12 +66,12 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 2> w13 = {
-        Projection{act.h1.data(), w.w1 + j0 * a.dim, nullptr, n},
-        Projection{act.h3.data(), w.w3 + j0 * a.dim, nullptr, n}};
+        Projection{act.h1.data(), w.w1.at(j0 * a.dim), nullptr, n},
+        Projection{act.h3.data(), w.w3.at(j0 * a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1.data(), act.h3.data(), rows * n);
     const std::array<Projection, 1> w2 = {
-        Projection{split ? act.partial.data() : h, w.w2 + j0, nullptr, a.dim, hidden}};
+        Projection{split ? act.partial.data() : h, w.w2.at(j0), nullptr, a.dim, hidden}};
     linear(m.rt, w2, act.h1.data(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
@@ -99,11 +99,11 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
   float* h1 = m.act.h1.data();
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 1> w1 = {Projection{h1, w.w1 + j0 * a.dim, w.b1 + j0, n}};
+    const std::array<Projection, 1> w1 = {Projection{h1, w.w1.at(j0 * a.dim), w.b1 + j0, n}};
     linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
     activate(m.rt, a.activation, h1, rows * n);
     const std::array<Projection, 1> w2 = {
-        Projection{h, w.w2 + j0, j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
+        Projection{h, w.w2.at(j0), j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
     linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
 }
@@ -166,9 +166,9 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
     act.h3 = buffer(n, 1);
   }
   act.scores = make_attention_scratch(m.cache, m.rt.threads);
-  // The widest input a product packs: x, the attention output, or h1 (all of it in decode).
+  // The widest input of a product: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  act.pack = buffer(pack_floats(std::min<std::int64_t>(max_rows, kBatchRows), k_max), 1);
+  act.pack = buffer(scratch_floats(max_rows, k_max, m.rt.threads, m.weights.halves), 1);
   if (shard.size > 1) act.partial = buffer(max_rows, a.dim);
   return m;
 }

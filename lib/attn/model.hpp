@@ -32,7 +32,8 @@ struct Activations {
   std::vector<float> h1;       // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
   std::vector<float> h3;       // [rows, block]: w3 x
   std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
-  std::vector<float> pack;     // x packed for the batched decode kernel
+  std::vector<float> pack;     // x packed for the batched decode kernel, or prefill's widened
+                               // BF16/F16 weight blocks (scratch_floats)
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
 

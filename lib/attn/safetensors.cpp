@@ -582,23 +582,6 @@ const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
   }
 }
 
-float f16_to_f32(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1Fu;
-  const std::uint32_t mant = h & 0x3FFu;
-  if (exp == 0) {
-    // Zero or subnormal: mant x 2^-24, exact in f32.
-    const float mag = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -mag : mag;
-  }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));  // inf, nan
-  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
-}
-
-float bf16_to_f32(std::uint16_t b) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-}
-
 void write_safetensors(const std::filesystem::path& path, const std::vector<OutTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string target = path.string();

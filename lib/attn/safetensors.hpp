@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "attn/matrix.hpp"  // bf16_to_f32, f16_to_f32
+
 namespace attn {
 
 enum class Dtype {
@@ -83,9 +85,6 @@ SafetensorsFile open_safetensors(const std::filesystem::path& path);
 // Any other dtype throws InputError.
 const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
                            std::vector<float>& storage);
-
-float f16_to_f32(std::uint16_t h);
-float bf16_to_f32(std::uint16_t b);
 
 struct OutTensor {
   std::string name;

@@ -1,6 +1,7 @@
 #include "attn/weights.hpp"
 
 #include <spdlog/spdlog.h>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -89,6 +90,34 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
 }
 
+// A matrix as the file stores it: a view of the mapping, or a copy when it is misaligned.
+// Dtypes other than F32, BF16 and F16 are refused by tensor_as_f32, naming file and tensor.
+Matrix matrix_view(const SafetensorsFile& file, const std::string& name, TransformerWeights& w) {
+  const TensorInfo& t = file.info(name);
+  if (t.dtype != Dtype::BF16 && t.dtype != Dtype::F16) {
+    std::vector<float> storage;
+    const float* p = tensor_as_f32(file, name, storage);
+    if (!storage.empty()) w.owned.push_back(std::move(storage));
+    return {p, WeightType::f32};
+  }
+  const WeightType type = t.dtype == Dtype::BF16 ? WeightType::bf16 : WeightType::f16;
+  const std::uint8_t* src = file.bytes(t);
+  if (reinterpret_cast<std::uintptr_t>(src) % alignof(std::uint16_t) == 0) return {src, type};
+  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(t.numel()));
+  std::memcpy(copy.data(), src, copy.size() * sizeof(std::uint16_t));
+  return {copy.data(), type};
+}
+
+// A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
+const float* f32_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                      TransformerWeights& w) {
+  std::vector<float> storage;
+  const float* p =
+      s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
+  if (!storage.empty()) w.owned.push_back(std::move(storage));
+  return p;
+}
+
 bool is_norm_bias(const TensorSpec& s) {
   return s.name.ends_with("norm.bias");
 }
@@ -147,12 +176,15 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
                                   std::to_string(shard.size) + ")"
                             : "") +
                        ", got " + shape_text(t.shape));
-    std::vector<float> storage;
-    *s.slot =
-        s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
-    check_finite(*s.slot, numel(s.shape), c.path, name);
-    if (!storage.empty()) w.owned.push_back(std::move(storage));
-    w.bytes += std::uint64_t(numel(s.shape)) * 4;
+    // A rank's slice is converted to F32 (its columns are strided in the whole tensor).
+    const Matrix m = s.slot.matrix && s.full.empty()
+                         ? matrix_view(file, name, w)
+                         : Matrix{f32_view(file, name, s, w), WeightType::f32};
+    check_finite(m, numel(s.shape), c.path, name);
+    if (s.slot.matrix) *s.slot.matrix = m;
+    if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
+    w.bytes += std::uint64_t(numel(s.shape) * weight_type_bytes(m.type));
+    w.halves |= m.type != WeightType::f32;
     used.insert(name);
   }
   std::vector<std::string> unused;  // one summary line, not one warning per tensor
@@ -187,7 +219,8 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
               : bound * uniform_pm1(seed, stream,
                                     std::uint64_t(
                                         s.full.empty() ? i : index_in_full(s, i / cols, i % cols)));
-    *s.slot = t.data();
+    if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
+    if (s.slot.vector) *s.slot.vector = t.data();
     w.bytes += std::uint64_t(n) * 4;
   }
   return w;

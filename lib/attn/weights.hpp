@@ -1,13 +1,16 @@
 #pragma once
-// The block's weights as views (llama2.c's TransformerWeights): F32 tensors point into the
-// mapped file; F16/BF16 (converted once at load), misaligned F32 and seeded tensors live in
-// `owned`. Layouts are nn.Linear's [out_features, in_features], row-major.
+// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's type
+// (F32, BF16 or F16) and point into the mapped file; vectors (norms, biases) are read as F32,
+// converted once at load. What cannot be a view of the file lives in `owned` (F32: vectors
+// converted from halves, a rank's column slices, seeded tensors) or `owned_halves` (misaligned
+// halves). Layouts are nn.Linear's [out_features, in_features], row-major.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
 
 #include "attn/checkpoint.hpp"
 #include "attn/config.hpp"
+#include "attn/matrix.hpp"
 #include "attn/parallel.hpp"
 #include "attn/safetensors.hpp"
 
@@ -15,18 +18,18 @@ namespace attn {
 
 struct LayerWeights {
   const float* attention_norm = nullptr;  // [dim], block llama
-  const float* wq = nullptr;              // [n_heads * head_dim, dim]
-  const float* wk = nullptr;              // [n_kv_heads * head_dim, dim]
-  const float* wv = nullptr;              // [n_kv_heads * head_dim, dim]
-  const float* wo = nullptr;              // [dim, n_heads * head_dim]
+  Matrix wq;                              // [n_heads * head_dim, dim]
+  Matrix wk;                              // [n_kv_heads * head_dim, dim]
+  Matrix wv;                              // [n_kv_heads * head_dim, dim]
+  Matrix wo;                              // [dim, n_heads * head_dim]
   const float* bq = nullptr;              // [n_heads * head_dim], attention_bias
   const float* bk = nullptr;              // [n_kv_heads * head_dim]
   const float* bv = nullptr;              // [n_kv_heads * head_dim]
   const float* bo = nullptr;              // [dim]
   const float* ffn_norm = nullptr;        // [dim], block llama
-  const float* w1 = nullptr;              // [ffn_hidden, dim]
-  const float* w2 = nullptr;              // [dim, ffn_hidden]
-  const float* w3 = nullptr;              // [ffn_hidden, dim]
+  Matrix w1;                              // [ffn_hidden, dim]
+  Matrix w2;                              // [dim, ffn_hidden]
+  Matrix w3;                              // [ffn_hidden, dim]
   // Block encoder (torch's norm1, norm2, linear1.bias, linear2.bias); attention_norm, ffn_norm,
   // w1 and w2 above are its other halves.
   const float* attention_norm_bias = nullptr;  // [dim]
@@ -39,14 +42,24 @@ struct TransformerWeights {
   std::vector<LayerWeights> layers;
   Checkpoint checkpoint;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
-  std::uint64_t bytes = 0;  // f32 bytes of all tensors the block reads
+  std::vector<std::vector<std::uint16_t>> owned_halves;
+  std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
+  bool halves = false;      // some matrix is BF16 or F16: prefill needs widening scratch
+};
+
+// Where a tensor's view goes: a matrix keeps the file's type, a vector is read as F32.
+struct Slot {
+  const float** vector = nullptr;
+  Matrix* matrix = nullptr;
+  Slot(const float** v) : vector(v) {}
+  Slot(Matrix* m) : matrix(m) {}
 };
 
 // One expected tensor: its name, shape, and where its view goes.
 struct TensorSpec {
   std::string name;
   std::vector<std::int64_t> shape;
-  const float** slot;
+  Slot slot;
   // Model parallel: `shape` is this rank's block of the whole tensor `full` (empty: the whole
   // tensor), its rows from row0 (wq/wk/wv/w1/w3 and their biases) or its columns from col0
   // (wo, w2).

@@ -1,0 +1,62 @@
+#pragma once
+// A weight matrix as its file stores it. F32 is read as it is; BF16 and F16 stay at half the
+// bytes, mapped, and are widened to F32 where a product reads them (matmul.cpp). Widening is
+// exact, since every BF16 and F16 value is an F32 value, so a product over BF16 weights gives
+// the bits the same product gives over the F32-widened weights.
+#include <bit>
+#include <cstdint>
+
+namespace attn {
+
+enum class WeightType : std::uint8_t { f32, bf16, f16 };
+
+inline const char* weight_type_name(WeightType t) {
+  return t == WeightType::f32 ? "F32" : t == WeightType::bf16 ? "BF16" : "F16";
+}
+
+inline std::int64_t weight_type_bytes(WeightType t) {
+  return t == WeightType::f32 ? 4 : 2;
+}
+
+struct Matrix {
+  const void* data = nullptr;
+  WeightType type = WeightType::f32;
+
+  Matrix() = default;
+  Matrix(const float* f32) : data(f32) {}  // F32 rows, as tests and callers have them
+  Matrix(const void* p, WeightType t) : data(p), type(t) {}
+
+  // The view `elements` elements on: a block of rows, or the first of a block of columns.
+  Matrix at(std::int64_t elements) const {
+    return {static_cast<const char*>(data) + elements * weight_type_bytes(type), type};
+  }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+// bf16 is the top half of an f32.
+inline float bf16_to_f32(std::uint16_t b) {
+  return std::bit_cast<float>(std::uint32_t(b) << 16);
+}
+
+// IEEE half to single, every value exactly: subnormals become normal floats; a NaN keeps its
+// payload and comes out quiet, as the hardware's vcvtph2ps (and so PyTorch) makes it.
+inline float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24 = (2^-14 + mant x 2^-24) - 2^-14
+    const float mag = std::bit_cast<float>((113u << 23) | (mant << 13)) - 0x1p-14f;
+    return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(mag));
+  }
+  if (exp == 31)
+    return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0));
+  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+}
+
+// Element i of m, widened: for tests and checks, not for hot loops.
+inline float element(const Matrix& m, std::int64_t i) {
+  const std::uint16_t* h = static_cast<const std::uint16_t*>(m.data);
+  if (m.type == WeightType::f32) return static_cast<const float*>(m.data)[i];
+  return m.type == WeightType::bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+}
+
+}  // namespace attn

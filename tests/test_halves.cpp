@@ -1,0 +1,170 @@
+// BF16 and F16 weights kept at half the bytes (issue 10): widened exactly, and every product
+// gives the bits the same product gives over the F32-widened weights. References: PyTorch's
+// .float() of every 16-bit pattern and of the golden cases' BF16/F16 files
+// (tests/golden/make_halves.py); the F32 paths themselves are checked against PyTorch by the
+// golden and matmul tests.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "attn/matmul.hpp"
+#include "attn/model.hpp"
+#include "attn/rng.hpp"
+#include "attn/safetensors.hpp"
+#include "test_support.hpp"
+#include "workloads/run.hpp"
+
+namespace {
+
+bool same_bits(const float* a, const float* b, std::int64_t n) {
+  return std::memcmp(a, b, std::size_t(n) * sizeof(float)) == 0;
+}
+
+// How many of n values differ in their bits (NaN payloads included).
+std::int64_t bit_differences(const float* a, const float* b, std::int64_t n) {
+  std::int64_t d = 0;
+  for (std::int64_t i = 0; i < n; ++i) d += std::memcmp(a + i, b + i, sizeof(float)) != 0;
+  return d;
+}
+
+// Random weights of `type` with their F32 widening: BF16 the top half of a uniform draw; F16
+// drawn as bit patterns over normal exponents 2^-10..2^1 and subnormals, no Inf or NaN.
+struct HalfWeights {
+  std::vector<std::uint16_t> bits;
+  std::vector<float> f32;
+};
+
+HalfWeights draw_halves(attn::WeightType type, std::size_t n, std::uint64_t stream) {
+  HalfWeights h{std::vector<std::uint16_t>(n), std::vector<float>(n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    const double u = attn::uniform_pm1(21, stream, i);
+    if (type == attn::WeightType::bf16) {
+      h.bits[i] = std::uint16_t(std::bit_cast<std::uint32_t>(float(u * 0.5)) >> 16);
+    } else {
+      const auto r = std::uint32_t((u + 1) * 1e6);
+      const std::uint32_t exp = i % 17 == 0 ? 0 : 5 + r % 12;  // some subnormals
+      h.bits[i] = std::uint16_t((r & 0x8000u) | (exp << 10) | ((r >> 4) & 0x3FFu));
+    }
+    h.f32[i] =
+        type == attn::WeightType::bf16 ? attn::bf16_to_f32(h.bits[i]) : attn::f16_to_f32(h.bits[i]);
+  }
+  return h;
+}
+
+struct Shape {
+  std::int64_t n, K, ldw;
+};
+
+}  // namespace
+
+TEST_CASE("halves: every BF16 and F16 bit pattern widens to PyTorch's float, every kernel set") {
+  const attn::SafetensorsFile f =
+      attn::open_safetensors(test::golden_dir() / "halves" / "widening.safetensors");
+  for (auto [type, name] : {std::pair{attn::WeightType::f16, std::string("f16")},
+                            std::pair{attn::WeightType::bf16, std::string("bf16")}}) {
+    const auto* bits = reinterpret_cast<const std::uint16_t*>(f.bytes(f.info(name + "_bits")));
+    const auto* torch_f32 = reinterpret_cast<const float*>(f.bytes(f.info(name + "_as_f32")));
+    CAPTURE(name);
+    // The scalar conversions (tails, tests' references) first.
+    std::vector<float> scalar(65536);
+    for (std::size_t i = 0; i < scalar.size(); ++i)
+      scalar[i] =
+          type == attn::WeightType::bf16 ? attn::bf16_to_f32(bits[i]) : attn::f16_to_f32(bits[i]);
+    CHECK(bit_differences(scalar.data(), torch_f32, 65536) == 0);
+    // The kernels: whole vectors ([1, 65536]), and rows of 19 (one vector and a scalar tail at
+    // any width) over the first 65531 patterns.
+    for (const std::string& isa : attn::matmul_isas()) {
+      CAPTURE(isa);
+      const attn::Runtime rt = attn::make_runtime(1, 0, isa);
+      std::vector<float> out(65536);
+      attn::widen_to_f32(rt, {bits, type}, 1, 65536, out.data());
+      CHECK(bit_differences(out.data(), torch_f32, 65536) == 0);
+      std::fill(out.begin(), out.end(), 0.0f);
+      attn::widen_to_f32(rt, {bits, type}, 65531 / 19, 19, out.data());
+      CHECK(bit_differences(out.data(), torch_f32, 65531 / 19 * 19) == 0);
+    }
+  }
+}
+
+TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, rows 1 to 70") {
+  // Rows: gemv (1), the batched kernel (2..kBatchRows), sgemm over widened blocks beyond (33,
+  // 40, 70). Shapes as test_matmul's, strided weights among them, and one whose rows take
+  // several widening blocks (widen_rows) per thread, the last one short.
+  const Shape blocks = {1000, 4500, 4500};
+  REQUIRE(attn::widen_rows(blocks.K) < blocks.n / 2);  // 2 blocks per thread of 2, 3 of 1
+  const Shape shapes[] = {{53, 37, 37}, {130, 100, 100}, {67, 64, 80}, {9, 4500, 4503}, blocks};
+  std::vector<std::int64_t> rows;
+  for (std::int64_t M = 1; M <= attn::kBatchRows + 1; ++M) rows.push_back(M);
+  rows.insert(rows.end(), {40, 70});
+  for (attn::WeightType type : {attn::WeightType::bf16, attn::WeightType::f16})
+    for (const Shape& s : shapes) {
+      const HalfWeights w = draw_halves(type, std::size_t(s.n * s.ldw), std::uint64_t(s.K));
+      for (std::int64_t M : rows) {
+        if (s.n == blocks.n && M <= attn::kBatchRows) continue;  // only the blocks matter there
+        std::vector<float> x(std::size_t(M * s.K)), bias(std::size_t(s.n));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(22, 1, i));
+        for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = float(attn::uniform_pm1(22, 2, i));
+        for (const std::string& isa : attn::matmul_isas())
+          for (int threads : {1, 2}) {
+            const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
+            std::vector<float> scratch(
+                std::size_t(attn::scratch_floats(M, s.K, threads, /*halves=*/true)));
+            std::vector<float> got(std::size_t(M * s.n), 0.5f), want = got;
+            const attn::Projection ph{got.data(), {w.bits.data(), type}, bias.data(), s.n, s.ldw};
+            const attn::Projection pf{want.data(), w.f32.data(), bias.data(), s.n, s.ldw};
+            attn::linear(rt, {&ph, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
+            attn::linear(rt, {&pf, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
+            CAPTURE(attn::weight_type_name(type));
+            CAPTURE(isa);
+            CAPTURE(threads);
+            CAPTURE(M);
+            CAPTURE(s.n);
+            CAPTURE(s.K);
+            CHECK(bit_differences(got.data(), want.data(), M * s.n) == 0);
+          }
+      }
+    }
+}
+
+TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 widening of it") {
+  for (const char* name : {"bf16_llama_mqa_half", "f16_llama_gqa_interleaved"}) {
+    CAPTURE(name);
+    const std::filesystem::path dir = test::golden_dir() / name;
+    attn::ModelArgs a = attn::load_config(dir / "config.json");
+    a.max_seq_len = 48;
+    a.max_batch_size = 2;
+    attn::TransformerWeights half = attn::load_weights(a, dir / "weights.safetensors");
+    attn::TransformerWeights wide = attn::load_weights(a, dir / "weights_f32.safetensors");
+    CHECK(half.halves);
+    CHECK_FALSE(wide.halves);
+    CHECK(half.bytes < wide.bytes);
+    for (const attn::LayerWeights& l : half.layers)  // matrices stay in the file's type
+      for (const attn::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
+        CHECK(m->type != attn::WeightType::f32);
+    CHECK(half.owned_halves.empty());  // the fixtures are aligned: views of the mapping
+    // Prefill of 2 x 20 rows (sgemm over widened blocks), then batched decode of 2 rows; and
+    // prefill 5 (batched kernel) with gemv decode, on 1 and 2 threads.
+    for (const attn::RunOptions opts : {attn::RunOptions{2, 20, 3}, attn::RunOptions{1, 5, 3}})
+      for (int threads : {1, 2}) {
+        const attn::Runtime rt = attn::make_runtime(threads, 0);
+        const std::vector<float> x = attn::seeded_input(a, opts, 5);
+        const std::int64_t rows = opts.batch * opts.prefill;
+        attn::Transformer mh =
+            attn::make_transformer(a, attn::load_weights(a, dir / "weights.safetensors"), rows, rt);
+        attn::Transformer mw = attn::make_transformer(
+            a, attn::load_weights(a, dir / "weights_f32.safetensors"), rows, rt);
+        const attn::RunOutputs oh = attn::run(mh, x, opts, [](const attn::Event&) {});
+        const attn::RunOutputs ow = attn::run(mw, x, opts, [](const attn::Event&) {});
+        CAPTURE(opts.batch);
+        CAPTURE(opts.prefill);
+        CAPTURE(threads);
+        REQUIRE(oh.prefill_output.size() == ow.prefill_output.size());
+        CHECK(same_bits(oh.prefill_output.data(), ow.prefill_output.data(),
+                        std::int64_t(oh.prefill_output.size())));
+        CHECK(same_bits(oh.decode_output.data(), ow.decode_output.data(),
+                        std::int64_t(oh.decode_output.size())));
+        CHECK(same_bits(mh.cache.cache_k.data(), mw.cache.cache_k.data(),
+                        std::int64_t(mh.cache.cache_k.size())));
+      }
+  }
+}
