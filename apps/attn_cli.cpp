@@ -40,6 +40,7 @@ struct Flags {
   bool attention_weights = false, print_attention = false;
   std::int64_t layer = 0;  // heatmap
   std::string png;         // heatmap --out
+  std::vector<std::string> weight_types = {"f32", "bf16", "f16"};  // bench
 };
 
 // CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
@@ -226,6 +227,18 @@ void add_bench(CLI::App* cmd, Flags& f) {
   f.log_level = "info";
   add_model_options(cmd, f, "one Llama-3-8B layer");
   cmd->add_flag("--json", f.json, "one JSON object on stdout");
+  cmd->add_option("--weight-types", f.weight_types,
+                  "the drawn layer's matrices in each of these types, decoded in the same "
+                  "rounds (with --weights: the file's type only)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+}
+
+attn::WeightType weight_type(const std::string& name) {
+  return name == "bf16" ? attn::WeightType::bf16
+         : name == "f16" ? attn::WeightType::f16
+                         : attn::WeightType::f32;
 }
 
 // Decode at several batch sizes, as llama.cpp's batched-bench: B sequences, one row each per
@@ -233,9 +246,11 @@ void add_bench(CLI::App* cmd, Flags& f) {
 void print_batched(const attn::BenchResult& r, const attn::Runtime& rt) {
   const double b1 = r.step_ms[r.step_ms.size() / 2];
   std::fprintf(stderr,
-               "batched decode, %lld steps each, same rounds (isa %s; stream read pattern: %s):\n"
+               "batched decode, %s weights, %lld steps each, same rounds (isa %s; stream read "
+               "pattern: %s):\n"
                "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
-               (long long)r.steps, rt.isa.c_str(), r.limits.stream_pattern.c_str());
+               r.weight_type.c_str(), (long long)r.steps, rt.isa.c_str(),
+               r.limits.stream_pattern.c_str());
   for (const attn::BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
     const double med = d.step_ms[n / 2];
@@ -262,9 +277,57 @@ nlohmann::json batched_json(const attn::BenchResult& r) {
   return rows;
 }
 
-void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json,
-                 const nlohmann::json& extra = {}) {
+double median_ms(const std::vector<double>& sorted) {
+  return sorted[sorted.size() / 2];
+}
+
+// One weight type's figures, against the limits and against the first type run (same rounds).
+nlohmann::json weight_type_json(const attn::BenchResult& r, const attn::BenchResult& first,
+                                const attn::MachineLimits& l) {
+  const double pf_s = r.prefill_seconds, med = median_ms(r.step_ms);
+  const double gbs = r.weight_bytes / (med * 1e-3) / 1e9;
+  return {{"weight_type", r.weight_type},
+          {"prefill_ms", pf_s * 1e3},
+          {"prefill_positions_per_s", double(r.prefill) / pf_s},
+          {"prefill_gflops", r.prefill_gflop / pf_s},
+          {"prefill_fraction_of_fma_peak", r.prefill_gflop / pf_s / l.fma_gflops},
+          {"decode_ms_median", med},
+          {"decode_ms_p10", r.step_ms[r.step_ms.size() / 10]},
+          {"decode_ms_p90", r.step_ms[r.step_ms.size() * 9 / 10]},
+          {"decode_steps_per_s", 1e3 / med},
+          {"decode_gbs", gbs},
+          {"decode_fraction_of_stream", gbs / r.limits.stream_gbs},
+          {"stream_gbs", r.limits.stream_gbs},
+          {"stream_pattern", r.limits.stream_pattern},
+          {"weight_bytes", r.weight_bytes},
+          {"decode_vs_first", median_ms(first.step_ms) / med},
+          {"prefill_vs_first", first.prefill_seconds / pf_s},
+          {"batched_decode", batched_json(r)}};
+}
+
+// The weight types side by side, each against its own streaming read and the first type.
+void print_weight_types(const nlohmann::json& types) {
+  std::fprintf(stderr,
+               "weight types, same rounds (vs: the first row's rate):\n"
+               "  type   prefill pos/s  GFLOP/s  of FMA peak   decode steps/s   GB/s  of its "
+               "stream  weights MB  decode vs  prefill vs\n");
+  for (const nlohmann::json& t : types)
+    std::fprintf(stderr, "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
+                 t["weight_type"].get<std::string>().c_str(),
+                 t["prefill_positions_per_s"].get<double>(), t["prefill_gflops"].get<double>(),
+                 100 * t["prefill_fraction_of_fma_peak"].get<double>(),
+                 t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(),
+                 100 * t["decode_fraction_of_stream"].get<double>(),
+                 t["weight_bytes"].get<double>() / 1e6, t["decode_vs_first"].get<double>(),
+                 t["prefill_vs_first"].get<double>());
+}
+
+void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runtime& rt,
+                 bool json, const nlohmann::json& extra = {}) {
+  const attn::BenchResult& r = results.front();
   const auto& l = r.limits;
+  nlohmann::json types = nlohmann::json::array();
+  for (const attn::BenchResult& t : results) types.push_back(weight_type_json(t, r, l));
   const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
   const double med = r.step_ms[r.step_ms.size() / 2];
   const double p10 = r.step_ms[r.step_ms.size() / 10], p90 = r.step_ms[r.step_ms.size() * 9 / 10];
@@ -272,6 +335,7 @@ void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json,
   const double matmul_rate = r.prefill_matmul_gflop / pf_s;
   std::fprintf(
       stderr,
+      "%s weights:\n"
       "prompt eval time = %10.2f ms / %5lld positions (%8.2f ms per position, %8.2f "
       "positions per second)\n"
       "prompt eval rate = %8.1f GFLOP/s (%.1f GFLOP), %.0f%% of OpenBLAS sgemm's %.1f "
@@ -280,14 +344,17 @@ void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json,
       "p90 %.2f, %8.2f steps per second)\n"
       "        eval rate = %8.2f GB/s of weights (%.1f MB per step), %.0f%% of the %.2f "
       "GB/s streaming read\n"
-      "peak resident memory = %.1f MB; threads = %d; matmul = %s; OpenBLAS core = %s\n",
-      pf_s * 1e3, (long long)r.prefill, pf_s * 1e3 / double(r.prefill), double(r.prefill) / pf_s,
+      "peak resident memory = %.1f MB (the process: every weight type's model); threads = %d; "
+      "matmul = %s; OpenBLAS core = %s\n",
+      r.weight_type.c_str(), pf_s * 1e3, (long long)r.prefill, pf_s * 1e3 / double(r.prefill),
+      double(r.prefill) / pf_s,
       pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops, l.sgemm_gflops,
       100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops, med * double(r.steps),
       (long long)r.steps, med, p10, p90, 1e3 / med, gbs, r.weight_bytes / 1e6,
       100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, rt.threads,
       attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
-  print_batched(r, rt);
+  print_weight_types(types);
+  for (const attn::BenchResult& t : results) print_batched(t, rt);
   if (!json) return;
   nlohmann::json j = {{"prefill_positions", r.prefill},
                       {"prefill_ms", pf_s * 1e3},
@@ -317,7 +384,9 @@ void print_bench(const attn::BenchResult& r, const attn::Runtime& rt, bool json,
                       {"matmul_isa", rt.isa},
                       {"stream_pattern", l.stream_pattern},
                       {"kv_cache_mb", r.kv_cache_bytes / 1e6},
-                      {"batched_decode", batched_json(r)}};
+                      {"batched_decode", batched_json(r)},
+                      {"weight_type", r.weight_type},
+                      {"weight_types", types}};
   j.update(extra);
   std::cout << j.dump() << "\n";
 }
@@ -390,7 +459,10 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
   // only, so it stays small.
   const std::int64_t max_batch = attn::kBenchBatches.back();
   std::vector<float> x;
-  std::optional<attn::Transformer> model;
+  // A file runs as it is; drawn weights once per weight type, the same draws rounded.
+  const std::vector<std::string> types =
+      f.weights.empty() ? f.weight_types : std::vector<std::string>{"file"};
+  std::vector<attn::Transformer> models;
   ranks::set_up(shard, [&] {
     attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
     attn::check_shard(args, shard);
@@ -399,30 +471,47 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       throw attn::InputError("bench needs --prefill and --steps >= 1");
     args.max_batch_size = std::max(args.max_batch_size, max_batch);
     args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
-    attn::check_memory(
-        attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
-                                  std::max(f.run.prefill, max_batch), f.threads, false}),
-        attn::available_memory());
+    std::vector<attn::MemoryPart> parts;  // every type's model at once, counted as F32
+    for (std::size_t i = 0; i < types.size(); ++i)
+      for (attn::MemoryPart& p :
+           attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
+                                     std::max(f.run.prefill, max_batch), f.threads, false}))
+        parts.push_back({types[i] + " " + p.name, p.bytes});
+    attn::check_memory(parts, attn::available_memory());
     spdlog::info("drawing weights and input");
-    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
-                                                   : attn::load_weights(args, f.weights, shard);
     x = attn::seeded_input(args, opts, f.seed);
-    model.emplace(attn::make_transformer(args, std::move(w), std::max(f.run.prefill, max_batch),
-                                         attn::make_runtime(f.threads), shard));
+    models.reserve(types.size());
+    for (const std::string& t : types) {
+      attn::TransformerWeights w = f.weights.empty()
+                                       ? attn::seeded_weights(args, f.seed, shard, weight_type(t))
+                                       : attn::load_weights(args, f.weights, shard);
+      models.push_back(attn::make_transformer(args, std::move(w),
+                                              std::max(f.run.prefill, max_batch),
+                                              attn::make_runtime(f.threads), shard));
+    }
   });
   return ranks::or_abort(shard, [&] {
-    attn::Transformer& m = *model;
+    std::vector<attn::Transformer*> ms;
+    for (attn::Transformer& m : models) ms.push_back(&m);
+    attn::Transformer& m = models.front();
     spdlog::info("running the workload");
-    attn::BenchResult r =
-        attn::bench_workload(m, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
+    std::vector<attn::BenchResult> results =
+        attn::bench_workload(ms, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
     spdlog::info("measuring the machine's limits");
-    attn::measure_limits(m, f.run.prefill, r.limits);
+    attn::measure_limits(m, f.run.prefill, results.front().limits);
+    for (attn::BenchResult& r : results) {  // the stream read is each type's own
+      const double gbs = r.limits.stream_gbs;
+      const std::string pattern = r.limits.stream_pattern;
+      r.limits = results.front().limits;
+      if (&r != &results.front()) r.limits.stream_gbs = gbs, r.limits.stream_pattern = pattern;
+    }
+    const attn::BenchResult& r = results.front();
     const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
     const double alone_us = shard.size > 1 ? allreduce_alone_us(shard, m.args.dim) : 0;
     if (shard.rank != 0) return 0;
     const nlohmann::json mp =
         shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
-    print_bench(r, m.rt, f.json, mp);
+    print_bench(results, m.rt, f.json, mp);
     if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
     return 0;
   });

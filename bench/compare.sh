@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # attn-cli vs PyTorch eager (Debian's python3-torch) on the same work, in one go:
-#   1. one Llama-3-8B layer: `attn-cli bench --json` and bench/torch_layer.py --json
+#   1. one Llama-3-8B layer: `attn-cli bench --json` (F32, BF16 and F16 weights, decode steps
+#      interleaved in the same rounds), `attn-cli bench --json --weight-types bf16` (a BF16-only
+#      process, for its peak RSS) and bench/torch_layer.py --json --dtype float32 and bfloat16
 #      (same prefill, steps and threads);
 #   2. the seed notebook's workload as whole processes, import/startup included:
 #      `attn-cli run` (best and median of 20) vs bench/torch_notebook.py (best and median of 5),
 #      with hyperfine if installed, else a loop around `date +%s%N`.
 # Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N]   (defaults 2, 512, 128)
-# Progress and the tools' own logs go to stderr, the table to stdout. Exit status is non-zero
-# if any benchmark fails. OPENBLAS_CORETYPE is passed through untouched and reported.
+# Progress and the tools' own logs go to stderr, the tables to stdout, ending with issue 10's
+# targets, each PASS or MISS against figures of this same run (a MISS does not change the exit
+# status). Exit status is non-zero if any benchmark fails. OPENBLAS_CORETYPE is passed through
+# untouched and reported.
 set -Eeuo pipefail
 trap 'echo "compare.sh: failed: $BASH_COMMAND" >&2' ERR
 
@@ -44,8 +48,12 @@ fi
 shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
 echo "== attn-cli bench ${shape[*]}" >&2
 "$cli" bench --json "${shape[@]}" >"$tmp/bench_cli.json"
-echo "== bench/torch_layer.py ${shape[*]}" >&2
-"$py" bench/torch_layer.py --json "${shape[@]}" >"$tmp/bench_torch.json"
+echo "== attn-cli bench --weight-types bf16 ${shape[*]}" >&2
+"$cli" bench --json --weight-types bf16 "${shape[@]}" >"$tmp/bench_cli_bf16.json"
+echo "== bench/torch_layer.py --dtype float32 ${shape[*]}" >&2
+"$py" bench/torch_layer.py --json --dtype float32 "${shape[@]}" >"$tmp/bench_torch.json"
+echo "== bench/torch_layer.py --dtype bfloat16 ${shape[*]}" >&2
+"$py" bench/torch_layer.py --json --dtype bfloat16 "${shape[@]}" >"$tmp/bench_torch_bf16.json"
 
 if command -v hyperfine >/dev/null; then timer=$(hyperfine --version); else timer=""; fi
 
@@ -78,45 +86,203 @@ time_runs torch 5 "$py" bench/torch_notebook.py
 import json, statistics, sys
 
 tmp, coretype, timer, date, took = sys.argv[1:]
-c, t = (json.load(open(f"{tmp}/bench_{n}.json")) for n in ("cli", "torch"))
+
+
+def load(name):
+    with open(f"{tmp}/{name}") as f:
+        return json.load(f)
+
+
+c, c_bf16, t, tb = (load(f"bench_{n}.json") for n in ("cli", "cli_bf16", "torch", "torch_bf16"))
 times = {n: sorted(float(s) * 1e3 for s in open(f"{tmp}/{n}.times")) for n in ("cli", "torch")}
+first = c["weight_types"][0]["weight_type"]  # what c's top-level figures describe
+types = {w["weight_type"]: w for w in c["weight_types"]}
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+
+
+def table(head, rows, left=1, indent=""):
+    """Prints head and rows (lists of strings) in columns, the first `left` ones left-aligned."""
+    w = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    for r in [head] + rows:
+        cells = (f"{s:<{w[i]}}" if i < left else f"{s:>{w[i]}}" for i, s in enumerate(r))
+        print((indent + "  ".join(cells)).rstrip())
+
+
+def times_x(r):
+    return f"{r:.2f}x" if r else ""
+
+
+def vs_f32(w, key):
+    """w's decode_vs_first or prefill_vs_first as a ratio to F32's, same rounds."""
+    return w[key] / types["F32"][key]
+
+
+# -- the layer, attn-cli (its first weight type) vs torch F32 and BF16, and the notebook process
 rows = []
 
-def row(name, a, b, fmt, faster=None):
-    rows.append((name, fmt.format(a), fmt.format(b), f"{faster:.2f}x" if faster else ""))
 
-print(f"One Llama-3-8B layer, fp32, batch 1: prefill {c['prefill_positions']} positions, "
-      f"{c['decode_steps']} decode steps (median step)\n")
-row("prefill ms", c["prefill_ms"], t["prefill_ms"], "{:.1f}", t["prefill_ms"] / c["prefill_ms"])
-row("prefill positions/s", c["prefill_positions_per_s"], t["prefill_positions_per_s"], "{:.1f}")
-row("prefill GFLOP/s", c["prefill_gflops"], t["prefill_gflops"], "{:.1f}")
-row("decode ms/step (median)", c["decode_ms_median"], t["decode_ms_median"], "{:.2f}")
-row("decode ms/step p10 .. p90", f"{c['decode_ms_p10']:.1f} .. {c['decode_ms_p90']:.1f}",
-    f"{t['decode_ms_p10']:.1f} .. {t['decode_ms_p90']:.1f}", "{}")
-row("decode steps/s", c["decode_steps_per_s"], t["decode_steps_per_s"], "{:.2f}",
-    c["decode_steps_per_s"] / t["decode_steps_per_s"])
-row("decode GB/s of weights", c["decode_gbs"], t["decode_gbs"], "{:.2f}")
-row(f"  of stream read {c['stream_gbs']:.1f} GB/s", c["decode_gbs"] / c["stream_gbs"],
-    t["decode_gbs"] / c["stream_gbs"], "{:.0%}")
+def row(name, fmt, cli, torch_f32, torch_bf16=None, faster=None, faster_bf16=None):
+    cells = (fmt.format(v) if v is not None else "" for v in (cli, torch_f32, torch_bf16))
+    rows.append([name, *cells, times_x(faster), times_x(faster_bf16)])
+
+
+def layer_row(name, key, fmt, faster=None):
+    """A row for the three layer runs; faster: None, "time" (torch / attn-cli) or "rate"."""
+    ratios = [None, None]
+    if faster:
+        ratios = [x[key] / c[key] if faster == "time" else c[key] / x[key] for x in (t, tb)]
+    row(name, fmt, c[key], t[key], tb[key], *ratios)
+
+
+def spread(x):
+    return f"{x['decode_ms_p10']:.1f} .. {x['decode_ms_p90']:.1f}"
+
+
+print(f"One Llama-3-8B layer, batch 1: prefill {c['prefill_positions']} positions, "
+      f"{c['decode_steps']} decode steps (median step); attn-cli with {first} weights, "
+      f"torch with float32 and with bfloat16 (model.to)\n")
+layer_row("prefill ms", "prefill_ms", "{:.1f}", "time")
+layer_row("prefill positions/s", "prefill_positions_per_s", "{:.1f}")
+layer_row("prefill GFLOP/s", "prefill_gflops", "{:.1f}")
+layer_row("decode ms/step (median)", "decode_ms_median", "{:.2f}")
+row("decode ms/step p10 .. p90", "{}", spread(c), spread(t), spread(tb))
+layer_row("decode steps/s", "decode_steps_per_s", "{:.2f}", "rate")
+layer_row("decode GB/s of its weights", "decode_gbs", "{:.2f}")
+row(f"  of stream read {c['stream_gbs']:.1f} GB/s", "{:.0%}", c["decode_gbs"] / c["stream_gbs"],
+    t["decode_gbs"] / c["stream_gbs"])
 for label, f in (("best", min), ("median", statistics.median)):
-    row(f"notebook process, {label} ms", f(times["cli"]), f(times["torch"]), "{:.1f}",
-        f(times["torch"]) / f(times["cli"]))
+    row(f"notebook process, {label} ms", "{:.1f}", f(times["cli"]), f(times["torch"]),
+        faster=f(times["torch"]) / f(times["cli"]))
+table(["", f"attn-cli {first}", f"torch {t['torch_version']} F32", "torch BF16",
+       "attn-cli faster than torch F32", "than torch BF16"], rows)
 
-head = ("", "attn-cli", f"torch {t['torch_version']}", "attn-cli faster by")
-w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
-for r in [head] + rows:
-    print(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]:>{w[3]}}")
+# -- attn-cli per weight type
+print(f"\nattn-cli by weight type, decode steps of all types interleaved in the same rounds "
+      f"(FMA peak: {c['fma_isa']} {c['fma_peak_gflops']:.1f} GFLOP/s):")
+table(["type", "weights MB", "prefill pos/s", "GFLOP/s", "of FMA peak", "decode steps/s", "GB/s",
+       "stream GB/s", "of stream", "decode vs F32", "prefill vs F32"],
+      [[w["weight_type"], f"{w['weight_bytes'] / 1e6:.1f}", f"{w['prefill_positions_per_s']:.1f}",
+        f"{w['prefill_gflops']:.1f}", f"{w['prefill_fraction_of_fma_peak']:.0%}",
+        f"{w['decode_steps_per_s']:.2f}", f"{w['decode_gbs']:.2f}", f"{w['stream_gbs']:.2f}",
+        f"{w['decode_fraction_of_stream']:.0%}",
+        times_x(vs_f32(w, "decode_vs_first")) if "F32" in types else "",
+        times_x(vs_f32(w, "prefill_vs_first")) if "F32" in types else ""]
+       for w in c["weight_types"]])
+
 print(f"\nattn-cli decode of B sequences at once, same rounds (kernels: {c['matmul_isa']}; "
       f"stream read: {c['stream_pattern']}):")
-print(f"{'B':>4}  {'ms/step':>8}  {'steps/s':>8}  {'tokens/s':>9}  {'step vs B=1':>11}")
-for d in c["batched_decode"]:
-    print(f"{d['batch']:>4}  {d['ms_median']:>8.2f}  {d['steps_per_s']:>8.2f}  "
-          f"{d['tokens_per_s']:>9.1f}  {d['step_vs_batch1']:>10.2f}x")
+for w in c["weight_types"]:
+    print(f"  {w['weight_type']} weights:")
+    table(["B", "ms/step", "p10 .. p90", "steps/s", "tokens/s", "step vs B=1"],
+          [[str(d["batch"]), f"{d['ms_median']:.2f}", f"{d['ms_p10']:.2f} .. {d['ms_p90']:.2f}",
+            f"{d['steps_per_s']:.2f}", f"{d['tokens_per_s']:.1f}", f"{d['step_vs_batch1']:.2f}x"]
+           for d in w["batched_decode"]], left=0, indent="  ")
+
+# -- issue 10's targets: each check returns (goal met or None, measured, same-run reference)
+# and raises KeyError naming a weight type or batch size this run did not produce.
+targets = []
+
+
+def target(name, check, *args):
+    try:
+        ok, measured, reference = check(*args)
+        status = "" if ok is None else "PASS" if ok else "MISS"
+    except KeyError as e:
+        status, measured, reference = "n/a", f"{e.args[0]} not run", ""
+    targets.append([status, name, measured, reference])
+
+
+def decode_vs_f32(wt, goal):
+    w, f32 = types[wt], types["F32"]
+    r = vs_f32(w, "decode_vs_first")
+    return (r >= goal, f"{r:.2f}x ({w['decode_steps_per_s']:.2f} steps/s)",
+            f"F32 {f32['decode_steps_per_s']:.2f} steps/s")
+
+
+def decode_of_stream(wt, goal):
+    w = types[wt]
+    r = w["decode_fraction_of_stream"]
+    return (r >= goal, f"{r:.0%} ({w['decode_gbs']:.2f} GB/s)",
+            f"its stream read {w['stream_gbs']:.2f} GB/s of {w['weight_bytes'] / 1e6:.1f} MB")
+
+
+def prefill_vs_f32(wt, goal):
+    w, f32 = types[wt], types["F32"]
+    r = vs_f32(w, "prefill_vs_first")
+    return (r >= goal, f"{r:.2f}x ({w['prefill_positions_per_s']:.1f} positions/s)",
+            f"F32 {f32['prefill_positions_per_s']:.1f} positions/s")
+
+
+def rss_bf16_only(slack_mb):
+    # peak_rss_mb is ru_maxrss in KiB / 1024 (MiB); kv_cache_mb and the rest are 1e6 bytes.
+    rss = c_bf16["peak_rss_mb"] * 2**20 / 1e6
+    w, kv = c_bf16["weight_bytes"] / 1e6, c_bf16["kv_cache_mb"]
+    wt = c_bf16["weight_types"][0]["weight_type"]
+    return (rss <= w + kv + slack_mb,
+            f"{rss:.1f} MB = {c_bf16['peak_rss_mb']:.1f} MiB ({wt}-only process)",
+            f"weights {w:.1f} + KV cache {kv:.1f} + {slack_mb} = {w + kv + slack_mb:.1f} MB")
+
+
+def batches(wt):
+    return {f"B={d['batch']}": d for d in types[wt]["batched_decode"]}
+
+
+def batched_step(wt, bs, goal):
+    b = batches(wt)
+    steps = [b[f"B={n}"]["step_vs_batch1"] for n in bs]
+    return (max(steps) <= goal, ", ".join(f"B={n} {s:.2f}x" for n, s in zip(bs, steps)),
+            f"B=1 {b['B=1']['ms_median']:.2f} ms/step")
+
+
+def batched_tokens(wt, n, goal):
+    b = batches(wt)
+    r = b[f"B={n}"]["tokens_per_s"] / b["B=1"]["tokens_per_s"]
+    return (r >= goal, f"{r:.1f}x ({b[f'B={n}']['tokens_per_s']:.1f} tokens/s)",
+            f"B=1 {b['B=1']['tokens_per_s']:.1f} tokens/s")
+
+
+def prefill_of_fma(wt, goal):
+    w = types[wt]
+    r = w["prefill_fraction_of_fma_peak"]
+    return (r >= goal, f"{r:.0%} ({w['prefill_gflops']:.1f} GFLOP/s)",
+            f"{c['fma_isa']} FMA peak {c['fma_peak_gflops']:.1f} GFLOP/s")
+
+
+def prefill_vs_torch(wt, x, goal):
+    w = types[wt]
+    r = x["prefill_ms"] / w["prefill_ms"]
+    return (r >= goal if goal else None, f"{r:.2f}x ({w['prefill_ms']:.1f} ms)",
+            f"torch {x['dtype']} {x['prefill_ms']:.1f} ms")
+
+
+for wt in ("BF16", "F16"):
+    target(f"{wt} decode steps/s >= 1.8x F32", decode_vs_f32, wt, 1.8)
+    target(f"{wt} decode >= 85% of its stream read", decode_of_stream, wt, 0.85)
+    target(f"{wt} prefill >= 0.95x F32", prefill_vs_f32, wt, 0.95)
+target("BF16-only peak RSS <= weights + KV cache + 64 MB", rss_bf16_only, 64)
+target("F32 batched step B=2,4,8,16 <= 1.25x B=1", batched_step, "F32", (2, 4, 8, 16), 1.25)
+target("F32 batched tokens/s B=16 >= 12x B=1", batched_tokens, "F32", 16, 12)
+target("F32 prefill >= 85% of FMA peak", prefill_of_fma, "F32", 0.85)
+target("F32 prefill >= 1.25x PyTorch F32", prefill_vs_torch, "F32", t, 1.25)
+target("  F32 prefill vs PyTorch BF16 (shown only)", prefill_vs_torch, "F32", tb, None)
+target("  BF16 prefill vs PyTorch BF16 (shown only)", prefill_vs_torch, "BF16", tb, None)
+
+cpu = cpu_model()
+print(f"\nissue 10 targets ({cpu}; OpenBLAS core {c['openblas_core']}; "
+      f"attn-cli kernels {c['matmul_isa']}, {c['threads']} threads):")
+table(["", "target", "measured", "same-run reference"], targets, left=4)
+
 print(f"\nnotebook process: attn-cli run x{len(times['cli'])}, torch_notebook.py "
       f"x{len(times['torch'])}, timed with {timer}")
-print(f"OPENBLAS_CORETYPE={coretype}; OpenBLAS core: attn-cli {c['openblas_core']}, torch "
-      f"{t['openblas_core']} (BLAS_INFO={t['blas_info']})")
+print(f"CPU: {cpu}; OPENBLAS_CORETYPE={coretype}; OpenBLAS core: attn-cli {c['openblas_core']}, "
+      f"torch {t['openblas_core']} (BLAS_INFO={t['blas_info']})")
 print(f"threads: attn-cli {c['threads']}, torch {t['threads']} (OpenBLAS {t['openblas_threads']}); "
-      f"peak RSS MB: attn-cli {c['peak_rss_mb']:.0f}, torch {t['peak_rss_mb']:.0f}")
+      f"peak RSS MB: attn-cli {c['peak_rss_mb']:.0f} (all types), "
+      f"{c_bf16['peak_rss_mb']:.0f} (BF16 only), torch {t['peak_rss_mb']:.0f} (float32), "
+      f"{tb['peak_rss_mb']:.0f} (bfloat16)")
 print(f"date: {date}; compare took {took} s")
 EOF

@@ -3,15 +3,26 @@
 
 The model is Meta's llama model.py (RMSNorm, precompute_freqs_cis, apply_rotary_emb with
 complex numbers, Attention with cache_k/cache_v and repeat_kv, FeedForward, TransformerBlock)
-with nn.Linear for the parallel linears, fp32, batch 1, random weights (normal * 0.02).
+with nn.Linear for the parallel linears, batch 1, random weights (normal * 0.02).
 
-  /usr/bin/python3 bench/torch_layer.py [--prefill 512] [--steps 128] [--threads 2] [--json]
+  /usr/bin/python3 bench/torch_layer.py [--prefill 512] [--steps 128] [--threads 2]
+                                        [--dtype float32|bfloat16] [--json]
+
+--dtype bfloat16 does what a PyTorch user would: the fp32 layer, its weights drawn as above, is
+converted with model.to(torch.bfloat16) (weights and norm weights), the KV cache cache_k/cache_v
+(plain tensors, which Module.to leaves alone) is converted to bfloat16 too, and so is the input;
+freqs_cis stays complex64 and Meta's code still does rotary and softmax in fp32 (.float() then
+.type_as). torch's bf16 matmuls (the linears and attention's) go to oneDNN's matmul, not to
+OpenBLAS; ONEDNN_VERBOSE=1 shows the kernel it picked (brg:avx512_core_bf16 on a CPU with
+avx512_bf16), which is threaded by torch's OpenMP pool (torch.set_num_threads).
 
 Warm-up: a prefill of min(P, 32) and 3 decode steps. Then one prefill of P positions and N
 decode steps at start_pos P+i, each timed alone. Percentiles are taken as attn-cli takes them
 (sorted[n/2], sorted[n/10], sorted[9n/10]); GFLOP/s uses attn-cli's flop count.
 torch's fp32 matmuls go to OpenBLAS (BLAS_INFO=generic), whose pthreads pool ignores
-torch.set_num_threads: it gets openblas_set_num_threads(T) too.
+torch.set_num_threads: it gets openblas_set_num_threads(T) too. The JSON has "dtype" (the
+--dtype given) and "weight_bytes": every parameter (the 7 matrices and the 2 norm weights, as
+attn-cli counts them) at that dtype's size.
 """
 import argparse
 import ctypes
@@ -197,10 +208,12 @@ def main() -> int:
     p.add_argument("--prefill", type=int, default=512)
     p.add_argument("--steps", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     args = ModelArgs()
     P, N = a.prefill, a.steps
+    dtype = getattr(torch, a.dtype)
     if P < 1 or N < 1 or a.threads < 1 or P + N > args.max_seq_len:
         p.error(f"need --prefill, --steps, --threads >= 1 and P + N <= {args.max_seq_len}")
 
@@ -215,6 +228,11 @@ def main() -> int:
         for w in mats:
             w.normal_(0.0, 0.02)  # = torch.randn * 0.02, in place
         x = torch.randn(1, P + N, args.dim)
+        if dtype != torch.float32:
+            model.to(dtype)  # parameters and buffers; the KV cache is neither:
+            attn = model.block.attention
+            attn.cache_k, attn.cache_v = attn.cache_k.to(dtype), attn.cache_v.to(dtype)
+            x = x.to(dtype)
 
         P0 = min(P, 32)
         model(x[:, :P0], 0)
@@ -236,6 +254,7 @@ def main() -> int:
     gflop = (2 * P * sum(w.numel() for w in mats) + 4 * P * (P + 1) / 2 * args.n_heads * hd) / 1e9
     weight_bytes = sum(t.numel() * t.element_size() for t in model.parameters())  # as attn-cli
     r = {
+        "dtype": a.dtype,
         "prefill_positions": P,
         "prefill_ms": prefill_s * 1e3,
         "prefill_positions_per_s": P / prefill_s,
@@ -258,8 +277,9 @@ def main() -> int:
     if a.json:
         print(json.dumps(r))
     else:
-        print(f"torch {r['torch_version']}, threads {r['threads']}, BLAS {r['blas_info']} "
-              f"(OpenBLAS core {r['openblas_core']}, {r['openblas_threads']} threads)")
+        print(f"torch {r['torch_version']}, {a.dtype}, threads {r['threads']}, "
+              f"BLAS {r['blas_info']} (OpenBLAS core {r['openblas_core']}, "
+              f"{r['openblas_threads']} threads)")
         print(f"prefill: {r['prefill_ms']:10.2f} ms / {P} positions "
               f"({r['prefill_positions_per_s']:.2f} positions/s, "
               f"{r['prefill_gflops']:.1f} GFLOP/s of {gflop:.1f} GFLOP)")

@@ -86,6 +86,23 @@ TEST_CASE("halves: every BF16 and F16 bit pattern widens to PyTorch's float, eve
   }
 }
 
+TEST_CASE("halves: F32 narrows to BF16 and F16 as PyTorch rounds (nearest even)") {
+  const attn::SafetensorsFile f =
+      attn::open_safetensors(test::golden_dir() / "halves" / "widening.safetensors");
+  const attn::TensorInfo& t = f.info("f32_samples");
+  const auto* x = reinterpret_cast<const float*>(f.bytes(t));
+  const auto* f16 = reinterpret_cast<const std::uint16_t*>(f.bytes(f.info("f32_to_f16")));
+  const auto* bf16 = reinterpret_cast<const std::uint16_t*>(f.bytes(f.info("f32_to_bf16")));
+  std::int64_t bad16 = 0, badbf = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    bad16 += attn::f32_to_f16(x[i]) != f16[i];
+    badbf += attn::f32_to_bf16(x[i]) != bf16[i];
+  }
+  CHECK(t.numel() > 20000);
+  CHECK(bad16 == 0);
+  CHECK(badbf == 0);
+}
+
 TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, rows 1 to 70") {
   // Rows: gemv (1), the batched kernel (2..kBatchRows), sgemm over widened blocks beyond (33,
   // 40, 70). Shapes as test_matmul's, strided weights among them, and one whose rows take
@@ -142,6 +159,20 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
       for (const attn::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
         CHECK(m->type != attn::WeightType::f32);
     CHECK(half.owned_halves.empty());  // the fixtures are aligned: views of the mapping
+    // Seeded weights drawn straight into BF16 or F16 are the F32 draws rounded.
+    const attn::TransformerWeights seeded32 = attn::seeded_weights(a, 3);
+    const attn::WeightType type = half.layers[0].wq.type;
+    const attn::TransformerWeights seeded16 = attn::seeded_weights(a, 3, {}, type);
+    const std::int64_t n = a.n_heads * a.head_dim() * a.dim;
+    std::int64_t off = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = attn::element(seeded32.layers[0].wq, i);
+      const std::uint16_t h = type == attn::WeightType::bf16 ? attn::f32_to_bf16(v) : attn::f32_to_f16(v);
+      off += static_cast<const std::uint16_t*>(seeded16.layers[0].wq.data)[i] != h;
+    }
+    CHECK(seeded16.layers[0].wq.type == type);
+    CHECK(off == 0);
+    CHECK(seeded16.halves);
     // Prefill of 2 x 20 rows (sgemm over widened blocks), then batched decode of 2 rows; and
     // prefill 5 (batched kernel) with gemv decode, on 1 and 2 threads.
     for (const attn::RunOptions opts : {attn::RunOptions{2, 20, 3}, attn::RunOptions{1, 5, 3}})

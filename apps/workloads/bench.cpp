@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 
 #include "attn/matmul.hpp"
 
@@ -250,52 +251,37 @@ long peak_rss_kb() {
   return u.ru_maxrss;
 }
 
-BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
-                           std::int64_t N, const std::vector<std::int64_t>& batches) {
-  const std::int64_t dim = m.args.dim, T = P + N;
-  std::int64_t max_batch = 1;
-  for (std::int64_t B : batches) max_batch = std::max(max_batch, B);
-  std::vector<float> out(std::size_t(std::max(P, max_batch) * dim));
-  // Warm-up: pages in every weight and OpenBLAS's buffers; the cache is overwritten below.
+namespace {
+
+// Pages in every weight and OpenBLAS's buffers; the cache is overwritten by the prefill.
+void warm_up(Transformer& m, const std::vector<float>& x, std::int64_t P, std::int64_t T,
+             std::vector<float>& out) {
   forward(m, x.data(), 1, std::min<std::int64_t>(P, 32), 0, out.data());
   for (std::int64_t i = 0; i < 3; ++i) forward(m, x.data(), 1, 1, std::min(i, T - 1), out.data());
-  // The batched steps' inputs [max_batch, 1, dim]: rows of x, taken cyclically.
-  std::vector<float> xb(std::size_t(max_batch * dim));
-  for (std::int64_t b = 0; b < max_batch; ++b)
-    std::copy_n(x.data() + (P + b) % T * dim, dim, xb.data() + b * dim);
+}
 
-  BenchResult r;
-  r.prefill = P;
-  r.steps = N;
-  r.step_ms.reserve(std::size_t(N));
-  for (std::int64_t B : batches) r.batched.push_back({B, {}});
-  for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
+// One decode round of one model: a step at batch 1, a streaming read of its weights' bytes in
+// pattern `pattern`, then a step at each batch size, at the same position.
+void decode_round(Transformer& m, const std::vector<float>& x, const std::vector<float>& xb,
+                  const std::vector<WeightBytes>& mats, std::int64_t pos, std::size_t pattern,
+                  BenchResult& r, std::vector<double>* stream, std::vector<float>& out) {
+  const std::int64_t dim = m.args.dim;
   auto t0 = Clock::now();
-  double reduced = m.allreduce_seconds;
-  forward(m, x.data(), 1, P, 0, out.data());
-  r.prefill_seconds = since(t0);
-  r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
-  // Each round is one step at batch 1, a streaming read of the same bytes, then one step at
-  // each batch size, so all are compared in the same moments: the machine's bandwidth drifts by
-  // tens of percent over minutes. The batched steps run at the same position as batch 1's; the
-  // other sequences' cache rows before it are zeros, which attention reads all the same.
-  const std::vector<WeightBytes> mats = weight_matrices(m);
-  std::vector<double> stream[kNumReadPatterns];
-  for (std::int64_t i = 0; i < N; ++i) {
+  const double reduced = m.allreduce_seconds;
+  forward(m, x.data() + pos * dim, 1, 1, pos, out.data());
+  r.step_ms.push_back(since(t0) * 1e3);
+  r.decode_allreduce_seconds += m.allreduce_seconds - reduced;
+  stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern], m.rt.threads));
+  for (BatchedDecode& d : r.batched) {
+    if (d.batch == 1) continue;  // the step above
     t0 = Clock::now();
-    reduced = m.allreduce_seconds;
-    forward(m, x.data() + (P + i) * dim, 1, 1, P + i, out.data());
-    r.step_ms.push_back(since(t0) * 1e3);
-    r.decode_allreduce_seconds += m.allreduce_seconds - reduced;
-    const std::size_t pattern = std::size_t(i) % kNumReadPatterns;
-    stream[pattern].push_back(stream_read_gbs(mats, kReadPatterns[pattern], m.rt.threads));
-    for (BatchedDecode& d : r.batched) {
-      if (d.batch == 1) continue;  // the step above
-      t0 = Clock::now();
-      forward(m, xb.data(), d.batch, 1, P + i, out.data());
-      d.step_ms.push_back(since(t0) * 1e3);
-    }
+    forward(m, xb.data(), d.batch, 1, pos, out.data());
+    d.step_ms.push_back(since(t0) * 1e3);
   }
+}
+
+// Medians and the rest, once the rounds are done.
+void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, BenchResult& r) {
   // The limit is the best read the machine gave: the pattern with the highest median.
   for (std::size_t p = 0; p < kNumReadPatterns; ++p)
     if (median(stream[p]) > r.limits.stream_gbs) {
@@ -312,11 +298,73 @@ BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int
   r.weight_bytes = double(m.weights.bytes);
   r.kv_cache_bytes = double(m.cache.cache_k.size() + m.cache.cache_v.size()) * sizeof(float);
   r.peak_rss_kb = peak_rss_kb();
-  return r;
+}
+
+}  // namespace
+
+std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
+                                        const std::vector<float>& x, std::int64_t P,
+                                        std::int64_t N, const std::vector<std::int64_t>& batches) {
+  const std::int64_t dim = models.front()->args.dim, T = P + N;
+  std::int64_t max_batch = 1;
+  for (std::int64_t B : batches) max_batch = std::max(max_batch, B);
+  std::vector<float> out(std::size_t(std::max(P, max_batch) * dim));
+  // The batched steps' inputs [max_batch, 1, dim]: rows of x, taken cyclically.
+  std::vector<float> xb(std::size_t(max_batch * dim));
+  for (std::int64_t b = 0; b < max_batch; ++b)
+    std::copy_n(x.data() + (P + b) % T * dim, dim, xb.data() + b * dim);
+
+  std::vector<BenchResult> results(models.size());
+  std::vector<std::vector<WeightBytes>> mats;
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    Transformer& m = *models[k];
+    BenchResult& r = results[k];
+    r.weight_type = m.weights.layers.empty() ? "F32" : weight_type_name(m.weights.layers[0].wq.type);
+    r.prefill = P;
+    r.steps = N;
+    r.step_ms.reserve(std::size_t(N));
+    for (std::int64_t B : batches) r.batched.push_back({B, {}});
+    for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
+    warm_up(m, x, P, T, out);
+    const auto t0 = Clock::now();
+    const double reduced = m.allreduce_seconds;
+    forward(m, x.data(), 1, P, 0, out.data());
+    r.prefill_seconds = since(t0);
+    r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
+    mats.push_back(weight_matrices(m));
+  }
+  // Each round runs every model's round in turn, so all are compared in the same moments: the
+  // machine's bandwidth drifts by tens of percent over minutes. The batched steps run at the
+  // same position as batch 1's; the other sequences' cache rows before it are zeros, which
+  // attention reads all the same.
+  std::vector<std::vector<double>> stream(models.size() * kNumReadPatterns);
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::size_t k = 0; k < models.size(); ++k)
+      decode_round(*models[k], x, xb, mats[k], P + i, std::size_t(i) % kNumReadPatterns,
+                   results[k], &stream[k * kNumReadPatterns], out);
+  for (std::size_t k = 0; k < models.size(); ++k)
+    finish(*models[k], P, &stream[k * kNumReadPatterns], results[k]);
+  return results;
 }
 
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
-  const std::vector<WeightBytes> mats = weight_matrices(m);
+  std::vector<WeightBytes> mats = weight_matrices(m);
+  // sgemm reads F32: BF16/F16 layers get F32 stand-ins of their shapes (after the workload, so
+  // the workload's peak resident memory is not theirs). One buffer serves every shape.
+  std::vector<float> f32;
+  if (m.weights.halves) {
+    LayerWeights views;
+    mats.clear();
+    for (const TensorSpec& s : layer_tensor_specs(m.local, views))
+      if (s.slot.matrix) mats.push_back({nullptr, s.shape[0], s.shape[1]});
+    std::int64_t most = 0;
+    for (const WeightBytes& mat : mats) most = std::max(most, mat.n * mat.k);
+    f32.assign(std::size_t(most), 0.01f);
+    for (WeightBytes& mat : mats) mat.w = f32.data();
+    std::vector<WeightBytes> layers;
+    for (std::int64_t l = 0; l < m.local.n_layers; ++l) layers.insert(layers.end(), mats.begin(), mats.end());
+    mats = layers;
+  }
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa, m.rt.threads);

@@ -2,6 +2,7 @@
 // The benchmark behind `attn-cli bench`: the workload (prefill, then decode steps) and, in the
 // same run, the machine's limits it is measured against.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct BatchedDecode {
 inline const std::vector<std::int64_t> kBenchBatches = {1, 2, 4, 8, 16};
 
 struct BenchResult {
+  std::string weight_type;  // of the matrices: "F32", "BF16" or "F16"
   std::int64_t prefill = 0, steps = 0;
   double prefill_seconds = 0;
   double prefill_gflop = 0;         // matrix products + attention, causal half only
@@ -45,11 +47,15 @@ struct BenchResult {
 
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
 
-// Runs a warm-up, then the prefill and the decode steps on x [1, P+N, dim], each step followed
-// by a streaming read of the weights (limits.stream_gbs, trying each read pattern in turn) and
-// one decode step at each of `batches` (m's cache must hold the largest).
-BenchResult bench_workload(Transformer& m, const std::vector<float>& x, std::int64_t P,
-                           std::int64_t N, const std::vector<std::int64_t>& batches = {});
+// For each model (the same layer with its matrices in different types) in turn: a warm-up and
+// the prefill of x [1, P+N, dim]. Then N decode rounds; in each, every model takes one step,
+// a streaming read of its own weights' bytes (limits.stream_gbs, each read pattern in turn) and
+// one step at each of `batches` (the caches must hold the largest), so that the models and
+// batch sizes are compared in the same moments.
+std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
+                                        const std::vector<float>& x, std::int64_t P,
+                                        std::int64_t N,
+                                        const std::vector<std::int64_t>& batches = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);

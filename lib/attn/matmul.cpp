@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -78,10 +81,10 @@ struct Bits {
   typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
 };
 
-// W weights widened to F32 lanes. In plain vector code rather than an ISA's conversion
-// instruction, so that one template serves every ISA and both compilers (GCC 12 converts
-// _Float16 vectors element by element through libgcc; clang 14 has no _Float16 on x86): a few
-// integer operations per vector, hidden behind the memory stream in decode.
+// W weights widened to F32 lanes. BF16 in plain vector code (a zero extension and a shift in
+// every ISA); F16 with the hardware's vcvtph2ps where the kernel's ISA has it, else in integer
+// vector operations (GCC 12 converts _Float16 vectors element by element through libgcc; clang
+// 14 has no _Float16 on x86).
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
   load<W>(v, p);
@@ -95,11 +98,28 @@ template <int W>
   std::memcpy(&v, &b, sizeof v);
 }
 
+#if defined(__x86_64__)
+// Not always_inline: the ISA-neutral templates below call these, and only the kernels compiled
+// for the ISA (flatten, ATTN_KERNELS) inline them.
+__attribute__((target("avx512f"))) inline void f16_to_f32_lanes(Vec<16>::type& v,
+                                                                 const F16* p) {
+  // maskz: _mm512_cvtph_ps trips GCC 12's -Wmaybe-uninitialized on its undefined source.
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  v = Vec<16>::type(_mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h));
+}
+__attribute__((target("avx2,f16c"))) inline void f16_to_f32_lanes(Vec<8>::type& v, const F16* p) {
+  v = Vec<8>::type(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+#endif
+
 // f16_to_f32 (matrix.hpp) lane-wise, without branches: exponent 1..30 rebased by 127 - 15;
 // 31 (Inf, NaN) to 255, a NaN made quiet; 0 (zero, subnormal) as (2^-14 + mant x 2^-24) - 2^-14,
 // exact.
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
+#if defined(__x86_64__)
+  if constexpr (W == 16 || W == 8) return f16_to_f32_lanes(v, p);
+#endif
   using U = typename Bits<W>::type;
   using V = typename Vec<W>::type;
   typename Halves<W>::type h;
@@ -119,9 +139,28 @@ template <int W>
   std::memcpy(&v, &out, sizeof v);
 }
 
-// The scalar tails below use std::fma, not a * b + c: whether the compiler contracts the latter
-// differs between the F32 and the BF16/F16 instances (their loops vectorize differently), and
-// the bits must not.
+// a += b * c in one rounding. Written out, not left to -ffp-contract: GCC contracted a * b + c
+// in some loops of the F32 instances and not in the same loops of the F16 ones, and the bits
+// must not differ. The scalar tails use std::fma for the same reason.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void fma_lanes(Vec<16>::type& a, const Vec<16>::type& b,
+                                                         const Vec<16>::type& c) {
+  a = Vec<16>::type(_mm512_fmadd_ps(__m512(b), __m512(c), __m512(a)));
+}
+__attribute__((target("avx2,fma"))) inline void fma_lanes(Vec<8>::type& a, const Vec<8>::type& b,
+                                                          const Vec<8>::type& c) {
+  a = Vec<8>::type(_mm256_fmadd_ps(__m256(b), __m256(c), __m256(a)));
+}
+#endif
+
+template <int W>
+[[gnu::always_inline]] inline void fmadd(typename Vec<W>::type& a, const typename Vec<W>::type& b,
+                                         const typename Vec<W>::type& c) {
+#if defined(__x86_64__)
+  if constexpr (W == 16 || W == 8) return fma_lanes(a, b, c);
+#endif
+  for (int l = 0; l < W; ++l) a[l] = std::fma(b[l], c[l], a[l]);  // the generic kernels
+}
 
 // y[r] (=|+=) w[r] . x for R rows of length K: one W-lane accumulator per row, R independent
 // FMA chains (8 rows hide the FMA latency and keep 8 streams of weights in flight while x stays
@@ -142,7 +181,7 @@ template <int W, int R, typename T>
     for (int r = 0; r < R; ++r) {
       V wv;
       load_w<W>(wv, w + r * ldw + k);
-      a[r] += wv * xv;
+      fmadd<W>(a[r], wv, xv);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -214,7 +253,7 @@ template <int W, int R, int C, typename T>
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) a[r][c] += wv * xv[c];
+        for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
       }
     }
   }
@@ -317,20 +356,24 @@ struct Kernels {
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
 };
 
+// flatten: everything the kernel calls is compiled into it, for its ISA (the F16 conversions
+// above included).
+#define ATTN_FLATTEN __attribute__((flatten))
+
 // One instance per ISA and weight type. Register blocking R x C (weight rows x input rows):
 // R * C accumulators, C input vectors and one weight vector must fit the register file (32 zmm;
 // 16 ymm/xmm).
 #define ATTN_TYPED_KERNELS(name, target, W, R, C, T)                                               \
-  target void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x, float* y,         \
+  target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x, float* y,         \
                                 std::int64_t n, std::int64_t K, bool accumulate) {                 \
     gemv_rows<W>(static_cast<const T*>(w), ldw, x, y, n, K, accumulate);                           \
   }                                                                                                \
-  target void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+  target ATTN_FLATTEN void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
                                  std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
                                  std::int64_t n, bool accumulate) {                                \
     batch_rows<W, R, C>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);        \
   }                                                                                                \
-  target void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows,               \
+  target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows,               \
                                  std::int64_t K, float* out) {                                     \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                   \
   }
@@ -346,11 +389,12 @@ struct Kernels {
 
 ATTN_KERNELS(generic, , 4, 4, 3)
 #if defined(__x86_64__)
-ATTN_KERNELS(avx2, __attribute__((target("avx2,fma"))), 8, 4, 3)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 3)
 ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6)
 #endif
 #undef ATTN_KERNELS
 #undef ATTN_TYPED_KERNELS
+#undef ATTN_FLATTEN
 
 // The kernels for this CPU, best first.
 std::vector<const Kernels*> supported_kernels() {
@@ -358,7 +402,9 @@ std::vector<const Kernels*> supported_kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) out.push_back(&k_avx512);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(&k_avx2);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    out.push_back(&k_avx2);
 #endif
   out.push_back(&k_generic);
   return out;

@@ -52,6 +52,29 @@ inline float f16_to_f32(std::uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
 }
 
+// F32 to BF16 and F16, rounding to nearest even (as PyTorch's .bfloat16() and .half()), in
+// integer operations only: no compiler can contract or reorder them. NaN stays NaN.
+inline std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return std::uint16_t((u >> 16) | 0x40u);
+  return std::uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f), a = u & 0x7FFFFFFFu;
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  auto round = [](std::uint32_t kept, std::uint32_t rest, std::uint32_t half) {
+    return kept + (rest > half || (rest == half && (kept & 1u)));  // a carry moves up the exponent
+  };
+  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);     // NaN
+  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);    // rounds past 65504: Inf
+  if (a <= 0x33000000u) return std::uint16_t(sign);              // at most 2^-25: zero
+  if (a >= 0x38800000u)                                          // normal in F16
+    return std::uint16_t(sign | round((a - 0x38000000u) >> 13, a & 0x1FFFu, 0x1000u));
+  const std::uint32_t shift = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u;  // subnormal
+  return std::uint16_t(sign | round(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1)));
+}
+
 // Element i of m, widened: for tests and checks, not for hot loops.
 inline float element(const Matrix& m, std::int64_t i) {
   const std::uint16_t* h = static_cast<const std::uint16_t*>(m.data);

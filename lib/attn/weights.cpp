@@ -196,12 +196,12 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
   return w;
 }
 
-TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard) {
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
+                                  WeightType matrices) {
   TransformerWeights w;
   std::uint64_t stream = 0;
   for (const TensorSpec& s : tensor_specs(args, w.layers, shard)) {
     const std::int64_t n = numel(s.shape);
-    std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
     // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
     const std::vector<std::int64_t>& whole = s.full.empty() ? s.shape : s.full;
     const std::int64_t fan_in = whole.size() == 2 ? whole[1] : args.dim;
@@ -209,19 +209,29 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     const float bound = 1.0f / std::sqrt(float(fan_in));
     const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
-    ++stream;
+    const std::uint64_t st = ++stream;
+    auto value = [&](std::int64_t i) {
+      if (norm || norm_bias) return norm ? 1.0f : 0.0f;
+      const std::int64_t at = s.full.empty() ? i : index_in_full(s, i / cols, i % cols);
+      return bound * uniform_pm1(seed, st, std::uint64_t(at));
+    };
+    const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
+    if (type == WeightType::f32) {
+      std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
 #pragma omp parallel for if (n > (1 << 16))
-    for (std::int64_t i = 0; i < n; ++i)
-      t[std::size_t(i)] =
-          norm ? 1.0f
-          : norm_bias
-              ? 0.0f
-              : bound * uniform_pm1(seed, stream,
-                                    std::uint64_t(
-                                        s.full.empty() ? i : index_in_full(s, i / cols, i % cols)));
-    if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
-    if (s.slot.vector) *s.slot.vector = t.data();
-    w.bytes += std::uint64_t(n) * 4;
+      for (std::int64_t i = 0; i < n; ++i) t[std::size_t(i)] = value(i);
+      if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
+      if (s.slot.vector) *s.slot.vector = t.data();
+    } else {
+      std::vector<std::uint16_t>& t = w.owned_halves.emplace_back(std::size_t(n));
+      const bool bf16 = type == WeightType::bf16;
+#pragma omp parallel for if (n > (1 << 16))
+      for (std::int64_t i = 0; i < n; ++i)
+        t[std::size_t(i)] = bf16 ? f32_to_bf16(value(i)) : f32_to_f16(value(i));
+      *s.slot.matrix = {t.data(), type};
+      w.halves = true;
+    }
+    w.bytes += std::uint64_t(n * weight_type_bytes(type));
   }
   return w;
 }

@@ -7,7 +7,10 @@ Writes
   tests/golden/halves/widening.safetensors
       f16_bits [65536] F16: every 16-bit pattern; f16_as_f32 [65536] F32: torch's .float()
       bf16_bits [65536] BF16: every pattern;      bf16_as_f32 [65536] F32: torch's .float()
-    the engine's widening (every kernel set) must give these bits (NaN: a NaN).
+    the engine's widening (every kernel set) must give these bits;
+      f32_samples [N] F32: draws over every F16 and BF16 range, ties, the edges of the
+      subnormals and of the largest F16; f32_to_f16 [N] F16, f32_to_bf16 [N] BF16: torch's
+      .half() and .bfloat16() of them (round to nearest even), for the engine's narrowing.
   tests/golden/<case>/weights_f32.safetensors for the BF16 and F16 golden cases
       each tensor of the case's weights.safetensors widened by torch's .float(): the engine
       run on it must give the bits it gives on the BF16/F16 file.
@@ -35,7 +38,20 @@ def widening() -> dict:
     assert torch.equal(out["bf16_as_f32"].view(torch.int32).to(torch.int64) & 0xFFFFFFFF, top)
     assert out["f16_as_f32"][0x3C00].item() == 1.0 and out["f16_as_f32"][1].item() == 2.0 ** -24
     assert torch.isinf(out["f16_as_f32"][0x7C00]) and torch.isnan(out["f16_as_f32"][0x7E00])
+    out.update(narrowing())
     return out
+
+
+def narrowing() -> dict:
+    g = torch.Generator().manual_seed(10)
+    draws = torch.randn(20000, generator=g, dtype=torch.float64)
+    scales = 2.0 ** torch.randint(-30, 18, (20000,), generator=g).double()
+    edges = [0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e9, 2.0 ** -25,
+             2.0 ** -25 * 1.0001, 2.0 ** -24, 1.5 * 2.0 ** -24, 2.5 * 2.0 ** -24, 2.0 ** -14,
+             2.0 ** -14 * (1 - 2.0 ** -11), 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8,
+             1 + 3 * 2.0 ** -8, 3.3895313892515355e38, float("inf"), float("-inf")]
+    x = torch.cat([torch.tensor(edges, dtype=torch.float64), draws * scales]).float()
+    return {"f32_samples": x, "f32_to_f16": x.half(), "f32_to_bf16": x.bfloat16()}
 
 
 def main():
