@@ -260,15 +260,20 @@ void validate(const Reader& r, const ModelArgs& a) {
            "block \"encoder\" (torch's TransformerEncoderLayer) needs attention_bias true");
 }
 
-void warn_unknown_keys(const json& j, const std::string& source) {
-  std::set<std::string> known;
-  for (const ConfigKey& k : kConfigKeys) known.insert(k.name);
+// One warning line for every key of j not in `known` (ModelArgs' or Hugging Face's).
+void warn_unknown(const json& j, const std::string& source, const std::set<std::string>& known) {
   std::vector<std::string> unknown;
   for (auto& [key, value] : j.items())
     if (!known.count(key)) unknown.push_back(key);
   if (!unknown.empty())
     spdlog::warn("{}: {} ignored", source,
                  summarise(unknown, unknown.size() == 1 ? "unknown key" : "unknown keys"));
+}
+
+std::set<std::string> model_args_keys() {
+  std::set<std::string> known;
+  for (const ConfigKey& k : kConfigKeys) known.insert(k.name);
+  return known;
 }
 
 // ---- Hugging Face config.json ----
@@ -351,15 +356,6 @@ bool is_hf_config(const json& j) {
   return j.contains("hidden_size") && !j.contains("dim");
 }
 
-void warn_unknown_hf_keys(const json& j, const std::string& source) {
-  std::vector<std::string> unknown;
-  for (auto& [key, value] : j.items())
-    if (!kHfIgnoredKeys.count(key)) unknown.push_back(key);
-  if (!unknown.empty())
-    spdlog::warn("{}: {} ignored", source,
-                 summarise(unknown, unknown.size() == 1 ? "unknown key" : "unknown keys"));
-}
-
 }  // namespace
 
 std::int64_t ModelArgs::ffn_hidden() const {
@@ -427,7 +423,7 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source) 
     ModelArgs a;
     read_hf_keys(r, a);
     validate(r, a);
-    warn_unknown_hf_keys(j, source);
+    warn_unknown(j, source, kHfIgnoredKeys);
     return a;
   }
   for (const char* key : {"dim", "n_heads"})
@@ -435,7 +431,7 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source) 
   ModelArgs a;
   read_keys(r, a);
   validate(r, a);
-  warn_unknown_keys(j, source);
+  warn_unknown(j, source, model_args_keys());
   return a;
 }
 
