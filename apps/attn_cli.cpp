@@ -38,8 +38,8 @@ struct Flags {
   CLI::Option* batch_option = nullptr;
   std::string mask;  // empty: the config's
   bool attention_weights = false, print_attention = false;
-  std::int64_t layer = 0;  // heatmap
-  std::string png;         // heatmap --out
+  std::int64_t layer = 0;                                          // heatmap
+  std::string png;                                                 // heatmap --out
   std::vector<std::string> weight_types = {"f32", "bf16", "f16"};  // bench
 };
 
@@ -236,7 +236,7 @@ void add_bench(CLI::App* cmd, Flags& f) {
 }
 
 attn::WeightType weight_type(const std::string& name) {
-  return name == "bf16" ? attn::WeightType::bf16
+  return name == "bf16"  ? attn::WeightType::bf16
          : name == "f16" ? attn::WeightType::f16
                          : attn::WeightType::f32;
 }
@@ -312,18 +312,18 @@ void print_weight_types(const nlohmann::json& types) {
                "  type   prefill pos/s  GFLOP/s  of FMA peak   decode steps/s   GB/s  of its "
                "stream  weights MB  decode vs  prefill vs\n");
   for (const nlohmann::json& t : types)
-    std::fprintf(stderr, "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
-                 t["weight_type"].get<std::string>().c_str(),
-                 t["prefill_positions_per_s"].get<double>(), t["prefill_gflops"].get<double>(),
-                 100 * t["prefill_fraction_of_fma_peak"].get<double>(),
-                 t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(),
-                 100 * t["decode_fraction_of_stream"].get<double>(),
-                 t["weight_bytes"].get<double>() / 1e6, t["decode_vs_first"].get<double>(),
-                 t["prefill_vs_first"].get<double>());
+    std::fprintf(
+        stderr,
+        "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
+        t["weight_type"].get<std::string>().c_str(), t["prefill_positions_per_s"].get<double>(),
+        t["prefill_gflops"].get<double>(), 100 * t["prefill_fraction_of_fma_peak"].get<double>(),
+        t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(),
+        100 * t["decode_fraction_of_stream"].get<double>(), t["weight_bytes"].get<double>() / 1e6,
+        t["decode_vs_first"].get<double>(), t["prefill_vs_first"].get<double>());
 }
 
-void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runtime& rt,
-                 bool json, const nlohmann::json& extra = {}) {
+void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runtime& rt, bool json,
+                 const nlohmann::json& extra = {}) {
   const attn::BenchResult& r = results.front();
   const auto& l = r.limits;
   nlohmann::json types = nlohmann::json::array();
@@ -347,12 +347,11 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
       "peak resident memory = %.1f MB (the process: every weight type's model); threads = %d; "
       "matmul = %s; OpenBLAS core = %s\n",
       r.weight_type.c_str(), pf_s * 1e3, (long long)r.prefill, pf_s * 1e3 / double(r.prefill),
-      double(r.prefill) / pf_s,
-      pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops, l.sgemm_gflops,
-      100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops, med * double(r.steps),
-      (long long)r.steps, med, p10, p90, 1e3 / med, gbs, r.weight_bytes / 1e6,
-      100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024, rt.threads,
-      attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
+      double(r.prefill) / pf_s, pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops,
+      l.sgemm_gflops, 100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops,
+      med * double(r.steps), (long long)r.steps, med, p10, p90, 1e3 / med, gbs,
+      r.weight_bytes / 1e6, 100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024,
+      rt.threads, attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
   print_weight_types(types);
   for (const attn::BenchResult& t : results) print_batched(t, rt);
   if (!json) return;

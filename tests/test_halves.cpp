@@ -167,7 +167,8 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
     std::int64_t off = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = attn::element(seeded32.layers[0].wq, i);
-      const std::uint16_t h = type == attn::WeightType::bf16 ? attn::f32_to_bf16(v) : attn::f32_to_f16(v);
+      const std::uint16_t h =
+          type == attn::WeightType::bf16 ? attn::f32_to_bf16(v) : attn::f32_to_f16(v);
       off += static_cast<const std::uint16_t*>(seeded16.layers[0].wq.data)[i] != h;
     }
     CHECK(seeded16.layers[0].wq.type == type);

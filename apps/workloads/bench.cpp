@@ -303,8 +303,8 @@ void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, B
 }  // namespace
 
 std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
-                                        const std::vector<float>& x, std::int64_t P,
-                                        std::int64_t N, const std::vector<std::int64_t>& batches) {
+                                        const std::vector<float>& x, std::int64_t P, std::int64_t N,
+                                        const std::vector<std::int64_t>& batches) {
   const std::int64_t dim = models.front()->args.dim, T = P + N;
   std::int64_t max_batch = 1;
   for (std::int64_t B : batches) max_batch = std::max(max_batch, B);
@@ -319,7 +319,8 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
   for (std::size_t k = 0; k < models.size(); ++k) {
     Transformer& m = *models[k];
     BenchResult& r = results[k];
-    r.weight_type = m.weights.layers.empty() ? "F32" : weight_type_name(m.weights.layers[0].wq.type);
+    r.weight_type =
+        m.weights.layers.empty() ? "F32" : weight_type_name(m.weights.layers[0].wq.type);
     r.prefill = P;
     r.steps = N;
     r.step_ms.reserve(std::size_t(N));
@@ -340,8 +341,8 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
   std::vector<std::vector<double>> stream(models.size() * kNumReadPatterns);
   for (std::int64_t i = 0; i < N; ++i)
     for (std::size_t k = 0; k < models.size(); ++k)
-      decode_round(*models[k], x, xb, mats[k], P + i, std::size_t(i) % kNumReadPatterns,
-                   results[k], &stream[k * kNumReadPatterns], out);
+      decode_round(*models[k], x, xb, mats[k], P + i, std::size_t(i) % kNumReadPatterns, results[k],
+                   &stream[k * kNumReadPatterns], out);
   for (std::size_t k = 0; k < models.size(); ++k)
     finish(*models[k], P, &stream[k * kNumReadPatterns], results[k]);
   return results;
@@ -362,7 +363,8 @@ void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
     f32.assign(std::size_t(most), 0.01f);
     for (WeightBytes& mat : mats) mat.w = f32.data();
     std::vector<WeightBytes> layers;
-    for (std::int64_t l = 0; l < m.local.n_layers; ++l) layers.insert(layers.end(), mats.begin(), mats.end());
+    for (std::int64_t l = 0; l < m.local.n_layers; ++l)
+      layers.insert(layers.end(), mats.begin(), mats.end());
     mats = layers;
   }
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);

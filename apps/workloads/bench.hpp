@@ -53,8 +53,7 @@ double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool 
 // one step at each of `batches` (the caches must hold the largest), so that the models and
 // batch sizes are compared in the same moments.
 std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
-                                        const std::vector<float>& x, std::int64_t P,
-                                        std::int64_t N,
+                                        const std::vector<float>& x, std::int64_t P, std::int64_t N,
                                         const std::vector<std::int64_t>& batches = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.

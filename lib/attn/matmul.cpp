@@ -90,8 +90,25 @@ template <int W>
   load<W>(v, p);
 }
 
+#if defined(__x86_64__)
+// GCC 12 splits __builtin_convertvector of 16 halves into two 8-lane zero extensions and a merge:
+// one vpmovzxwd and one shift, written out. maskz: as for F16 below.
+__attribute__((target("avx512f"))) inline void bf16_to_f32_lanes(Vec<16>::type& v, const Bf16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __mmask16 all = 0xFFFF;  // maskz: see f16_to_f32_lanes
+  v = Vec<16>::type(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
+}
+__attribute__((target("avx2"))) inline void bf16_to_f32_lanes(Vec<8>::type& v, const Bf16* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  v = Vec<8>::type(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#endif
+
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
+#if defined(__x86_64__)
+  if constexpr (W == 16 || W == 8) return bf16_to_f32_lanes(v, p);
+#endif
   typename Halves<W>::type h;
   std::memcpy(&h, p, sizeof h);
   const typename Bits<W>::type b = __builtin_convertvector(h, typename Bits<W>::type) << 16;
@@ -101,8 +118,7 @@ template <int W>
 #if defined(__x86_64__)
 // Not always_inline: the ISA-neutral templates below call these, and only the kernels compiled
 // for the ISA (flatten, ATTN_KERNELS) inline them.
-__attribute__((target("avx512f"))) inline void f16_to_f32_lanes(Vec<16>::type& v,
-                                                                 const F16* p) {
+__attribute__((target("avx512f"))) inline void f16_to_f32_lanes(Vec<16>::type& v, const F16* p) {
   // maskz: _mm512_cvtph_ps trips GCC 12's -Wmaybe-uninitialized on its undefined source.
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   v = Vec<16>::type(_mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h));
@@ -363,19 +379,20 @@ struct Kernels {
 // One instance per ISA and weight type. Register blocking R x C (weight rows x input rows):
 // R * C accumulators, C input vectors and one weight vector must fit the register file (32 zmm;
 // 16 ymm/xmm).
-#define ATTN_TYPED_KERNELS(name, target, W, R, C, T)                                               \
-  target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x, float* y,         \
-                                std::int64_t n, std::int64_t K, bool accumulate) {                 \
-    gemv_rows<W>(static_cast<const T*>(w), ldw, x, y, n, K, accumulate);                           \
-  }                                                                                                \
-  target ATTN_FLATTEN void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
-                                 std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
-                                 std::int64_t n, bool accumulate) {                                \
-    batch_rows<W, R, C>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);        \
-  }                                                                                                \
-  target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows,               \
-                                 std::int64_t K, float* out) {                                     \
-    widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                   \
+#define ATTN_TYPED_KERNELS(name, target, W, R, C, T)                                              \
+  target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
+                                             float* y, std::int64_t n, std::int64_t K,            \
+                                             bool accumulate) {                                   \
+    gemv_rows<W>(static_cast<const T*>(w), ldw, x, y, n, K, accumulate);                          \
+  }                                                                                               \
+  target ATTN_FLATTEN void batch_##name##_##T(                                                    \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,           \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {              \
+    batch_rows<W, R, C>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);       \
+  }                                                                                               \
+  target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows, \
+                                              std::int64_t K, float* out) {                       \
+    widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
 #define ATTN_KERNELS(name, target, W, R, C)                               \
   ATTN_TYPED_KERNELS(name, target, W, R, C, float)                        \

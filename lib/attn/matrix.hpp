@@ -66,10 +66,10 @@ inline std::uint16_t f32_to_f16(float f) {
   auto round = [](std::uint32_t kept, std::uint32_t rest, std::uint32_t half) {
     return kept + (rest > half || (rest == half && (kept & 1u)));  // a carry moves up the exponent
   };
-  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);     // NaN
-  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);    // rounds past 65504: Inf
-  if (a <= 0x33000000u) return std::uint16_t(sign);              // at most 2^-25: zero
-  if (a >= 0x38800000u)                                          // normal in F16
+  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);   // NaN
+  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);  // rounds past 65504: Inf
+  if (a <= 0x33000000u) return std::uint16_t(sign);            // at most 2^-25: zero
+  if (a >= 0x38800000u)                                        // normal in F16
     return std::uint16_t(sign | round((a - 0x38000000u) >> 13, a & 0x1FFFu, 0x1000u));
   const std::uint32_t shift = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u;  // subnormal
   return std::uint16_t(sign | round(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1)));

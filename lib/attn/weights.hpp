@@ -92,7 +92,6 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 // With a shard, each rank draws only its slice of the same whole model. matrices: BF16 or F16
 // draws each matrix's F32 values rounded to nearest even, straight into half the bytes.
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
-                                  const Shard& shard = {},
-                                  WeightType matrices = WeightType::f32);
+                                  const Shard& shard = {}, WeightType matrices = WeightType::f32);
 
 }  // namespace attn
