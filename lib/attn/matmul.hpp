@@ -32,10 +32,11 @@ struct Projection {
 inline constexpr std::int64_t kBatchRows = 32;
 
 // Prefill widens BF16 and F16 weights into a buffer per thread, a block of widen_rows(K) rows
-// (this many floats, or 16 rows if more) at a time: 8 MB. Single-threaded sgemm, M = 512, on
-// Zen 4 (OpenBLAS Cooperlake): blocks of 512 rows of K = 4096 ran at 90 GFLOP/s against 88.5
-// for the whole 3584 rows; 144 rows of K = 14336 at 88-90 against 88.
-inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 21;
+// (this many floats, or 16 rows if more) at a time: 4 MB. F32 goes in the same blocks (see
+// prefill_product). Single-threaded sgemm, M = 512, on Zen 4 (OpenBLAS Cooperlake): blocks of 512
+// rows of K = 4096 ran at 90 GFLOP/s against 88.5 for the whole 3584 rows, 256 rows at 87.4, 128
+// at 85.2; in the bench, 4 MB buffers were as fast as 8 MB ones and 2 MB ones 5-10% slower.
+inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 
 // Floats linear() packs x into for M rows of K (the batched kernel's layout).

@@ -66,12 +66,16 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
   add("KV cache",
       {2, a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), kF32});
   add("RoPE table", {a.rope == Rope::none ? 0 : a.max_seq_len, a.head_dim(), kF32});
-  add("activations", {r.max_rows, a.dim + q + 2 * kv, kF32});
+  add("activations", {r.max_rows, a.dim, kF32});
+  // xq, xk, xv or h1, h3: one buffer, the larger of the two (Activations::work).
+  std::uint64_t work = checked_product({r.max_rows, q + 2 * kv, kF32}, "activations");
   if (a.block != Block::attention) {
     // max_rows x ffn_hidden bounds ffn_buffer_floats from above: check it before calling it.
     checked_product({2, r.max_rows, a.ffn_hidden(), kF32}, "FFN activations");
-    add("FFN activations", {2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32});
+    work = std::max(work, checked_product({2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32},
+                                          "FFN activations"));
   }
+  parts.push_back({"attention or FFN activations", work});
   add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
   // The weights' type is not known before they are mapped: count BF16/F16 widening buffers.
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});

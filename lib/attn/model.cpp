@@ -36,23 +36,23 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   const ModelArgs& a = m.local;
   Activations& act = m.act;
   const std::int64_t rows = bsz * seqlen, hd = a.head_dim();
-  const std::array<Projection, 3> qkv = {Projection{act.xq.data(), w.wq, w.bq, a.n_heads * hd},
-                                         Projection{act.xk.data(), w.wk, w.bk, a.n_kv_heads * hd},
-                                         Projection{act.xv.data(), w.wv, w.bv, a.n_kv_heads * hd}};
+  const std::array<Projection, 3> qkv = {Projection{act.xq(), w.wq, w.bq, a.n_heads * hd},
+                                         Projection{act.xk(), w.wk, w.bk, a.n_kv_heads * hd},
+                                         Projection{act.xv(), w.wv, w.bv, a.n_kv_heads * hd}};
   linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
-  apply_rope(m.rt, m.rope, act.xq.data(), bsz, seqlen, a.n_heads, start_pos);
-  apply_rope(m.rt, m.rope, act.xk.data(), bsz, seqlen, a.n_kv_heads, start_pos);
-  store_kv(m.cache, layer, act.xk.data(), act.xv.data(), bsz, seqlen, start_pos);
-  attention(m.rt, act.xq.data(), act.xq.data(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos,
-            act.scores, m.mask, m.attn_probs[std::size_t(layer)]);
+  apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
+  apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
+  store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
+  attention(m.rt, act.xq(), act.xq(), m.cache, layer, a.n_heads, bsz, seqlen, start_pos, act.scores,
+            m.mask, m.attn_probs[std::size_t(layer)]);
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
     const std::array<Projection, 1> wo = {Projection{act.partial.data(), w.wo, nullptr, a.dim}};
-    linear(m.rt, wo, act.xq.data(), rows, a.n_heads * hd, act.pack.data());
+    linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
     reduce_into(m, h, w.bo, rows);
     return;
   }
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
-  linear(m.rt, wo, act.xq.data(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
+  linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
 }
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
@@ -65,14 +65,13 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 2> w13 = {
-        Projection{act.h1.data(), w.w1.at(j0 * a.dim), nullptr, n},
-        Projection{act.h3.data(), w.w3.at(j0 * a.dim), nullptr, n}};
+    const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.at(j0 * a.dim), nullptr, n},
+                                           Projection{act.h3(), w.w3.at(j0 * a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
-    swiglu(m.rt, act.h1.data(), act.h3.data(), rows * n);
+    swiglu(m.rt, act.h1(), act.h3(), rows * n);
     const std::array<Projection, 1> w2 = {
         Projection{split ? act.partial.data() : h, w.w2.at(j0), nullptr, a.dim, hidden}};
-    linear(m.rt, w2, act.h1.data(), rows, n, act.pack.data(),
+    linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
   if (split) reduce_into(m, h, nullptr, rows);
@@ -96,7 +95,7 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
                           std::int64_t rows) {
   const ModelArgs& a = m.args;
   const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, m.act.ffn_block, rows);
-  float* h1 = m.act.h1.data();
+  float* h1 = m.act.h1();
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 1> w1 = {Projection{h1, w.w1.at(j0 * a.dim), w.b1 + j0, n}};
@@ -157,14 +156,10 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   Activations& act = m.act;
   act.max_rows = max_rows;
   act.xb = buffer(max_rows, a.dim);
-  act.xq = buffer(max_rows, q);
-  act.xk = buffer(max_rows, kv);
-  act.xv = buffer(max_rows, kv);
-  if (a.block != Block::attention) {
-    const std::int64_t n = ffn_buffer_floats(a, act.ffn_block, max_rows);
-    act.h1 = buffer(n, 1);
-    act.h3 = buffer(n, 1);
-  }
+  act.xk_at = max_rows * q;
+  act.xv_at = act.xk_at + max_rows * kv;
+  act.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, act.ffn_block, max_rows);
+  act.work = buffer(std::max(act.xv_at + max_rows * kv, 2 * act.h3_at), 1);
   act.scores = make_attention_scratch(m.cache, m.rt.threads);
   // The widest input of a product: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});

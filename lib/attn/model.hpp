@@ -14,23 +14,30 @@
 
 namespace attn {
 
-// Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so each weight
-// is packed by sgemm once and h1, h3 stay at [rows, kFfnBlock] (2 x 14.7 MB for 512 positions of
-// Llama-3-8B). Measured on that layer: blocks of 2048 repack x too often; 7168 was as fast as
-// whole rows and 28 MB smaller.
-inline constexpr std::int64_t kFfnBlock = 7168;
+// Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so h1, h3 stay
+// at [rows, kFfnBlock] (2 x 4.2 MB for 512 positions of Llama-3-8B), inside the buffer of
+// attention's xq, xk, xv. Since the products go to sgemm in blocks of widen_rows (matmul.hpp)
+// anyway, smaller FFN blocks repack x no more often: bench, prefill 512 of that layer, Zen 4,
+// 2 threads, blocks of 2048 against 7168: 398 and 395 against 401 and 396 positions/s (BF16),
+// 411 and 393 against 404 and 403 (F32).
+inline constexpr std::int64_t kFfnBlock = 2048;
 
 // Activations for up to max_rows = bsz * seqlen rows, allocated once.
 struct Activations {
   std::int64_t max_rows = 0;
   std::int64_t ffn_block = kFfnBlock;  // hidden units per FFN block in prefill (at most)
 
-  std::vector<float> xb;       // [rows, dim]: the normed input of attention or FFN
-  std::vector<float> xq;       // [rows, n_heads * head_dim], then the attention output in place
-  std::vector<float> xk;       // [rows, n_kv_heads * head_dim]
-  std::vector<float> xv;       // [rows, n_kv_heads * head_dim]
-  std::vector<float> h1;       // [rows, block]: w1 x, then the SwiGLU gate (decode: [ffn_hidden])
-  std::vector<float> h3;       // [rows, block]: w3 x
+  std::vector<float> xb;  // [rows, dim]: the normed input of attention or FFN
+  // Attention's xq, xk, xv and the FFN's h1, h3 are never live at the same time: one buffer
+  // holds either, which saves the smaller of the two (12.6 MB at a 512-row prefill of
+  // Llama-3-8B).
+  std::vector<float> work;
+  std::int64_t xk_at = 0, xv_at = 0, h3_at = 0;  // offsets in work; xq and h1 start at 0
+  float* xq() { return work.data(); }            // [rows, n_heads * head_dim], then the output
+  float* xk() { return work.data() + xk_at; }    // [rows, n_kv_heads * head_dim]
+  float* xv() { return work.data() + xv_at; }    // [rows, n_kv_heads * head_dim]
+  float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)
+  float* h3() { return work.data() + h3_at; }  // [rows, block]: w3 x
   std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // x packed for the batched decode kernel, or prefill's widened
                                // BF16/F16 weight blocks (scratch_floats)
