@@ -42,6 +42,43 @@ TEST_CASE("bench: one JSON object with the workload's and the machine's figures"
         std::string::npos);
   CHECK(!j.at("stream_pattern").get<std::string>().empty());
   CHECK(r.err.find("batched decode") != std::string::npos);
+  // One row per weight type, F32 first; BF16 and F16 read half the bytes.
+  const auto& types = j.at("weight_types");
+  REQUIRE(types.size() == 3);
+  const char* names[] = {"F32", "BF16", "F16"};
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    CAPTURE(i);
+    CHECK(types[i].at("weight_type") == names[i]);
+    CHECK(types[i].at("batched_decode").size() == 5);
+    CHECK(types[i].at("decode_steps_per_s").get<double>() > 0);
+    CHECK(types[i].at("stream_gbs").get<double>() > 0);
+  }
+  CHECK(types[0].at("decode_vs_first") == 1.0);
+  CHECK(types[1].at("weight_bytes").get<double>() < types[0].at("weight_bytes").get<double>());
+  CHECK(types[0].at("decode_ms_median") == j.at("decode_ms_median"));
+}
+
+TEST_CASE("bench: --weight-types picks the types; a file runs as it is") {
+  const std::string cfg = (test::source_dir() / "configs" / "llama-tiny.json").string();
+  test::CliResult r = test::run_cli(
+      "bench --config " + cfg + " --prefill 4 --steps 2 --threads 1 --json --weight-types bf16");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("weight_types").size() == 1);
+  CHECK(j.at("weight_type") == "BF16");
+  r = test::run_cli("bench --config " + cfg + " --prefill 4 --steps 2 --weight-types q4");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--weight-types") != std::string::npos);
+  const std::filesystem::path dir = test::golden_dir() / "f16_llama_gqa_interleaved";
+  r = test::run_cli("bench --config " + (dir / "config.json").string() + " --weights " +
+                    (dir / "weights.safetensors").string() +
+                    " --prefill 4 --steps 2 --threads 1 --json --max-seq-len 64");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  j = nlohmann::json::parse(r.out);
+  REQUIRE(j.at("weight_types").size() == 1);
+  CHECK(j.at("weight_type") == "F16");
 }
 
 TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {
