@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
@@ -199,4 +202,41 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
                         std::int64_t(mh.cache.cache_k.size())));
       }
   }
+}
+
+TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and run alike") {
+  // The BF16 golden file with a 1-byte tensor in front: every BF16 tensor at an odd address.
+  const std::filesystem::path dir = test::golden_dir() / "bf16_llama_mqa_half";
+  std::ifstream in(dir / "weights.safetensors", std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(file.substr(8, n));
+  for (auto& [name, info] : header.items())
+    if (name != "__metadata__")
+      for (auto& o : info["data_offsets"]) o = o.get<std::uint64_t>() + 1;
+  header["pad"] = {{"dtype", "U8"}, {"shape", {1}}, {"data_offsets", {0, 1}}};
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const std::uint64_t len = h.size();
+  test::TempDir tmp;
+  const std::filesystem::path shifted = tmp.path / "shifted.safetensors";
+  std::ofstream out(shifted, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << h << '\0' << file.substr(8 + n);
+  out.close();
+
+  attn::ModelArgs a = attn::load_config(dir / "config.json");
+  const attn::TransformerWeights moved = attn::load_weights(a, shifted);
+  CHECK(moved.owned_halves.size() == 7);  // the seven matrices, copied once
+  CHECK(moved.layers[0].wq.type == attn::WeightType::bf16);
+  const attn::RunOptions opts{1, 5, 2};
+  const std::vector<float> x = attn::seeded_input(a, opts, 3);
+  attn::Transformer mm = attn::make_transformer(a, attn::load_weights(a, shifted), 5);
+  attn::Transformer ma =
+      attn::make_transformer(a, attn::load_weights(a, dir / "weights.safetensors"), 5);
+  const attn::RunOutputs om = attn::run(mm, x, opts, [](const attn::Event&) {});
+  const attn::RunOutputs oa = attn::run(ma, x, opts, [](const attn::Event&) {});
+  CHECK(same_bits(om.decode_output.data(), oa.decode_output.data(),
+                  std::int64_t(oa.decode_output.size())));
 }
