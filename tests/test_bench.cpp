@@ -58,7 +58,7 @@ TEST_CASE("bench: one JSON object with the workload's and the machine's figures"
   CHECK(types[0].at("decode_ms_median") == j.at("decode_ms_median"));
 }
 
-TEST_CASE("bench: --weight-types picks the types; a file runs as it is") {
+TEST_CASE("bench: --weight-types picks the types, and a file runs as it is") {
   const std::string cfg = (test::source_dir() / "configs" / "llama-tiny.json").string();
   test::CliResult r = test::run_cli(
       "bench --config " + cfg + " --prefill 4 --steps 2 --threads 1 --json --weight-types bf16");

@@ -51,7 +51,7 @@ void check_slices(const attn::ModelArgs& a, const attn::TransformerWeights& whol
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t j = 0; j < cols; ++j) {
         const std::int64_t k = ps[t].full.empty() ? i * cols + j : attn::index_in_full(ps[t], i, j);
-        bad += attn::element(p, i * cols + j) != attn::element(w, k);
+        bad += attn::element(p.row(i, cols), j) != attn::element(w, k);
       }
     CHECK(bad == 0);
   }

@@ -47,13 +47,19 @@ void check_finite(const float* p, std::int64_t n, const std::string& source,
   if (i >= 0) refuse(p[i], i, n, source, name);
 }
 
-void check_finite(const Matrix& m, std::int64_t n, const std::string& source,
+void check_finite(const Matrix& m, std::int64_t rows, std::int64_t cols, const std::string& source,
                   const std::string& name) {
-  if (m.type == WeightType::f32)
-    return check_finite(static_cast<const float*>(m.data), n, source, name);
-  const std::int64_t i = first_non_finite_half(static_cast<const std::uint16_t*>(m.data), n,
-                                               m.type == WeightType::bf16 ? 0x7F80 : 0x7C00);
-  if (i >= 0) refuse(element(m, i), i, n, source, name);
+  // A dense matrix is one row of rows * cols values.
+  const std::int64_t n = m.ld ? cols : rows * cols, row_count = m.ld ? rows : 1;
+  for (std::int64_t r = 0; r < row_count; ++r) {
+    const Matrix row = m.row(r, cols);
+    const std::int64_t i =
+        m.type == WeightType::f32
+            ? first_non_finite(static_cast<const float*>(row.data), n)
+            : first_non_finite_half(static_cast<const std::uint16_t*>(row.data), n,
+                                    m.type == WeightType::bf16 ? 0x7F80 : 0x7C00);
+    if (i >= 0) refuse(element(row, i), r * cols + i, rows * cols, source, name);
+  }
 }
 
 }  // namespace attn

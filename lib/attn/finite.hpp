@@ -16,8 +16,9 @@ std::int64_t first_non_finite(const float* p, std::int64_t n);
 void check_finite(const float* p, std::int64_t n, const std::string& source,
                   const std::string& name);
 
-// The same for a matrix of any weight type (BF16 and F16 checked on their bits).
-void check_finite(const Matrix& m, std::int64_t n, const std::string& source,
+// The same for a [rows, cols] matrix of any weight type (BF16 and F16 checked on their bits),
+// dense or strided; the index named is the flat one in [rows, cols].
+void check_finite(const Matrix& m, std::int64_t rows, std::int64_t cols, const std::string& source,
                   const std::string& name);
 
 // A value that became NaN or Inf during the run: exit status 1, the trace so far kept.

@@ -434,6 +434,12 @@ const Kernels& kernels_for(const std::string& isa) {
   return *supported.front();
 }
 
+// Elements from one row of p's weights to the next: the projection's, else the matrix's own
+// (a rank's column slice), else dense.
+std::int64_t row_stride(const Projection& p, std::int64_t K) {
+  return p.ldw ? p.ldw : p.w.ld ? p.w.ld : K;
+}
+
 // Prefill: w's rows n0..n1 in blocks of widen_rows(K), each one sgemm. A BF16 or F16 block is
 // widened into the thread's scratch first; an F32 block is read in place, in the same blocks, so
 // that both run the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels
@@ -441,7 +447,7 @@ const Kernels& kernels_for(const std::string& isa) {
 void prefill_product(const TypedKernels& k, const Projection& p, const float* x, std::int64_t M,
                      std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
                      bool accumulate) {
-  const std::int64_t ldw = p.ldw ? p.ldw : K, rows = widen_rows(K);
+  const std::int64_t ldw = row_stride(p, K), rows = widen_rows(K);
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
     const std::int64_t nb = std::min(rows, n1 - b0);
     const Matrix block = p.w.at(b0 * ldw);
@@ -465,7 +471,7 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const TypedKernels& k = kernels.of[int(p.w.type)];
-  const std::int64_t ldw = p.ldw ? p.ldw : K;
+  const std::int64_t ldw = row_stride(p, K);
   const void* w = p.w.at(n0 * ldw).data;
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv

@@ -21,15 +21,19 @@ inline std::int64_t weight_type_bytes(WeightType t) {
 struct Matrix {
   const void* data = nullptr;
   WeightType type = WeightType::f32;
+  std::int64_t ld = 0;  // elements from one row to the next; 0: dense (a rank's column slice
+                        // of a mapped matrix is strided)
 
   Matrix() = default;
   Matrix(const float* f32) : data(f32) {}  // F32 rows, as tests and callers have them
-  Matrix(const void* p, WeightType t) : data(p), type(t) {}
+  Matrix(const void* p, WeightType t, std::int64_t ld = 0) : data(p), type(t), ld(ld) {}
 
   // The view `elements` elements on: a block of rows, or the first of a block of columns.
   Matrix at(std::int64_t elements) const {
-    return {static_cast<const char*>(data) + elements * weight_type_bytes(type), type};
+    return {static_cast<const char*>(data) + elements * weight_type_bytes(type), type, ld};
   }
+  // Row r's first element, rows being `cols` long when dense.
+  Matrix row(std::int64_t r, std::int64_t cols) const { return at(r * (ld ? ld : cols)); }
   explicit operator bool() const { return data != nullptr; }
 };
 

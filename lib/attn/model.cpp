@@ -65,12 +65,12 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.at(j0 * a.dim), nullptr, n},
-                                           Projection{act.h3(), w.w3.at(j0 * a.dim), nullptr, n}};
+    const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
+                                           Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1(), act.h3(), rows * n);
-    const std::array<Projection, 1> w2 = {
-        Projection{split ? act.partial.data() : h, w.w2.at(j0), nullptr, a.dim, hidden}};
+    const std::array<Projection, 1> w2 = {Projection{split ? act.partial.data() : h, w.w2.at(j0),
+                                                     nullptr, a.dim, w.w2.ld ? w.w2.ld : hidden}};
     linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
@@ -98,11 +98,11 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
   float* h1 = m.act.h1();
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 1> w1 = {Projection{h1, w.w1.at(j0 * a.dim), w.b1 + j0, n}};
+    const std::array<Projection, 1> w1 = {Projection{h1, w.w1.row(j0, a.dim), w.b1 + j0, n}};
     linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
     activate(m.rt, a.activation, h1, rows * n);
     const std::array<Projection, 1> w2 = {
-        Projection{h, w.w2.at(j0), j0 == 0 ? w.b2 : nullptr, a.dim, hidden}};
+        Projection{h, w.w2.at(j0), j0 == 0 ? w.b2 : nullptr, a.dim, w.w2.ld ? w.w2.ld : hidden}};
     linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
 }

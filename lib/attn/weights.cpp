@@ -118,6 +118,23 @@ const float* f32_view(const SafetensorsFile& file, const std::string& name, cons
   return p;
 }
 
+// A rank's block of a whole matrix (spec.full), in the file's type: its rows are a dense view of
+// the mapping, its columns a strided one (ld: the whole row). A misaligned tensor's block is
+// converted to F32 instead (f32_view, which also refuses dtypes other than F32, BF16, F16).
+Matrix matrix_slice_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                         TransformerWeights& w) {
+  const TensorInfo& t = file.info(name);
+  const std::uint8_t* src = file.bytes(t);
+  const bool known = t.dtype == Dtype::F32 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F16;
+  if (!known || reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) != 0)
+    return {f32_view(file, name, s, w), WeightType::f32};
+  const WeightType type = t.dtype == Dtype::F32    ? WeightType::f32
+                          : t.dtype == Dtype::BF16 ? WeightType::bf16
+                                                   : WeightType::f16;
+  const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
+  return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
+}
+
 bool is_norm_bias(const TensorSpec& s) {
   return s.name.ends_with("norm.bias");
 }
@@ -176,11 +193,11 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
                                   std::to_string(shard.size) + ")"
                             : "") +
                        ", got " + shape_text(t.shape));
-    // A rank's slice is converted to F32 (its columns are strided in the whole tensor).
-    const Matrix m = s.slot.matrix && s.full.empty()
-                         ? matrix_view(file, name, w)
-                         : Matrix{f32_view(file, name, s, w), WeightType::f32};
-    check_finite(m, numel(s.shape), c.path, name);
+    const Matrix m = !s.slot.matrix   ? Matrix{f32_view(file, name, s, w), WeightType::f32}
+                     : s.full.empty() ? matrix_view(file, name, w)
+                                      : matrix_slice_view(file, name, s, w);
+    const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
+    check_finite(m, s.shape[0], cols, c.path, name);
     if (s.slot.matrix) *s.slot.matrix = m;
     if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
     w.bytes += std::uint64_t(numel(s.shape) * weight_type_bytes(m.type));
