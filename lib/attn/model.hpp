@@ -15,12 +15,12 @@
 namespace attn {
 
 // Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so h1, h3 stay
-// at [rows, kFfnBlock] (2 x 4.2 MB for 512 positions of Llama-3-8B), inside the buffer of
-// attention's xq, xk, xv. Since the products go to sgemm in blocks of widen_rows (matmul.hpp)
-// anyway, smaller FFN blocks repack x no more often: bench, prefill 512 of that layer, Zen 4,
-// 2 threads, blocks of 2048 against 7168: 398 and 395 against 401 and 396 positions/s (BF16),
-// 411 and 393 against 404 and 403 (F32).
-inline constexpr std::int64_t kFfnBlock = 2048;
+// at [rows, kFfnBlock] inside the buffer of attention's xq, xk, xv (for Llama-3-8B, 2 x 3072 =
+// 4096 + 2 x 1024: they fill it exactly). Since the products go to sgemm in blocks of widen_rows
+// (matmul.hpp) anyway, smaller FFN blocks repack x no more often. bench, prefill 512 of that
+// layer, F32, Zen 4, 2 threads, four alternating runs: blocks of 3072 169-180 GFLOP/s, 2048
+// 158-174, the previous 7168 (own h1, h3 buffers, 29 MB) 156-179.
+inline constexpr std::int64_t kFfnBlock = 3072;
 
 // Activations for up to max_rows = bsz * seqlen rows, allocated once.
 struct Activations {
