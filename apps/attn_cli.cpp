@@ -497,12 +497,12 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     std::vector<attn::BenchResult> results =
         attn::bench_workload(ms, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
     spdlog::info("measuring the machine's limits");
-    attn::measure_limits(m, f.run.prefill, results.front().limits);
-    for (attn::BenchResult& r : results) {  // the stream read is each type's own
-      const double gbs = r.limits.stream_gbs;
-      const std::string pattern = r.limits.stream_pattern;
-      r.limits = results.front().limits;
-      if (&r != &results.front()) r.limits.stream_gbs = gbs, r.limits.stream_pattern = pattern;
+    attn::MachineLimits machine;
+    attn::measure_limits(m, f.run.prefill, machine);
+    for (attn::BenchResult& r : results) {  // the stream read stays each type's own
+      machine.stream_gbs = r.limits.stream_gbs;
+      machine.stream_pattern = r.limits.stream_pattern;
+      r.limits = machine;
     }
     const attn::BenchResult& r = results.front();
     const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);

@@ -130,8 +130,9 @@ TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, ro
             std::vector<float> scratch(
                 std::size_t(attn::scratch_floats(M, s.K, threads, /*halves=*/true)));
             std::vector<float> got(std::size_t(M * s.n), 0.5f), want = got;
-            const attn::Projection ph{got.data(), {w.bits.data(), type}, bias.data(), s.n, s.ldw};
-            const attn::Projection pf{want.data(), w.f32.data(), bias.data(), s.n, s.ldw};
+            const attn::Projection ph{got.data(), {w.bits.data(), type, s.ldw}, bias.data(), s.n};
+            const attn::Projection pf{
+                want.data(), {w.f32.data(), attn::WeightType::f32, s.ldw}, bias.data(), s.n};
             attn::linear(rt, {&ph, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
             attn::linear(rt, {&pf, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
             CAPTURE(attn::weight_type_name(type));

@@ -61,8 +61,10 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
               std::vector<float> pack(std::size_t(attn::scratch_floats(M, s.K, threads, false)));
-              const attn::Projection p{out.data(), w.data(), with_bias ? bias.data() : nullptr, s.n,
-                                       s.ldw};
+              const attn::Projection p{out.data(),
+                                       {w.data(), attn::WeightType::f32, s.ldw},
+                                       with_bias ? bias.data() : nullptr,
+                                       s.n};
               attn::linear(rt, {&p, 1}, x.data(), M, s.K, pack.data(), accumulate);
               std::vector<float> expected(out.size());
               for (std::size_t i = 0; i < expected.size(); ++i)

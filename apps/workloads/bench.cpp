@@ -349,24 +349,18 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
 }
 
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
-  std::vector<WeightBytes> mats = weight_matrices(m);
-  // sgemm reads F32: BF16/F16 layers get F32 stand-ins of their shapes (after the workload, so
-  // the workload's peak resident memory is not theirs). One buffer serves every shape.
-  std::vector<float> f32;
-  if (m.weights.halves) {
-    LayerWeights views;
-    mats.clear();
+  // sgemm on F32 stand-ins of the layers' matrix shapes, whatever the weights' type (it reads
+  // F32 only), after the workload so that its peak resident memory is not theirs. One buffer
+  // serves every shape: sgemm's speed does not depend on the values.
+  std::vector<WeightBytes> mats;
+  LayerWeights views;
+  for (std::int64_t layer = 0; layer < m.local.n_layers; ++layer)
     for (const TensorSpec& s : layer_tensor_specs(m.local, views))
       if (s.slot.matrix) mats.push_back({nullptr, s.shape[0], s.shape[1]});
-    std::int64_t most = 0;
-    for (const WeightBytes& mat : mats) most = std::max(most, mat.n * mat.k);
-    f32.assign(std::size_t(most), 0.01f);
-    for (WeightBytes& mat : mats) mat.w = f32.data();
-    std::vector<WeightBytes> layers;
-    for (std::int64_t l = 0; l < m.local.n_layers; ++l)
-      layers.insert(layers.end(), mats.begin(), mats.end());
-    mats = layers;
-  }
+  std::int64_t most = 0;
+  for (const WeightBytes& mat : mats) most = std::max(most, mat.n * mat.k);
+  const std::vector<float> f32(std::size_t(most), 0.01f);
+  for (WeightBytes& mat : mats) mat.w = f32.data();
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_gflops(l.fma_isa, m.rt.threads);

@@ -30,7 +30,7 @@ std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, int t, int nt) {
 // The decode kernels are written once, in plain C++ with GCC vector types of W floats, and
 // instantiated per instruction set below: each instance is inlined into a function compiled for
 // that ISA (target attribute), so a build without -march=native still runs AVX-512 or AVX2
-// where the CPU has them. matmul.cpp is compiled with -ffp-contract=fast: a * b + c is one FMA.
+// where the CPU has them. Products are written out as FMAs (fmadd below).
 template <int W>
 struct Vec {
   typedef float type __attribute__((vector_size(W * sizeof(float))));
@@ -82,10 +82,12 @@ struct Bits {
   typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
 };
 
-// W weights widened to F32 lanes. BF16 in plain vector code (a zero extension and a shift in
-// every ISA); F16 with the hardware's vcvtph2ps where the kernel's ISA has it, else in integer
-// vector operations (GCC 12 converts _Float16 vectors element by element through libgcc; clang
-// 14 has no _Float16 on x86).
+// W weights widened to F32 lanes: BF16 by a zero extension and a shift, F16 by vcvtph2ps, with
+// the ISA's instructions for 16 and 8 lanes, else in plain vector code (GCC 12 converts _Float16
+// vectors element by element through libgcc; clang 14 has no _Float16 on x86). The ISA helpers
+// (here, for F16 and for fma_lanes) are not always_inline: the ISA-neutral templates call them,
+// and only the kernels compiled for the ISA (flatten, ATTN_KERNELS) inline them. Their masked
+// forms (maskz) avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
   load<W>(v, p);
@@ -93,10 +95,10 @@ template <int W>
 
 #if defined(__x86_64__)
 // GCC 12 splits __builtin_convertvector of 16 halves into two 8-lane zero extensions and a merge:
-// one vpmovzxwd and one shift, written out. maskz: as for F16 below.
+// one vpmovzxwd and one shift, written out.
 __attribute__((target("avx512f"))) inline void bf16_to_f32_lanes(Vec<16>::type& v, const Bf16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __mmask16 all = 0xFFFF;  // maskz: see f16_to_f32_lanes
+  const __mmask16 all = 0xFFFF;
   v = Vec<16>::type(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
 }
 __attribute__((target("avx2"))) inline void bf16_to_f32_lanes(Vec<8>::type& v, const Bf16* p) {
@@ -117,10 +119,7 @@ template <int W>
 }
 
 #if defined(__x86_64__)
-// Not always_inline: the ISA-neutral templates below call these, and only the kernels compiled
-// for the ISA (flatten, ATTN_KERNELS) inline them.
 __attribute__((target("avx512f"))) inline void f16_to_f32_lanes(Vec<16>::type& v, const F16* p) {
-  // maskz: _mm512_cvtph_ps trips GCC 12's -Wmaybe-uninitialized on its undefined source.
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   v = Vec<16>::type(_mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h));
 }
@@ -442,12 +441,6 @@ const Kernels& kernels_for(const std::string& isa) {
   return *supported.front();
 }
 
-// Elements from one row of p's weights to the next: the projection's, else the matrix's own
-// (a rank's column slice), else dense.
-std::int64_t row_stride(const Projection& p, std::int64_t K) {
-  return p.ldw ? p.ldw : p.w.ld ? p.w.ld : K;
-}
-
 // Prefill: w's rows n0..n1 in blocks of widen_rows(K), each one sgemm. A BF16 or F16 block is
 // widened into the thread's scratch first; an F32 block is read in place, in the same blocks, so
 // that both run the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels
@@ -455,7 +448,7 @@ std::int64_t row_stride(const Projection& p, std::int64_t K) {
 void prefill_product(const TypedKernels& k, const Projection& p, const float* x, std::int64_t M,
                      std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
                      bool accumulate) {
-  const std::int64_t ldw = row_stride(p, K), rows = widen_rows(K);
+  const std::int64_t ldw = p.w.stride(K), rows = widen_rows(K);
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
     const std::int64_t nb = std::min(rows, n1 - b0);
     const Matrix block = p.w.at(b0 * ldw);
@@ -479,7 +472,7 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
   const std::int64_t n = n1 - n0;
   if (n <= 0) return;
   const TypedKernels& k = kernels.of[int(p.w.type)];
-  const std::int64_t ldw = row_stride(p, K);
+  const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv

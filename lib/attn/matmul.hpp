@@ -15,14 +15,14 @@
 namespace attn {
 
 // One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
-// lie ldw elements apart (0: K), so a block of w's columns is a projection too. w is F32, BF16 or
-// F16 (widened to F32 as it is read: the result has the bits of the F32-widened product).
+// lie w.ld elements apart (0: K), so a block of a matrix's columns (Matrix::columns) is a
+// projection too. w is F32, BF16 or F16 (widened to F32 as it is read: the result has the bits
+// of the F32-widened product).
 struct Projection {
   float* out;
   Matrix w;
   const float* bias;
   std::int64_t n;
-  std::int64_t ldw = 0;
 };
 
 // Products with up to this many rows (a decode step of a batch) run the own kernels; more rows

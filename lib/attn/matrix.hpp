@@ -33,7 +33,13 @@ struct Matrix {
     return {static_cast<const char*>(data) + elements * weight_type_bytes(type), type, ld};
   }
   // Row r's first element, rows being `cols` long when dense.
-  Matrix row(std::int64_t r, std::int64_t cols) const { return at(r * (ld ? ld : cols)); }
+  Matrix row(std::int64_t r, std::int64_t cols) const { return at(r * stride(cols)); }
+  // Elements from one row to the next, rows being `cols` long when dense.
+  std::int64_t stride(std::int64_t cols) const { return ld ? ld : cols; }
+  // A block of `cols` columns from column c0 of a [?, cols_total] matrix: the same rows, strided.
+  Matrix columns(std::int64_t c0, std::int64_t cols_total) const {
+    return {at(c0).data, type, stride(cols_total)};
+  }
   explicit operator bool() const { return data != nullptr; }
 };
 

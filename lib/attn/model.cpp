@@ -69,8 +69,8 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1(), act.h3(), rows * n);
-    const std::array<Projection, 1> w2 = {Projection{split ? act.partial.data() : h, w.w2.at(j0),
-                                                     nullptr, a.dim, w.w2.ld ? w.w2.ld : hidden}};
+    const std::array<Projection, 1> w2 = {
+        Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
     linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
@@ -102,7 +102,7 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
     linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
     activate(m.rt, a.activation, h1, rows * n);
     const std::array<Projection, 1> w2 = {
-        Projection{h, w.w2.at(j0), j0 == 0 ? w.b2 : nullptr, a.dim, w.w2.ld ? w.w2.ld : hidden}};
+        Projection{h, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
     linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
 }

@@ -90,24 +90,6 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
 }
 
-// A matrix as the file stores it: a view of the mapping, or a copy when it is misaligned.
-// Dtypes other than F32, BF16 and F16 are refused by tensor_as_f32, naming file and tensor.
-Matrix matrix_view(const SafetensorsFile& file, const std::string& name, TransformerWeights& w) {
-  const TensorInfo& t = file.info(name);
-  if (t.dtype != Dtype::BF16 && t.dtype != Dtype::F16) {
-    std::vector<float> storage;
-    const float* p = tensor_as_f32(file, name, storage);
-    if (!storage.empty()) w.owned.push_back(std::move(storage));
-    return {p, WeightType::f32};
-  }
-  const WeightType type = t.dtype == Dtype::BF16 ? WeightType::bf16 : WeightType::f16;
-  const std::uint8_t* src = file.bytes(t);
-  if (reinterpret_cast<std::uintptr_t>(src) % alignof(std::uint16_t) == 0) return {src, type};
-  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(t.numel()));
-  std::memcpy(copy.data(), src, copy.size() * sizeof(std::uint16_t));
-  return {copy.data(), type};
-}
-
 // A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
 const float* f32_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
                       TransformerWeights& w) {
@@ -118,21 +100,28 @@ const float* f32_view(const SafetensorsFile& file, const std::string& name, cons
   return p;
 }
 
-// A rank's block of a whole matrix (spec.full), in the file's type: its rows are a dense view of
-// the mapping, its columns a strided one (ld: the whole row). A misaligned tensor's block is
-// converted to F32 instead (f32_view, which also refuses dtypes other than F32, BF16, F16).
-Matrix matrix_slice_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
-                         TransformerWeights& w) {
+// A matrix (or a rank's block of one, spec.full) as the file stores it: a view of the mapping,
+// a rank's columns strided (ld: the whole row). Misaligned, a whole BF16/F16 matrix is copied
+// once as it is, anything else goes through f32_view (which also refuses dtypes other than F32,
+// BF16 and F16, naming file and tensor).
+Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                   TransformerWeights& w) {
   const TensorInfo& t = file.info(name);
   const std::uint8_t* src = file.bytes(t);
   const bool known = t.dtype == Dtype::F32 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F16;
-  if (!known || reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) != 0)
+  const WeightType type = t.dtype == Dtype::BF16  ? WeightType::bf16
+                          : t.dtype == Dtype::F16 ? WeightType::f16
+                                                  : WeightType::f32;
+  if (known && reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) == 0) {
+    if (s.full.empty()) return {src, type};
+    const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
+    return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
+  }
+  if (!known || type == WeightType::f32 || !s.full.empty())
     return {f32_view(file, name, s, w), WeightType::f32};
-  const WeightType type = t.dtype == Dtype::F32    ? WeightType::f32
-                          : t.dtype == Dtype::BF16 ? WeightType::bf16
-                                                   : WeightType::f16;
-  const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
-  return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
+  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(t.numel()));
+  std::memcpy(copy.data(), src, copy.size() * sizeof(std::uint16_t));
+  return {copy.data(), type};
 }
 
 bool is_norm_bias(const TensorSpec& s) {
@@ -193,9 +182,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
                                   std::to_string(shard.size) + ")"
                             : "") +
                        ", got " + shape_text(t.shape));
-    const Matrix m = !s.slot.matrix   ? Matrix{f32_view(file, name, s, w), WeightType::f32}
-                     : s.full.empty() ? matrix_view(file, name, w)
-                                      : matrix_slice_view(file, name, s, w);
+    const Matrix m = s.slot.matrix ? matrix_view(file, name, s, w)
+                                   : Matrix{f32_view(file, name, s, w), WeightType::f32};
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     check_finite(m, s.shape[0], cols, c.path, name);
     if (s.slot.matrix) *s.slot.matrix = m;

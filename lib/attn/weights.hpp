@@ -3,7 +3,8 @@
 // (F32, BF16 or F16) and point into the mapped file (a rank's block of a whole file's matrix too:
 // its columns with a stride); vectors (norms, biases) are read as F32, converted once at load.
 // What cannot be a view of the file lives in `owned` (F32: vectors converted from halves, blocks
-// of misaligned tensors, seeded tensors) or `owned_halves` (misaligned halves, seeded halves). Layouts are nn.Linear's [out_features, in_features], row-major.
+// of misaligned tensors, seeded tensors) or `owned_halves` (misaligned halves, seeded halves).
+// Layouts are nn.Linear's [out_features, in_features], row-major.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
