@@ -155,6 +155,16 @@ template <int W>
   std::memcpy(&v, &out, sizeof v);
 }
 
+// Asks for the weights this far ahead of p to be brought into L2 (prefetcht1). The hardware
+// prefetchers alone leave the stream's loads waiting on memory while the FMAs idle, and then the
+// FMAs busy while memory idles; ahead by 3 KB a row, loads and FMAs overlap (Zen 4, one core,
+// the 8B layer, 4-16 rows: 10-20% faster; 2 KB and 4 KB close, 6 KB slower; into L1 slower).
+constexpr std::int64_t kPrefetchBytes = 3072;
+template <typename T>
+[[gnu::always_inline]] inline void prefetch_ahead(const T* p) {
+  __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, 0, 2);
+}
+
 // a += b * c in one rounding. Written out, not left to -ffp-contract: GCC contracted a * b + c
 // in some loops of the F32 instances and not in the same loops of the F16 ones, and the bits
 // must not differ. The scalar tails use std::fma for the same reason.
@@ -197,6 +207,7 @@ template <int W, int R, typename T>
     for (int r = 0; r < R; ++r) {
       V wv;
       load_w<W>(wv, w + r * ldw + k);
+      prefetch_ahead(w + r * ldw + k);
       fmadd<W>(a[r], wv, xv);
     }
   }
@@ -246,7 +257,7 @@ constexpr std::int64_t kPack = 16;
 template <int W, int R, int C, typename T>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
-                                             float* acc) {
+                                             float* acc, bool prefetch) {
   using V = typename Vec<W>::type;
   V a[R][C];
   for (int r = 0; r < R; ++r)
@@ -268,6 +279,7 @@ template <int W, int R, int C, typename T>
         V wv;
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
+        if (prefetch) prefetch_ahead(w + r * ldw + k + s);
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
       }
@@ -281,10 +293,10 @@ template <int W, int R, int C, typename T>
 template <int W, int R, int C, typename T>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
                                                   const float* xp, std::int64_t M, std::int64_t k0,
-                                                  std::int64_t k1, float* acc) {
+                                                  std::int64_t k1, float* acc, bool prefetch) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc);
-  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc);
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc, prefetch);
+  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc, prefetch);
 }
 
 // Columns per step of a weight row group: R rows of this many floats (8 KB) stay in L1 while
@@ -307,7 +319,9 @@ template <int W, int R, int C, typename T>
     const std::int64_t s1 = std::min(k1, s0 + kStepCols);
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
-      dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W);
+      // The first group reads the weights from memory, the others from L1: it asks for the next.
+      dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W,
+                              g == 0);
     }
   }
   for (std::int64_t i = 0; i < R * M; ++i) {
