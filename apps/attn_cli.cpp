@@ -20,6 +20,7 @@
 #include "attn/memory.hpp"
 #include "attn/runtime.hpp"
 #include "attn/version.hpp"
+#include "attn/weights.hpp"
 #include "ranks.hpp"
 #include "workloads/bench.hpp"
 #include "workloads/heatmap.hpp"
@@ -147,6 +148,16 @@ void quiet_other_ranks(const attn::Shard& shard) {
     spdlog::set_level(spdlog::level::err);
 }
 
+// The --weights file with its headers read and nothing mapped, for the memory estimate to count
+// the matrices in their dtypes; none for drawn weights, which `run` draws in F32.
+std::optional<attn::WeightsSource> open_weights(const Flags& f, const attn::ModelArgs& args,
+                                                const attn::Shard& shard, attn::RunShape& shape) {
+  if (f.weights.empty()) return std::nullopt;
+  attn::WeightsSource file = attn::open_weights(f.weights, shard);
+  shape.matrices = attn::matrix_types(args, file);
+  return file;
+}
+
 int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
@@ -175,6 +186,7 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
                          max_rows,   f.threads,    !f.dump.empty()};
     if (inspect.attention_weights)
       shape.attention_weights = std::uint64_t(attn::attention_weights_bytes(args, opts));
+    std::optional<attn::WeightsSource> file = open_weights(f, args, shard, shape);
     attn::check_memory(attn::memory_parts(args, shape), attn::available_memory());
     x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
                         : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
@@ -183,8 +195,8 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
       attn::check_heatmap(args, opts, f.layer);
       attn::check_png_path(f.png);
     }
-    attn::TransformerWeights w = f.weights.empty() ? attn::seeded_weights(args, f.seed, shard)
-                                                   : attn::load_weights(args, f.weights, shard);
+    attn::TransformerWeights w = file ? attn::load_weights(args, std::move(*file), shard)
+                                      : attn::seeded_weights(args, f.seed, shard);
     model.emplace(
         attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads), shard));
   });
@@ -470,20 +482,24 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       throw attn::InputError("bench needs --prefill and --steps >= 1");
     args.max_batch_size = std::max(args.max_batch_size, max_batch);
     args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
-    std::vector<attn::MemoryPart> parts;  // every type's model at once, counted as F32
-    for (std::size_t i = 0; i < types.size(); ++i)
-      for (attn::MemoryPart& p :
-           attn::memory_parts(args, {max_batch, f.run.prefill, f.run.steps,
-                                     std::max(f.run.prefill, max_batch), f.threads, false}))
-        parts.push_back({types[i] + " " + p.name, p.bytes});
+    std::vector<attn::MemoryPart> parts;      // every type's model at once, each in its own type
+    std::optional<attn::WeightsSource> file;  // headers read, nothing mapped before the estimate
+    if (!f.weights.empty()) file = attn::open_weights(f.weights, shard);
+    for (const std::string& t : types) {
+      attn::RunShape shape{max_batch,   f.run.prefill,
+                           f.run.steps, std::max(f.run.prefill, max_batch),
+                           f.threads,   false};
+      shape.matrices = file ? attn::matrix_types(args, *file) : std::vector{weight_type(t)};
+      for (attn::MemoryPart& p : attn::memory_parts(args, shape))
+        parts.push_back({t + " " + p.name, p.bytes});
+    }
     attn::check_memory(parts, attn::available_memory());
     spdlog::info("drawing weights and input");
     x = attn::seeded_input(args, opts, f.seed);
     models.reserve(types.size());
     for (const std::string& t : types) {
-      attn::TransformerWeights w = f.weights.empty()
-                                       ? attn::seeded_weights(args, f.seed, shard, weight_type(t))
-                                       : attn::load_weights(args, f.weights, shard);
+      attn::TransformerWeights w = file ? attn::load_weights(args, std::move(*file), shard)
+                                        : attn::seeded_weights(args, f.seed, shard, weight_type(t));
       models.push_back(attn::make_transformer(args, std::move(w),
                                               std::max(f.run.prefill, max_batch),
                                               attn::make_runtime(f.threads), shard));

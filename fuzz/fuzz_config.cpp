@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const attn::ModelArgs a =
         attn::parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     // What the CLI does next with an accepted config: the memory estimate, in 64 bits.
-    attn::check_memory(attn::memory_parts(a, {1, 7, 3, 7, 2, true}), 1ull << 30);
+    attn::check_memory(attn::memory_parts(a, {1, 7, 3, 7, 2, true}), {1ull << 30, "fuzz"});
   } catch (const attn::InputError&) {
   }
   return 0;

@@ -246,9 +246,9 @@ TEST_CASE("memory: every part is listed and products past 2^64 are refused") {
   CHECK_THROWS_AS(attn::checked_product({1ll << 32, 1ll << 32}, "x"), attn::InputError);
   CHECK_THROWS_AS(attn::checked_product({-1, 4}, "x"), attn::InputError);
   CHECK(attn::checked_product({1ll << 31, 1ll << 32}, "x") == 1ull << 63);
-  CHECK_NOTHROW(attn::check_memory(parts, 1ull << 40));
+  CHECK_NOTHROW(attn::check_memory(parts, {1ull << 40, "MemAvailable"}));
   try {
-    attn::check_memory(parts, 1 << 20);
+    attn::check_memory(parts, {1 << 20, "MemAvailable"});
     FAIL("no error");
   } catch (const attn::InputError& e) {
     CHECK(std::string(e.what()).find("largest part is the weights") != std::string::npos);

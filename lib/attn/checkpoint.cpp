@@ -46,19 +46,44 @@ Checkpoint open_index(const std::filesystem::path& path) {
   return c;
 }
 
+// The name of the file holding tensor `name`. Throws InputError if none does.
+const std::string& file_name(const Checkpoint& c, const std::string& name) {
+  const auto it = c.weight_map.find(name);
+  if (it == c.weight_map.end())
+    throw InputError(c.path + ": tensor " + attn::quoted(name) + " is missing");
+  return it->second;
+}
+
+// The index and the shard must agree, or a tensor would be read from the wrong place.
+void check_holds(const Checkpoint& c, const SafetensorsHeader& header, const std::string& name,
+                 const std::string& file) {
+  if (!header.tensors.count(name))
+    throw InputError(c.path + ": tensor " + attn::quoted(name) + " is listed in file " +
+                     attn::quoted(file) + ", which does not hold it");
+}
+
 }  // namespace
 
+const TensorInfo& Checkpoint::info(const std::string& name) {
+  const std::string& file = file_name(*this, name);
+  if (auto mapped = files.find(file); mapped != files.end() && mapped->second)
+    return mapped->second->info(name);
+  auto read = headers.find(file);
+  if (read == headers.end())
+    read = headers.emplace(file, read_safetensors_header(dir / file)).first;
+  check_holds(*this, read->second.header, name, file);
+  return read->second.header.tensors.at(name);
+}
+
 const SafetensorsFile& Checkpoint::file_of(const std::string& name) {
-  auto it = weight_map.find(name);
-  if (it == weight_map.end())
-    throw InputError(path + ": tensor " + attn::quoted(name) + " is missing");
-  auto& file = files[it->second];
+  const std::string& name_of_file = file_name(*this, name);
+  auto& file = files[name_of_file];
   if (!file) {
-    file = std::make_unique<SafetensorsFile>(open_safetensors(dir / it->second));
-    // The index and the shard must agree, or a tensor would be read from the wrong place.
-    if (!file->header.tensors.count(name))
-      throw InputError(path + ": tensor " + attn::quoted(name) + " is listed in file " +
-                       attn::quoted(it->second) + ", which does not hold it");
+    const auto read = headers.find(name_of_file);
+    file = std::make_unique<SafetensorsFile>(
+        open_safetensors(dir / name_of_file, read == headers.end() ? nullptr : &read->second));
+    if (read != headers.end()) headers.erase(read);
+    check_holds(*this, file->header, name, name_of_file);
   }
   return *file;
 }
@@ -69,9 +94,9 @@ Checkpoint open_checkpoint(const std::filesystem::path& path) {
   c.path = escape(path.string());
   c.dir = path.parent_path();
   const std::string file = path.filename().string();
-  auto& mapped = c.files[file];
-  mapped = std::make_unique<SafetensorsFile>(open_safetensors(path));
-  for (auto& [name, info] : mapped->header.tensors) c.weight_map[name] = file;
+  // The header only: the file is mapped when a tensor's bytes are first asked for.
+  const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(path);
+  for (auto& [name, info] : read.header.tensors) c.weight_map[name] = file;
   return c;
 }
 

@@ -349,21 +349,56 @@ void check_tiling(const std::map<std::string, TensorInfo>& tensors, std::uint64_
 
 // ---- Reading ----
 
-std::uint64_t checked_header_length(std::span<const std::uint8_t> file, const std::string& source) {
-  if (file.size() < 8) {
-    fail(source, "file is " + std::to_string(file.size()) +
-                     " bytes, too short for the 8-byte header length");
+// The header length from the file's first bytes (all of them when fewer than 8), checked against
+// the file's size.
+std::uint64_t checked_header_length(std::span<const std::uint8_t> first, std::uint64_t file_size,
+                                    const std::string& source) {
+  if (file_size < 8) {
+    fail(source,
+         "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   }
-  const std::uint64_t n = read_le64(file.data());
+  const std::uint64_t n = read_le64(first.data());
   if (n > kMaxHeaderSize) {
     fail(source, "header length " + std::to_string(n) + " exceeds the limit of " +
                      std::to_string(kMaxHeaderSize) + " bytes");
   }
-  if (n > file.size() - 8) {
+  if (n > file_size - 8) {
     fail(source, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                     std::to_string(file.size()) + " bytes)");
+                     std::to_string(file_size) + " bytes)");
   }
   return n;
+}
+
+// The header from `head`, the file's first 8 + length bytes, for a file of file_size bytes.
+SafetensorsHeader parse_head(std::span<const std::uint8_t> head, std::uint64_t file_size,
+                             const std::string& source) {
+  const json root = parse_header_json(head.subspan(8), source);
+  if (!root.is_object()) {
+    fail(source, std::string("header is not a JSON object, found ") + root.type_name());
+  }
+  SafetensorsHeader h;
+  h.data_start = head.size();
+  for (const auto& [key, value] : root.items()) {
+    if (key == "__metadata__") {
+      h.metadata = parse_metadata(value, source);
+    } else {
+      h.tensors.emplace(key, parse_entry(value, EntryContext{source, key}));
+    }
+  }
+  check_tiling(h.tensors, file_size - h.data_start, source);
+  return h;
+}
+
+// Fills `out` from the file at `offset`; a file that shrank meanwhile is refused.
+void read_at(const InputFile& in, std::uint64_t offset, std::span<std::uint8_t> out) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(in.fd, out.data() + done, out.size() - done, off_t(offset + done));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) fail(in.source, "cannot read: " + errno_text(errno));
+    if (n == 0) fail(in.source, "the file shrank while its header was read");
+    done += std::size_t(n);
+  }
 }
 
 void from_le_halves(const std::uint8_t* src, std::size_t n, float* dst,
@@ -492,22 +527,22 @@ std::int64_t TensorInfo::numel() const {
 }
 
 SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& source) {
-  const std::uint64_t n = checked_header_length(file, source);
-  const json root = parse_header_json(file.subspan(8, n), source);
-  if (!root.is_object()) {
-    fail(source, std::string("header is not a JSON object, found ") + root.type_name());
-  }
-  SafetensorsHeader h;
-  h.data_start = 8 + n;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") {
-      h.metadata = parse_metadata(value, source);
-    } else {
-      h.tensors.emplace(key, parse_entry(value, EntryContext{source, key}));
-    }
-  }
-  check_tiling(h.tensors, file.size() - h.data_start, source);
-  return h;
+  const std::uint64_t n =
+      checked_header_length(file.first(std::min<std::size_t>(file.size(), 8)), file.size(), source);
+  return parse_head(file.first(8 + n), file.size(), source);
+}
+
+SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path) {
+  const InputFile in = open_regular(path, "safetensors");
+  if (in.size == 0) fail(in.source, "file is empty, too short for the 8-byte header length");
+  SafetensorsHeaderRead r;
+  r.size = in.size;
+  r.bytes.resize(std::min<std::uint64_t>(in.size, 8));
+  read_at(in, 0, r.bytes);
+  r.bytes.resize(8 + checked_header_length(r.bytes, in.size, in.source));
+  read_at(in, 8, std::span(r.bytes).subspan(8));
+  r.header = parse_head(r.bytes, in.size, in.source);
+  return r;
 }
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
@@ -539,7 +574,7 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   return it->second;
 }
 
-SafetensorsFile open_safetensors(const std::filesystem::path& path) {
+SafetensorsFile open_safetensors(const std::filesystem::path& path, SafetensorsHeaderRead* read) {
   // A regular file only, opened without blocking: a FIFO or a device is refused, not waited on.
   const InputFile in = open_regular(path, "safetensors");
   const std::string& source = in.source;
@@ -551,7 +586,12 @@ SafetensorsFile open_safetensors(const std::filesystem::path& path) {
   f.path = source;
   f.base = static_cast<const std::uint8_t*>(map);
   f.size = in.size;
-  f.header = parse_safetensors({f.base, f.size}, source);
+  // A header read before is taken as it is when the mapping starts with the same bytes (the file
+  // did not change in between): the JSON is not parsed twice.
+  if (read && read->size == in.size && std::equal(read->bytes.begin(), read->bytes.end(), f.base))
+    f.header = std::move(read->header);
+  else
+    f.header = parse_safetensors({f.base, f.size}, source);
   return f;
 }
 

@@ -77,8 +77,20 @@ struct SafetensorsFile {
   }
 };
 
-// Maps and validates. Throws InputError naming the file.
-SafetensorsFile open_safetensors(const std::filesystem::path& path);
+// A file's header read with pread, the file not mapped: what the memory estimate reads before a
+// run maps anything. `bytes` are the file's first bytes as read (the length and the JSON), so
+// that open_safetensors can take `header` without parsing it again. Throws InputError.
+struct SafetensorsHeaderRead {
+  std::uint64_t size = 0;  // the file's size when read
+  std::vector<std::uint8_t> bytes;
+  SafetensorsHeader header;
+};
+SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path);
+
+// Maps and validates. Throws InputError naming the file. With `read` (the same file's header
+// read before), its header is moved out of `read` if the file has not changed since.
+SafetensorsFile open_safetensors(const std::filesystem::path& path,
+                                 SafetensorsHeaderRead* read = nullptr);
 
 // A tensor as f32 values: the mapping itself when the tensor is F32 and 4-byte aligned,
 // otherwise converted (F16, BF16) or copied (misaligned F32) into `storage`.

@@ -1,6 +1,7 @@
 #include "attn/weights.hpp"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -100,6 +101,11 @@ const float* f32_view(const SafetensorsFile& file, const std::string& name, cons
   return p;
 }
 
+// How a matrix stored as `d` is held: BF16 and F16 as they are, anything else as F32 (or refused).
+WeightType weight_type_of(Dtype d) {
+  return d == Dtype::BF16 ? WeightType::bf16 : d == Dtype::F16 ? WeightType::f16 : WeightType::f32;
+}
+
 // A matrix (or a rank's block of one, spec.full) as the file stores it: a view of the mapping,
 // a rank's columns strided (ld: the whole row). Misaligned, a whole BF16/F16 matrix is copied
 // once as it is, anything else goes through f32_view (which also refuses dtypes other than F32,
@@ -109,9 +115,7 @@ Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const T
   const TensorInfo& t = file.info(name);
   const std::uint8_t* src = file.bytes(t);
   const bool known = t.dtype == Dtype::F32 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F16;
-  const WeightType type = t.dtype == Dtype::BF16  ? WeightType::bf16
-                          : t.dtype == Dtype::F16 ? WeightType::f16
-                                                  : WeightType::f32;
+  const WeightType type = weight_type_of(t.dtype);
   if (known && reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) == 0) {
     if (s.full.empty()) return {src, type};
     const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
@@ -158,11 +162,32 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWe
   return specs;
 }
 
+WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard) {
+  return {open_checkpoint(rank_path(path.string(), shard.rank)), is_per_rank_path(path.string())};
+}
+
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
+  Checkpoint& c = source.checkpoint;
+  std::vector<LayerWeights> layers;
+  std::vector<WeightType> types;
+  for (const TensorSpec& s : tensor_specs(args, layers)) {  // a rank's names are the same
+    const std::string name = stored_name(c, s.name);
+    if (!s.slot.matrix || !c.contains(name)) continue;
+    const WeightType t = weight_type_of(c.info(name).dtype);
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  }
+  return types;
+}
+
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
                                 const Shard& shard) {
+  return load_weights(args, open_weights(path, shard), shard);
+}
+
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
   TransformerWeights w;
-  const bool per_rank = is_per_rank_path(path.string());
-  w.checkpoint = open_checkpoint(rank_path(path.string(), shard.rank));
+  const bool per_rank = source.per_rank;
+  w.checkpoint = std::move(source.checkpoint);
   Checkpoint& c = w.checkpoint;
   std::set<std::string> used;
   for (TensorSpec& s : tensor_specs(args, w.layers, shard)) {

@@ -88,6 +88,21 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
                                 const Shard& shard = {});
 
+// A weights path as load_weights opens it (a "{rank}" path: this rank's file), with nothing
+// mapped yet, so that the memory estimate can read the matrices' types first (matrix_types)
+// and the load then maps the files without parsing their headers again.
+struct WeightsSource {
+  Checkpoint checkpoint;
+  bool per_rank = false;  // the file holds this rank's slice as it is
+};
+WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
+                                const Shard& shard = {});
+
+// The types the config's weight matrices are held in, each once, read from the files' headers
+// (no file is mapped). A dtype the load will refuse counts as F32; a missing tensor, not at all.
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source);
+
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
 // matrices and biases, ones for norms.
 // With a shard, each rank draws only its slice of the same whole model. matrices: BF16 or F16
