@@ -159,8 +159,7 @@ template <int W>
 // (prefetcht1). The hardware prefetchers alone leave the stream's loads waiting on memory while
 // the FMAs idle, and then the FMAs busy while memory idles; asked for 3 KB ahead, loads and FMAs
 // overlap (Zen 4, one core, the 8B layer, 4-16 rows: 10-20% faster; 2 KB and 4 KB close, 6 KB
-// slower; into L1 slower).
-constexpr std::int64_t kPrefetchBytes = 3072;
+// slower; into L1 slower). kPrefetchBytes: matmul.hpp.
 
 // A block of weight rows read column by column, `rows` rows at a time, over columns begin..end:
 // past `end`, the stream goes on at `begin` of the row `rows` rows on. Asking there for what
