@@ -183,9 +183,10 @@ double stream_read_gbs(const std::vector<WeightBytes>& mats, const ReadPattern& 
   return bytes / t / 1e9;
 }
 
-double median(std::vector<double> v) {
+// The value a fraction q of the samples lie at or below (0.9: the 90th percentile).
+double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return v.empty() ? 0 : v[std::size_t(q * double(v.size() - 1) + 0.5)];
 }
 
 // OpenBLAS with its own threads on the prefill's products, best of two passes.
@@ -312,10 +313,12 @@ void decode_round(Transformer& m, const std::vector<float>& x, const std::vector
 
 // Medians and the rest, once the rounds are done.
 void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, BenchResult& r) {
-  // The limit is the best read the machine gave: the pattern with the highest median.
+  // The limit is the best read the machine gave: the pattern with the highest 90th percentile.
+  // Against its median, a median step in a noisy run came out at 101-105%: the step and the read
+  // take turns, and each is slowed in its own moments.
   for (std::size_t p = 0; p < kNumReadPatterns; ++p)
-    if (median(stream[p]) > r.limits.stream_gbs) {
-      r.limits.stream_gbs = median(stream[p]);
+    if (quantile(stream[p], 0.9) > r.limits.stream_gbs) {
+      r.limits.stream_gbs = quantile(stream[p], 0.9);
       r.limits.stream_pattern = kReadPatterns[p].name;
     }
   std::sort(r.step_ms.begin(), r.step_ms.end());

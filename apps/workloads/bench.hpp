@@ -12,7 +12,7 @@ namespace attn {
 
 struct MachineLimits {
   double stream_gbs = 0;       // streaming read of the weights' bytes, all threads: the best
-                               // read pattern's median, reads taken after the decode steps
+                               // read pattern's 90th percentile, reads taken after the steps
   std::string stream_pattern;  // the read pattern that gave stream_gbs
   double sgemm_gflops = 0;     // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
   double sgemm_seconds = 0;    // for all of them once
