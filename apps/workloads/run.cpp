@@ -144,7 +144,8 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
 }
 
 std::int64_t input_batch(const std::filesystem::path& path) {
-  const SafetensorsFile f = open_safetensors(path);
+  // The header alone, before the memory estimate: nothing mapped yet.
+  const SafetensorsHeaderRead f = read_safetensors_header(path);
   const auto it = f.header.tensors.find("x");
   if (it == f.header.tensors.end() || it->second.shape.size() != 3 || it->second.shape[0] < 1)
     return 1;
