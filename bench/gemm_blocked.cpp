@@ -88,8 +88,9 @@ double fma_loop(long iters) {
     c6 = _mm512_fmadd_ps(c6, a, b), c7 = _mm512_fmadd_ps(c7, a, b), c8 = _mm512_fmadd_ps(c8, a, b);
     c9 = _mm512_fmadd_ps(c9, a, b), c10 = _mm512_fmadd_ps(c10, a, b),
     c11 = _mm512_fmadd_ps(c11, a, b);
-    __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6),
-                     "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
+    __asm__ volatile(""
+                     : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6),
+                       "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
   }
   __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                            _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
@@ -115,7 +116,9 @@ struct Shape {
   float* W;
 };
 constexpr int M = 512;
-int engine_rows(int K) { return std::max(16, (1 << 20) / K / 16 * 16); }
+int engine_rows(int K) {
+  return std::max(16, (1 << 20) / K / 16 * 16);
+}
 std::pair<int, int> slice(int n, int t, int nt) {  // engine's slice(): multiples of 16
   int blocks = (n + 15) / 16, b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
   return {std::min(n, b0 * 16), std::min(n, b1 * 16)};
@@ -184,10 +187,14 @@ int main(int argc, char** argv) {
   std::string only;  // comma-separated candidate names (obl_blk is always kept as reference)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (a == "--nobits") bits = false;
-    else if (a == "--only" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
-    else if (a == "--attempts" && i + 1 < argc) attempts = std::max(1, std::atoi(argv[++i]));
+    if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--nobits")
+      bits = false;
+    else if (a == "--only" && i + 1 < argc)
+      only = "," + std::string(argv[++i]) + ",";
+    else if (a == "--attempts" && i + 1 < argc)
+      attempts = std::max(1, std::atoi(argv[++i]));
   }
   omp_set_num_threads(2);
   openblas_set_num_threads(1);  // the engine does this once (runtime.cpp)
@@ -212,12 +219,14 @@ int main(int argc, char** argv) {
               openblas_get_corename(), openblas_get_config());
   std::printf("cblas_sgemm from %s\n", di.dli_fname ? di.dli_fname : "?");
   std::printf("BLIS %s, config %s (threading: %s)\n", bli_info_get_version_str(),
-              bli_arch_string(bli_arch_query_id()), bli_info_get_enable_openmp() ? "openmp" : "other");
+              bli_arch_string(bli_arch_query_id()),
+              bli_info_get_enable_openmp() ? "openmp" : "other");
   cntx_t* cx = bli_gks_query_cntx();
-  std::printf("BLIS sup thresholds (float): MT %ld NT %ld KT %ld (sup path if m<MT || n<NT || k<KT)\n",
-              long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cx)),
-              long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cx)),
-              long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cx)));
+  std::printf(
+      "BLIS sup thresholds (float): MT %ld NT %ld KT %ld (sup path if m<MT || n<NT || k<KT)\n",
+      long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cx)),
+      long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cx)),
+      long(bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cx)));
   std::printf("oneDNN %d.%d.%d, effective ISA 0x%x\n", dv->major, dv->minor, dv->patch,
               unsigned(dnnl_get_effective_cpu_isa()));
   if (!di.dli_fname || !std::strstr(di.dli_fname, "openblas")) {
@@ -240,7 +249,8 @@ int main(int argc, char** argv) {
   float* C = falloc(size_t(M) * 14336);
 
   std::vector<Cand> cands = {
-      {"obl_blk (engine)", [](auto& s, auto x, auto c) { blocked(OBL, engine_rows(s.K), s, x, c); }},
+      {"obl_blk (engine)",
+       [](auto& s, auto x, auto c) { blocked(OBL, engine_rows(s.K), s, x, c); }},
       {"blis_blk", [](auto& s, auto x, auto c) { blocked(BLIS, engine_rows(s.K), s, x, c); }},
       {"blisns_blk", [](auto& s, auto x, auto c) { blocked(BLISNS, engine_rows(s.K), s, x, c); }},
       {"dnnl_blk", [](auto& s, auto x, auto c) { blocked(DNNL, engine_rows(s.K), s, x, c); }},
@@ -293,8 +303,10 @@ int main(int argc, char** argv) {
   // ---- bit invariance of the result to the N split (and to W's address, as for widened blocks)
   if (bits) {
     omp_set_num_threads(1);  // oneDNN calls from the main thread: single-threaded too
-    std::printf("\nbit invariance: elements differing from one whole-N single-threaded call;\n"
-                "  copied/engine: engine blocks with W copied to scratch (+16 B) vs engine blocks in place\n");
+    std::printf(
+        "\nbit invariance: elements differing from one whole-N single-threaded call;\n"
+        "  copied/engine: engine blocks with W copied to scratch (+16 B) vs engine blocks in "
+        "place\n");
     for (int si : {0, 3}) {
       const Shape& s = shapes[si];
       size_t n = size_t(M) * s.N;
