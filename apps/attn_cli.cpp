@@ -149,7 +149,8 @@ void quiet_other_ranks(const attn::Shard& shard) {
 }
 
 // The --weights file with its headers read and nothing mapped, for the memory estimate to count
-// the matrices in their dtypes; none for drawn weights, which `run` draws in F32.
+// the matrices in their dtypes (shape.matrices); none for drawn weights, whose type the caller
+// knows (`run` draws F32).
 std::optional<attn::WeightsSource> open_weights(const Flags& f, const attn::ModelArgs& args,
                                                 const attn::Shard& shard, attn::RunShape& shape) {
   if (f.weights.empty()) return std::nullopt;
@@ -482,14 +483,14 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       throw attn::InputError("bench needs --prefill and --steps >= 1");
     args.max_batch_size = std::max(args.max_batch_size, max_batch);
     args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
-    std::vector<attn::MemoryPart> parts;      // every type's model at once, each in its own type
-    std::optional<attn::WeightsSource> file;  // headers read, nothing mapped before the estimate
-    if (!f.weights.empty()) file = attn::open_weights(f.weights, shard);
+    attn::RunShape file_shape{max_batch,   f.run.prefill,
+                              f.run.steps, std::max(f.run.prefill, max_batch),
+                              f.threads,   false};
+    std::optional<attn::WeightsSource> file = open_weights(f, args, shard, file_shape);
+    std::vector<attn::MemoryPart> parts;  // every type's model at once, each in its own type
     for (const std::string& t : types) {
-      attn::RunShape shape{max_batch,   f.run.prefill,
-                           f.run.steps, std::max(f.run.prefill, max_batch),
-                           f.threads,   false};
-      shape.matrices = file ? attn::matrix_types(args, *file) : std::vector{weight_type(t)};
+      attn::RunShape shape = file_shape;
+      if (!file) shape.matrices = {weight_type(t)};
       for (attn::MemoryPart& p : attn::memory_parts(args, shape))
         parts.push_back({t + " " + p.name, p.bytes});
     }

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "attn/matmul.hpp"
+#include "attn/prefetch.hpp"
 
 namespace attn {
 
@@ -73,24 +74,23 @@ template <int R>
   return t;
 }
 
-// sum_rows, asking for each row kPrefetchBytes ahead as the decode kernels do (past a row's end:
-// the next R rows' first bytes, which the block reads next).
+// sum_rows, asking for the rows ahead as the decode kernels do (attn/prefetch.hpp).
 template <int R>
 [[gnu::always_inline]] inline float sum_rows_prefetched(const float* p, std::int64_t ld,
                                                         std::int64_t k) {
-  constexpr std::int64_t line = 16, ahead = kPrefetchBytes / 4;
+  constexpr std::int64_t line = 16;
+  const Stream stream{0, k, R};
   float s[R][line] = {};
   std::int64_t j = 0;
-  for (; j + line <= k; j += line)
+  for (; j + line <= k; j += line) {
+    const std::int64_t ahead = stream.ahead<float>(j, ld);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const std::int64_t a = j + ahead < k ? r * ld + j + ahead : (r + R) * ld + j + ahead - k;
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) +
-                                                       std::uintptr_t(a) * sizeof(float)),
-                         0, 2);
+      prefetch_at(p + r * ld + j, ahead);
 #pragma omp simd
       for (int l = 0; l < line; ++l) s[r][l] += p[r * ld + j + l];
     }
+  }
   float t = 0;
   for (; j < k; ++j)
     for (int r = 0; r < R; ++r) t += p[r * ld + j];

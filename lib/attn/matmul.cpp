@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attn/matrix.hpp"
+#include "attn/prefetch.hpp"
 
 namespace attn {
 
@@ -153,37 +154,6 @@ template <int W>
   std::memcpy(&sub_u, &sub, sizeof sub_u);
   const U out = ((tiny & sub_u) | (~tiny & normal)) | ((u & 0x8000u) << 16);
   std::memcpy(&v, &out, sizeof v);
-}
-
-// Asks for the weights this far ahead of where a row is read to be brought into L2
-// (prefetcht1). The hardware prefetchers alone leave the stream's loads waiting on memory while
-// the FMAs idle, and then the FMAs busy while memory idles; asked for 3 KB ahead, loads and FMAs
-// overlap (Zen 4, one core, the 8B layer, 4-16 rows: 10-20% faster; 2 KB and 4 KB close, 6 KB
-// slower; into L1 slower). kPrefetchBytes: matmul.hpp.
-
-// A block of weight rows read column by column, `rows` rows at a time, over columns begin..end:
-// past `end`, the stream goes on at `begin` of the row `rows` rows on. Asking there for what
-// lies past a row's end keeps the next rows' first kilobytes coming too (5-15% faster than
-// asking past the row's end in memory, where the rows of this block already were). The kernels
-// work out, once per column, how far on from row r's column k the element to ask for lies
-// (the same for every row), and keep the address arithmetic out of the FMAs' way.
-struct Stream {
-  std::int64_t begin, end, rows;
-
-  template <typename T>
-  std::int64_t ahead(std::int64_t k, std::int64_t ldw) const {
-    constexpr std::int64_t near = kPrefetchBytes / std::int64_t(sizeof(T));
-    return k + near < end ? near : rows * ldw + begin - end + near;
-  }
-};
-
-// Asks for p + elements into L2. In integers: the address may lie past the matrix, where a
-// prefetch is harmless.
-template <typename T>
-[[gnu::always_inline]] inline void prefetch_at(const T* p, std::int64_t elements) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) +
-                                                   std::uintptr_t(elements) * sizeof(T)),
-                     0, 2);
 }
 
 // a += b * c in one rounding. Written out, not left to -ffp-contract: GCC contracted a * b + c

@@ -39,10 +39,6 @@ inline constexpr std::int64_t kBatchRows = 32;
 inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 
-// The decode kernels ask for the weights this many bytes ahead of where they read a row, into
-// L2 (see matmul.cpp); the bench's streaming read does the same.
-inline constexpr std::int64_t kPrefetchBytes = 3072;
-
 // Floats linear() packs x into for M rows of K (the batched kernel's layout).
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
