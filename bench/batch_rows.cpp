@@ -1,6 +1,7 @@
-// Where the batched decode kernel hands over to OpenBLAS sgemm: times attn::linear (own kernels
-// for M <= kBatchRows) against single-threaded OpenBLAS sgemm on row halves (the prefill path)
-// on one Llama-3-8B layer's weight shapes, for M rows, candidates interleaved, best of reps.
+// Where the batched decode kernel hands over to the prefill GEMM: times attn::linear (own kernels
+// for M <= kBatchRows) against the prefill path on row halves (gemm_avx512 where the CPU has
+// AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
+// rows, candidates interleaved, best of reps.
 // Not part of the CMake build:
 //   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build-rel/lib/libattn.a -lopenblas \
 //       -lspdlog -lfmt -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
@@ -15,6 +16,7 @@
 #include <ctime>
 #include <vector>
 
+#include "attn/gemm.hpp"
 #include "attn/matmul.hpp"
 
 namespace {
@@ -48,10 +50,12 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t maxM = 64;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
-  std::vector<float> pack(std::size_t(attn::pack_floats(maxM, 14336)));
+  std::vector<float> pack(std::size_t(attn::scratch_floats(maxM, 14336, threads, false, rt.isa)));
+  const bool gemm = rt.isa == "avx512";
+  std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
   std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", rt.isa.c_str(),
               attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
-  std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", "sgemm ms", "kernel/B1");
+  std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
   double b1 = 0;
   for (int a = 2; a < argc; ++a) {
     const std::int64_t M = std::atoi(argv[a]);
@@ -69,9 +73,13 @@ int main(int argc, char** argv) {
             {
               const int t = omp_get_thread_num(), nt = omp_get_num_threads();
               const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n1 - n0),
-                          blasint(s.k), 1.0f, x.data(), blasint(s.k), w[i].data() + n0 * s.k,
-                          blasint(s.k), 0.0f, y.data() + n0, blasint(s.n));
+              if (gemm)
+                attn::gemm_avx512(w[i].data() + n0 * s.k, s.k, x.data(), M, s.k, y.data() + n0, s.n,
+                                  n1 - n0, false, panels.data() + t * attn::gemm_panel_floats());
+              else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n1 - n0),
+                            blasint(s.k), 1.0f, x.data(), blasint(s.k), w[i].data() + n0 * s.k,
+                            blasint(s.k), 0.0f, y.data() + n0, blasint(s.n));
             }
           }
         }

@@ -128,7 +128,7 @@ TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, ro
           for (int threads : {1, 2}) {
             const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
             std::vector<float> scratch(
-                std::size_t(attn::scratch_floats(M, s.K, threads, /*halves=*/true)));
+                std::size_t(attn::scratch_floats(M, s.K, threads, /*halves=*/true, isa)));
             std::vector<float> got(std::size_t(M * s.n), 0.5f), want = got;
             const attn::Projection ph{got.data(), {w.bits.data(), type, s.ldw}, bias.data(), s.n};
             const attn::Projection pf{

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "attn/gemm.hpp"
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
 #include "attn/rng.hpp"
@@ -60,7 +61,8 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
             for (bool with_bias : {false, true}) {
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
-              std::vector<float> pack(std::size_t(attn::scratch_floats(M, s.K, threads, false)));
+              std::vector<float> pack(
+                  std::size_t(attn::scratch_floats(M, s.K, threads, false, isa)));
               const attn::Projection p{out.data(),
                                        {w.data(), attn::WeightType::f32, s.ldw},
                                        with_bias ? bias.data() : nullptr,
@@ -82,6 +84,62 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
               CAPTURE(d.worst_ratio);
               CHECK(d.failures == 0);
             }
+    }
+}
+
+TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and column chunks") {
+  // Prefill (M > kBatchRows) on AVX-512 runs gemm.hpp: tiles of 8 rows of x (every remainder
+  // 1..7 below), panels of 48 features and blocks of 192 (one thread's half of n: 2 threads take
+  // n/2 rounded to 16), column chunks of 256 transposed 16 at a time. Elsewhere, sgemm.
+  REQUIRE(attn::kGemmNC == 192);
+  REQUIRE(attn::kGemmKC == 256);
+  const std::int64_t rows[] = {33, 36, 39, 40, 41, 64};
+  const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
+  const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
+  for (std::int64_t K : columns)
+    for (std::int64_t n : features) {
+      const std::int64_t ldw = K + (n % 2 ? 3 : 0);  // odd n: a column block of a wider matrix
+      const std::vector<float> w = uniform(std::size_t(n * ldw), 12, 1 / std::sqrt(double(K)));
+      const std::vector<float> bias = uniform(std::size_t(n), 13, 1.0);
+      for (std::int64_t M : rows) {
+        const std::vector<float> x = uniform(std::size_t(M * K), 14, 1.0);
+        const std::vector<float> init = uniform(std::size_t(M * n), 15, 1.0);
+        std::vector<double> ref(std::size_t(M * n));
+        for (std::int64_t m = 0; m < M; ++m)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::int64_t k = 0; k < K; ++k)
+              acc += double(x[std::size_t(m * K + k)]) * w[std::size_t(j * ldw + k)];
+            ref[std::size_t(m * n + j)] = acc;
+          }
+        for (const std::string& isa : attn::matmul_isas())
+          for (int threads : {1, 2})
+            for (bool accumulate : {false, true}) {
+              const bool with_bias = accumulate;  // bias is added after the product either way
+              const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
+              std::vector<float> out = init;
+              std::vector<float> pack(std::size_t(attn::scratch_floats(M, K, threads, false, isa)));
+              const attn::Projection p{out.data(),
+                                       {w.data(), attn::WeightType::f32, ldw},
+                                       with_bias ? bias.data() : nullptr,
+                                       n};
+              attn::linear(rt, {&p, 1}, x.data(), M, K, pack.data(), accumulate);
+              std::vector<float> expected(out.size());
+              for (std::size_t i = 0; i < expected.size(); ++i)
+                expected[i] = float(ref[i] + (accumulate ? init[i] : 0.0) +
+                                    (with_bias ? bias[i % std::size_t(n)] : 0.0));
+              const test::Diff d =
+                  test::compare(out.data(), expected.data(), std::int64_t(out.size()), {});
+              CAPTURE(isa);
+              CAPTURE(threads);
+              CAPTURE(M);
+              CAPTURE(n);
+              CAPTURE(K);
+              CAPTURE(accumulate);
+              CAPTURE(d.worst_ratio);
+              CHECK(d.failures == 0);
+            }
+      }
     }
 }
 

@@ -3,6 +3,7 @@
 // the process's cgroup (v1 and v2), from fixture files laid out under a temporary root.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/matmul.hpp"
 #include "attn/memory.hpp"
 #include "attn/weights.hpp"
 #include "test_support.hpp"
@@ -56,10 +58,12 @@ std::uint64_t weights_part(const std::vector<WeightType>& types, std::int64_t ma
   return part(attn::memory_parts(small_llama(), r), "weights");
 }
 
-std::uint64_t widening_part(const std::vector<WeightType>& types, std::int64_t max_rows) {
+std::uint64_t widening_part(const std::vector<WeightType>& types, std::int64_t max_rows,
+                            const std::string& isa) {
   attn::RunShape r{1, max_rows, 2, max_rows, 3, false};
   r.matrices = types;
-  return part(attn::memory_parts(small_llama(), r), "packed rows and widened weight blocks");
+  r.isa = isa;
+  return part(attn::memory_parts(small_llama(), r), "packed rows and prefill weight blocks");
 }
 
 }  // namespace
@@ -78,17 +82,35 @@ TEST_CASE("memory: matrices count at their type's bytes, norms and biases at F32
   CHECK(weights_part({WeightType::bf16, WeightType::f16}) == matrices * 2 + vectors * 4);
 }
 
-TEST_CASE("memory: the widening buffers are counted only for BF16 and F16 matrices") {
-  // A prefill of 64 rows (past the 32 the batched kernel packs) on 3 threads widens in blocks of
-  // 2^20 floats (4 MB) per thread: k_max = 96 features, 16 rows of them, is less.
-  const std::uint64_t widening = 3ull * (1 << 20) * 4;
-  CHECK(widening_part({WeightType::bf16}, 64) == widening);
-  CHECK(widening_part({WeightType::f16}, 64) == widening);
-  CHECK(widening_part({WeightType::f32, WeightType::bf16}, 64) == widening);
-  // F32: only the packed rows, 32 rows of 96 features and some padding, far under 1 MiB.
-  CHECK(widening_part({WeightType::f32}, 64) < (1u << 20));
-  // Decode-sized calls never widen, whatever the type.
-  CHECK(widening_part({WeightType::bf16}, 1) == widening_part({WeightType::f32}, 1));
+TEST_CASE("memory: prefill's weight buffers: widening for BF16 and F16 only, or GEMM panels") {
+  const std::vector<std::string> isas = attn::matmul_isas();
+  const bool avx512 = std::find(isas.begin(), isas.end(), "avx512") != isas.end();
+  for (const std::string& isa : isas) {
+    CAPTURE(isa);
+    // F32 without AVX-512: only the packed rows, 32 rows of 96 features and some padding.
+    const std::uint64_t packed = 32 * 96 * 4;
+    if (isa == "avx512") {
+      // A prefill of 64 rows (past the 32 the batched kernel packs) on 3 threads: each thread's
+      // panels, 256 columns by 192 features (gemm.hpp), whatever the type.
+      const std::uint64_t panels = 3ull * 256 * 192 * 4;
+      for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16})
+        CHECK(widening_part({t}, 64, isa) == panels);
+    } else {
+      // Without it, sgemm takes F32 only: BF16 and F16 blocks of 2^20 floats (4 MB) per thread
+      // (k_max = 96 features, 16 rows of them, is less).
+      const std::uint64_t widening = 3ull * (1 << 20) * 4;
+      CHECK(widening_part({WeightType::bf16}, 64, isa) == widening);
+      CHECK(widening_part({WeightType::f16}, 64, isa) == widening);
+      CHECK(widening_part({WeightType::f32, WeightType::bf16}, 64, isa) == widening);
+      CHECK(widening_part({WeightType::f32}, 64, isa) == packed);
+    }
+    // Decode-sized calls need neither, whatever the type.
+    CHECK(widening_part({WeightType::bf16}, 1, isa) == widening_part({WeightType::f32}, 1, isa));
+  }
+  // "": the best set this CPU runs.
+  CHECK(widening_part({WeightType::bf16}, 64, "") ==
+        widening_part({WeightType::bf16}, 64, isas[0]));
+  CHECK(avx512 == (isas[0] == "avx512"));
 }
 
 TEST_CASE("memory: a refusal names the limit that applied") {

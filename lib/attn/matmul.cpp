@@ -12,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "attn/gemm.hpp"
+#include "attn/lanes.hpp"
 #include "attn/matrix.hpp"
 #include "attn/prefetch.hpp"
 
@@ -56,24 +58,6 @@ template <typename V>
 #endif
 }
 
-// BF16 and F16 weights as the kernels see them: 16 bits each, widened where they are loaded.
-struct Bf16 {
-  std::uint16_t bits;
-};
-struct F16 {
-  std::uint16_t bits;
-};
-
-[[gnu::always_inline]] inline float to_f32(float w) {
-  return w;
-}
-[[gnu::always_inline]] inline float to_f32(Bf16 w) {
-  return bf16_to_f32(w.bits);
-}
-[[gnu::always_inline]] inline float to_f32(F16 w) {
-  return f16_to_f32(w.bits);
-}
-
 template <int W>
 struct Halves {
   typedef std::uint16_t type __attribute__((vector_size(W * sizeof(std::uint16_t))));
@@ -83,35 +67,20 @@ struct Bits {
   typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
 };
 
-// W weights widened to F32 lanes: BF16 by a zero extension and a shift, F16 by vcvtph2ps, with
-// the ISA's instructions for 16 and 8 lanes, else in plain vector code (GCC 12 converts _Float16
-// vectors element by element through libgcc; clang 14 has no _Float16 on x86). The ISA helpers
-// (here, for F16 and for fma_lanes) are not always_inline: the ISA-neutral templates call them,
-// and only the kernels compiled for the ISA (flatten, ATTN_KERNELS) inline them. Their masked
-// forms (maskz) avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
+// W weights widened to F32 lanes: with the ISA's instructions for 16 and 8 lanes (lanes.hpp),
+// else in plain vector code (GCC 12 converts _Float16 vectors element by element through
+// libgcc; clang 14 has no _Float16 on x86). The ISA helpers (lanes.hpp, and fma_lanes here) are
+// not always_inline: only the kernels compiled for the ISA (flatten, ATTN_KERNELS) inline them.
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
   load<W>(v, p);
 }
 
-#if defined(__x86_64__)
-// GCC 12 splits __builtin_convertvector of 16 halves into two 8-lane zero extensions and a merge:
-// one vpmovzxwd and one shift, written out.
-__attribute__((target("avx512f"))) inline void bf16_to_f32_lanes(Vec<16>::type& v, const Bf16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __mmask16 all = 0xFFFF;
-  v = Vec<16>::type(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
-}
-__attribute__((target("avx2"))) inline void bf16_to_f32_lanes(Vec<8>::type& v, const Bf16* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  v = Vec<8>::type(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-#endif
-
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
 #if defined(__x86_64__)
-  if constexpr (W == 16 || W == 8) return bf16_to_f32_lanes(v, p);
+  if constexpr (W == 16) return void(v = typename Vec<W>::type(widen16(p)));
+  if constexpr (W == 8) return void(v = typename Vec<W>::type(widen8(p)));
 #endif
   typename Halves<W>::type h;
   std::memcpy(&h, p, sizeof h);
@@ -119,23 +88,14 @@ template <int W>
   std::memcpy(&v, &b, sizeof v);
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) inline void f16_to_f32_lanes(Vec<16>::type& v, const F16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  v = Vec<16>::type(_mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h));
-}
-__attribute__((target("avx2,f16c"))) inline void f16_to_f32_lanes(Vec<8>::type& v, const F16* p) {
-  v = Vec<8>::type(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-#endif
-
 // f16_to_f32 (matrix.hpp) lane-wise, without branches: exponent 1..30 rebased by 127 - 15;
 // 31 (Inf, NaN) to 255, a NaN made quiet; 0 (zero, subnormal) as (2^-14 + mant x 2^-24) - 2^-14,
 // exact.
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
 #if defined(__x86_64__)
-  if constexpr (W == 16 || W == 8) return f16_to_f32_lanes(v, p);
+  if constexpr (W == 16) return void(v = typename Vec<W>::type(widen16(p)));
+  if constexpr (W == 8) return void(v = typename Vec<W>::type(widen8(p)));
 #endif
   using U = typename Bits<W>::type;
   using V = typename Vec<W>::type;
@@ -381,6 +341,7 @@ struct TypedKernels {
 struct Kernels {
   const char* isa;
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
+  bool own_gemm;       // prefill on gemm_avx512, else on OpenBLAS sgemm
 };
 
 // flatten: everything the kernel calls is compiled into it, for its ISA (the F16 conversions
@@ -412,7 +373,7 @@ struct Kernels {
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-#define ATTN_KERNELS(name, target, W, R, C, R8)                           \
+#define ATTN_KERNELS(name, target, W, R, C, R8, GEMM)                     \
   ATTN_TYPED_KERNELS(name, target, W, R, C, R8, float)                    \
   ATTN_TYPED_KERNELS(name, target, W, R, C, R8, Bf16)                     \
   ATTN_TYPED_KERNELS(name, target, W, R, C, R8, F16)                      \
@@ -420,12 +381,13 @@ struct Kernels {
       #name,                                                              \
       {{gemv_##name##_float, batch_##name##_float, widen_##name##_float}, \
        {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},    \
-       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}}};
+       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},      \
+      GEMM};
 
-ATTN_KERNELS(generic, , 4, 4, 3, 0)
+ATTN_KERNELS(generic, , 4, 4, 3, 0, false)
 #if defined(__x86_64__)
-ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 3, 0)
-ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6, 3)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 3, 0, false)
+ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6, 3, true)
 #endif
 #undef ATTN_KERNELS
 #undef ATTN_TYPED_KERNELS
@@ -459,14 +421,19 @@ const Kernels& kernels_for(const std::string& isa) {
   return *supported.front();
 }
 
-// Prefill: w's rows n0..n1 in blocks of widen_rows(K), each one sgemm. A BF16 or F16 block is
-// widened into the thread's scratch first; an F32 block is read in place, in the same blocks, so
-// that both run the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels
-// round differently when the columns are split differently).
-void prefill_product(const TypedKernels& k, const Projection& p, const float* x, std::int64_t M,
+// Prefill: w's rows n0..n1. With AVX-512, gemm_avx512 packs and widens the weights itself.
+// Else in blocks of widen_rows(K), each one OpenBLAS sgemm: a BF16 or F16 block is widened into
+// the thread's scratch first; an F32 block is read in place, in the same blocks, so that both run
+// the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels round
+// differently when the columns are split differently).
+void prefill_product(const Kernels& kernels, const Projection& p, const float* x, std::int64_t M,
                      std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
                      bool accumulate) {
   const std::int64_t ldw = p.w.stride(K), rows = widen_rows(K);
+  if (kernels.own_gemm)
+    return gemm_avx512(p.w.at(n0 * ldw), ldw, x, M, K, p.out + n0, p.n, n1 - n0, accumulate,
+                       scratch);
+  const TypedKernels& k = kernels.of[int(p.w.type)];
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
     const std::int64_t nb = std::min(rows, n1 - b0);
     const Matrix block = p.w.at(b0 * ldw);
@@ -483,7 +450,7 @@ void prefill_product(const TypedKernels& k, const Projection& p, const float* x,
 }
 
 // One thread's share of one projection. xp: x packed, for the batched kernel; scratch: the
-// thread's widening buffer, for prefill.
+// thread's panel or widening buffer, for prefill.
 void product(const Kernels& kernels, const Projection& p, const float* x, const float* xp,
              std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
              bool accumulate) {
@@ -500,7 +467,7 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
   else if (M <= kBatchRows)
     k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   else
-    prefill_product(k, p, x, M, K, n0, n1, scratch, accumulate);
+    prefill_product(kernels, p, x, M, K, n0, n1, scratch, accumulate);
   if (p.bias)
     for (std::int64_t m = 0; m < M; ++m)
       for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
@@ -527,9 +494,10 @@ void linear_rows(const Kernels& kernels, std::span<const Projection> projections
   }
 }
 
-// Floats of one thread's widening buffer for inputs of K features: widen_rows(K) rows.
-std::int64_t widen_floats(std::int64_t K) {
-  return widen_rows(K) * K;
+// Floats of one thread's prefill scratch for inputs of K features: gemm_avx512's panels, or
+// widen_rows(K) rows to widen BF16 and F16 blocks into.
+std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
+  return kernels.own_gemm ? gemm_panel_floats() : widen_rows(K) * K;
 }
 
 }  // namespace
@@ -542,12 +510,16 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   return M * (K / kPack) * kPack;
 }
 
-std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves) {
-  // The packed rows (M <= kBatchRows) and the widening buffers (M > kBatchRows) are never needed
-  // by the same call, so they share the buffer. widen_floats(K) <= max(16 K, kWidenFloats).
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
+                            const std::string& isa) {
+  // The packed rows (M <= kBatchRows) and the prefill buffers (M > kBatchRows) are never needed
+  // by the same call, so they share the buffer. widen_rows(K) * K <= max(16 K, kWidenFloats).
   const std::int64_t pack = pack_floats(std::min(max_rows, kBatchRows), k_max);
-  const std::int64_t widen = std::max(16 * k_max, kWidenFloats);
-  return std::max(pack, halves && max_rows > kBatchRows ? threads * widen : 0);
+  if (max_rows <= kBatchRows) return pack;
+  const std::int64_t prefill = kernels_for(isa).own_gemm ? gemm_panel_floats()
+                               : halves                  ? std::max(16 * k_max, kWidenFloats)
+                                                         : 0;
+  return std::max(pack, threads * prefill);
 }
 
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
@@ -562,12 +534,12 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
     if (M <= kBatchRows) {
       linear_rows(kernels, projections, x, xp, M, K, accumulate);
     } else {
-      // Prefill: large sgemms per thread and projection keep OpenBLAS's packing amortized.
+      // Prefill: one large share per thread and projection keeps the packing amortized.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      float* widen = scratch + t * widen_floats(K);
+      float* own = scratch + t * prefill_floats(kernels, K);
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(kernels, p, x, nullptr, M, K, n0, n1, widen, accumulate);
+        product(kernels, p, x, nullptr, M, K, n0, n1, own, accumulate);
       }
     }
   }
@@ -588,9 +560,11 @@ std::string blas_core() {
 namespace attn {
 
 std::string matmul_path(const Runtime& rt) {
-  return "OpenMP threads: single-threaded OpenBLAS sgemm on row halves (M > " +
-         std::to_string(kBatchRows) + "), own " + rt.isa +
-         " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
+  const std::string prefill = kernels_for(rt.isa).own_gemm
+                                  ? "own AVX-512 GEMM (8 x 48 tiles, weights packed per block)"
+                                  : "single-threaded OpenBLAS sgemm";
+  return "OpenMP threads: " + prefill + " on row halves (M > " + std::to_string(kBatchRows) +
+         "), own " + rt.isa + " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) + ": each weight read once for all rows)";
 }
 

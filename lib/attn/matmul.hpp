@@ -1,9 +1,10 @@
 #pragma once
 // Matrix products, threaded one way only: OpenMP threads split the output features. Prefill
-// (M > kBatchRows): each thread runs one single-threaded OpenBLAS sgemm on its half of the rows
-// of w. Decode (M <= kBatchRows): own kernels over 64-row blocks that threads take as they free
-// up, reading each weight once for all M rows. One thread pool means no hand-over between
-// OpenBLAS's spinning threads and ours.
+// (M > kBatchRows): each thread takes its half of the rows of w, on the own AVX-512 GEMM
+// (gemm.hpp) where the CPU has it, else on single-threaded OpenBLAS sgemm. Decode (M <=
+// kBatchRows): own kernels over 64-row blocks that threads take as they free up, reading each
+// weight once for all M rows. One thread pool means no hand-over between OpenBLAS's spinning
+// threads and ours.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,12 +27,13 @@ struct Projection {
 };
 
 // Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
-// go to OpenBLAS sgemm. Measured on the 8B layer's shapes (bench/batch_rows.cpp, one thread,
+// go to the prefill GEMM. Measured on the 8B layer's shapes (bench/batch_rows.cpp, one thread,
 // CPU time on a shared Zen 4): the batched kernel took 0.69x sgemm's time at 32 rows, 0.87x at
 // 48, 0.93x at 64. The issue asks for 2..32 rows; beyond, the gain shrinks into the noise.
 inline constexpr std::int64_t kBatchRows = 32;
 
-// Prefill widens BF16 and F16 weights into a buffer per thread, a block of widen_rows(K) rows
+// Without AVX-512, prefill widens BF16 and F16 weights into a buffer per thread (sgemm takes F32
+// only), a block of widen_rows(K) rows
 // (this many floats, or 16 rows if more) at a time: 4 MB. F32 goes in the same blocks (see
 // prefill_product). Single-threaded sgemm, M = 512, on Zen 4 (OpenBLAS Cooperlake): blocks of 512
 // rows of K = 4096 ran at 90 GFLOP/s against 88.5 for the whole 3584 rows, 256 rows at 87.4, 128
@@ -43,14 +45,15 @@ std::int64_t widen_rows(std::int64_t K);
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
-// on `threads` threads: the packed rows, and with BF16 or F16 weights (halves) the widening
-// buffers.
-std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves);
+// on `threads` threads with rt.isa's kernels ("": the best this CPU runs): the packed rows, and
+// the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers.
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
+                            const std::string& isa = "");
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// scratch: scratch_floats(M, K, rt.threads, halves) floats.
+// scratch: scratch_floats(M, K, rt.threads, halves, rt.isa) floats.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
 

@@ -94,8 +94,8 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
   parts.push_back({"attention or FFN activations", work});
   add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  add("packed rows and widened weight blocks",
-      {scratch_floats(r.max_rows, k_max, r.threads, any_halves(r.matrices)), kF32});
+  add("packed rows and prefill weight blocks",
+      {scratch_floats(r.max_rows, k_max, r.threads, any_halves(r.matrices), r.isa), kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   add("input", {r.batch, T, a.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), a.dim, kF32});

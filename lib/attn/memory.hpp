@@ -26,9 +26,12 @@ struct RunShape {
   bool dump = false;
   std::uint64_t attention_weights = 0;  // bytes of probabilities kept (--attention-weights)
   // The types the weight matrices are held in (a file's dtypes, or the drawn type); norms and
-  // biases are F32 always. A file mixing types is counted at the widest, and any BF16 or F16
-  // matrix brings the widening buffers.
+  // biases are F32 always. A file mixing types is counted at the widest, and without AVX-512
+  // any BF16 or F16 matrix brings the widening buffers.
   std::vector<WeightType> matrices = {WeightType::f32};
+  // The kernels' set (Runtime::isa; "": the best this CPU runs): with AVX-512, prefill packs
+  // weights into small panels instead of widening blocks.
+  std::string isa = {};
 };
 
 // The product of sizes from the user, in bytes; throws InputError naming `what` on a negative

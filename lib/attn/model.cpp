@@ -163,7 +163,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   act.scores = make_attention_scratch(m.cache, m.rt.threads);
   // The widest input of a product: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  act.pack = buffer(scratch_floats(max_rows, k_max, m.rt.threads, m.weights.halves), 1);
+  act.pack = buffer(scratch_floats(max_rows, k_max, m.rt.threads, m.weights.halves, m.rt.isa), 1);
   if (shard.size > 1) act.partial = buffer(max_rows, a.dim);
   return m;
 }

@@ -16,10 +16,10 @@ namespace attn {
 
 // Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so h1, h3 stay
 // at [rows, kFfnBlock] inside the buffer of attention's xq, xk, xv (for Llama-3-8B, 2 x 3072 =
-// 4096 + 2 x 1024: they fill it exactly). Since the products go to sgemm in blocks of widen_rows
-// (matmul.hpp) anyway, smaller FFN blocks repack x no more often. bench, prefill 512 of that
-// layer, F32, Zen 4, 2 threads, four alternating runs: blocks of 3072 169-180 GFLOP/s, 2048
-// 158-174, the previous 7168 (own h1, h3 buffers, 29 MB) 156-179.
+// 4096 + 2 x 1024: they fill it exactly). Since the products pack the weights in blocks anyway
+// (gemm.hpp; sgemm in blocks of widen_rows without AVX-512), smaller FFN blocks repack no more.
+// bench, prefill 512 of that layer, F32, Zen 4, 2 threads, four alternating runs: blocks of 3072
+// 169-180 GFLOP/s, 2048 158-174, the previous 7168 (own h1, h3 buffers, 29 MB) 156-179.
 inline constexpr std::int64_t kFfnBlock = 3072;
 
 // Activations for up to max_rows = bsz * seqlen rows, allocated once.
@@ -39,8 +39,8 @@ struct Activations {
   float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)
   float* h3() { return work.data() + h3_at; }  // [rows, block]: w3 x
   std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
-  std::vector<float> pack;     // x packed for the batched decode kernel, or prefill's widened
-                               // BF16/F16 weight blocks (scratch_floats)
+  std::vector<float> pack;     // x packed for the batched decode kernel, or prefill's weight
+                               // panels or widened BF16/F16 blocks (scratch_floats)
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
 
