@@ -28,8 +28,8 @@ struct Projection {
 
 // Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
 // go to the prefill GEMM. Measured on the 8B layer's shapes (bench/batch_rows.cpp, one thread,
-// CPU time on a shared Zen 4): the batched kernel took 0.69x sgemm's time at 32 rows, 0.87x at
-// 48, 0.93x at 64. The issue asks for 2..32 rows; beyond, the gain shrinks into the noise.
+// CPU time on a shared Zen 4): the batched kernel took 0.62x the AVX-512 GEMM's time at 16 rows,
+// 0.76x at 24, 0.87x at 32 (against OpenBLAS sgemm: 0.69x at 32, 0.87x at 48).
 inline constexpr std::int64_t kBatchRows = 32;
 
 // Without AVX-512, prefill widens BF16 and F16 weights into a buffer per thread (sgemm takes F32
