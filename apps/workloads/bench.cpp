@@ -284,6 +284,8 @@ long peak_rss_kb() {
 
 namespace {
 
+constexpr int kPrefillPasses = 3;
+
 // Pages in every weight and OpenBLAS's buffers; the cache is overwritten by the prefill.
 void warm_up(Transformer& m, const std::vector<float>& x, std::int64_t P, std::int64_t T,
              std::vector<float>& out) {
@@ -360,13 +362,23 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
     for (std::int64_t B : batches) r.batched.push_back({B, {}});
     for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
     warm_up(m, x, P, T, out);
-    const auto t0 = Clock::now();
-    const double reduced = m.allreduce_seconds;
-    forward(m, x.data(), 1, P, 0, out.data());
-    r.prefill_seconds = since(t0);
-    r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
     mats.push_back(weight_matrices(m));
   }
+  // The best of kPrefillPasses prefills per model, the models taking turns: one pass of a second
+  // or so on a shared machine varied by 20% between runs. Each pass writes the same cache rows.
+  for (int pass = 0; pass < kPrefillPasses; ++pass)
+    for (std::size_t k = 0; k < models.size(); ++k) {
+      Transformer& m = *models[k];
+      BenchResult& r = results[k];
+      const auto t0 = Clock::now();
+      const double reduced = m.allreduce_seconds;
+      forward(m, x.data(), 1, P, 0, out.data());
+      const double seconds = since(t0);
+      if (pass == 0 || seconds < r.prefill_seconds) {
+        r.prefill_seconds = seconds;
+        r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
+      }
+    }
   // Each round runs every model's round in turn, so all are compared in the same moments: the
   // machine's bandwidth drifts by tens of percent over minutes. The batched steps run at the
   // same position as batch 1's; the other sequences' cache rows before it are zeros, which
