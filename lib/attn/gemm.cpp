@@ -22,28 +22,30 @@ constexpr int kNV = 3;
 constexpr std::int64_t kNR = 16 * kNV;
 static_assert(kGemmNC % kNR == 0 && kGemmKC % 16 == 0);
 
+// The 64-bit halves interleaved: the low (high) pair of each 128-bit lane of a, then of b.
+ATTN_AVX512 inline __m512 pairs_lo(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(
+      _mm512_maskz_unpacklo_pd(__mmask8(0xFF), _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+ATTN_AVX512 inline __m512 pairs_hi(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(
+      _mm512_maskz_unpackhi_pd(__mmask8(0xFF), _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
 // r[i] holds row i's 16 values; afterwards r[k] holds column k's. The masked forms (maskz, all
 // lanes) avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
 ATTN_AVX512 inline void transpose16(__m512 r[16]) {
   const __mmask16 all = 0xFFFF;
-  auto lo = [](__m512 a, __m512 b) {
-    return _mm512_castpd_ps(
-        _mm512_maskz_unpacklo_pd(__mmask8(0xFF), _mm512_castps_pd(a), _mm512_castps_pd(b)));
-  };
-  auto hi = [](__m512 a, __m512 b) {
-    return _mm512_castpd_ps(
-        _mm512_maskz_unpackhi_pd(__mmask8(0xFF), _mm512_castps_pd(a), _mm512_castps_pd(b)));
-  };
   __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_maskz_unpacklo_ps(all, r[i], r[i + 1]);
     t[i + 1] = _mm512_maskz_unpackhi_ps(all, r[i], r[i + 1]);
   }
   for (int i = 0; i < 16; i += 4) {
-    r[i] = lo(t[i], t[i + 2]);
-    r[i + 1] = hi(t[i], t[i + 2]);
-    r[i + 2] = lo(t[i + 1], t[i + 3]);
-    r[i + 3] = hi(t[i + 1], t[i + 3]);
+    r[i] = pairs_lo(t[i], t[i + 2]);
+    r[i + 1] = pairs_hi(t[i], t[i + 2]);
+    r[i + 2] = pairs_lo(t[i + 1], t[i + 3]);
+    r[i + 3] = pairs_hi(t[i + 1], t[i + 3]);
   }
   for (int h = 0; h < 16; h += 8)
     for (int i = 0; i < 4; ++i) {
@@ -66,8 +68,10 @@ ATTN_AVX512 void pack_panel(const T* w, std::int64_t ldw, std::int64_t nr, std::
     for (int g = 0; g < kNV; ++g) {
       const std::int64_t rows = std::clamp<std::int64_t>(nr - 16 * g, 0, 16);
       __m512 r[16];
-      for (int i = 0; i < 16; ++i)
-        r[i] = i < rows ? widen16(w + (16 * g + i) * ldw + k) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) {
+        r[i] = _mm512_setzero_ps();
+        if (i < rows) widen16(r[i], w + (16 * g + i) * ldw + k);
+      }
       transpose16(r);
       for (int c = 0; c < 16; ++c) _mm512_storeu_ps(panel + (k + c) * kNR + 16 * g, r[c]);
     }

@@ -31,27 +31,27 @@ struct F16 {
 // 16 or 8 weights widened to F32 lanes: BF16 by a zero extension and a shift (GCC 12 splits
 // __builtin_convertvector of 16 halves into two 8-lane extensions and a merge), F16 by
 // vcvtph2ps. Not always_inline: ISA-neutral templates call them, and only code compiled for the
-// ISA inlines them. The masked forms (maskz) avoid GCC 12's -Wmaybe-uninitialized on the plain
-// intrinsics' undefined source.
+// ISA inlines them; by reference, so no vector crosses an ABI. The masked forms (maskz) avoid GCC
+// 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) inline __m512 widen16(const float* p) {
-  return _mm512_loadu_ps(p);
+__attribute__((target("avx512f"))) inline void widen16(__m512& v, const float* p) {
+  v = _mm512_loadu_ps(p);
 }
-__attribute__((target("avx512f"))) inline __m512 widen16(const Bf16* p) {
+__attribute__((target("avx512f"))) inline void widen16(__m512& v, const Bf16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   const __mmask16 all = 0xFFFF;
-  return __m512(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
+  v = __m512(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
 }
-__attribute__((target("avx512f"))) inline __m512 widen16(const F16* p) {
+__attribute__((target("avx512f"))) inline void widen16(__m512& v, const F16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h);
+  v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h);
 }
-__attribute__((target("avx2"))) inline __m256 widen8(const Bf16* p) {
+__attribute__((target("avx2"))) inline void widen8(__m256& v, const Bf16* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return __m256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  v = __m256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
-__attribute__((target("avx2,f16c"))) inline __m256 widen8(const F16* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+__attribute__((target("avx2,f16c"))) inline void widen8(__m256& v, const F16* p) {
+  v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 #endif
 

@@ -79,8 +79,8 @@ template <int W>
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
 #if defined(__x86_64__)
-  if constexpr (W == 16) return void(v = typename Vec<W>::type(widen16(p)));
-  if constexpr (W == 8) return void(v = typename Vec<W>::type(widen8(p)));
+  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
+  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
 #endif
   typename Halves<W>::type h;
   std::memcpy(&h, p, sizeof h);
@@ -94,8 +94,8 @@ template <int W>
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
 #if defined(__x86_64__)
-  if constexpr (W == 16) return void(v = typename Vec<W>::type(widen16(p)));
-  if constexpr (W == 8) return void(v = typename Vec<W>::type(widen8(p)));
+  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
+  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
 #endif
   using U = typename Bits<W>::type;
   using V = typename Vec<W>::type;
