@@ -89,8 +89,8 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
 
 TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and column chunks") {
   // Prefill (M > kBatchRows) on AVX-512 runs gemm.hpp: tiles of 8 rows of x (every remainder
-  // 1..7 below), panels of 48 features, blocks of 192 taken dynamically by the threads, column
-  // chunks of 256 transposed 16 at a time. Elsewhere, sgemm on each thread's half of n.
+  // 1..7 below), panels of 48 features and blocks of 192 (in each thread's half of n, rounded
+  // to 16), column chunks of 256 transposed 16 at a time. Elsewhere, sgemm on the same halves.
   REQUIRE(attn::kGemmNC == 192);
   REQUIRE(attn::kGemmKC == 256);
   const std::int64_t rows[] = {33, 36, 39, 40, 41, 64};

@@ -473,27 +473,31 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
       for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
 }
 
-// The weights are cut into blocks of `rows` rows that threads take as they finish, so a thread
-// slowed by the other core's neighbours does not hold up the call at the barrier. Decode: blocks
-// of kGemvRows; prefill on the own GEMM: its blocks of kGemmNC (scratch: the thread's panels).
+// Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
+// so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
 void linear_rows(const Kernels& kernels, std::span<const Projection> projections, const float* x,
-                 const float* xp, std::int64_t M, std::int64_t K, std::int64_t rows, float* scratch,
-                 bool accumulate) {
+                 const float* xp, std::int64_t M, std::int64_t K, bool accumulate) {
   std::int64_t blocks = 0;
-  for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
+  for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
 #pragma omp for schedule(dynamic, 1)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::int64_t i = b;
     for (const Projection& p : projections) {
-      const std::int64_t nb = (p.n + rows - 1) / rows;
+      const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(kernels, p, x, xp, M, K, i * rows, std::min(p.n, (i + 1) * rows), scratch,
+        product(kernels, p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
                 accumulate);
         break;
       }
       i -= nb;
     }
   }
+}
+
+// Floats of one thread's prefill scratch for inputs of K features: gemm_avx512's panels, or
+// widen_rows(K) rows to widen BF16 and F16 blocks into.
+std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
+  return kernels.own_gemm ? gemm_panel_floats() : widen_rows(K) * K;
 }
 
 }  // namespace
@@ -527,15 +531,14 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
   {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     if (M <= kBatchRows) {
-      linear_rows(kernels, projections, x, xp, M, K, kGemvRows, nullptr, accumulate);
-    } else if (kernels.own_gemm) {
-      float* own = scratch + t * gemm_panel_floats();
-      linear_rows(kernels, projections, x, nullptr, M, K, kGemmNC, own, accumulate);
+      linear_rows(kernels, projections, x, xp, M, K, accumulate);
     } else {
-      float* own = scratch + t * widen_rows(K) * K;
-      // OpenBLAS: one large sgemm share per thread and projection keeps its packing amortized.
+      // Prefill: one share per thread and projection, exactly half the rows. Blocks of 192
+      // taken dynamically left a thread waiting for the other's last block: best 200 against
+      // 207 GFLOP/s (bench/prefill_products.cpp, docs/prefill-gemm.md).
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* own = scratch + t * prefill_floats(kernels, K);
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
         product(kernels, p, x, nullptr, M, K, n0, n1, own, accumulate);
