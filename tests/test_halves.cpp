@@ -12,6 +12,7 @@
 
 #include "attn/matmul.hpp"
 #include "attn/model.hpp"
+#include "attn/parallel.hpp"
 #include "attn/rng.hpp"
 #include "attn/safetensors.hpp"
 #include "test_support.hpp"
@@ -205,14 +206,16 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
   }
 }
 
-TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and run alike") {
-  // The BF16 golden file with a 1-byte tensor in front: every BF16 tensor at an odd address.
-  const std::filesystem::path dir = test::golden_dir() / "bf16_llama_mqa_half";
-  std::ifstream in(dir / "weights.safetensors", std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+namespace {
+
+// The golden file `file` with a 1-byte tensor in front, written to `out`: every tensor at an odd
+// address.
+void write_shifted(const std::filesystem::path& file, const std::filesystem::path& out_path) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::uint64_t n = 0;
-  std::memcpy(&n, file.data(), 8);
-  nlohmann::ordered_json header = nlohmann::ordered_json::parse(file.substr(8, n));
+  std::memcpy(&n, bytes.data(), 8);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
   for (auto& [name, info] : header.items())
     if (name != "__metadata__")
       for (auto& o : info["data_offsets"]) o = o.get<std::uint64_t>() + 1;
@@ -220,12 +223,18 @@ TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and r
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
   const std::uint64_t len = h.size();
+  std::ofstream out(out_path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << h << '\0' << bytes.substr(8 + n);
+}
+
+}  // namespace
+
+TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and run alike") {
+  const std::filesystem::path dir = test::golden_dir() / "bf16_llama_mqa_half";
   test::TempDir tmp;
   const std::filesystem::path shifted = tmp.path / "shifted.safetensors";
-  std::ofstream out(shifted, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << h << '\0' << file.substr(8 + n);
-  out.close();
+  write_shifted(dir / "weights.safetensors", shifted);
 
   attn::ModelArgs a = attn::load_config(dir / "config.json");
   const attn::TransformerWeights moved = attn::load_weights(a, shifted);
@@ -240,4 +249,48 @@ TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and r
   const attn::RunOutputs oa = attn::run(ma, x, opts, [](const attn::Event&) {});
   CHECK(same_bits(om.decode_output.data(), oa.decode_output.data(),
                   std::int64_t(oa.decode_output.size())));
+}
+
+TEST_CASE(
+    "halves: a rank's block of a misaligned F16 matrix is copied in F16, element for element") {
+  // Model parallel over 2 ranks: rows of wq/wk/wv/w1/w3, columns of wo/w2. Each rank holds only
+  // its block, at 2 bytes an element as the memory estimate counts it (it was widened to F32).
+  const std::filesystem::path dir = test::golden_dir() / "f16_llama_gqa_interleaved";
+  test::TempDir tmp;
+  const std::filesystem::path shifted = tmp.path / "shifted.safetensors";
+  write_shifted(dir / "weights.safetensors", shifted);
+  attn::ModelArgs a = attn::load_config(dir / "config.json");
+  a.model_parallel_size = 2;
+  REQUIRE(a.n_kv_heads % 2 == 0);
+  for (int r = 0; r < 2; ++r) {
+    const attn::Shard shard{r, 2};
+    const attn::ModelArgs l = attn::local_args(a, shard);
+    const attn::TransformerWeights moved = attn::load_weights(a, shifted, shard);
+    const attn::TransformerWeights aligned =
+        attn::load_weights(a, dir / "weights.safetensors", shard);
+    const std::int64_t q = l.n_heads * l.head_dim(), kv = l.n_kv_heads * l.head_dim();
+    const std::int64_t hidden = l.ffn_hidden(), dim = a.dim;
+    CHECK(moved.owned_halves.size() == std::size_t(7 * a.n_layers));
+    for (std::size_t layer = 0; layer < moved.layers.size(); ++layer) {
+      const attn::LayerWeights& m = moved.layers[layer];
+      const attn::LayerWeights& w = aligned.layers[layer];
+      const struct {
+        const attn::Matrix &got, &want;
+        std::int64_t rows, cols;
+      } mats[] = {{m.wq, w.wq, q, dim},     {m.wk, w.wk, kv, dim},     {m.wv, w.wv, kv, dim},
+                  {m.wo, w.wo, dim, q},     {m.w1, w.w1, hidden, dim}, {m.w3, w.w3, hidden, dim},
+                  {m.w2, w.w2, dim, hidden}};
+      for (const auto& t : mats) {
+        CAPTURE(r);
+        CAPTURE(layer);
+        CHECK(t.got.type == attn::WeightType::f16);
+        std::int64_t differ = 0;
+        for (std::int64_t i = 0; i < t.rows; ++i)
+          for (std::int64_t j = 0; j < t.cols; ++j)
+            differ +=
+                attn::element(t.got.row(i, t.cols), j) != attn::element(t.want.row(i, t.cols), j);
+        CHECK(differ == 0);
+      }
+    }
+  }
 }

@@ -107,9 +107,10 @@ WeightType weight_type_of(Dtype d) {
 }
 
 // A matrix (or a rank's block of one, spec.full) as the file stores it: a view of the mapping,
-// a rank's columns strided (ld: the whole row). Misaligned, a whole BF16/F16 matrix is copied
-// once as it is, anything else goes through f32_view (which also refuses dtypes other than F32,
-// BF16 and F16, naming file and tensor).
+// a rank's columns strided (ld: the whole row). Misaligned, a BF16/F16 matrix (or the rank's
+// block of it, dense) is copied once as it is, in the bytes the memory estimate counts; anything
+// else goes through f32_view (which also refuses dtypes other than F32, BF16 and F16, naming file
+// and tensor).
 Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
                    TransformerWeights& w) {
   const TensorInfo& t = file.info(name);
@@ -121,10 +122,13 @@ Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const T
     const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
     return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
   }
-  if (!known || type == WeightType::f32 || !s.full.empty())
-    return {f32_view(file, name, s, w), WeightType::f32};
-  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(t.numel()));
-  std::memcpy(copy.data(), src, copy.size() * sizeof(std::uint16_t));
+  if (!known || type == WeightType::f32) return {f32_view(file, name, s, w), WeightType::f32};
+  const std::int64_t rows = s.shape[0], cols = s.shape[1];  // [rows, cols]: the rank's block
+  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t first = s.full.empty() ? r * cols : index_in_full(s, r, 0);
+    std::memcpy(copy.data() + r * cols, src + first * 2, std::size_t(cols) * 2);
+  }
   return {copy.data(), type};
 }
 
