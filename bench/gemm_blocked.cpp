@@ -35,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "fma_peak.hpp"
+
 extern "C" {
 void openblas_set_num_threads(int);
 char* openblas_get_corename(void);
@@ -73,41 +75,6 @@ void fill(float* p, size_t n, uint64_t seed) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     p[i] = float(double(s >> 40) / double(1ULL << 24) * 2 - 1);
   }
-}
-
-// ---- FMA peak: 12 independent zmm FMA chains per thread
-double fma_loop(long iters) {
-  __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  __m512 c[12];
-  for (int i = 0; i < 12; ++i) c[i] = _mm512_set1_ps(1.0f + 0.01f * i);
-  __m512 c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6], c7 = c[7],
-         c8 = c[8], c9 = c[9], c10 = c[10], c11 = c[11];
-  for (long i = 0; i < iters; ++i) {
-    c0 = _mm512_fmadd_ps(c0, a, b), c1 = _mm512_fmadd_ps(c1, a, b), c2 = _mm512_fmadd_ps(c2, a, b);
-    c3 = _mm512_fmadd_ps(c3, a, b), c4 = _mm512_fmadd_ps(c4, a, b), c5 = _mm512_fmadd_ps(c5, a, b);
-    c6 = _mm512_fmadd_ps(c6, a, b), c7 = _mm512_fmadd_ps(c7, a, b), c8 = _mm512_fmadd_ps(c8, a, b);
-    c9 = _mm512_fmadd_ps(c9, a, b), c10 = _mm512_fmadd_ps(c10, a, b),
-    c11 = _mm512_fmadd_ps(c11, a, b);
-    __asm__ volatile(""
-                     : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6),
-                       "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
-  }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                           _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
-  return _mm512_reduce_add_ps(s);
-}
-double fma_peak2(int tries) {  // best of tries, 2 threads, GFLOP/s = 2*16*fmas/time
-  const long iters = 20'000'000;
-  double best = 0, sink = 0;
-  for (int r = 0; r < tries; ++r) {
-    double t0 = now_s();
-#pragma omp parallel num_threads(2) reduction(+ : sink)
-    sink += fma_loop(iters);
-    best = std::max(best, 2.0 * iters * 12 * 16 * 2 / (now_s() - t0) * 1e-9);
-  }
-  if (sink == 1.2345) std::puts("");
-  return best;
 }
 
 struct Shape {
@@ -361,7 +328,7 @@ int main(int argc, char** argv) {
   int noisy = 0, samples = 0;
   for (auto& c : cands)
     for (auto& s : shapes) c.run(s, X, C);  // warm-up
-  peaks.push_back(fma_peak2(5));
+  peaks.push_back(fma_peak<true>(2, 5, 20'000'000));
   for (int r = 0; r < reps; ++r) {
     for (size_t si = 0; si < ns; ++si)
       for (size_t ci = 0; ci < nc; ++ci) {
@@ -381,7 +348,7 @@ int main(int argc, char** argv) {
           }
         }
       }
-    peaks.push_back(fma_peak2(3));
+    peaks.push_back(fma_peak<true>(2, 3, 20'000'000));
     std::printf("rep %d/%d done\n", r + 1, reps);
     std::fflush(stdout);
   }

@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "fma_peak.hpp"
 #include "gemm_avx512.hpp"
 
 extern "C" {
@@ -117,93 +118,6 @@ void transpose(const float* src, float* dst, int N, int K) {
       for (int n = n0; n < std::min(N, n0 + T); ++n)
         for (int k = k0; k < std::min(K, k0 + T); ++k)
           dst[static_cast<std::size_t>(k) * N + n] = src[static_cast<std::size_t>(n) * K + k];
-}
-
-// ---------------------------------------------------------------- FMA peak
-template <bool Avx512>
-double fma_loop(long iters) {
-#if !defined(__AVX512F__)
-  if constexpr (Avx512)
-    return 0;  // built without AVX-512
-  else
-#endif
-    // 12 independent FMA chains (> latency 4 x throughput 2 for ymm; x1 for zmm).
-    if constexpr (Avx512) {
-      __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-      // distinct start values + the asm barrier keep the compiler from merging chains
-      __m512 c0 = _mm512_set1_ps(1.00f), c1 = _mm512_set1_ps(1.01f), c2 = _mm512_set1_ps(1.02f),
-             c3 = _mm512_set1_ps(1.03f), c4 = _mm512_set1_ps(1.04f), c5 = _mm512_set1_ps(1.05f),
-             c6 = _mm512_set1_ps(1.06f), c7 = _mm512_set1_ps(1.07f), c8 = _mm512_set1_ps(1.08f),
-             c9 = _mm512_set1_ps(1.09f), c10 = _mm512_set1_ps(1.10f), c11 = _mm512_set1_ps(1.11f);
-      for (long i = 0; i < iters; ++i) {
-        c0 = _mm512_fmadd_ps(c0, a, b);
-        c1 = _mm512_fmadd_ps(c1, a, b);
-        c2 = _mm512_fmadd_ps(c2, a, b);
-        c3 = _mm512_fmadd_ps(c3, a, b);
-        c4 = _mm512_fmadd_ps(c4, a, b);
-        c5 = _mm512_fmadd_ps(c5, a, b);
-        c6 = _mm512_fmadd_ps(c6, a, b);
-        c7 = _mm512_fmadd_ps(c7, a, b);
-        c8 = _mm512_fmadd_ps(c8, a, b);
-        c9 = _mm512_fmadd_ps(c9, a, b);
-        c10 = _mm512_fmadd_ps(c10, a, b);
-        c11 = _mm512_fmadd_ps(c11, a, b);
-        __asm__ volatile(""
-                         : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6),
-                           "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
-      }
-      __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                               _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-      s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
-      return _mm512_reduce_add_ps(s);
-    } else {
-      __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-      // distinct start values + the asm barrier keep the compiler from merging chains
-      __m256 c0 = _mm256_set1_ps(1.00f), c1 = _mm256_set1_ps(1.01f), c2 = _mm256_set1_ps(1.02f),
-             c3 = _mm256_set1_ps(1.03f), c4 = _mm256_set1_ps(1.04f), c5 = _mm256_set1_ps(1.05f),
-             c6 = _mm256_set1_ps(1.06f), c7 = _mm256_set1_ps(1.07f), c8 = _mm256_set1_ps(1.08f),
-             c9 = _mm256_set1_ps(1.09f), c10 = _mm256_set1_ps(1.10f), c11 = _mm256_set1_ps(1.11f);
-      for (long i = 0; i < iters; ++i) {
-        c0 = _mm256_fmadd_ps(c0, a, b);
-        c1 = _mm256_fmadd_ps(c1, a, b);
-        c2 = _mm256_fmadd_ps(c2, a, b);
-        c3 = _mm256_fmadd_ps(c3, a, b);
-        c4 = _mm256_fmadd_ps(c4, a, b);
-        c5 = _mm256_fmadd_ps(c5, a, b);
-        c6 = _mm256_fmadd_ps(c6, a, b);
-        c7 = _mm256_fmadd_ps(c7, a, b);
-        c8 = _mm256_fmadd_ps(c8, a, b);
-        c9 = _mm256_fmadd_ps(c9, a, b);
-        c10 = _mm256_fmadd_ps(c10, a, b);
-        c11 = _mm256_fmadd_ps(c11, a, b);
-        __asm__ volatile(""
-                         : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6),
-                           "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
-      }
-      __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                               _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
-      s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
-      alignas(32) float t[8];
-      _mm256_store_ps(t, s);
-      return t[0] + t[7];
-    }
-}
-
-// Returns GFLOP/s (2 flops per lane per FMA) summed over `threads` threads, best of reps.
-template <bool Avx512>
-double fma_peak(int threads, int reps = 15) {
-  const long iters = 10'000'000;  // ~20-40 ms per try; best of many tries (shared machine)
-  const double lanes = Avx512 ? 16 : 8;
-  double best = 0, sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now_s();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += fma_loop<Avx512>(iters);
-    double t = now_s() - t0;
-    best = std::max(best, threads * iters * 12.0 * lanes * 2.0 / t * 1e-9);
-  }
-  if (sink == 12345.0) std::puts("");
-  return best;
 }
 
 // ---------------------------------------------------------------- problem data

@@ -143,11 +143,6 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* x, std::i
 
 }  // namespace
 
-bool gemm_avx512_supported() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-
 void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t M, std::int64_t K,
                  float* out, std::int64_t ldo, std::int64_t n, bool accumulate, float* panel) {
   if (K == 0 && !accumulate)
@@ -166,10 +161,6 @@ void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t
 }
 
 #else
-
-bool gemm_avx512_supported() {
-  return false;
-}
 
 void gemm_avx512(const Matrix&, std::int64_t, const float*, std::int64_t, std::int64_t, float*,
                  std::int64_t, std::int64_t, bool, float*) {

@@ -22,11 +22,10 @@ inline constexpr std::int64_t gemm_panel_floats() {
   return kGemmKC * kGemmNC;
 }
 
-// Whether this CPU runs gemm_avx512 (AVX-512F).
-bool gemm_avx512_supported();
-
 // out[m * ldo + j] (=|+=) sum_k x[m * K + k] * w[j * ldw + k] for m < M, j < n. accumulate:
 // out += product, else out = product. panel: gemm_panel_floats() floats of the calling thread.
+// Only for CPUs with AVX-512F: matmul.cpp calls it from its avx512 kernel set, which
+// supported_kernels() offers only there.
 void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t M, std::int64_t K,
                  float* out, std::int64_t ldo, std::int64_t n, bool accumulate, float* panel);
 
