@@ -5,6 +5,7 @@
 // golden and matmul tests.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -146,6 +147,56 @@ TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, ro
           }
       }
     }
+}
+
+TEST_CASE("halves: the gemv at and around its column blocks and row groups, bit for bit") {
+  // One row of x (decode, batch 1): blocks of 2W columns (W = 16, 8, 4 by kernel set), the last
+  // one short or whole; 8-row (AVX-512) or 4-row groups and single rows; strided rows. BF16
+  // splits each block into even and odd columns, F32 and F16 into halves: all must sum the
+  // same chains in the same order. F32 itself against a double loop.
+  std::vector<std::int64_t> ks;
+  for (std::int64_t k : {4, 8, 16, 32, 64})
+    for (std::int64_t d : {-1, 0, 1}) ks.push_back(k + d);
+  ks.insert(ks.end(), {1, 2, 100, 4500});
+  for (std::int64_t n : {1, 3, 4, 5, 8, 9, 19})
+    for (std::int64_t K : ks)
+      for (std::int64_t pad : {0, 3}) {
+        const std::int64_t ldw = K + pad;
+        std::vector<float> x(static_cast<std::size_t>(K));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(23, 1, i));
+        for (attn::WeightType type : {attn::WeightType::bf16, attn::WeightType::f16}) {
+          const HalfWeights w = draw_halves(type, std::size_t(n * ldw), std::uint64_t(n * K));
+          std::vector<double> ref(static_cast<std::size_t>(n)), mag = ref;  // sum of |w x|
+          for (std::int64_t j = 0; j < n; ++j)
+            for (std::int64_t k = 0; k < K; ++k) {
+              const double p = double(w.f32[std::size_t(j * ldw + k)]) * x[std::size_t(k)];
+              ref[std::size_t(j)] += p;
+              mag[std::size_t(j)] += std::fabs(p);
+            }
+          for (const std::string& isa : attn::matmul_isas())
+            for (int threads : {1, 2}) {
+              const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
+              std::vector<float> scratch(
+                  std::size_t(attn::scratch_floats(1, K, threads, /*halves=*/true, isa)));
+              std::vector<float> got(static_cast<std::size_t>(n)), want = got;
+              const attn::Projection ph{got.data(), {w.bits.data(), type, ldw}, nullptr, n};
+              const attn::Projection pf{
+                  want.data(), {w.f32.data(), attn::WeightType::f32, ldw}, nullptr, n};
+              attn::linear(rt, {&ph, 1}, x.data(), 1, K, scratch.data());
+              attn::linear(rt, {&pf, 1}, x.data(), 1, K, scratch.data());
+              CAPTURE(attn::weight_type_name(type));
+              CAPTURE(isa);
+              CAPTURE(threads);
+              CAPTURE(n);
+              CAPTURE(K);
+              CAPTURE(ldw);
+              CHECK(bit_differences(got.data(), want.data(), n) == 0);
+              for (std::int64_t j = 0; j < n; ++j)
+                CHECK(std::fabs(want[std::size_t(j)] - ref[std::size_t(j)]) <=
+                      1e-6 * mag[std::size_t(j)]);
+            }
+        }
+      }
 }
 
 TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 widening of it") {

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attn/gemm.hpp"
@@ -139,45 +141,137 @@ template <int W>
   for (int l = 0; l < W; ++l) a[l] = std::fma(b[l], c[l], a[l]);  // the generic kernels
 }
 
-// y[r] (=|+=) w[r] . x for R rows of length K: one W-lane accumulator per row, R independent
-// FMA chains (8 rows hide the FMA latency and keep 8 streams of weights in flight while x stays
-// in L1). The lanes are summed in a fixed order, so a BF16 or F16 row gives the bits of its
-// F32-widened row.
-template <int W, int R, typename T>
-[[gnu::always_inline]] inline void dot_rows(const T* w, std::int64_t ldw, const float* x,
-                                            std::int64_t K, float* y, bool accumulate) {
-  using V = typename Vec<W>::type;
-  V a[R];
-  for (int r = 0; r < R; ++r) a[r] = V{};
-  const Stream stream{0, K, R};
-  std::int64_t k = 0;
-#pragma GCC unroll 2
-  for (; k + W <= K; k += W) {
-    V xv;
-    load<W>(xv, x + k);
-    const std::int64_t ahead = stream.ahead<T>(k, ldw);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      V wv;
-      load_w<W>(wv, w + r * ldw + k);
-      prefetch_at(w + r * ldw + k, ahead);
-      fmadd<W>(a[r], wv, xv);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float s = 0;
-    for (int l = 0; l < W; ++l) s += a[r][l];
-    for (std::int64_t j = k; j < K; ++j) s = std::fma(to_f32(w[r * ldw + j]), x[j], s);
-    y[r] = (accumulate ? y[r] : 0.0f) + s;
+// The gemv reads each row in blocks of 2W columns into two accumulators: every residue of k mod
+// 2W has its own FMA chain, in k order. F32 and F16 put columns 0..W-1 of a block in the first
+// accumulator and W..2W-1 in the second; BF16 puts the even columns in the first and the odd ones
+// in the second, as one load of 2W halves splits them with a shift and a mask (against two
+// widening loads and two shifts: 11% more bandwidth on one Zen 4 core, where the widening, not
+// memory, held BF16 back), and reads x deinterleaved the same way (xd). The chains are summed in
+// residue order, so every type gives the bits of the F32 gemv on its widened weights.
+template <typename T>
+inline constexpr bool kEvenOdd = std::is_same_v<T, Bf16>;
+
+// 2W weights from p as two W-lane vectors, in the order above.
+template <int W, typename T>
+[[gnu::always_inline]] inline void load_pair(typename Vec<W>::type& lo, typename Vec<W>::type& hi,
+                                             const T* p) {
+  if constexpr (kEvenOdd<T>) {
+    typename Bits<W>::type b;  // lane l: half 2l in the low 16 bits, half 2l + 1 in the high
+    std::memcpy(&b, p, sizeof b);
+    const typename Bits<W>::type even = b << 16, odd = b & 0xFFFF0000u;
+    std::memcpy(&lo, &even, sizeof lo);
+    std::memcpy(&hi, &odd, sizeof hi);
+  } else {
+#if defined(__x86_64__)
+    if constexpr (W == 16 && std::is_same_v<T, F16>)
+      return widen32(reinterpret_cast<__m512&>(lo), reinterpret_cast<__m512&>(hi), p);
+#endif
+    load_w<W>(lo, p);
+    load_w<W>(hi, p + W);
   }
 }
 
+// x [K] deinterleaved for BF16 rows: in each block of 2W, the even columns, then the odd ones.
+void deinterleave(const float* x, std::int64_t K, int W, float* xd) {
+  for (std::int64_t b = 0; b + 2 * W <= K; b += 2 * W)
+    for (int l = 0; l < W; ++l) {
+      xd[b + l] = x[b + 2 * l];
+      xd[b + W + l] = x[b + 2 * l + 1];
+    }
+}
+
+// Where column c of a block of 2W lies among the two accumulators' 2W lanes.
 template <int W, typename T>
-[[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x, float* y,
-                                             std::int64_t n, std::int64_t K, bool accumulate) {
+constexpr int lane(std::int64_t c) {
+  return kEvenOdd<T> ? int(c % 2) * W + int(c / 2) : int(c);
+}
+
+// v's lanes summed as a tree: lanes i and i + N/2, halving until one is left.
+template <typename V, int... I>
+[[gnu::always_inline]] inline float sum_tree(const V& v, std::integer_sequence<int, I...>) {
+  constexpr int half = sizeof...(I);
+  if constexpr (half == 1) {
+    return v[0] + v[1];
+  } else {
+    const auto h =
+        __builtin_shufflevector(v, v, I...) + __builtin_shufflevector(v, v, (I + half)...);
+    return sum_tree(h, std::make_integer_sequence<int, half / 2>());
+  }
+}
+
+// The 2W chains summed in one order for every type: chains 2i and 2i + 1 first, then those W
+// sums as a tree (a row's sum waits on 5 adds, not 31), in vector registers.
+template <int W, typename T, int... I>
+[[gnu::always_inline]] inline float sum_chains(const typename Vec<W>::type& lo,
+                                               const typename Vec<W>::type& hi,
+                                               std::integer_sequence<int, I...>) {
+  typename Vec<W>::type t;
+  if constexpr (kEvenOdd<T>)
+    t = lo + hi;
+  else
+    t = __builtin_shufflevector(lo, hi, (2 * I)...) +
+        __builtin_shufflevector(lo, hi, (2 * I + 1)...);
+  return sum_tree(t, std::make_integer_sequence<int, W / 2>());
+}
+
+// y[r] (=|+=) w[r] . x for R rows of length K: R rows' chains side by side (8 rows hide the FMA
+// latency and keep 8 streams of weights in flight while x stays in L1).
+template <int W, int R, typename T>
+[[gnu::always_inline]] inline void dot_rows(const T* w, std::int64_t ldw, const float* x,
+                                            const float* xd, std::int64_t K, float* y,
+                                            bool accumulate) {
+  using V = typename Vec<W>::type;
+  constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));  // weights per cache line
+  V lo[R], hi[R];
+  for (int r = 0; r < R; ++r) lo[r] = hi[r] = V{};
+  const float* xs = kEvenOdd<T> ? xd : x;
+  const Stream stream{0, K, R};
+  std::int64_t k = 0;
+  for (; k + 2 * W <= K; k += 2 * W) {
+    V x0, x1;
+    load<W>(x0, xs + k);
+    load<W>(x1, xs + k + W);
+    const std::int64_t ahead = stream.ahead<T>(k, ldw);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      V w0, w1;
+      load_pair<W>(w0, w1, w + r * ldw + k);
+#pragma GCC unroll 2
+      for (std::int64_t i = 0; i < 2 * W; i += kLine) prefetch_at(w + r * ldw + k + i, ahead);
+      fmadd<W>(lo[r], w0, x0);
+      fmadd<W>(hi[r], w1, x1);
+    }
+  }
+  if (k < K) {  // the last K - k < 2W columns as one more block, zero-padded
+    alignas(64) float xt[2 * W] = {};
+    for (std::int64_t j = k; j < K; ++j) xt[lane<W, T>(j - k)] = x[j];
+    V x0, x1;
+    load<W>(x0, xt);
+    load<W>(x1, xt + W);
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float wt[2 * W] = {};
+      for (std::int64_t j = k; j < K; ++j) wt[lane<W, T>(j - k)] = to_f32(w[r * ldw + j]);
+      V w0, w1;
+      load<W>(w0, wt);
+      load<W>(w1, wt + W);
+      fmadd<W>(lo[r], w0, x0);  // a padded lane adds 0 x 0: its chain keeps its bits
+      fmadd<W>(hi[r], w1, x1);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    y[r] = (accumulate ? y[r] : 0.0f) +
+           sum_chains<W, T>(lo[r], hi[r], std::make_integer_sequence<int, W>());
+}
+
+// R: rows at a time; 2R accumulators and four vectors must fit the register file (32 zmm, 16 ymm).
+template <int W, typename T>
+[[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x,
+                                             const float* xd, float* y, std::int64_t n,
+                                             std::int64_t K, bool accumulate) {
+  constexpr int R = W == 16 ? 8 : 4;
   std::int64_t r = 0;
-  for (; r + 8 <= n; r += 8) dot_rows<W, 8>(w + r * ldw, ldw, x, K, y + r, accumulate);
-  for (; r < n; ++r) dot_rows<W, 1>(w + r * ldw, ldw, x, K, y + r, accumulate);
+  for (; r + R <= n; r += R) dot_rows<W, R>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
+  for (; r < n; ++r) dot_rows<W, 1>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
 }
 
 // rows x K weights (ldw apart) widened into out [rows, K]: a block of a BF16 or F16 matrix
@@ -315,6 +409,12 @@ template <int W, int R, int C, typename T>
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
 }
 
+bool any_bf16(std::span<const Projection> projections) {
+  for (const Projection& p : projections)
+    if (p.w.type == WeightType::bf16) return true;
+  return false;
+}
+
 // x [M, K] packed as [K / kPack, M, kPack] (whole blocks only) into a buffer of the calling
 // thread, which grows to the largest product once and is reused: no allocation per step.
 const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
@@ -325,8 +425,8 @@ const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* ou
   return out;
 }
 
-using GemvFn = void (*)(const void*, std::int64_t, const float*, float*, std::int64_t, std::int64_t,
-                        bool);
+using GemvFn = void (*)(const void*, std::int64_t, const float*, const float*, float*, std::int64_t,
+                        std::int64_t, bool);
 using BatchFn = void (*)(const void*, std::int64_t, const float*, const float*, std::int64_t,
                          std::int64_t, float*, std::int64_t, std::int64_t, bool);
 using WidenFn = void (*)(const void*, std::int64_t, std::int64_t, std::int64_t, float*);
@@ -340,6 +440,7 @@ struct TypedKernels {
 
 struct Kernels {
   const char* isa;
+  int lanes;           // W: floats per vector
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
   bool own_gemm;       // prefill on gemm_avx512, else on OpenBLAS sgemm
 };
@@ -356,9 +457,9 @@ struct Kernels {
 // the same bits, as each accumulator sums the same products in the same order either way.
 #define ATTN_TYPED_KERNELS(name, target, W, R, C, R8, T)                                          \
   target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
-                                             float* y, std::int64_t n, std::int64_t K,            \
-                                             bool accumulate) {                                   \
-    gemv_rows<W>(static_cast<const T*>(w), ldw, x, y, n, K, accumulate);                          \
+                                             const float* xd, float* y, std::int64_t n,           \
+                                             std::int64_t K, bool accumulate) {                   \
+    gemv_rows<W>(static_cast<const T*>(w), ldw, x, xd, y, n, K, accumulate);                      \
   }                                                                                               \
   target ATTN_FLATTEN void batch_##name##_##T(                                                    \
       const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,           \
@@ -379,6 +480,7 @@ struct Kernels {
   ATTN_TYPED_KERNELS(name, target, W, R, C, R8, F16)                      \
   constexpr Kernels k_##name = {                                          \
       #name,                                                              \
+      W,                                                                  \
       {{gemv_##name##_float, batch_##name##_float, widen_##name##_float}, \
        {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},    \
        {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},      \
@@ -463,7 +565,7 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
   // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
   if (M == 1)
-    k.gemv(w, ldw, x, p.out + n0, n, K, accumulate);
+    k.gemv(w, ldw, x, xp, p.out + n0, n, K, accumulate);
   else if (M <= kBatchRows)
     k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   else
@@ -507,7 +609,7 @@ std::int64_t widen_rows(std::int64_t K) {
 }
 
 std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
-  return M * (K / kPack) * kPack;
+  return M == 1 ? K : M * (K / kPack) * kPack;  // 1: x deinterleaved (deinterleave)
 }
 
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
@@ -527,7 +629,13 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const Kernels& kernels = kernels_for(rt.isa);
-  const float* xp = M >= 2 && M <= kBatchRows ? pack_rows(x, M, K, scratch) : nullptr;
+  // xp: x packed for the batched kernel, or deinterleaved for BF16 rows in the gemv.
+  const float* xp = nullptr;
+  if (M >= 2 && M <= kBatchRows) xp = pack_rows(x, M, K, scratch);
+  if (M == 1 && any_bf16(projections)) {
+    deinterleave(x, K, kernels.lanes, scratch);
+    xp = scratch;
+  }
   // Waking a second thread costs microseconds, more than a small product takes.
 #pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
   {
