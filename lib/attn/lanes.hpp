@@ -3,7 +3,6 @@
 // or F16, widened to F32 where they are loaded. Widening is exact (matrix.hpp), so a kernel
 // over BF16 weights gives the bits of the same kernel over their F32 widening.
 #include <cstdint>
-#include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -46,16 +45,6 @@ __attribute__((target("avx512f"))) inline void widen16(__m512& v, const Bf16* p)
 __attribute__((target("avx512f"))) inline void widen16(__m512& v, const F16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h);
-}
-// 32 F16 weights as two 16-lane vectors, from one 64-byte load (two loads of 32 bytes each
-// converted ran 2-4% slower on one Zen 4 core streaming from memory).
-__attribute__((target("avx512f"))) inline void widen32(__m512& lo, __m512& hi, const F16* p) {
-  typedef long long v8 __attribute__((vector_size(64)));
-  v8 h;
-  std::memcpy(&h, p, sizeof h);
-  const __mmask16 all = 0xFFFF;
-  lo = _mm512_maskz_cvtph_ps(all, __m256i(__builtin_shufflevector(h, h, 0, 1, 2, 3)));
-  hi = _mm512_maskz_cvtph_ps(all, __m256i(__builtin_shufflevector(h, h, 4, 5, 6, 7)));
 }
 __attribute__((target("avx2"))) inline void widen8(__m256& v, const Bf16* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));

@@ -141,54 +141,59 @@ template <int W>
   for (int l = 0; l < W; ++l) a[l] = std::fma(b[l], c[l], a[l]);  // the generic kernels
 }
 
-// The gemv reads each row in blocks of 2W columns into two accumulators: every residue of k mod
-// 2W has its own FMA chain, in k order. F32 and F16 put columns 0..W-1 of a block in the first
-// accumulator and W..2W-1 in the second; BF16 puts the even columns in the first and the odd ones
-// in the second, as one load of 2W halves splits them with a shift and a mask (against two
-// widening loads and two shifts: 11% more bandwidth on one Zen 4 core, where the widening, not
-// memory, held BF16 back), and reads x deinterleaved the same way (xd). The chains are summed in
-// residue order, so every type gives the bits of the F32 gemv on its widened weights.
+// The gemv reads each row in blocks of B columns (16 with AVX-512 or AVX2, 8 without), so every
+// residue of k mod B has its own FMA chain, in k order, and sums the B chains in one order
+// whatever the type: a BF16 or F16 row gives the bits of its F32-widened row. The chains sit in
+// A accumulators of V lanes per row (V x A = B):
+// - F32 with AVX-512: one zmm, lane c holding chain c;
+// - otherwise two vectors. F32 and F16 put columns 0..V-1 of a block in the first and V..2V-1
+//   in the second. BF16 puts the even columns in the first and the odd ones in the second: one
+//   load of 2V halves splits into them with a shift and a mask (against two widening loads and
+//   two shifts: 11% more bandwidth on one Zen 4 core, where the widening, not memory, held BF16
+//   back), and x is read deinterleaved the same way (xd).
+// Under AVX-512, BF16 and F16 still run in ymm registers (B = 16): on one Zen 4 core streaming
+// the 8B layer's products, F16 9% and BF16 2% faster than in zmm with B = 32.
+template <int W, typename T>
+inline constexpr int kGemvLanes = W == 16 && sizeof(T) == 2 ? 8 : W;  // V
+template <int W, typename T>
+inline constexpr int kGemvAccs = W == 16 && sizeof(T) == 4 ? 1 : 2;  // A
 template <typename T>
 inline constexpr bool kEvenOdd = std::is_same_v<T, Bf16>;
 
-// 2W weights from p as two W-lane vectors, in the order above.
-template <int W, typename T>
-[[gnu::always_inline]] inline void load_pair(typename Vec<W>::type& lo, typename Vec<W>::type& hi,
+// 2V weights from p as two V-lane vectors, in the order above.
+template <int V, typename T>
+[[gnu::always_inline]] inline void load_pair(typename Vec<V>::type& lo, typename Vec<V>::type& hi,
                                              const T* p) {
   if constexpr (kEvenOdd<T>) {
-    typename Bits<W>::type b;  // lane l: half 2l in the low 16 bits, half 2l + 1 in the high
+    typename Bits<V>::type b;  // lane l: half 2l in the low 16 bits, half 2l + 1 in the high
     std::memcpy(&b, p, sizeof b);
-    const typename Bits<W>::type even = b << 16, odd = b & 0xFFFF0000u;
+    const typename Bits<V>::type even = b << 16, odd = b & 0xFFFF0000u;
     std::memcpy(&lo, &even, sizeof lo);
     std::memcpy(&hi, &odd, sizeof hi);
   } else {
-#if defined(__x86_64__)
-    if constexpr (W == 16 && std::is_same_v<T, F16>)
-      return widen32(reinterpret_cast<__m512&>(lo), reinterpret_cast<__m512&>(hi), p);
-#endif
-    load_w<W>(lo, p);
-    load_w<W>(hi, p + W);
+    load_w<V>(lo, p);
+    load_w<V>(hi, p + V);
   }
 }
 
-// x [K] deinterleaved for BF16 rows: in each block of 2W, the even columns, then the odd ones.
-void deinterleave(const float* x, std::int64_t K, int W, float* xd) {
-  for (std::int64_t b = 0; b + 2 * W <= K; b += 2 * W)
-    for (int l = 0; l < W; ++l) {
+// x [K] deinterleaved for BF16 rows: in each block of 2V, the even columns, then the odd ones.
+void deinterleave(const float* x, std::int64_t K, int V, float* xd) {
+  for (std::int64_t b = 0; b + 2 * V <= K; b += 2 * V)
+    for (int l = 0; l < V; ++l) {
       xd[b + l] = x[b + 2 * l];
-      xd[b + W + l] = x[b + 2 * l + 1];
+      xd[b + V + l] = x[b + 2 * l + 1];
     }
 }
 
-// Where column c of a block of 2W lies among the two accumulators' 2W lanes.
-template <int W, typename T>
+// Where column c of a block lies among a row's accumulators' V x A lanes.
+template <int V, typename T>
 constexpr int lane(std::int64_t c) {
-  return kEvenOdd<T> ? int(c % 2) * W + int(c / 2) : int(c);
+  return kEvenOdd<T> ? int(c % 2) * V + int(c / 2) : int(c);
 }
 
 // v's lanes summed as a tree: lanes i and i + N/2, halving until one is left.
-template <typename V, int... I>
-[[gnu::always_inline]] inline float sum_tree(const V& v, std::integer_sequence<int, I...>) {
+template <typename Vv, int... I>
+[[gnu::always_inline]] inline float sum_tree(const Vv& v, std::integer_sequence<int, I...>) {
   constexpr int half = sizeof...(I);
   if constexpr (half == 1) {
     return v[0] + v[1];
@@ -199,81 +204,99 @@ template <typename V, int... I>
   }
 }
 
-// The 2W chains summed in one order for every type: chains 2i and 2i + 1 first, then those W
-// sums as a tree (a row's sum waits on 5 adds, not 31), in vector registers.
-template <int W, typename T, int... I>
-[[gnu::always_inline]] inline float sum_chains(const typename Vec<W>::type& lo,
-                                               const typename Vec<W>::type& hi,
-                                               std::integer_sequence<int, I...>) {
-  typename Vec<W>::type t;
-  if constexpr (kEvenOdd<T>)
-    t = lo + hi;
-  else
-    t = __builtin_shufflevector(lo, hi, (2 * I)...) +
-        __builtin_shufflevector(lo, hi, (2 * I + 1)...);
-  return sum_tree(t, std::make_integer_sequence<int, W / 2>());
+// One accumulator's V chains: lanes 2i and 2i + 1, then the tree. I: 0..V/2-1.
+template <int V, int... I>
+[[gnu::always_inline]] inline float sum_chains_one(const typename Vec<V>::type& a,
+                                                   std::integer_sequence<int, I...>) {
+  return sum_tree(
+      __builtin_shufflevector(a, a, (2 * I)...) + __builtin_shufflevector(a, a, (2 * I + 1)...),
+      std::make_integer_sequence<int, V / 4>());
 }
 
-// y[r] (=|+=) w[r] . x for R rows of length K: R rows' chains side by side (2R independent FMA
+// The B chains summed in one order for every layout: chains 2i and 2i + 1 first, then those B/2
+// sums as a tree (a row's sum waits on 5 adds, not 15), in vector registers. I: 0..V-1.
+template <int V, int A, typename T, int... I>
+[[gnu::always_inline]] inline float sum_chains(const typename Vec<V>::type& lo,
+                                               const typename Vec<V>::type& hi,
+                                               std::integer_sequence<int, I...>) {
+  constexpr int B = V * A;
+  if constexpr (A == 1) {
+    return sum_chains_one<V>(lo, std::make_integer_sequence<int, V / 2>());
+  } else if constexpr (kEvenOdd<T>) {
+    return sum_tree(lo + hi, std::make_integer_sequence<int, B / 4>());
+  } else {
+    const typename Vec<V>::type t = __builtin_shufflevector(lo, hi, (2 * I)...) +
+                                    __builtin_shufflevector(lo, hi, (2 * I + 1)...);
+    return sum_tree(t, std::make_integer_sequence<int, B / 4>());
+  }
+}
+
+// y[r] (=|+=) w[r] . x for R rows of length K: R rows' chains side by side (A x R independent FMA
 // chains hide the FMA latency and keep R streams of weights in flight while x stays in L1).
-template <int W, int R, typename T>
+template <int V, int A, int R, typename T>
 [[gnu::always_inline]] inline void dot_rows(const T* w, std::int64_t ldw, const float* x,
                                             const float* xd, std::int64_t K, float* y,
                                             bool accumulate) {
-  using V = typename Vec<W>::type;
-  constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));  // weights per cache line
-  V lo[R], hi[R];
-  for (int r = 0; r < R; ++r) lo[r] = hi[r] = V{};
+  using Vt = typename Vec<V>::type;
+  constexpr std::int64_t B = V * A, kLine = 64 / std::int64_t(sizeof(T));  // weights per line
+  Vt lo[R], hi[R];
+  for (int r = 0; r < R; ++r) lo[r] = hi[r] = Vt{};
   const float* xs = kEvenOdd<T> ? xd : x;
   const Stream stream{0, K, R};
   std::int64_t k = 0;
-  for (; k + 2 * W <= K; k += 2 * W) {
-    V x0, x1;
-    load<W>(x0, xs + k);
-    load<W>(x1, xs + k + W);
+  for (; k + B <= K; k += B) {
+    Vt x0, x1;
+    load<V>(x0, xs + k);
+    if constexpr (A == 2) load<V>(x1, xs + k + V);
     const std::int64_t ahead = stream.ahead<T>(k, ldw);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      V w0, w1;
-      load_pair<W>(w0, w1, w + r * ldw + k);
+      Vt w0, w1;
+      if constexpr (A == 2)
+        load_pair<V>(w0, w1, w + r * ldw + k);
+      else
+        load_w<V>(w0, w + r * ldw + k);
 #pragma GCC unroll 2
-      for (std::int64_t i = 0; i < 2 * W; i += kLine) prefetch_at(w + r * ldw + k + i, ahead);
-      fmadd<W>(lo[r], w0, x0);
-      fmadd<W>(hi[r], w1, x1);
+      for (std::int64_t i = 0; i < B; i += kLine) prefetch_at(w + r * ldw + k + i, ahead);
+      fmadd<V>(lo[r], w0, x0);
+      if constexpr (A == 2) fmadd<V>(hi[r], w1, x1);
     }
   }
-  if (k < K) {  // the last K - k < 2W columns as one more block, zero-padded
-    alignas(64) float xt[2 * W] = {};
-    for (std::int64_t j = k; j < K; ++j) xt[lane<W, T>(j - k)] = x[j];
-    V x0, x1;
-    load<W>(x0, xt);
-    load<W>(x1, xt + W);
+  if (k < K) {  // the last K - k < B columns as one more block, zero-padded
+    alignas(64) float xt[B] = {};
+    for (std::int64_t j = k; j < K; ++j) xt[lane<V, T>(j - k)] = x[j];
+    Vt x0, x1;
+    load<V>(x0, xt);
+    if constexpr (A == 2) load<V>(x1, xt + V);
     for (int r = 0; r < R; ++r) {
-      alignas(64) float wt[2 * W] = {};
-      for (std::int64_t j = k; j < K; ++j) wt[lane<W, T>(j - k)] = to_f32(w[r * ldw + j]);
-      V w0, w1;
-      load<W>(w0, wt);
-      load<W>(w1, wt + W);
-      fmadd<W>(lo[r], w0, x0);  // a padded lane adds 0 x 0: its chain keeps its bits
-      fmadd<W>(hi[r], w1, x1);
+      alignas(64) float wt[B] = {};
+      for (std::int64_t j = k; j < K; ++j) wt[lane<V, T>(j - k)] = to_f32(w[r * ldw + j]);
+      Vt w0, w1;
+      load<V>(w0, wt);
+      fmadd<V>(lo[r], w0, x0);  // a padded lane adds 0 x 0: its chain keeps its bits
+      if constexpr (A == 2) {
+        load<V>(w1, wt + V);
+        fmadd<V>(hi[r], w1, x1);
+      }
     }
   }
   for (int r = 0; r < R; ++r)
     y[r] = (accumulate ? y[r] : 0.0f) +
-           sum_chains<W, T>(lo[r], hi[r], std::make_integer_sequence<int, W>());
+           sum_chains<V, A, T>(lo[r], hi[r], std::make_integer_sequence<int, V>());
 }
 
-// R rows at a time: 2R accumulators and four vectors must fit the register file (32 zmm, 16
+// R rows at a time: A x R accumulators and four vectors must fit the register file (32 zmm, 16
 // ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4 (one Zen 4 core streaming the 8B layer's
-// products from memory, interleaved runs: F32 7% slower on 4 rows, BF16 and F16 4-6% faster).
+// products from memory, interleaved runs: F32 7% slower on 4 rows; BF16 and F16 4-6% faster on 4
+// than on 8 in zmm, 20% faster than on 8 and 10% faster than on 2 in ymm).
 template <int W, typename T>
 [[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x,
                                              const float* xd, float* y, std::int64_t n,
                                              std::int64_t K, bool accumulate) {
-  constexpr int R = W == 16 && sizeof(T) == 4 ? 8 : 4;
+  constexpr int V = kGemvLanes<W, T>, A = kGemvAccs<W, T>, R = W == 16 && A == 1 ? 8 : 4;
   std::int64_t r = 0;
-  for (; r + R <= n; r += R) dot_rows<W, R>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
-  for (; r < n; ++r) dot_rows<W, 1>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
+  for (; r + R <= n; r += R) dot_rows<V, A, R>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
+  for (; r < n; ++r) dot_rows<V, A, 1>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
 }
 
 // rows x K weights (ldw apart) widened into out [rows, K]: a block of a BF16 or F16 matrix
@@ -442,7 +465,7 @@ struct TypedKernels {
 
 struct Kernels {
   const char* isa;
-  int lanes;           // W: floats per vector
+  int lanes;           // V of the BF16 gemv, which x is deinterleaved for
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
   bool own_gemm;       // prefill on gemm_avx512, else on OpenBLAS sgemm
 };
@@ -482,7 +505,7 @@ struct Kernels {
   ATTN_TYPED_KERNELS(name, target, W, R, C, R8, F16)                      \
   constexpr Kernels k_##name = {                                          \
       #name,                                                              \
-      W,                                                                  \
+      kGemvLanes<W, Bf16>,                                                \
       {{gemv_##name##_float, batch_##name##_float, widen_##name##_float}, \
        {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},    \
        {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},      \
