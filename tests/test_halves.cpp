@@ -150,10 +150,11 @@ TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, ro
 }
 
 TEST_CASE("halves: the gemv at and around its column blocks and row groups, bit for bit") {
-  // One row of x (decode, batch 1): blocks of 2W columns (W = 16, 8, 4 by kernel set), the last
-  // one short or whole; 8-row (AVX-512) or 4-row groups and single rows; strided rows. BF16
-  // splits each block into even and odd columns, F32 and F16 into halves: all must sum the
-  // same chains in the same order. F32 itself against a double loop.
+  // One row of x (decode, batch 1): blocks of 16 columns (AVX-512, AVX2) or 8 (generic), the
+  // last one short or whole; 8-row (F32 on AVX-512) or 4-row groups and single rows; strided
+  // rows. BF16 splits each block into even and odd columns, F16 into halves, F32 on AVX-512 keeps
+  // it in one vector: all must sum the same chains in the same order. F32 itself against a
+  // double loop.
   std::vector<std::int64_t> ks;
   for (std::int64_t k : {4, 8, 16, 32, 64})
     for (std::int64_t d : {-1, 0, 1}) ks.push_back(k + d);
