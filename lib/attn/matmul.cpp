@@ -374,10 +374,14 @@ template <int W, int R, int C, typename T>
   dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc, prefetch);
 }
 
-// Columns per step of a weight row group: R rows of this many floats (8 KB) stay in L1 while
-// every group of x's rows passes over them, so the weights stream from memory at a steady pace
-// rather than in bursts between compute-only passes.
+// Columns per step of a weight row group when x's rows go in several groups: R rows of this many
+// floats (8 KB) stay in L1 while every group of x's rows passes over them, so the weights stream
+// from memory at a steady pace rather than in bursts between compute-only passes. With one group
+// the whole chunk is one step: the accumulators stay in registers (5-10% faster at 4-8 rows, one
+// Zen 4 core).
 constexpr std::int64_t kStepCols = 512;
+// Weight rows per register block, at most (the accumulators' spill area below).
+constexpr int kMaxBlockRows = 8;
 // x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
 constexpr std::int64_t kXChunkFloats = 1 << 16;
 
@@ -387,12 +391,14 @@ template <int W, int R, int C, typename T>
 [[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
                                               float* part) {
-  alignas(64) float acc[4 * kBatchRows * 16];  // [R, M, W] lane sums
+  static_assert(R <= kMaxBlockRows);
+  alignas(64) float acc[kMaxBlockRows * kBatchRows * 16];  // [R, M, W] lane sums
   std::fill(acc, acc + R * M * W, 0.0f);
   const std::int64_t groups = (M + C - 1) / C;
   const Stream stream{k0, k1, R};  // the next R rows read the same columns k0..k1
-  for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
-    const std::int64_t s1 = std::min(k1, s0 + kStepCols);
+  const std::int64_t step = groups == 1 ? k1 - k0 : kStepCols;
+  for (std::int64_t s0 = k0; s0 < k1; s0 += step) {
+    const std::int64_t s1 = std::min(k1, s0 + step);
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
       // The first group reads the weights from memory, the others from L1: it asks for the next.
@@ -414,7 +420,7 @@ template <int W, int R, int C, typename T>
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
                                               bool accumulate) {
-  static_assert(R <= 4 && W <= 16 && kPack % W == 0);
+  static_assert(W <= 16 && kPack % W == 0);
   float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
   const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
@@ -423,6 +429,8 @@ template <int W, int R, int C, typename T>
     const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
+      for (; r + 4 <= n; r += 4) rows_block<W, 4, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
     for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
   }
   for (std::int64_t r = 0; r < n; ++r)
@@ -432,6 +440,42 @@ template <int W, int R, int C, typename T>
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+// batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
+// and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
+// (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
+// spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
+// products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
+// on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
+// 5; M = 6 on 4 and 5 alike; M = 7 on 4 40 against 59 on 3; M = 8 on 3 44 against 54 on 4. From
+// 9 rows on, groups of up to 6 under 4 weight rows. The bits do not depend on the blocking: every
+// accumulator sums the same products in the same order.
+template <int W, typename T>
+[[gnu::always_inline]] inline void batch_blocked(const T* w, std::int64_t ldw, const float* xp,
+                                                 const float* x, std::int64_t M, std::int64_t K,
+                                                 float* y, std::int64_t ldy, std::int64_t n,
+                                                 bool accumulate) {
+  if constexpr (W < 16) {
+    return batch_rows<W, 4, 3>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+  } else {
+    switch (M) {
+      case 2:
+        return batch_rows<W, 8, 2>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      case 3:
+        return batch_rows<W, 8, 3>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      case 4:
+        return batch_rows<W, 8, 4>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      case 5:
+        return batch_rows<W, 6, 5>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      case 7:
+        return batch_rows<W, 4, 7>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      case 8:
+        return batch_rows<W, 3, 8>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+      default:
+        return batch_rows<W, 4, 6>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+    }
+  }
 }
 
 bool any_bf16(std::span<const Projection> projections) {
@@ -474,13 +518,8 @@ struct Kernels {
 // above included).
 #define ATTN_FLATTEN __attribute__((flatten))
 
-// One instance per ISA and weight type. Register blocking R x C (weight rows x input rows):
-// R * C accumulators, C input vectors and one weight vector must fit the register file (32 zmm;
-// 16 ymm/xmm). R8 > 0: C + 1..8 rows go in one group of R8 x 8 instead of two, so each weight
-// vector serves all rows from one load: AVX-512, 3 x 8 (24 + 8 + 1 zmm, one over, which GCC
-// spills) took 60 against 66 ms for M = 8 (Zen 4, one core, CPU time, the 8B layer's shapes);
-// the same bits, as each accumulator sums the same products in the same order either way.
-#define ATTN_TYPED_KERNELS(name, target, W, R, C, R8, T)                                          \
+// One instance per ISA and weight type.
+#define ATTN_TYPED_KERNELS(name, target, W, T)                                                    \
   target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
                                              const float* xd, float* y, std::int64_t n,           \
                                              std::int64_t K, bool accumulate) {                   \
@@ -489,20 +528,16 @@ struct Kernels {
   target ATTN_FLATTEN void batch_##name##_##T(                                                    \
       const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,           \
       std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {              \
-    if constexpr (R8 > 0)                                                                         \
-      if (M > C && M <= 8)                                                                        \
-        return batch_rows<W, R8, 8>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,        \
-                                    accumulate);                                                  \
-    batch_rows<W, R, C>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);       \
+    batch_blocked<W>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);          \
   }                                                                                               \
   target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows, \
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-#define ATTN_KERNELS(name, target, W, R, C, R8, GEMM)                     \
-  ATTN_TYPED_KERNELS(name, target, W, R, C, R8, float)                    \
-  ATTN_TYPED_KERNELS(name, target, W, R, C, R8, Bf16)                     \
-  ATTN_TYPED_KERNELS(name, target, W, R, C, R8, F16)                      \
+#define ATTN_KERNELS(name, target, W, GEMM)                               \
+  ATTN_TYPED_KERNELS(name, target, W, float)                              \
+  ATTN_TYPED_KERNELS(name, target, W, Bf16)                               \
+  ATTN_TYPED_KERNELS(name, target, W, F16)                                \
   constexpr Kernels k_##name = {                                          \
       #name,                                                              \
       kGemvLanes<W, Bf16>,                                                \
@@ -511,10 +546,10 @@ struct Kernels {
        {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},      \
       GEMM};
 
-ATTN_KERNELS(generic, , 4, 4, 3, 0, false)
+ATTN_KERNELS(generic, , 4, false)
 #if defined(__x86_64__)
-ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 3, 0, false)
-ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, 4, 6, 3, true)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, false)
+ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, true)
 #endif
 #undef ATTN_KERNELS
 #undef ATTN_TYPED_KERNELS
