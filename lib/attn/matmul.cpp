@@ -387,7 +387,9 @@ constexpr std::int64_t kXChunkFloats = 1 << 16;
 
 // R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
 // x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
-template <int W, int R, int C, typename T>
+// Exact: M == C, one group, and only the kernel for C rows is compiled (each count of rows a
+// kernel serves is a fully unrolled copy; compile time).
+template <int W, int R, int C, bool Exact, typename T>
 [[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
                                               float* part) {
@@ -402,8 +404,11 @@ template <int W, int R, int C, typename T>
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
       // The first group reads the weights from memory, the others from L1: it asks for the next.
-      dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W,
-                              g == 0 ? &stream : nullptr);
+      if constexpr (Exact)
+        dot_block<W, R, C>(w, ldw, xp, M, s0, s1, acc, &stream);
+      else
+        dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W,
+                                g == 0 ? &stream : nullptr);
     }
   }
   for (std::int64_t i = 0; i < R * M; ++i) {
@@ -415,7 +420,7 @@ template <int W, int R, int C, typename T>
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
 // rows of x (xp: x packed): every weight is read from memory once for all M rows.
-template <int W, int R, int C, typename T>
+template <int W, int R, int C, bool Exact, typename T>
 [[gnu::always_inline]] inline void batch_rows(const T* w, std::int64_t ldw, const float* xp,
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
@@ -428,10 +433,12 @@ template <int W, int R, int C, typename T>
   for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
     const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;
-    for (; r + R <= n; r += R) rows_block<W, R, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r + R <= n; r += R)
+      rows_block<W, R, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
     if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
-      for (; r + 4 <= n; r += 4) rows_block<W, 4, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
-    for (; r < n; ++r) rows_block<W, 1, C>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+      for (; r + 4 <= n; r += 4)
+        rows_block<W, 4, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
   }
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t m = 0; m < M; ++m)
@@ -440,42 +447,6 @@ template <int W, int R, int C, typename T>
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
-}
-
-// batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
-// and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
-// (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
-// spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
-// products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
-// on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
-// 5; M = 6 on 4 and 5 alike; M = 7 on 4 40 against 59 on 3; M = 8 on 3 44 against 54 on 4. From
-// 9 rows on, groups of up to 6 under 4 weight rows. The bits do not depend on the blocking: every
-// accumulator sums the same products in the same order.
-template <int W, typename T>
-[[gnu::always_inline]] inline void batch_blocked(const T* w, std::int64_t ldw, const float* xp,
-                                                 const float* x, std::int64_t M, std::int64_t K,
-                                                 float* y, std::int64_t ldy, std::int64_t n,
-                                                 bool accumulate) {
-  if constexpr (W < 16) {
-    return batch_rows<W, 4, 3>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-  } else {
-    switch (M) {
-      case 2:
-        return batch_rows<W, 8, 2>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      case 3:
-        return batch_rows<W, 8, 3>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      case 4:
-        return batch_rows<W, 8, 4>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      case 5:
-        return batch_rows<W, 6, 5>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      case 7:
-        return batch_rows<W, 4, 7>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      case 8:
-        return batch_rows<W, 3, 8>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-      default:
-        return batch_rows<W, 4, 6>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-    }
-  }
 }
 
 bool any_bf16(std::span<const Projection> projections) {
@@ -518,17 +489,61 @@ struct Kernels {
 // above included).
 #define ATTN_FLATTEN __attribute__((flatten))
 
+// batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
+// and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
+// (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
+// spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
+// products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
+// on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
+// 5; M = 6 on 4 and 5 alike; M = 7 on 4 40 against 59 on 3; M = 8 on 3 44 against 54 on 4. From
+// 9 rows on, groups of up to 6 under 4 weight rows. The bits do not depend on the blocking: every
+// accumulator sums the same products in the same order.
+// One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
+// function holding every blocking took clang several minutes to compile with the sanitizers.
+#define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
+  [[maybe_unused]] target ATTN_FLATTEN                                                             \
+      __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(                               \
+          const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,        \
+          std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {           \
+    batch_rows<W, R, C, Exact>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
+  }
+
 // One instance per ISA and weight type.
 #define ATTN_TYPED_KERNELS(name, target, W, T)                                                    \
+  ATTN_BATCH(name, target, W, T, 4, 3, false)                                                     \
+  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                      \
+  ATTN_BATCH(name, target, W, T, 4, 6, false)                                                     \
   target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
                                              const float* xd, float* y, std::int64_t n,           \
                                              std::int64_t K, bool accumulate) {                   \
     gemv_rows<W>(static_cast<const T*>(w), ldw, x, xd, y, n, K, accumulate);                      \
   }                                                                                               \
-  target ATTN_FLATTEN void batch_##name##_##T(                                                    \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,           \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {              \
-    batch_blocked<W>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate);          \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,       \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,             \
+                          std::int64_t n, bool accumulate) {                                      \
+    using Fn = void (*)(const void*, std::int64_t, const float*, const float*, std::int64_t,      \
+                        std::int64_t, float*, std::int64_t, std::int64_t, bool);                  \
+    Fn f = batch_##name##_##T##_4x6;                                                              \
+    if (W < 16)                                                                                   \
+      f = batch_##name##_##T##_4x3;                                                               \
+    else if (M == 2)                                                                              \
+      f = batch_##name##_##T##_8x2;                                                               \
+    else if (M == 3)                                                                              \
+      f = batch_##name##_##T##_8x3;                                                               \
+    else if (M == 4)                                                                              \
+      f = batch_##name##_##T##_8x4;                                                               \
+    else if (M == 5)                                                                              \
+      f = batch_##name##_##T##_6x5;                                                               \
+    else if (M == 7)                                                                              \
+      f = batch_##name##_##T##_4x7;                                                               \
+    else if (M == 8)                                                                              \
+      f = batch_##name##_##T##_3x8;                                                               \
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                                \
   }                                                                                               \
   target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows, \
                                               std::int64_t K, float* out) {                       \
@@ -553,6 +568,7 @@ ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, true)
 #endif
 #undef ATTN_KERNELS
 #undef ATTN_TYPED_KERNELS
+#undef ATTN_BATCH
 #undef ATTN_FLATTEN
 
 #if defined(__x86_64__)
