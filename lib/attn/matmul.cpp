@@ -501,58 +501,59 @@ struct Kernels {
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
 #define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
-  [[maybe_unused]] target ATTN_FLATTEN                                                             \
-      __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(                               \
-          const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,        \
-          std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {           \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(               \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,            \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {               \
     batch_rows<W, R, C, Exact>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
   }
 
+// The batched kernels of a set with 16 vector registers (AVX2, SSE): 4 x 3 for every M.
+#define ATTN_BATCH_NARROW(name, target, W, T)                                               \
+  ATTN_BATCH(name, target, W, T, 4, 3, false)                                               \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                          std::int64_t n, bool accumulate) {                                \
+    batch_##name##_##T##_4x3(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                   \
+  }
+
+// The batched kernels of a set with 32 (AVX-512), chosen by M.
+#define ATTN_BATCH_WIDE(name, target, W, T)                                                 \
+  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                \
+  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                \
+  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                \
+  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                \
+  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 6, false)                                               \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                          std::int64_t n, bool accumulate) {                                \
+    auto f = M == 2   ? batch_##name##_##T##_8x2                                            \
+             : M == 3 ? batch_##name##_##T##_8x3                                            \
+             : M == 4 ? batch_##name##_##T##_8x4                                            \
+             : M == 5 ? batch_##name##_##T##_6x5                                            \
+             : M == 7 ? batch_##name##_##T##_4x7                                            \
+             : M == 8 ? batch_##name##_##T##_3x8                                            \
+                      : batch_##name##_##T##_4x6;                                           \
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
+  }
+
 // One instance per ISA and weight type.
-#define ATTN_TYPED_KERNELS(name, target, W, T)                                                    \
-  ATTN_BATCH(name, target, W, T, 4, 3, false)                                                     \
-  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                      \
-  ATTN_BATCH(name, target, W, T, 4, 6, false)                                                     \
+#define ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                                             \
+  BATCH(name, target, W, T)                                                                       \
   target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
                                              const float* xd, float* y, std::int64_t n,           \
                                              std::int64_t K, bool accumulate) {                   \
     gemv_rows<W>(static_cast<const T*>(w), ldw, x, xd, y, n, K, accumulate);                      \
   }                                                                                               \
-  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,       \
-                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,             \
-                          std::int64_t n, bool accumulate) {                                      \
-    using Fn = void (*)(const void*, std::int64_t, const float*, const float*, std::int64_t,      \
-                        std::int64_t, float*, std::int64_t, std::int64_t, bool);                  \
-    Fn f = batch_##name##_##T##_4x6;                                                              \
-    if (W < 16)                                                                                   \
-      f = batch_##name##_##T##_4x3;                                                               \
-    else if (M == 2)                                                                              \
-      f = batch_##name##_##T##_8x2;                                                               \
-    else if (M == 3)                                                                              \
-      f = batch_##name##_##T##_8x3;                                                               \
-    else if (M == 4)                                                                              \
-      f = batch_##name##_##T##_8x4;                                                               \
-    else if (M == 5)                                                                              \
-      f = batch_##name##_##T##_6x5;                                                               \
-    else if (M == 7)                                                                              \
-      f = batch_##name##_##T##_4x7;                                                               \
-    else if (M == 8)                                                                              \
-      f = batch_##name##_##T##_3x8;                                                               \
-    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                                \
-  }                                                                                               \
   target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows, \
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-#define ATTN_KERNELS(name, target, W, GEMM)                               \
-  ATTN_TYPED_KERNELS(name, target, W, float)                              \
-  ATTN_TYPED_KERNELS(name, target, W, Bf16)                               \
-  ATTN_TYPED_KERNELS(name, target, W, F16)                                \
+#define ATTN_KERNELS(name, target, W, BATCH, GEMM)                        \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, float)                       \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, Bf16)                        \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, F16)                         \
   constexpr Kernels k_##name = {                                          \
       #name,                                                              \
       kGemvLanes<W, Bf16>,                                                \
@@ -561,13 +562,15 @@ struct Kernels {
        {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},      \
       GEMM};
 
-ATTN_KERNELS(generic, , 4, false)
+ATTN_KERNELS(generic, , 4, ATTN_BATCH_NARROW, false)
 #if defined(__x86_64__)
-ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, false)
-ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, true)
+ATTN_KERNELS(avx2, __attribute__((target("avx2,fma,f16c"))), 8, ATTN_BATCH_NARROW, false)
+ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, ATTN_BATCH_WIDE, true)
 #endif
 #undef ATTN_KERNELS
 #undef ATTN_TYPED_KERNELS
+#undef ATTN_BATCH_WIDE
+#undef ATTN_BATCH_NARROW
 #undef ATTN_BATCH
 #undef ATTN_FLATTEN
 
