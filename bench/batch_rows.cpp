@@ -3,8 +3,8 @@
 // AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
 // rows, candidates interleaved, best of reps.
 // Not part of the CMake build:
-//   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build-rel/lib/libattn.a -lopenblas \
-//       -lspdlog -lfmt -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
+//   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build/lib/libattn_kernels.a \
+//       -lopenblas -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
 // First argument: threads. With 1 thread the times are the thread's CPU time, which a machine
 // shared with other jobs inflates far less than wall time (time slices taken by others).
 #include <cblas.h>

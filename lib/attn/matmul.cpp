@@ -630,8 +630,8 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
   }
 }
 
-// One thread's share of one projection. xp: x packed, for the batched kernel; scratch: the
-// thread's panel or widening buffer, for prefill.
+// One thread's share of one projection. xp: x packed, for the batched kernel, or deinterleaved,
+// for the BF16 gemv; scratch: the thread's panel or widening buffer, for prefill.
 void product(const Kernels& kernels, const Projection& p, const float* x, const float* xp,
              std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
              bool accumulate) {

@@ -39,8 +39,9 @@ struct Activations {
   float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)
   float* h3() { return work.data() + h3_at; }  // [rows, block]: w3 x
   std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
-  std::vector<float> pack;     // x packed for the batched decode kernel, or prefill's weight
-                               // panels or widened BF16/F16 blocks (scratch_floats)
+  std::vector<float> pack;     // x packed for the batched decode kernel (deinterleaved for the
+                               // BF16 gemv), or prefill's weight panels or widened BF16/F16
+                               // blocks (scratch_floats)
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
 
