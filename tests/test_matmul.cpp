@@ -211,3 +211,55 @@ TEST_CASE("equivalence: a batch of B decoded together equals each sequence decod
     }
   }
 }
+
+TEST_CASE("decode attention: the group kernels at and around their key, head and lane blocks") {
+  // group_scores takes keys 4 at a time (then one by one), group_mix heads 4 at a time (then
+  // 3, 2 or 1), both head_dim in vectors of the kernel set's width (16, 8 or 4) and a scalar
+  // tail. Against double loops, with |q| |k| and sum p |v| of order 1.
+  const std::int64_t heads[] = {1, 2, 3, 4, 5, 7, 8, 9};
+  const std::int64_t key_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 17, 130};
+  const std::int64_t dims[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 128, 130};
+  for (std::int64_t hd : dims)
+    for (std::int64_t keys : key_counts) {
+      const std::vector<float> k = uniform(std::size_t(keys * hd), 21, 1 / std::sqrt(double(hd)));
+      const std::vector<float> v = uniform(std::size_t(keys * hd), 22, 1.0);
+      for (std::int64_t n : heads) {
+        const std::vector<float> q = uniform(std::size_t(n * hd), 23, 1.0);
+        std::vector<float> p = uniform(std::size_t(n * keys), 24, 1.0 / double(keys));
+        for (float& x : p) x = std::fabs(x);  // probabilities are >= 0
+        const float scale = 0.5f;
+        std::vector<float> want_s(std::size_t(n * keys)), want_o(std::size_t(n * hd));
+        for (std::int64_t h = 0; h < n; ++h) {
+          for (std::int64_t j = 0; j < keys; ++j) {
+            double acc = 0;
+            for (std::int64_t c = 0; c < hd; ++c)
+              acc += double(q[std::size_t(h * hd + c)]) * k[std::size_t(j * hd + c)];
+            want_s[std::size_t(h * keys + j)] = float(scale * acc);
+          }
+          for (std::int64_t c = 0; c < hd; ++c) {
+            double acc = 0;
+            for (std::int64_t j = 0; j < keys; ++j)
+              acc += double(p[std::size_t(h * keys + j)]) * v[std::size_t(j * hd + c)];
+            want_o[std::size_t(h * hd + c)] = float(acc);
+          }
+        }
+        for (const std::string& isa : attn::matmul_isas()) {
+          const attn::Runtime rt = attn::make_runtime(1, 0, isa);
+          std::vector<float> s(want_s.size(), NAN), o(want_o.size(), NAN);
+          attn::group_scores(rt, q.data(), n, k.data(), keys, hd, scale, s.data());
+          attn::group_mix(rt, p.data(), n, v.data(), keys, hd, o.data());
+          const test::Tolerance tol{1e-6, 1e-6};
+          const test::Diff ds = test::compare(s.data(), want_s.data(), n * keys, tol);
+          const test::Diff dout = test::compare(o.data(), want_o.data(), n * hd, tol);
+          CAPTURE(isa);
+          CAPTURE(hd);
+          CAPTURE(keys);
+          CAPTURE(n);
+          CAPTURE(ds.worst_ratio);
+          CAPTURE(dout.worst_ratio);
+          CHECK(ds.failures == 0);
+          CHECK(dout.failures == 0);
+        }
+      }
+    }
+}

@@ -136,6 +136,51 @@ TEST_CASE("attention: causal rows and grouped heads read the right KV head in pl
   CHECK(out[8 + 5] == Approx(30.0));
 }
 
+TEST_CASE("attention: a decode step of a group wider than a score chunk (130 heads, 1 KV head)") {
+  // Decode takes a KV head's query heads together, kAttentionChunk at a time: 64 + 64 + 2.
+  attn::ModelArgs a = attn::seed_args();
+  a.n_heads = 130;
+  a.n_kv_heads = 1;
+  a.dim = 130 * 3;  // head_dim 3
+  const std::int64_t hd = 3, keys = 5;
+  attn::KVCache c = attn::make_kv_cache(a);
+  std::vector<float> scratch = attn::make_attention_scratch(c, 2);
+  std::vector<float> xk(std::size_t(keys * hd)), xv(xk.size()), xq(std::size_t(a.dim));
+  for (std::size_t i = 0; i < xk.size(); ++i) {
+    xk[i] = float(std::sin(0.7 * double(i)));
+    xv[i] = float(std::cos(0.3 * double(i)));
+  }
+  for (std::size_t i = 0; i < xq.size(); ++i) xq[i] = float(std::sin(1.3 * double(i) + 0.2));
+  attn::store_kv(c, 0, xk.data(), xv.data(), 1, keys, 0);
+  std::vector<float> out(xq.size()), probs(std::size_t(a.n_heads * keys));
+  for (int threads : {1, 2}) {
+    attn::Runtime rt = attn::make_runtime(threads, 0);
+    attn::attention(rt, out.data(), xq.data(), c, 0, a.n_heads, 1, 1, keys - 1, scratch, {},
+                    probs.data());
+    for (std::int64_t h = 0; h < a.n_heads; ++h) {
+      double p[keys], sum = 0, mx = -1e30;
+      for (std::int64_t j = 0; j < keys; ++j) {
+        p[j] = 0;
+        for (std::int64_t d = 0; d < hd; ++d)
+          p[j] += double(xq[std::size_t(h * hd + d)]) * xk[std::size_t(j * hd + d)];
+        p[j] /= std::sqrt(double(hd));
+        mx = std::max(mx, p[j]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (std::int64_t j = 0; j < keys; ++j) {
+        CAPTURE(h);
+        CHECK(probs[std::size_t(h * keys + j)] == Approx(p[j] / sum).epsilon(1e-5));
+      }
+      for (std::int64_t d = 0; d < hd; ++d) {
+        double o = 0;
+        for (std::int64_t j = 0; j < keys; ++j) o += p[j] / sum * xv[std::size_t(j * hd + d)];
+        CAPTURE(h);
+        CHECK(out[std::size_t(h * hd + d)] == Approx(o).epsilon(1e-5));
+      }
+    }
+  }
+}
+
 TEST_CASE("equivalence: prefill P then N decode steps equals one prefill of P + N") {
   const attn::Runtime rt = attn::make_runtime(2);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");

@@ -62,6 +62,15 @@ void head_attention(float* out, const float* q, const float* k, const float* v, 
   }
 }
 
+// One query position of n heads that share a KV head (q, out: [n, hd]): their scores in s
+// [n, keys], each key and value row read once for all n (the own kernels, matmul.hpp).
+void group_attention(const Runtime& rt, float* out, const float* q, std::int64_t n, const float* k,
+                     const float* v, std::int64_t hd, const Rows& r, float* s) {
+  group_scores(rt, q, n, k, r.keys, hd, 1.0f / std::sqrt(float(hd)), s);
+  for (std::int64_t h = 0; h < n; ++h) softmax_row(s + h * r.keys, r, 0);
+  group_mix(rt, s, n, v, r.keys, hd, out);
+}
+
 // Copies the task's probability rows [rows, keys] into probs rows of `total` keys, zero-filled.
 void store_probs(float* probs, const float* s, std::int64_t rows, std::int64_t keys,
                  std::int64_t total) {
@@ -98,6 +107,18 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVCache& ca
                    mask.keep ? mask.keep + t.b * mask.ld : nullptr};
       const float* k = cache.k(layer, t.b, t.g);
       const float* v = cache.v(layer, t.b, t.g);
+      if (rows == 1) {  // decode: the group's heads together, each key read once
+        for (std::int64_t h0 = t.g * n_rep; h0 < (t.g + 1) * n_rep; h0 += kAttentionChunk) {
+          const std::int64_t n = std::min(kAttentionChunk, (t.g + 1) * n_rep - h0);
+          const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h0 * hd;
+          group_attention(rt, out + row0, xq + row0, n, k, v, hd, r, s);
+          if (probs)
+            for (std::int64_t h = h0; h < h0 + n; ++h)
+              store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total,
+                          s + (h - h0) * r.keys, 1, r.keys, total);
+        }
+        continue;
+      }
       for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
         const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
         head_attention(out + row0, xq + row0, k, v, ld, hd, r, s);

@@ -58,6 +58,15 @@ std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threa
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
 
+// Decode attention's two products for one KV head and one query position, on the calling thread
+// with rt.isa's kernels: every key and value row is read once for the group's n query heads.
+// s[h * keys + j] = scale * (q[h] . k[j]), with q [n, hd] and k [keys, hd].
+void group_scores(const Runtime& rt, const float* q, std::int64_t n, const float* k,
+                  std::int64_t keys, std::int64_t hd, float scale, float* s);
+// out[h * hd + :] = sum over j of p[h * keys + j] v[j], with p [n, keys] and v [keys, hd].
+void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v, std::int64_t keys,
+               std::int64_t hd, float* out);
+
 // out[rows, K] = w[rows, K] widened to F32 by rt.isa's kernels, as the products widen it.
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out);
