@@ -40,26 +40,17 @@ void softmax_row(float* s, const Rows& r, std::int64_t i) {
   softmax_masked(s, visible, r.keys);
 }
 
-// One query head over its rows: scores = q K^T * scale, masked softmax, out = scores V.
+// One query head over its rows (2 or more; one row goes to group_attention): scores = q K^T *
+// scale, masked softmax, out = scores V.
 void head_attention(float* out, const float* q, const float* k, const float* v, std::int64_t ld,
                     std::int64_t hd, const Rows& r, float* s) {
   const std::int64_t rows = r.rows, keys = r.keys;
   const float scale = 1.0f / std::sqrt(float(hd));
-  if (rows == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(keys), blasint(hd), scale, k, blasint(hd), q,
-                1, 0.0f, s, 1);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
-                scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
-  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
+              scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
   for (std::int64_t i = 0; i < rows; ++i) softmax_row(s + i * keys, r, i);
-  if (rows == 1) {
-    cblas_sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(hd), 1.0f, v, blasint(hd), s, 1,
-                0.0f, out, 1);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd),
-                blasint(keys), 1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
-  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd), blasint(keys),
+              1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
 }
 
 // One query position of n heads that share a KV head (q, out: [n, hd]): their scores in s

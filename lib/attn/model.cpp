@@ -132,15 +132,16 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
 }  // namespace
 
 std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows) {
-  return rows < 4 ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
+  return rows <= kBatchRows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
 }
 
 std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
-  // rows * block grows with rows on each side of the gemv/sgemm boundary, so the largest is at
-  // the top of one of the two ranges: min(max_rows, 3) rows of all units, or max_rows of a block.
-  const std::int64_t gemv_rows = std::min<std::int64_t>(max_rows, 3);
-  std::int64_t n = gemv_rows * ffn_block_units(a, ffn_block, gemv_rows);
-  if (max_rows >= 4) n = std::max(n, max_rows * ffn_block_units(a, ffn_block, max_rows));
+  // rows * block grows with rows on each side of the decode/prefill boundary, so the largest is
+  // at the top of one of the two ranges: min(max_rows, kBatchRows) rows of all units, or max_rows
+  // of a block.
+  const std::int64_t decode_rows = std::min(max_rows, kBatchRows);
+  std::int64_t n = decode_rows * ffn_block_units(a, ffn_block, decode_rows);
+  if (max_rows > kBatchRows) n = std::max(n, max_rows * ffn_block_units(a, ffn_block, max_rows));
   return n;
 }
 
