@@ -64,8 +64,8 @@ struct Transformer {
 // Hidden units per FFN block for a product of `rows` rows: decode (rows <= kBatchRows, the own
 // kernels, which read each weight once for all rows) takes all ffn_hidden at once, prefill goes in
 // blocks of at most ffn_block. Blocks in decode only cost: 5 calls per product instead of one, and
-// w2 read in column slices (one Llama-3-8B layer, F32, batch 4, 2 threads: the step spent 2.8 ms
-// beyond its products with blocks of 3072, 1.0 ms without).
+// w2 read in column slices (one Llama-3-8B layer, F32, batch 4, 2 threads: a step spent 2.8-2.9 ms
+// beyond its products with blocks of 3072, 1.7-1.9 ms without).
 std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows);
 
 // Floats h1 (and h3) must hold for any forward of 1..max_rows rows: the largest rows * block
