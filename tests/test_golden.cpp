@@ -39,8 +39,9 @@ test::Diff check(const attn::SafetensorsFile& expected, const std::string& name,
   return d;
 }
 
-// ffn_block: hidden units per FFN block in prefill; small values exercise the blocked path
-// (several blocks and a remainder) that only Llama-sized layers reach by default.
+// ffn_block: hidden units per FFN block; a value other than the default also puts every product
+// in blocks, decode's too (ffn_whole_rows 0), to exercise the blocked path (several blocks and a
+// remainder) that only Llama-sized prefills reach by default.
 test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::kFfnBlock) {
   // Fixtures are small: with 2 threads, make every product and attention run in parallel.
   const attn::Runtime rt = attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops);
@@ -51,6 +52,7 @@ test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::k
   attn::Transformer m = attn::make_transformer(
       args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill, rt);
   m.act.ffn_block = ffn_block;
+  if (ffn_block != attn::kFfnBlock) m.act.ffn_whole_rows = 0;
   const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
 

@@ -61,7 +61,8 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
   const ModelArgs& a = m.local;
   const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
   Activations& act = m.act;
-  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, act.ffn_block, rows);
+  const std::int64_t hidden = a.ffn_hidden(),
+                     block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
   rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
@@ -94,7 +95,8 @@ void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::in
 void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x, float* h,
                           std::int64_t rows) {
   const ModelArgs& a = m.args;
-  const std::int64_t hidden = a.ffn_hidden(), block = ffn_block_units(a, m.act.ffn_block, rows);
+  const std::int64_t hidden = a.ffn_hidden(),
+                     block = ffn_block_units(a, m.act.ffn_block, rows, m.act.ffn_whole_rows);
   float* h1 = m.act.h1();
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
@@ -131,8 +133,9 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
 
 }  // namespace
 
-std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows) {
-  return rows <= kBatchRows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
+std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows,
+                             std::int64_t whole_rows) {
+  return rows <= whole_rows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
 }
 
 std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {

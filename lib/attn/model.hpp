@@ -7,6 +7,7 @@
 #include "attn/attention.hpp"
 #include "attn/cache.hpp"
 #include "attn/config.hpp"
+#include "attn/matmul.hpp"
 #include "attn/ops.hpp"
 #include "attn/parallel.hpp"
 #include "attn/runtime.hpp"
@@ -26,6 +27,8 @@ inline constexpr std::int64_t kFfnBlock = 3072;
 struct Activations {
   std::int64_t max_rows = 0;
   std::int64_t ffn_block = kFfnBlock;  // hidden units per FFN block in prefill (at most)
+  // Products of up to this many rows take every hidden unit at once (tests set 0: blocks always).
+  std::int64_t ffn_whole_rows = kBatchRows;
 
   std::vector<float> xb;  // [rows, dim]: the normed input of attention or FFN
   // Attention's xq, xk, xv and the FFN's h1, h3 are never live at the same time: one buffer
@@ -61,12 +64,13 @@ struct Transformer {
   double allreduce_seconds = 0;  // spent in the allreduces so far
 };
 
-// Hidden units per FFN block for a product of `rows` rows: decode (rows <= kBatchRows, the own
-// kernels, which read each weight once for all rows) takes all ffn_hidden at once, prefill goes in
-// blocks of at most ffn_block. Blocks in decode only cost: 5 calls per product instead of one, and
-// w2 read in column slices (one Llama-3-8B layer, F32, batch 4, 2 threads: a step spent 2.8-2.9 ms
-// beyond its products with blocks of 3072, 1.7-1.9 ms without).
-std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows);
+// Hidden units per FFN block for a product of `rows` rows: decode (rows <= whole_rows, kBatchRows:
+// the own kernels, which read each weight once for all rows) takes all ffn_hidden at once,
+// prefill goes in blocks of at most ffn_block. Blocks in decode only cost: 5 calls per product
+// instead of one, and w2 read in column slices (one Llama-3-8B layer, F32, batch 4, 2 threads: a
+// step spent 2.8-2.9 ms beyond its products with blocks of 3072, 1.7-1.9 ms without).
+std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows,
+                             std::int64_t whole_rows = kBatchRows);
 
 // Floats h1 (and h3) must hold for any forward of 1..max_rows rows: the largest rows * block
 // over every row count. Used by make_transformer and by the memory estimate.
