@@ -302,9 +302,9 @@ template <int W, typename T>
 // Decode attention, one query position: the n query heads of a KV head's group against its keys
 // and values, on the calling thread. Each key and value row is read once for the whole group,
 // where OpenBLAS's sgemv, one call per head, read it n times. The 8B layer's attention at about
-// 560 positions, 2 threads, Zen 4, median (best) of 2000 calls in three alternating runs: batch
-// 1 131-164 (114) us against 184-205 (160) with sgemv; batch 4 846-1256 (510) against 1020-1288
-// (773); batch 16 5.7-6.0 (4.4) ms against 6.1-6.6 (4.8).
+// 560 positions, 2 threads, Zen 4, median (best) of 2000 calls in three alternating runs, before
+// the prefetches below: batch 1 131-164 (114) us against 184-205 (160) with sgemv; batch 4
+// 846-1256 (510) against 1020-1288 (773); batch 16 5.7-6.0 (4.4) ms against 6.1-6.6 (4.8).
 // s[h * keys + j] = scale * (q[h] . k[j]) for KB keys from j: KB independent FMA chains, each
 // key's row read once for all n heads (from L1 after the first).
 template <int W, int KB>
