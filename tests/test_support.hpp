@@ -17,12 +17,6 @@ inline std::filesystem::path golden_dir() {
   return source_dir() / "tests" / "golden";
 }
 
-// A file name in the temporary directory that no other test process uses at the same time
-// (ctest runs tests in parallel, and other checkouts' tests may run beside them).
-inline std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
-}
-
 struct Tolerance {
   double rtol = 1e-4, atol = 1e-5;
 };
@@ -53,6 +47,13 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
   std::vector<std::string> names() const;  // the entries' names, sorted
 };
+
+// A file name in a directory of this test process's own (ctest runs tests in parallel, and other
+// checkouts' tests may run beside them), removed with its files when the process exits.
+inline std::filesystem::path temp_path(const std::string& name) {
+  static const TempDir dir;
+  return dir.path / name;
+}
 
 // Every tensor of the safetensors file `expected` is in `got` with its shape and within tol
 // (doctest checks, one per tensor); returns the worst error over all of them.
