@@ -21,22 +21,15 @@ namespace {
 
 using test::TempDir;
 
-// Open MPI's session directories under a directory of this test process's own: two mpiruns
-// starting at once (ctest -j2 runs two of these cases side by side) race to create
-// /tmp/ompi.<host>.<uid>, and the loser fails with "mkdir ... File exists" (Open MPI issue
-// #8510, seen here once in a CI run).
-const std::string& session_dir_base() {
-  static const TempDir dir;  // removed at exit
-  static const std::string path = dir.path.string();
-  return path;
-}
-
 // Open MPI allocates at start-up what it never frees: LeakSanitizer would fail every rank of
-// the ASan build at exit, so leak checking is off inside mpirun (ASan itself stays on).
+// the ASan build at exit, so leak checking is off inside mpirun (ASan itself stays on). Open
+// MPI's session directories go under this test process's own directory: two mpiruns starting
+// at once (ctest -j2 runs two of these cases side by side) raced to create /tmp/ompi.<host>.<uid>
+// and the loser failed with "mkdir ... File exists" (Open MPI issue #8510, seen once in CI).
 std::string mpirun(int ranks) {
   return "ASAN_OPTIONS=detect_leaks=0 timeout 60 " ATTN_MPIEXEC
          " --allow-run-as-root --oversubscribe --mca orte_tmpdir_base " +
-         session_dir_base() + " -np " + std::to_string(ranks) + " " ATTN_CLI;
+         test::temp_dir().string() + " -np " + std::to_string(ranks) + " " ATTN_CLI;
 }
 
 // A copy of `config` with model_parallel_size K, in dir.

@@ -48,11 +48,16 @@ struct TempDir {
   std::vector<std::string> names() const;  // the entries' names, sorted
 };
 
-// A file name in a directory of this test process's own (ctest runs tests in parallel, and other
-// checkouts' tests may run beside them), removed with its files when the process exits.
-inline std::filesystem::path temp_path(const std::string& name) {
+// A directory of this test process's own (ctest runs tests in parallel, and other checkouts'
+// tests may run beside them), removed with its files when the process exits.
+inline const std::filesystem::path& temp_dir() {
   static const TempDir dir;
-  return dir.path / name;
+  return dir.path;
+}
+
+// A file name in temp_dir().
+inline std::filesystem::path temp_path(const std::string& name) {
+  return temp_dir() / name;
 }
 
 // Every tensor of the safetensors file `expected` is in `got` with its shape and within tol

@@ -251,16 +251,18 @@ double fma_gflops(std::string& isa, int threads) {
     const double g = double(iters) * 12 * lanes * 2 * threads / t / 1e9 + sink * 0;
     if (g > best) best = g, isa = name;
   };
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+#endif
   // The best of a few rounds (a tenth of a second each): measured once, a busy moment on the
   // shared machine gave a peak the prefill then ran at 103% of.
   for (int round = 0; round < 5; ++round) {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) measure(fma_loop_avx512, 16, "avx512");
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
       measure(fma_loop_avx2, 8, "avx2");
 #endif
-    if (best == 0 || isa == std::string("generic")) measure(fma_loop_generic, 4, "generic");
+    if (best == 0 || isa == "generic") measure(fma_loop_generic, 4, "generic");
   }
   return best;
 }
