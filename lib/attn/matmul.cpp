@@ -599,9 +599,13 @@ struct Kernels {
 // spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
 // products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
 // on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
-// 5; M = 6 on 4 and 5 alike; M = 7 on 4 40 against 59 on 3; M = 8 on 3 44 against 54 on 4. From
-// 9 rows on, groups of up to 6 under 4 weight rows. The bits do not depend on the blocking: every
-// accumulator sums the same products in the same order.
+// 5; M = 7 on 4 40 against 59 on 3. Later, the blockings alternating in one process (attn::linear on the same shapes):
+// M = 6 on 5 41-42 against 46-48 on 4 and 49-50 on 6 (two threads 28.2-29.3 against 29.2-30.1);
+// M = 8 on 4 50-51 against 56-59 on 3 and 69 on 5 (two threads 27.5-29.3 against 30.5-32.0;
+// in L2, 3 is faster: from memory, more weight rows in flight win). From 9 rows on, groups of up
+// to 6 under 4 weight rows (groups of 8 under 3 or 4, of 4 under 6 or 8, of 6 under 5: as fast or
+// 5-10% slower at 12 and 16 rows). The bits do not depend on the blocking: every accumulator sums
+// the same products in the same order.
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
 #define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
@@ -626,8 +630,9 @@ struct Kernels {
   ATTN_BATCH(name, target, W, T, 8, 3, true)                                                \
   ATTN_BATCH(name, target, W, T, 8, 4, true)                                                \
   ATTN_BATCH(name, target, W, T, 6, 5, true)                                                \
+  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                \
   ATTN_BATCH(name, target, W, T, 4, 7, true)                                                \
-  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 8, true)                                                \
   ATTN_BATCH(name, target, W, T, 4, 6, false)                                               \
   void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
@@ -636,8 +641,9 @@ struct Kernels {
              : M == 3 ? batch_##name##_##T##_8x3                                            \
              : M == 4 ? batch_##name##_##T##_8x4                                            \
              : M == 5 ? batch_##name##_##T##_6x5                                            \
+             : M == 6 ? batch_##name##_##T##_5x6                                            \
              : M == 7 ? batch_##name##_##T##_4x7                                            \
-             : M == 8 ? batch_##name##_##T##_3x8                                            \
+             : M == 8 ? batch_##name##_##T##_4x8                                            \
                       : batch_##name##_##T##_4x6;                                           \
     f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
   }
