@@ -452,6 +452,7 @@ template <int W, int R, int C, typename T>
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
         if (prefetch) prefetch_at(w + r * ldw + k + s, ahead);
+        prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
       }
