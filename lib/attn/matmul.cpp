@@ -305,6 +305,9 @@ template <int W, typename T>
 // 560 positions, 2 threads, Zen 4, median (best) of 2000 calls in three alternating runs, before
 // the prefetches below: batch 1 131-164 (114) us against 184-205 (160) with sgemv; batch 4
 // 846-1256 (510) against 1020-1288 (773); batch 16 5.7-6.0 (4.4) ms against 6.1-6.6 (4.8).
+// With the prefetches and the mix in runs of 4 vectors (bench/decode_attention.cpp, 2 512 1 16):
+// batch 1 150-157 (111) us against 212-245 (178-179); batch 16 4.1-4.2 (3.1-3.2) ms against
+// 7.5-7.6 (5.4-5.5).
 // s[h * keys + j] = scale * (q[h] . k[j]) for KB keys from j: KB independent FMA chains, each
 // key's row read once for all n heads (from L1 after the first).
 template <int W, int KB>
@@ -350,28 +353,43 @@ template <int W>
   for (; j < keys; ++j) score_keys<W, 1>(q, n, k, j, keys, hd, scale, s);
 }
 
-// out[h * hd + :] = sum over j of p[h * keys + j] v[j], for HB heads: W columns of HB heads'
-// sums stay in registers while the keys pass, so v's rows are read once per HB heads.
+// out[h * hd + c0 ..] = sum over j of p[h * keys + j] v[j, c0 ..], for HB heads and CV vectors of
+// W columns from c0: HB x CV sums stay in registers while the keys pass, so a value row's
+// CV x W columns are read once per HB heads, one after the other.
+template <int W, int HB, int CV>
+[[gnu::always_inline]] inline void mix_columns(const float* p, std::int64_t keys, const float* v,
+                                               std::int64_t hd, std::int64_t c0, float* out) {
+  using V = typename Vec<W>::type;
+  V acc[HB][CV] = {};
+  for (std::int64_t j = 0; j < keys; ++j) {
+    const float* row = v + j * hd + c0;
+    for (int l = 0; l < CV * W; l += 16) prefetch_at(row + l, 16 * hd);
+    V x[CV];
+    for (int i = 0; i < CV; ++i) {
+      load<W>(x[i], row + i * W);
+      pin(x[i]);
+    }
+    for (int h = 0; h < HB; ++h) {
+      const V ph = V{} + p[h * keys + j];  // broadcast (p >= 0: + 0 changes nothing)
+      for (int i = 0; i < CV; ++i) fmadd<W>(acc[h][i], ph, x[i]);
+    }
+  }
+  for (int h = 0; h < HB; ++h)
+    for (int i = 0; i < CV; ++i) std::memcpy(out + h * hd + c0 + i * W, &acc[h][i], sizeof(V));
+}
+
+// out[h * hd + :] for HB heads: the columns in runs of CV vectors, so that each pass over the
+// keys reads CV x W floats of each value row in a row, not one vector (8B layer, B = 16 at 512
+// positions: with one vector per pass the mix took 2.3x the scores' time on the same bytes).
 template <int W, int HB>
 [[gnu::always_inline]] inline void mix_heads(const float* p, std::int64_t keys, const float* v,
                                              std::int64_t hd, float* out) {
-  using V = typename Vec<W>::type;
+  constexpr int CV = W == 16 ? 4 : 2;  // HB x CV sums, CV values and p fit 32 (16) registers
   const std::int64_t hv = hd / W * W;
-  for (std::int64_t c = 0; c < hv; c += W) {
-    V acc[HB] = {};
-    for (std::int64_t j = 0; j < keys; ++j) {
-      V x;
-      load<W>(x, v + j * hd + c);
-      pin(x);
-      if (c % 16 == 0) prefetch_at(v + j * hd + c, 16 * hd);
-      for (int h = 0; h < HB; ++h) {
-        const V ph = V{} + p[h * keys + j];  // broadcast (p >= 0: + 0 changes nothing)
-        fmadd<W>(acc[h], ph, x);
-      }
-    }
-    for (int h = 0; h < HB; ++h) std::memcpy(out + h * hd + c, &acc[h], sizeof(V));
-  }
-  for (std::int64_t c = hv; c < hd; ++c)
+  std::int64_t c = 0;
+  for (; c + CV * W <= hv; c += CV * W) mix_columns<W, HB, CV>(p, keys, v, hd, c, out);
+  for (; c < hv; c += W) mix_columns<W, HB, 1>(p, keys, v, hd, c, out);
+  for (; c < hd; ++c)
     for (int h = 0; h < HB; ++h) {
       float a = 0;
       for (std::int64_t j = 0; j < keys; ++j) a = std::fma(p[h * keys + j], v[j * hd + c], a);
