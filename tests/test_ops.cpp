@@ -1,7 +1,11 @@
 // The ops and the model's pieces against values worked out by hand or by plain double loops.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "attn/attention.hpp"
 #include "attn/matmul.hpp"
@@ -56,6 +60,35 @@ TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)
     CHECK(y[0] == 1.0f);
     CHECK(y[1] == 2.0f);
   }
+}
+
+TEST_CASE("exp_lanes: within 1.5 ulp of exp over the float range it computes, limits outside") {
+  // Every 4099th float in [-86.5, 88.7], against exp in double, in an array loop as softmax and
+  // swiglu run it (vectorized).
+  auto bits = [](float x) { return std::bit_cast<std::uint32_t>(x); };
+  std::vector<float> xs;
+  for (std::uint32_t u = 0; u <= bits(88.7f); u += 4099) xs.push_back(std::bit_cast<float>(u));
+  for (std::uint32_t u = 0x80000000u; u <= bits(-86.5f); u += 4099)
+    xs.push_back(std::bit_cast<float>(u));
+  xs.insert(xs.end(), {-86.5f, 88.7f, 1.0f, -1.0f, 1e-30f, -1e-30f});
+  std::vector<float> ys(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) ys[i] = attn::exp_lanes(xs[i]);
+  double worst = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double e = std::exp(double(xs[i]));
+    const float ef = float(e);
+    worst = std::max(worst, std::fabs(ys[i] - e) / double(std::nextafter(ef, INFINITY) - ef));
+  }
+  CAPTURE(worst);
+  CHECK(xs.size() > 500000);
+  CHECK(worst < 1.5);
+  CHECK(attn::exp_lanes(0.0f) == 1.0f);
+  CHECK(attn::exp_lanes(-86.6f) == 0.0f);
+  CHECK(attn::exp_lanes(-INFINITY) == 0.0f);
+  CHECK(attn::exp_lanes(-FLT_MAX) == 0.0f);
+  CHECK(attn::exp_lanes(88.8f) == INFINITY);
+  CHECK(attn::exp_lanes(INFINITY) == INFINITY);
+  CHECK(std::isnan(attn::exp_lanes(NAN)));
 }
 
 TEST_CASE("softmax: stable for large scores, masked tail is zero") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace attn {
 
@@ -120,19 +121,22 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
 void softmax_masked(float* x, std::int64_t n, std::int64_t len) {
   float mx = x[0];
   for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
+  for (std::int64_t j = 0; j < n; ++j) x[j] = exp_lanes(x[j] - mx);
+  float part[8] = {};  // 8 running sums: one add chain would wait 4 cycles an element
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] += x[j + l];
   float sum = 0;
-  for (std::int64_t j = 0; j < n; ++j) {
-    x[j] = std::exp(x[j] - mx);
-    sum += x[j];
-  }
+  for (; j < n; ++j) sum += x[j];
+  for (float s : part) sum += s;
   const float inv = 1.0f / sum;
-  for (std::int64_t j = 0; j < n; ++j) x[j] *= inv;
-  for (std::int64_t j = n; j < len; ++j) x[j] = 0;
+  for (j = 0; j < n; ++j) x[j] *= inv;
+  for (j = n; j < len; ++j) x[j] = 0;
 }
 
 void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
 #pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(n * kTranscendentalFlops))
-  for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + std::exp(-h1[i])) * h3[i];
+  for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + exp_lanes(-h1[i])) * h3[i];
 }
 
 }  // namespace attn
