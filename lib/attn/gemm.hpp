@@ -16,6 +16,8 @@ namespace attn {
 // floats, 192 KB) stays in L2 while every 8 rows of x pass over it.
 inline constexpr std::int64_t kGemmKC = 256;
 inline constexpr std::int64_t kGemmNC = 192;
+// Rows a thread takes at a time from another's share (claims.hpp): one panel of 48 features.
+inline constexpr std::int64_t kGemmSteal = 48;
 
 // Floats of one thread's panel buffer.
 inline constexpr std::int64_t gemm_panel_floats() {

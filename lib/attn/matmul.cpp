@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "attn/claims.hpp"
 #include "attn/gemm.hpp"
 #include "attn/lanes.hpp"
 #include "attn/matrix.hpp"
@@ -820,6 +821,29 @@ std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
   return kernels.own_gemm ? gemm_panel_floats() : widen_rows(K) * K;
 }
 
+// Prefill on gemm_avx512, whose bits do not depend on how the rows are split: the threads take
+// the projections' rows as RowClaims hands them out, gemm blocks (kGemmNC) from the front of
+// their own stretch, panels (48 rows) from the back of another's. Static halves lost about 5%
+// of a prefill to waiting (perf: libgomp's barrier) when a neighbour slowed one core.
+void prefill_claimed(const Kernels& kernels, std::span<const Projection> projections,
+                     const float* x, std::int64_t M, std::int64_t K, float* scratch,
+                     bool accumulate, int threads) {
+  std::vector<std::int64_t> bounds{0};
+  for (const Projection& p : projections) bounds.push_back(bounds.back() + p.n);
+  RowClaims claims(bounds, threads, kGemmNC, kGemmSteal);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    float* own = scratch + t * prefill_floats(kernels, K);
+    for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t)) {
+      const std::size_t i =
+          std::size_t(std::upper_bound(bounds.begin(), bounds.end(), b.begin) - bounds.begin() - 1);
+      product(kernels, projections[i], x, nullptr, M, K, b.begin - bounds[i], b.end - bounds[i],
+              own, accumulate);
+    }
+  }
+}
+
 }  // namespace
 
 std::int64_t widen_rows(std::int64_t K) {
@@ -855,14 +879,17 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
     xp = scratch;
   }
   // Waking a second thread costs microseconds, more than a small product takes.
-#pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
+  const bool parallel = rt.worth_parallel(flops);
+  if (M > kBatchRows && kernels.own_gemm)
+    return prefill_claimed(kernels, projections, x, M, K, scratch, accumulate,
+                           parallel ? rt.threads : 1);
+#pragma omp parallel num_threads(rt.threads) if (parallel)
   {
     if (M <= kBatchRows) {
       linear_rows(kernels, projections, x, xp, M, K, accumulate);
     } else {
-      // Prefill: one share per thread and projection, exactly half the rows. Blocks of 192
-      // taken dynamically left a thread waiting for the other's last block: best 200 against
-      // 207 GFLOP/s (bench/prefill_products.cpp, docs/prefill-gemm.md).
+      // Prefill on OpenBLAS: one share per thread and projection, exactly half the rows, in
+      // fixed blocks (OpenBLAS rounds differently when a matrix's rows are split differently).
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       float* own = scratch + t * prefill_floats(kernels, K);
       for (const Projection& p : projections) {

@@ -1,0 +1,38 @@
+#pragma once
+// How prefill's threads share the rows of a product (engine-internal, not installed). Thread t
+// of nt owns the t-th of nt equal stretches of the rows and takes its blocks from the front;
+// a thread whose stretch is done takes blocks from the back of the others' stretches. With
+// static halves, a thread slowed by a neighbour on its core left the other waiting at the end of
+// every product (about 5% of a prefill in perf's samples); with every block taken dynamically,
+// the threads met on a whole block and one waited for the other's last (docs/prefill-gemm.md).
+// Here, while the threads keep pace, each computes exactly its stretch, and what one leaves the
+// other takes in small blocks.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace attn {
+
+// Rows begin..end of the concatenated rows; empty (begin == end) when none are left.
+struct RowBlock {
+  std::int64_t begin = 0, end = 0;
+};
+
+struct RowClaims {
+  // bounds: where each projection's rows start in the concatenation, then the total (ascending,
+  // starting at 0); no block crosses a bound. own, steal: rows per block taken from the front of
+  // one's own stretch and from the back of another's.
+  RowClaims(std::vector<std::int64_t> bounds, int threads, std::int64_t own, std::int64_t steal);
+
+  // The next block for thread t (0 <= t < threads): its own stretch first, then the others'.
+  // Safe to call from all threads at once; every row is handed out exactly once.
+  RowBlock next(int t);
+
+  std::vector<std::int64_t> bounds;
+  int threads;
+  std::int64_t own, steal;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> stretch;  // per thread: front << 32 | back
+};
+
+}  // namespace attn

@@ -1,0 +1,128 @@
+// RowClaims (claims.hpp), how prefill's threads share a product's rows: every row handed out
+// exactly once, blocks within one projection, a thread's own stretch from the front in blocks of
+// `own`, the others' from the back in blocks of `steal`, whatever order the threads ask in.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "attn/claims.hpp"
+
+namespace {
+
+// Claims every row, the threads in `order` asking in turn (cyclically) until each has been told
+// nothing is left; threads not in `order` never ask, so the others must take their stretches.
+// Checks each block and that the blocks cover every row exactly once.
+void check_claims(const std::vector<std::int64_t>& bounds, int threads, std::int64_t own,
+                  std::int64_t steal, const std::vector<int>& order) {
+  attn::RowClaims claims(bounds, threads, own, steal);
+  const std::int64_t total = bounds.back();
+  std::vector<int> owner(static_cast<std::size_t>(total), -1);
+  std::vector<bool> done(order.size(), false);
+  std::size_t finished = 0;
+  for (std::size_t i = 0; finished < order.size(); ++i) {
+    // Each call hands out a row or ends a thread: more calls than that would never end.
+    if (i > std::size_t(4 * total + 100)) FAIL("the claims do not end");
+    const std::size_t k = i % order.size();
+    if (done[k]) continue;
+    const int t = order[k];
+    const attn::RowBlock b = claims.next(t);
+    if (b.end <= b.begin) {
+      done[k] = true;
+      ++finished;
+      continue;
+    }
+    const auto bound = std::upper_bound(bounds.begin(), bounds.end(), b.begin);
+    bool again = false;  // a row handed out before
+    for (std::int64_t r = b.begin; r < b.end; ++r) {
+      again = again || owner[std::size_t(r)] != -1;
+      owner[std::size_t(r)] = t;
+    }
+    // One assertion per bad block: a block of one row each for 28672 rows would be 10^7 checks.
+    if (b.begin < 0 || b.end > total || b.end - b.begin > std::max(own, steal) || b.end > *bound ||
+        again)
+      FAIL_CHECK("thread " << t << " got rows " << b.begin << ".." << b.end
+                           << (again ? ", some handed out before" : ""));
+  }
+  CHECK(std::count(owner.begin(), owner.end(), -1) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("RowClaims: each row once, blocks inside a projection, any order of asking") {
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {0},                    // no rows
+      {0, 5},                 // fewer rows than a block
+      {0, 4096, 5120, 6144},  // wq, wk, wv of the 8B layer
+      {0, 100, 1124, 2124},   // bounds off the 16-row grid
+      {0, 1, 2, 3, 700},      // one-row projections
+      {0, 14336, 28672}};     // w1, w3
+  for (const auto& bounds : shapes)
+    for (int threads : {1, 2, 3, 4})
+      for (std::int64_t own : {1, 48, 192})
+        for (std::int64_t steal : {1, 16, 48}) {
+          CAPTURE(bounds.back());
+          CAPTURE(threads);
+          CAPTURE(own);
+          CAPTURE(steal);
+          std::vector<int> in_turn;
+          for (int t = 0; t < threads; ++t) in_turn.push_back(t);
+          check_claims(bounds, threads, own, steal, in_turn);
+          check_claims(bounds, threads, own, steal, {0});  // thread 0 alone takes every row
+          check_claims(bounds, threads, own, steal, {threads - 1});
+          std::vector<int> skewed{0, 0, 0};  // thread 0 three times as fast
+          for (int t = 1; t < threads; ++t) skewed.push_back(t);
+          check_claims(bounds, threads, own, steal, skewed);
+        }
+}
+
+TEST_CASE("RowClaims: a thread takes its own stretch from the front, then others' from the back") {
+  // Two threads, 1000 rows: stretches 0..496 and 496..1000 (cut on 16 rows).
+  attn::RowClaims claims({0, 1000}, 2, 192, 48);
+  attn::RowBlock b = claims.next(1);
+  CHECK(b.begin == 496);
+  CHECK(b.end == 688);
+  b = claims.next(0);
+  CHECK(b.begin == 0);
+  CHECK(b.end == 192);
+  b = claims.next(1);
+  CHECK(b.begin == 688);
+  CHECK(b.end == 880);
+  b = claims.next(1);
+  CHECK(b.begin == 880);
+  CHECK(b.end == 1000);
+  // Thread 1's stretch is done: it takes thread 0's last 48 rows.
+  b = claims.next(1);
+  CHECK(b.begin == 448);
+  CHECK(b.end == 496);
+  b = claims.next(0);
+  CHECK(b.begin == 192);
+  CHECK(b.end == 384);
+  b = claims.next(0);
+  CHECK(b.begin == 384);
+  CHECK(b.end == 448);
+  CHECK(claims.next(0).end == claims.next(0).begin);
+  CHECK(claims.next(1).end == claims.next(1).begin);
+}
+
+TEST_CASE("RowClaims: threads asking at once get every row exactly once") {
+  for (int threads : {2, 4, 8}) {
+    const std::vector<std::int64_t> bounds{0, 4096, 5120, 6144, 20480};
+    attn::RowClaims claims(bounds, threads, 192, 48);
+    std::vector<std::vector<attn::RowBlock>> got(static_cast<std::size_t>(threads));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        for (attn::RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
+          got[std::size_t(t)].push_back(b);
+      });
+    for (std::thread& th : pool) th.join();
+    std::vector<int> seen(std::size_t(bounds.back()), 0);
+    for (const auto& blocks : got)
+      for (const attn::RowBlock& b : blocks)
+        for (std::int64_t r = b.begin; r < b.end; ++r) ++seen[std::size_t(r)];
+    CAPTURE(threads);
+    for (int count : seen) REQUIRE(count == 1);
+  }
+}
