@@ -926,10 +926,11 @@ namespace attn {
 
 std::string matmul_path(const Runtime& rt) {
   const std::string prefill = kernels_for(rt.isa).own_gemm
-                                  ? "own AVX-512 GEMM (8 x 48 tiles, weights packed per block)"
-                                  : "single-threaded OpenBLAS sgemm";
-  return "OpenMP threads: " + prefill + " on row halves (M > " + std::to_string(kBatchRows) +
-         "), own " + rt.isa + " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
+                                  ? "own AVX-512 GEMM (8 x 48 tiles, weights packed per block) on "
+                                    "each thread's half of the rows, the other's tail taken over"
+                                  : "single-threaded OpenBLAS sgemm on row halves";
+  return "OpenMP threads: " + prefill + " (M > " + std::to_string(kBatchRows) + "), own " + rt.isa +
+         " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) + ": each weight read once for all rows)";
 }
 
