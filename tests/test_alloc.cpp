@@ -45,23 +45,28 @@ TEST_CASE("forward: a decode step and a prefill allocate nothing") {
   a.n_heads = 8;
   a.n_kv_heads = 2;
   a.attention_bias = true;
-  for (int threads : {1, 2}) {
-    // Every parallel path, even on this small model.
-    const attn::Runtime rt = attn::make_runtime(threads, 0);
-    const attn::RunOptions opts{2, 5, 3};
-    const std::vector<float> x = attn::seeded_input(a, opts, 1);
-    std::vector<float> out(x.size());
-    // A first model starts the thread pool and OpenBLAS's per-thread buffers: once per process.
-    attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
-    attn::forward(warm, x.data(), 2, 5, 0, out.data());
-    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
-    const long before = g_allocations.load();
-    attn::forward(m, x.data(), 2, 5, 0, out.data());
-    for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
-    const long allocations = g_allocations.load() - before;
-    CAPTURE(threads);
-    CHECK(allocations == 0);
-  }
+  a.max_seq_len = 32;
+  // Prefill of 2 x 5 rows runs the batched kernel; of 2 x 20, the prefill GEMM (M > kBatchRows).
+  for (std::int64_t P : {5, 20})
+    for (int threads : {1, 2}) {
+      // Every parallel path, even on this small model.
+      const attn::Runtime rt = attn::make_runtime(threads, 0);
+      const attn::RunOptions opts{2, P, 3};
+      const std::vector<float> x = attn::seeded_input(a, opts, 1);
+      std::vector<float> out(x.size());
+      // A first model starts the thread pool and OpenBLAS's per-thread buffers: once per process.
+      attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * P, rt);
+      attn::forward(warm, x.data(), 2, P, 0, out.data());
+      attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * P, rt);
+      const long before = g_allocations.load();
+      attn::forward(m, x.data(), 2, P, 0, out.data());
+      for (std::int64_t pos = P; pos < P + 3; ++pos)
+        attn::forward(m, x.data(), 2, 1, pos, out.data());
+      const long allocations = g_allocations.load() - before;
+      CAPTURE(P);
+      CAPTURE(threads);
+      CHECK(allocations == 0);
+    }
 }
 
 TEST_CASE("forward: mask none with a padding mask and the encoder block allocate nothing") {

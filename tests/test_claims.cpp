@@ -75,11 +75,18 @@ TEST_CASE("RowClaims: each row once, blocks inside a projection, any order of as
           for (int t = 1; t < threads; ++t) skewed.push_back(t);
           check_claims(bounds, threads, own, steal, skewed);
         }
+  // More threads than stretches: the threads past kMaxStretches own none and only take.
+  const int many = attn::RowClaims::kMaxStretches + 36;
+  std::vector<int> all;
+  for (int t = 0; t < many; ++t) all.push_back(t);
+  check_claims({0, 4096, 5120, 6144}, many, 192, 48, all);
+  check_claims({0, 4096, 5120, 6144}, many, 192, 48, {many - 1});
 }
 
 TEST_CASE("RowClaims: a thread takes its own stretch from the front, then others' from the back") {
   // Two threads, 1000 rows: stretches 0..496 and 496..1000 (cut on 16 rows).
-  attn::RowClaims claims({0, 1000}, 2, 192, 48);
+  const std::vector<std::int64_t> bounds{0, 1000};
+  attn::RowClaims claims(bounds, 2, 192, 48);
   attn::RowBlock b = claims.next(1);
   CHECK(b.begin == 496);
   CHECK(b.end == 688);

@@ -19,37 +19,41 @@ std::int64_t back_of(std::uint64_t s) {
 
 }  // namespace
 
-RowClaims::RowClaims(std::vector<std::int64_t> bounds_, int threads_, std::int64_t own_,
+RowClaims::RowClaims(std::span<const std::int64_t> bounds_, int threads, std::int64_t own_,
                      std::int64_t steal_)
-    : bounds(std::move(bounds_)),
-      threads(std::max(threads_, 1)),
+    : n_bounds(int(bounds_.size())),
+      stretches(std::clamp(threads, 1, kMaxStretches)),
       own(std::max<std::int64_t>(own_, 1)),
-      steal(std::max<std::int64_t>(steal_, 1)),
-      stretch(new std::atomic<std::uint64_t>[std::size_t(threads)]) {
-  const std::int64_t total = bounds.empty() ? 0 : bounds.back();
+      steal(std::max<std::int64_t>(steal_, 1)) {
+  if (bounds_.empty() || bounds_.size() > bounds.size() || bounds_.front() != 0)
+    throw std::logic_error("RowClaims: 1 to 9 bounds, the first 0");
+  std::copy(bounds_.begin(), bounds_.end(), bounds.begin());
+  const std::int64_t total = bounds_.back();
   if (total >= (std::int64_t(1) << 31)) throw std::length_error("RowClaims: over 2^31 rows");
   // Stretches cut on multiples of 16 rows, as the decode blocks are, so that no two threads
   // write one cache line of an output row.
   const std::int64_t blocks = (total + 15) / 16;
-  for (int t = 0; t < threads; ++t)
-    stretch[t] = pack(std::min(total, blocks * t / threads * 16),
-                      std::min(total, blocks * (t + 1) / threads * 16));
+  for (int t = 0; t < stretches; ++t)
+    stretch[std::size_t(t)] = pack(std::min(total, blocks * t / stretches * 16),
+                                   std::min(total, blocks * (t + 1) / stretches * 16));
 }
 
 RowBlock RowClaims::next(int t) {
-  for (int i = 0; i < threads; ++i) {
-    const int u = (t + i) % threads;
-    std::uint64_t s = stretch[u].load();
+  const std::int64_t* b0 = bounds.data();
+  const std::int64_t* b1 = b0 + n_bounds;
+  for (int i = 0; i < stretches; ++i) {
+    const int u = (t + i) % stretches;
+    const bool mine = u == t;
+    std::atomic<std::uint64_t>& a = stretch[std::size_t(u)];
+    std::uint64_t s = a.load();
     while (front_of(s) < back_of(s)) {
       const std::int64_t f = front_of(s), b = back_of(s);
-      if (i == 0) {  // one's own, from the front: up to the next bound
-        const std::int64_t bound = *std::upper_bound(bounds.begin(), bounds.end(), f);
-        const std::int64_t e = std::min({b, f + own, bound});
-        if (stretch[u].compare_exchange_weak(s, pack(e, b))) return {f, e};
+      if (mine) {  // one's own, from the front: up to the next bound
+        const std::int64_t e = std::min({b, f + own, *std::upper_bound(b0, b1, f)});
+        if (a.compare_exchange_weak(s, pack(e, b))) return {f, e};
       } else {  // another's, from the back: down to the bound before its end
-        const std::int64_t bound = *(std::lower_bound(bounds.begin(), bounds.end(), b) - 1);
-        const std::int64_t e = std::max({f, b - steal, bound});
-        if (stretch[u].compare_exchange_weak(s, pack(f, e))) return {e, b};
+        const std::int64_t e = std::max({f, b - steal, *(std::lower_bound(b0, b1, b) - 1)});
+        if (a.compare_exchange_weak(s, pack(f, e))) return {e, b};
       }
     }
   }

@@ -6,11 +6,12 @@
 // every product (about 5% of a prefill in perf's samples); with every block taken dynamically,
 // the threads met on a whole block and one waited for the other's last (docs/prefill-gemm.md).
 // Here, while the threads keep pace, each computes exactly its stretch, and what one leaves the
-// other takes in small blocks.
+// other takes in small blocks. Fixed-size state on the caller's stack: a decode step of more
+// than kBatchRows sequences runs this path too, and a step allocates nothing.
+#include <array>
 #include <atomic>
 #include <cstdint>
-#include <memory>
-#include <vector>
+#include <span>
 
 namespace attn {
 
@@ -20,19 +21,23 @@ struct RowBlock {
 };
 
 struct RowClaims {
+  static constexpr int kMaxProjections = 8;
+  static constexpr int kMaxStretches = 64;  // threads past this own no stretch; they only take
+
   // bounds: where each projection's rows start in the concatenation, then the total (ascending,
-  // starting at 0); no block crosses a bound. own, steal: rows per block taken from the front of
-  // one's own stretch and from the back of another's.
-  RowClaims(std::vector<std::int64_t> bounds, int threads, std::int64_t own, std::int64_t steal);
+  // starting at 0, at most kMaxProjections + 1); no block crosses a bound. own, steal: rows per
+  // block taken from the front of one's own stretch and from the back of another's.
+  RowClaims(std::span<const std::int64_t> bounds, int threads, std::int64_t own,
+            std::int64_t steal);
 
   // The next block for thread t (0 <= t < threads): its own stretch first, then the others'.
   // Safe to call from all threads at once; every row is handed out exactly once.
   RowBlock next(int t);
 
-  std::vector<std::int64_t> bounds;
-  int threads;
-  std::int64_t own, steal;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> stretch;  // per thread: front << 32 | back
+  std::array<std::int64_t, kMaxProjections + 1> bounds{};
+  int n_bounds = 0, stretches = 0;
+  std::int64_t own = 1, steal = 1;
+  std::array<std::atomic<std::uint64_t>, kMaxStretches> stretch{};  // front << 32 | back
 };
 
 }  // namespace attn

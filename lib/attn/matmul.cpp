@@ -8,8 +8,10 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -828,16 +830,19 @@ std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
 void prefill_claimed(const Kernels& kernels, std::span<const Projection> projections,
                      const float* x, std::int64_t M, std::int64_t K, float* scratch,
                      bool accumulate, int threads) {
-  std::vector<std::int64_t> bounds{0};
-  for (const Projection& p : projections) bounds.push_back(bounds.back() + p.n);
-  RowClaims claims(bounds, threads, kGemmNC, kGemmSteal);
+  std::array<std::int64_t, RowClaims::kMaxProjections + 1> bounds{};
+  const std::size_t n_bounds = projections.size() + 1;
+  if (n_bounds > bounds.size()) throw std::logic_error("linear: over 8 projections in one call");
+  for (std::size_t i = 0; i < projections.size(); ++i) bounds[i + 1] = bounds[i] + projections[i].n;
+  RowClaims claims({bounds.data(), n_bounds}, threads, kGemmNC, kGemmSteal);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
     float* own = scratch + t * prefill_floats(kernels, K);
     for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t)) {
       const std::size_t i =
-          std::size_t(std::upper_bound(bounds.begin(), bounds.end(), b.begin) - bounds.begin() - 1);
+          std::size_t(std::upper_bound(bounds.begin(), bounds.begin() + n_bounds, b.begin) -
+                      bounds.begin() - 1);
       product(kernels, projections[i], x, nullptr, M, K, b.begin - bounds[i], b.end - bounds[i],
               own, accumulate);
     }
