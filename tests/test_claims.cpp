@@ -40,9 +40,9 @@ void check_claims(const std::vector<std::int64_t>& bounds, int threads, std::int
       owner[std::size_t(r)] = t;
     }
     // One assertion per bad block: a block of one row each for 28672 rows would be 10^7 checks.
-    if (b.begin < 0 || b.end > total || b.end - b.begin > std::max(own, steal) || b.end > *bound ||
-        again)
-      FAIL_CHECK("thread " << t << " got rows " << b.begin << ".." << b.end
+    const bool in_part = b.part == std::size_t(bound - bounds.begin() - 1) && b.end <= *bound;
+    if (b.begin < 0 || b.end > total || b.end - b.begin > std::max(own, steal) || !in_part || again)
+      FAIL_CHECK("thread " << t << " got rows " << b.begin << ".." << b.end << " of part " << b.part
                            << (again ? ", some handed out before" : ""));
   }
   CHECK(std::count(owner.begin(), owner.end(), -1) == 0);
@@ -87,28 +87,19 @@ TEST_CASE("RowClaims: a thread takes its own stretch from the front, then others
   // Two threads, 1000 rows: stretches 0..496 and 496..1000 (cut on 16 rows).
   const std::vector<std::int64_t> bounds{0, 1000};
   attn::RowClaims claims(bounds, 2, 192, 48);
-  attn::RowBlock b = claims.next(1);
-  CHECK(b.begin == 496);
-  CHECK(b.end == 688);
-  b = claims.next(0);
-  CHECK(b.begin == 0);
-  CHECK(b.end == 192);
-  b = claims.next(1);
-  CHECK(b.begin == 688);
-  CHECK(b.end == 880);
-  b = claims.next(1);
-  CHECK(b.begin == 880);
-  CHECK(b.end == 1000);
-  // Thread 1's stretch is done: it takes thread 0's last 48 rows.
-  b = claims.next(1);
-  CHECK(b.begin == 448);
-  CHECK(b.end == 496);
-  b = claims.next(0);
-  CHECK(b.begin == 192);
-  CHECK(b.end == 384);
-  b = claims.next(0);
-  CHECK(b.begin == 384);
-  CHECK(b.end == 448);
+  auto expect = [&](int t, std::int64_t begin, std::int64_t end) {
+    const attn::RowBlock b = claims.next(t);
+    CAPTURE(t);
+    CHECK(b.begin == begin);
+    CHECK(b.end == end);
+  };
+  expect(1, 496, 688);
+  expect(0, 0, 192);
+  expect(1, 688, 880);
+  expect(1, 880, 1000);
+  expect(1, 448, 496);  // thread 1's stretch is done: it takes thread 0's last 48 rows
+  expect(0, 192, 384);
+  expect(0, 384, 448);
   CHECK(claims.next(0).end == claims.next(0).begin);
   CHECK(claims.next(1).end == claims.next(1).begin);
 }

@@ -49,11 +49,13 @@ RowBlock RowClaims::next(int t) {
     while (front_of(s) < back_of(s)) {
       const std::int64_t f = front_of(s), b = back_of(s);
       if (mine) {  // one's own, from the front: up to the next bound
-        const std::int64_t e = std::min({b, f + own, *std::upper_bound(b0, b1, f)});
-        if (a.compare_exchange_weak(s, pack(e, b))) return {f, e};
+        const std::int64_t* next = std::upper_bound(b0, b1, f);
+        const std::int64_t e = std::min({b, f + own, *next});
+        if (a.compare_exchange_weak(s, pack(e, b))) return {f, e, std::size_t(next - b0 - 1)};
       } else {  // another's, from the back: down to the bound before its end
-        const std::int64_t e = std::max({f, b - steal, *(std::lower_bound(b0, b1, b) - 1)});
-        if (a.compare_exchange_weak(s, pack(f, e))) return {e, b};
+        const std::int64_t* last = std::lower_bound(b0, b1, b) - 1;
+        const std::int64_t e = std::max({f, b - steal, *last});
+        if (a.compare_exchange_weak(s, pack(f, e))) return {e, b, std::size_t(last - b0)};
       }
     }
   }

@@ -10,14 +10,17 @@
 // than kBatchRows sequences runs this path too, and a step allocates nothing.
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 namespace attn {
 
-// Rows begin..end of the concatenated rows; empty (begin == end) when none are left.
+// Rows begin..end of the concatenated rows, all in projection `part` (bounds[part] <= begin,
+// end <= bounds[part + 1]); empty (begin == end) when none are left.
 struct RowBlock {
   std::int64_t begin = 0, end = 0;
+  std::size_t part = 0;
 };
 
 struct RowClaims {

@@ -839,13 +839,9 @@ void prefill_claimed(const Kernels& kernels, std::span<const Projection> project
   {
     const int t = omp_get_thread_num();
     float* own = scratch + t * prefill_floats(kernels, K);
-    for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t)) {
-      const std::size_t i =
-          std::size_t(std::upper_bound(bounds.begin(), bounds.begin() + n_bounds, b.begin) -
-                      bounds.begin() - 1);
-      product(kernels, projections[i], x, nullptr, M, K, b.begin - bounds[i], b.end - bounds[i],
-              own, accumulate);
-    }
+    for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
+      product(kernels, projections[b.part], x, nullptr, M, K, b.begin - bounds[b.part],
+              b.end - bounds[b.part], own, accumulate);
   }
 }
 
