@@ -15,12 +15,12 @@
 #include <ostream>
 
 #include "attn/error.hpp"
-#include "attn/files.hpp"
-#include "attn/matmul.hpp"
-#include "attn/memory.hpp"
-#include "attn/runtime.hpp"
+#include "attn/io/files.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "attn/version.hpp"
-#include "attn/weights.hpp"
+#include "attn/model/weights.hpp"
 #include "ranks.hpp"
 #include "workloads/bench.hpp"
 #include "workloads/heatmap.hpp"

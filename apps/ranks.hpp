@@ -11,7 +11,7 @@
 #include <string>
 
 #include "attn/error.hpp"
-#include "attn/parallel.hpp"
+#include "attn/model/parallel.hpp"
 
 namespace ranks {
 

@@ -16,8 +16,8 @@
 #include <ctime>
 #include <vector>
 
-#include "attn/gemm.hpp"
-#include "attn/matmul.hpp"
+#include "attn/kernels/detail/gemm.hpp"
+#include "attn/kernels/matmul.hpp"
 
 namespace {
 

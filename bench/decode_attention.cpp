@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "attn/attention.hpp"
-#include "attn/ops.hpp"
+#include "attn/kernels/attention.hpp"
+#include "attn/kernels/ops.hpp"
 
 namespace {
 
@@ -60,7 +60,7 @@ void run(const attn::Runtime& rt, std::int64_t P, std::int64_t B) {
     c.cache_k[i] = 0.001f * float(i % 97);
     c.cache_v[i] = 0.002f * float(i % 89);
   }
-  std::vector<float> scratch = attn::make_attention_scratch(c, rt.threads);
+  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, rt.threads)));
   std::vector<float> xq(std::size_t(B * kHeads * kHeadDim), 0.01f), out(xq.size());
   std::vector<double> t[2];
   for (int i = 0; i < 2000; ++i)
@@ -68,7 +68,7 @@ void run(const attn::Runtime& rt, std::int64_t P, std::int64_t B) {
       const std::int64_t pos = P + i % kExtra;  // the step's own position: keys 0..pos
       const double t0 = now();
       if (v == 0)
-        attn::attention(rt, out.data(), xq.data(), c, 0, kHeads, B, 1, pos, scratch);
+        attn::attention(rt, out.data(), xq.data(), c.layer(0), kHeads, B, 1, pos, scratch.data());
       else
         per_head_sgemv(rt, out.data(), xq.data(), c, B, pos + 1, scratch);
       t[v].push_back(now() - t0);

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "attn/matmul.hpp"
+#include "attn/kernels/matmul.hpp"
 
 namespace {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "attn/config.hpp"
+#include "attn/model/config.hpp"
 #include "attn/error.hpp"
-#include "attn/memory.hpp"
+#include "attn/model/memory.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "attn/error.hpp"
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "attn/matmul.hpp"
-#include "attn/model.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
 #include "workloads/run.hpp"
 
 namespace {

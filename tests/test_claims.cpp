@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "attn/claims.hpp"
+#include "attn/kernels/detail/claims.hpp"
 
 namespace {
 

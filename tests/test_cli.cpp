@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "attn/config.hpp"
+#include "attn/model/config.hpp"
 #include "attn/error.hpp"
 #include "test_support.hpp"
 

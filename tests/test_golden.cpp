@@ -4,7 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attn/matmul.hpp"
+#include "attn/kernels/matmul.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

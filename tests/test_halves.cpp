@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attn/matmul.hpp"
-#include "attn/model.hpp"
-#include "attn/parallel.hpp"
-#include "attn/rng.hpp"
-#include "attn/safetensors.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/parallel.hpp"
+#include "attn/model/rng.hpp"
+#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "attn/weights.hpp"
+#include "attn/model/weights.hpp"
 #include "test_support.hpp"
 #include "workloads/heatmap.hpp"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
-#include "attn/matmul.hpp"
+#include "attn/kernels/matmul.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

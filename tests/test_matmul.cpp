@@ -7,10 +7,10 @@
 
 #include <cmath>
 
-#include "attn/gemm.hpp"
-#include "attn/matmul.hpp"
-#include "attn/model.hpp"
-#include "attn/rng.hpp"
+#include "attn/kernels/detail/gemm.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/rng.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/matmul.hpp"
-#include "attn/memory.hpp"
-#include "attn/weights.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/weights.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

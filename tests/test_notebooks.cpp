@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "attn/attention.hpp"
-#include "attn/matmul.hpp"
-#include "attn/model.hpp"
+#include "attn/kernels/attention.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 
@@ -151,13 +151,13 @@ TEST_CASE("attention: causal rows and grouped heads read the right KV head in pl
   a.n_kv_heads = 2;
   a.dim = 8;  // head_dim 2, n_rep 2
   attn::KVCache c = attn::make_kv_cache(a);
-  std::vector<float> scratch = attn::make_attention_scratch(c, 4);
+  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 4)));
   // Keys and values for positions 0 and 1 of each KV head; v differs by head.
   const float xk[8] = {1, 0, 0, 1, 0, 1, 1, 0}, xv[8] = {1, 2, 10, 20, 3, 4, 30, 40};
   attn::store_kv(c, 0, xk, xv, 1, 2, 0);
   float xq[16] = {};  // [1, 2, 4 heads, 2], zero queries: uniform weights over visible keys
   float out[16];
-  attn::attention(attn::Runtime{}, out, xq, c, 0, 4, 1, 2, 0, scratch);
+  attn::attention(attn::Runtime{}, out, xq, c.layer(0), 4, 1, 2, 0, scratch.data());
   // Row 0 sees position 0 only; heads 0, 1 read KV head 0, heads 2, 3 read KV head 1.
   CHECK(out[0] == 1.0f);
   CHECK(out[3] == 2.0f);
@@ -177,7 +177,7 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   a.dim = 130 * 3;  // head_dim 3
   const std::int64_t hd = 3, keys = 5;
   attn::KVCache c = attn::make_kv_cache(a);
-  std::vector<float> scratch = attn::make_attention_scratch(c, 2);
+  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 2)));
   std::vector<float> xk(std::size_t(keys * hd)), xv(xk.size()), xq(std::size_t(a.dim));
   for (std::size_t i = 0; i < xk.size(); ++i) {
     xk[i] = float(std::sin(0.7 * double(i)));
@@ -188,7 +188,7 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   std::vector<float> out(xq.size()), probs(std::size_t(a.n_heads * keys));
   for (int threads : {1, 2}) {
     attn::Runtime rt = attn::make_runtime(threads, 0);
-    attn::attention(rt, out.data(), xq.data(), c, 0, a.n_heads, 1, 1, keys - 1, scratch, {},
+    attn::attention(rt, out.data(), xq.data(), c.layer(0), a.n_heads, 1, 1, keys - 1, scratch.data(), {},
                     probs.data());
     for (std::int64_t h = 0; h < a.n_heads; ++h) {
       double p[keys], sum = 0, mx = -1e30;

@@ -9,9 +9,9 @@
 #include <iterator>
 
 #include "attn/error.hpp"
-#include "attn/parallel.hpp"
-#include "attn/slice.hpp"
-#include "attn/weights.hpp"
+#include "attn/model/parallel.hpp"
+#include "attn/model/detail/slice.hpp"
+#include "attn/model/weights.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "attn/model.hpp"
-#include "attn/runtime.hpp"
+#include "attn/model/model.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

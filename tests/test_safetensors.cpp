@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

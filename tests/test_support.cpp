@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "attn/attention.hpp"
-#include "attn/matmul.hpp"
-#include "attn/model.hpp"
+#include "attn/kernels/attention.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <span>
 
-#include "attn/matmul.hpp"
-#include "attn/prefetch.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/kernels/detail/prefetch.hpp"
 
 namespace attn {
 

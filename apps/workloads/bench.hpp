@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/model.hpp"
+#include "attn/model/model.hpp"
 
 namespace attn {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "attn/config.hpp"
+#include "attn/model/config.hpp"
 #include "workloads/run.hpp"
 
 namespace attn {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "attn/error.hpp"
-#include "attn/safetensors.hpp"
+#include "attn/io/safetensors.hpp"
 
 namespace attn {
 

@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "attn/error.hpp"
-#include "attn/finite.hpp"
-#include "attn/rng.hpp"
-#include "attn/safetensors.hpp"
+#include "attn/model/finite.hpp"
+#include "attn/model/rng.hpp"
+#include "attn/io/safetensors.hpp"
 
 namespace attn {
 

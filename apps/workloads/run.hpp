@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "attn/model.hpp"
+#include "attn/model/model.hpp"
 #include "workloads/trace.hpp"
 
 namespace attn {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "attn/parallel.hpp"
+#include "attn/model/parallel.hpp"
 
 namespace attn {
 

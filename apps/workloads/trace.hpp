@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "attn/config.hpp"
-#include "attn/safetensors.hpp"  // shape_text
+#include "attn/model/config.hpp"
+#include "attn/io/safetensors.hpp"  // shape_text
 
 namespace attn {
 

@@ -1,6 +1,6 @@
 // Loads a config and its weights, runs a prefill of 7 positions and one decode step, and prints
 // the KV cache's shape as the notebooks do: consumer configs/gqa.json weights/gqa.safetensors
-#include <attn/model.hpp>
+#include <attn/model/model.hpp>
 #include <attn/version.hpp>
 
 #include <cstdio>

@@ -1,0 +1,103 @@
+#include "attn/io/checkpoint.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "attn/error.hpp"
+#include "attn/io/files.hpp"
+#include "attn/io/text.hpp"
+
+namespace attn {
+
+namespace {
+
+using nlohmann::json;
+
+// An index names shard files beside it; a name with a directory part could reach anywhere.
+bool plain_file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
+// Hub indexes are tens of KiB; 64 MiB is far past any.
+constexpr std::uint64_t kMaxIndexBytes = 64 << 20;
+
+json read_index(const std::filesystem::path& path) {
+  const std::string text = read_small_file(path, "safetensors index", kMaxIndexBytes);
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    throw InputError(escape(path.string()) + ": the safetensors index is not valid JSON");
+  }
+}
+
+Checkpoint open_index(const std::filesystem::path& path) {
+  const json j = read_index(path);
+  const std::string src = escape(path.string());
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    throw InputError(src + ": key 'weight_map': expected an object of tensor name -> file name");
+  Checkpoint c;
+  c.path = src;
+  c.dir = path.parent_path();
+  for (auto& [name, file] : j.at("weight_map").items()) {
+    if (!file.is_string() || !plain_file_name(file.get<std::string>()))
+      throw InputError(src + ": key 'weight_map': tensor " + attn::quoted(name) +
+                       " must name a file in the index's directory");
+    c.weight_map[name] = file.get<std::string>();
+  }
+  return c;
+}
+
+// The name of the file holding tensor `name`. Throws InputError if none does.
+const std::string& file_name(const Checkpoint& c, const std::string& name) {
+  const auto it = c.weight_map.find(name);
+  if (it == c.weight_map.end())
+    throw InputError(c.path + ": tensor " + attn::quoted(name) + " is missing");
+  return it->second;
+}
+
+// The index and the shard must agree, or a tensor would be read from the wrong place.
+void check_holds(const Checkpoint& c, const SafetensorsHeader& header, const std::string& name,
+                 const std::string& file) {
+  if (!header.tensors.count(name))
+    throw InputError(c.path + ": tensor " + attn::quoted(name) + " is listed in file " +
+                     attn::quoted(file) + ", which does not hold it");
+}
+
+}  // namespace
+
+const TensorInfo& Checkpoint::info(const std::string& name) {
+  const std::string& file = file_name(*this, name);
+  if (auto mapped = files.find(file); mapped != files.end() && mapped->second)
+    return mapped->second->info(name);
+  auto read = headers.find(file);
+  if (read == headers.end())
+    read = headers.emplace(file, read_safetensors_header(dir / file)).first;
+  check_holds(*this, read->second.header, name, file);
+  return read->second.header.tensors.at(name);
+}
+
+const SafetensorsFile& Checkpoint::file_of(const std::string& name) {
+  const std::string& name_of_file = file_name(*this, name);
+  auto& file = files[name_of_file];
+  if (!file) {
+    const auto read = headers.find(name_of_file);
+    file = std::make_unique<SafetensorsFile>(
+        open_safetensors(dir / name_of_file, read == headers.end() ? nullptr : &read->second));
+    if (read != headers.end()) headers.erase(read);
+    check_holds(*this, file->header, name, name_of_file);
+  }
+  return *file;
+}
+
+Checkpoint open_checkpoint(const std::filesystem::path& path) {
+  if (path.string().ends_with(".index.json")) return open_index(path);
+  Checkpoint c;
+  c.path = escape(path.string());
+  c.dir = path.parent_path();
+  const std::string file = path.filename().string();
+  // The header only: the file is mapped when a tensor's bytes are first asked for.
+  const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(path);
+  for (auto& [name, info] : read.header.tensors) c.weight_map[name] = file;
+  return c;
+}
+
+}  // namespace attn

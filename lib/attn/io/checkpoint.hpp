@@ -1,0 +1,35 @@
+#pragma once
+// A checkpoint's tensors by name: one safetensors file, or a Hugging Face index
+// (model.safetensors.index.json) whose weight_map spreads them over files in its directory.
+// Each file is mapped when a tensor in it is first asked for, and never copied; its header may be
+// read before that (info), for the memory estimate, and is then not parsed again.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attn/io/safetensors.hpp"
+
+namespace attn {
+
+struct Checkpoint {
+  std::string path;                               // what the user named, escaped for messages
+  std::map<std::string, std::string> weight_map;  // tensor name -> file name in `dir`
+  std::filesystem::path dir;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;  // mapped so far, by file name
+  std::map<std::string, SafetensorsHeaderRead> headers;  // read but not mapped yet, by file name
+
+  bool contains(const std::string& name) const { return weight_map.count(name) > 0; }
+  // `name`'s header entry, reading its file's header (not mapping the file) if needed; valid
+  // until file_of maps that file. Throws InputError.
+  const TensorInfo& info(const std::string& name);
+  // The mapped file holding `name` (mapping it now if needed). Throws InputError.
+  const SafetensorsFile& file_of(const std::string& name);
+};
+
+// A path ending in ".index.json" is read as Hugging Face's index; anything else is one
+// safetensors file. Throws InputError naming the file.
+Checkpoint open_checkpoint(const std::filesystem::path& path);
+
+}  // namespace attn

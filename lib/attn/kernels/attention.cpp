@@ -1,0 +1,124 @@
+#include "attn/kernels/attention.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "attn/kernels/matmul.hpp"
+#include "attn/kernels/ops.hpp"
+
+namespace attn {
+
+std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads) {
+  return std::int64_t(threads) * kAttentionChunk * max_seq_len;
+}
+
+namespace {
+
+struct Task {
+  std::int64_t b, g, r0;  // batch, KV head, first query row
+};
+
+// The rows a task computes: `rows` queries from absolute position first_pos, scored against
+// keys 0 .. keys-1 (under the causal mask the chunk's last row needs no more).
+struct Rows {
+  std::int64_t rows, first_pos, keys;
+  bool causal;
+  const std::uint8_t* keep;  // this batch row's padding mask, or null
+};
+
+// Masked softmax of score row i: visible keys, minus padded ones.
+void softmax_row(float* s, const Rows& r, std::int64_t i) {
+  const std::int64_t visible = r.causal ? r.first_pos + i + 1 : r.keys;
+  if (r.keep)
+    for (std::int64_t j = 0; j < visible; ++j)
+      if (!r.keep[j]) s[j] = -FLT_MAX;
+  softmax_masked(s, visible, r.keys);
+}
+
+// One query head over its rows (2 or more; one row goes to group_attention): scores = q K^T *
+// scale, masked softmax, out = scores V.
+void head_attention(float* out, const float* q, const float* k, const float* v, std::int64_t ld,
+                    std::int64_t hd, const Rows& r, float* s) {
+  const std::int64_t rows = r.rows, keys = r.keys;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
+              scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
+  for (std::int64_t i = 0; i < rows; ++i) softmax_row(s + i * keys, r, i);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd), blasint(keys),
+              1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
+}
+
+// One query position of n heads that share a KV head (q, out: [n, hd]): their scores in s
+// [n, keys], each key and value row read once for all n (the own kernels, matmul.hpp).
+void group_attention(const Runtime& rt, float* out, const float* q, std::int64_t n, const float* k,
+                     const float* v, std::int64_t hd, const Rows& r, float* s) {
+  group_scores(rt, q, n, k, r.keys, hd, 1.0f / std::sqrt(float(hd)), s);
+  for (std::int64_t h = 0; h < n; ++h) softmax_row(s + h * r.keys, r, 0);
+  group_mix(rt, s, n, v, r.keys, hd, out);
+}
+
+// Copies the task's probability rows [rows, keys] into probs rows of `total` keys, zero-filled.
+void store_probs(float* probs, const float* s, std::int64_t rows, std::int64_t keys,
+                 std::int64_t total) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::memcpy(probs + i * total, s + i * keys, std::size_t(keys) * sizeof(float));
+    std::fill(probs + i * total + keys, probs + (i + 1) * total, 0.0f);
+  }
+}
+
+}  // namespace
+
+void attention(const Runtime& rt, float* out, const float* xq, const KVView& cache,
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos, float* scratch, const AttentionMask& mask,
+               float* probs) {
+  const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
+  const std::int64_t ld = n_heads * hd;  // row stride of xq and out
+  const std::int64_t total = start_pos + seqlen;
+  const bool causal = mask.kind == Mask::causal;
+  const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;
+  const std::int64_t n_tasks = bsz * cache.n_kv_heads * chunks;
+  const std::int64_t flops = 4 * bsz * seqlen * total * n_heads * hd;
+#pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
+  {
+    float* s = scratch + omp_get_thread_num() * kAttentionChunk * cache.max_seq_len;
+    // Later chunks see more keys: dynamic scheduling evens out the triangle.
+#pragma omp for schedule(dynamic)
+    for (std::int64_t i = 0; i < n_tasks; ++i) {
+      const Task t{i / (cache.n_kv_heads * chunks), (i / chunks) % cache.n_kv_heads,
+                   (i % chunks) * kAttentionChunk};
+      const std::int64_t rows = std::min(seqlen, t.r0 + kAttentionChunk) - t.r0;
+      const std::int64_t first_pos = start_pos + t.r0;
+      const Rows r{rows, first_pos, causal ? first_pos + rows : total, causal,
+                   mask.keep ? mask.keep + t.b * mask.ld : nullptr};
+      const float* k = cache.k + cache.offset(t.b, t.g);
+      const float* v = cache.v + cache.offset(t.b, t.g);
+      if (rows == 1) {  // decode: the group's heads together, each key read once
+        for (std::int64_t h0 = t.g * n_rep; h0 < (t.g + 1) * n_rep; h0 += kAttentionChunk) {
+          const std::int64_t n = std::min(kAttentionChunk, (t.g + 1) * n_rep - h0);
+          const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h0 * hd;
+          group_attention(rt, out + row0, xq + row0, n, k, v, hd, r, s);
+          if (probs)
+            for (std::int64_t h = h0; h < h0 + n; ++h)
+              store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total,
+                          s + (h - h0) * r.keys, 1, r.keys, total);
+        }
+        continue;
+      }
+      for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
+        const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
+        head_attention(out + row0, xq + row0, k, v, ld, hd, r, s);
+        if (probs)
+          store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total, s, rows, r.keys,
+                      total);
+      }
+    }
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,42 @@
+#pragma once
+// Scaled dot-product attention over the KV cache, grouped-query: query heads
+// g*n_rep .. g*n_rep+n_rep-1 read KV head g where it lies in the cache (no repeat_kv copy).
+// Causal (Meta's mask offset by start_pos) or none (the notebooks' mask=None), and optionally
+// a padding mask over key positions (Hugging Face's attention_mask).
+#include <cstdint>
+#include <vector>
+
+#include "attn/kernels/runtime.hpp"
+#include "attn/types.hpp"
+
+namespace attn {
+
+// Query rows per attention task in prefill: the causal mask lets row chunk c stop at key
+// start_pos + (c+1)*kChunk, which skips most of the masked upper triangle.
+inline constexpr std::int64_t kAttentionChunk = 64;
+
+// Which keys a query sees. keep: [bsz, ld] by absolute position, 1 = real, 0 = padding; null
+// when every position is real. A padded key's score becomes the lowest finite float before the
+// softmax (as Hugging Face does): it gets weight exactly 0 unless every key the query sees is
+// padded, and then the query attends uniformly to them, never NaN.
+struct AttentionMask {
+  Mask kind = Mask::causal;
+  const std::uint8_t* keep = nullptr;
+  std::int64_t ld = 0;
+};
+
+// Floats of per-thread score rows: [threads, kAttentionChunk, max_seq_len]. attention() must run
+// with a Runtime of at most `threads` threads.
+std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads);
+
+// out[bsz, seqlen, n_heads*head_dim] = softmax(xq K^T / sqrt(head_dim) + mask) V, with xq
+// [bsz, seqlen, n_heads*head_dim] and K, V one layer's cache filled up to start_pos + seqlen.
+// out may be xq: each task reads its rows of one head's queries before it writes them.
+// probs, if not null, receives the probabilities [bsz, n_heads, seqlen, start_pos + seqlen],
+// masked entries 0.
+void attention(const Runtime& rt, float* out, const float* xq, const KVView& cache,
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos, float* scratch, const AttentionMask& mask = {},
+               float* probs = nullptr);
+
+}  // namespace attn

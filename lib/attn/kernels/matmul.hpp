@@ -1,0 +1,84 @@
+#pragma once
+// Matrix products, threaded one way only: OpenMP threads split the output features. Prefill
+// (M > kBatchRows): each thread takes its half of the rows of w, on the own AVX-512 GEMM
+// (gemm.hpp) where the CPU has it, else on single-threaded OpenBLAS sgemm. Decode (M <=
+// kBatchRows): own kernels over 64-row blocks that threads take as they free up, reading each
+// weight once for all M rows. One thread pool means no hand-over between OpenBLAS's spinning
+// threads and ours.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attn/matrix.hpp"
+#include "attn/kernels/runtime.hpp"
+
+namespace attn {
+
+// One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
+// lie w.ld elements apart (0: K), so a block of a matrix's columns (Matrix::columns) is a
+// projection too. w is F32, BF16 or F16 (widened to F32 as it is read: the result has the bits
+// of the F32-widened product).
+struct Projection {
+  float* out;
+  Matrix w;
+  const float* bias;
+  std::int64_t n;
+};
+
+// Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
+// go to the prefill GEMM. Measured on the 8B layer's shapes (bench/batch_rows.cpp, one thread,
+// CPU time on a shared Zen 4): the batched kernel took 0.62x the AVX-512 GEMM's time at 16 rows,
+// 0.76x at 24, 0.87x at 32 (against OpenBLAS sgemm: 0.69x at 32, 0.87x at 48).
+inline constexpr std::int64_t kBatchRows = 32;
+
+// Without AVX-512, prefill widens BF16 and F16 weights into a buffer per thread (sgemm takes F32
+// only), a block of widen_rows(K) rows
+// (this many floats, or 16 rows if more) at a time: 4 MB. F32 goes in the same blocks (see
+// prefill_product). Single-threaded sgemm, M = 512, on Zen 4 (OpenBLAS Cooperlake): blocks of 512
+// rows of K = 4096 ran at 90 GFLOP/s against 88.5 for the whole 3584 rows, 256 rows at 87.4, 128
+// at 85.2; in the bench, 4 MB buffers were as fast as 8 MB ones and 2 MB ones 5-10% slower.
+inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
+std::int64_t widen_rows(std::int64_t K);
+
+// Floats linear() packs x into for M rows of K: the batched kernel's layout, or for one row x
+// deinterleaved for the BF16 gemv.
+std::int64_t pack_floats(std::int64_t M, std::int64_t K);
+
+// Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
+// on `threads` threads with rt.isa's kernels ("": the best this CPU runs): the packed rows, and
+// the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers.
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
+                            const std::string& isa = "");
+
+// All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
+// thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
+// three. accumulate: out += product (the residual connection), else out = product.
+// scratch: scratch_floats(M, K, rt.threads, halves, rt.isa) floats.
+void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
+            std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
+
+// Decode attention's two products for one KV head and one query position, on the calling thread
+// with rt.isa's kernels: every key and value row is read once for the group's n query heads.
+// s[h * keys + j] = scale * (q[h] . k[j]), with q [n, hd] and k [keys, hd].
+void group_scores(const Runtime& rt, const float* q, std::int64_t n, const float* k,
+                  std::int64_t keys, std::int64_t hd, float scale, float* s);
+// out[h * hd + :] = sum over j of p[h * keys + j] v[j], with p [n, keys] and v [keys, hd].
+void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v, std::int64_t keys,
+               std::int64_t hd, float* out);
+
+// out[rows, K] = w[rows, K] widened to F32 by rt.isa's kernels, as the products widen it.
+void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
+                  float* out);
+
+// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
+std::string blas_core();
+
+// The instruction sets of the own kernels this CPU can run ("avx512", "avx2", "generic"), best
+// first, whatever the build's -march: a Runtime picks one.
+std::vector<std::string> matmul_isas();
+
+// How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
+std::string matmul_path(const Runtime& rt);
+
+}  // namespace attn

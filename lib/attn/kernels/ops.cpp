@@ -1,0 +1,143 @@
+#include "attn/kernels/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace attn {
+
+void rmsnorm(const Runtime& rt, float* out, const float* x, const float* weight, std::int64_t rows,
+             std::int64_t dim, float eps) {
+#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    // The sum of squares in double keeps the norm exact to f32 rounding at large dim.
+    double ss = 0;
+    for (std::int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+    const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+namespace {
+
+// Llama 3.1's frequency scaling, as Hugging Face's _compute_llama3_parameters.
+double scaled_frequency(double freq, const RopeScaling& s) {
+  const double wavelen = 2 * M_PI / freq;
+  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  if (wavelen < high_wavelen) return freq;
+  if (wavelen > low_wavelen) return freq / s.factor;
+  const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * freq / s.factor + smooth * freq;
+}
+
+}  // namespace
+
+void layernorm(const Runtime& rt, float* out, const float* x, const float* weight,
+               const float* bias, std::int64_t rows, std::int64_t dim, float eps) {
+#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    // Mean and variance in double, in two passes: no cancellation at large dim or offset.
+    double mean = 0, var = 0;
+    for (std::int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= double(dim);
+    for (std::int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
+  }
+}
+
+// An element of exp or erf work counted as this many flops against Runtime::parallel_flops: one
+// swiglu element took about 4 ns with std::exp, as long as a few hundred flops of the products
+// (14336 hidden units: 59 us on one thread, 30 on two; Zen 4, threads hot). Not measured again
+// since swiglu takes exp_lanes, which GCC vectorizes: erf (GELU) still costs that much.
+constexpr std::int64_t kTranscendentalFlops = 256;
+
+void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
+  if (act == Activation::relu) {
+    for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
+    return;
+  }
+#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(n * kTranscendentalFlops))
+  for (std::int64_t i = 0; i < n; ++i)
+    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
+RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
+                          double theta, const RopeScaling* scaling) {
+  RopeTable t{layout, head_dim, {}};
+  if (layout == Rope::none) return t;
+  const std::int64_t half = head_dim / 2;
+  t.cos_sin.resize(std::size_t(max_seq_len * half * 2));
+  for (std::int64_t pos = 0; pos < max_seq_len; ++pos)
+    for (std::int64_t i = 0; i < half; ++i) {
+      // Angles in double: at position 2047 an f32 angle is already off by ~1e-4 rad.
+      double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+      if (scaling) freq = scaled_frequency(freq, *scaling);
+      const double angle = double(pos) * freq;
+      t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle));
+      t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle));
+    }
+  return t;
+}
+
+namespace {
+
+// Rotates one head vector. Interleaved pairs are (x[2i], x[2i+1]) as Meta's complex view;
+// half pairs are (x[i], x[i + head_dim/2]) as Hugging Face's rotate_half.
+void rotate(Rope layout, float* v, const float* cs, std::int64_t half) {
+  const std::int64_t stride = layout == Rope::interleaved ? 1 : half;
+  const std::int64_t step = layout == Rope::interleaved ? 2 : 1;
+  for (std::int64_t i = 0; i < half; ++i) {
+    float& a = v[i * step];
+    float& b = v[i * step + stride];
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float a0 = a, b0 = b;
+    a = a0 * c - b0 * s;
+    b = a0 * s + b0 * c;
+  }
+}
+
+}  // namespace
+
+void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t bsz,
+                std::int64_t seqlen, std::int64_t n_heads, std::int64_t start_pos) {
+  if (rope.layout == Rope::none) return;
+  const std::int64_t hd = rope.head_dim, half = hd / 2;
+#pragma omp parallel for collapse(2) \
+    num_threads(rt.threads) if (bsz * seqlen * n_heads * hd > (1 << 16))
+  for (std::int64_t b = 0; b < bsz; ++b)
+    for (std::int64_t t = 0; t < seqlen; ++t) {
+      const float* cs = rope.cos_sin.data() + (start_pos + t) * half * 2;
+      float* row = x + (b * seqlen + t) * n_heads * hd;
+      for (std::int64_t h = 0; h < n_heads; ++h) rotate(rope.layout, row + h * hd, cs, half);
+    }
+}
+
+void softmax_masked(float* x, std::int64_t n, std::int64_t len) {
+  float mx = x[0];
+  for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
+  for (std::int64_t j = 0; j < n; ++j) x[j] = exp_lanes(x[j] - mx);
+  float part[8] = {};  // 8 running sums: one add chain would wait 4 cycles an element
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] += x[j + l];
+  float sum = 0;
+  for (; j < n; ++j) sum += x[j];
+  for (float s : part) sum += s;
+  const float inv = 1.0f / sum;
+  for (j = 0; j < n; ++j) x[j] *= inv;
+  for (j = n; j < len; ++j) x[j] = 0;
+}
+
+void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
+#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(n * kTranscendentalFlops))
+  for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + exp_lanes(-h1[i])) * h3[i];
+}
+
+}  // namespace attn

@@ -1,0 +1,491 @@
+#include "attn/model/config.hpp"
+
+#include <spdlog/spdlog.h>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/io/files.hpp"
+#include "attn/io/detail/json_checks.hpp"
+#include "attn/io/text.hpp"
+
+namespace attn {
+
+using nlohmann::json;
+
+namespace {
+
+// A config is a handful of keys: a larger or deeper file is not one, and is refused before it
+// can cost memory or stack.
+constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
+constexpr std::size_t kMaxConfigDepth = 64;
+
+// A value from the file as messages show it: at most a short escaped excerpt.
+std::string excerpt(const json& v) {
+  return escape(v.dump(-1, ' ', false, json::error_handler_t::replace), 60);
+}
+
+// The key a message about a value names: the last one read.
+std::string near(const JsonStructure& s) {
+  return s.last_key.empty() ? "" : " (in key " + quoted(s.last_key, 60) + ")";
+}
+
+struct Reader {
+  const json& j;
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw InputError(source + ": key '" + key + "': " + what);
+  }
+
+  void integer(const char* key, std::int64_t& out) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    if (!v.is_number_integer()) fail(key, "expected an integer, got " + excerpt(v));
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX) fail(key, "too large");
+    out = v.get<std::int64_t>();
+  }
+
+  void number(const char* key, double& out) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    if (!v.is_number()) fail(key, "expected a number, got " + excerpt(v));
+    out = v.get<double>();
+    if (!std::isfinite(out)) fail(key, "expected a finite number");
+  }
+
+  template <typename E>
+  void choice(const char* key, E& out,
+              std::initializer_list<std::pair<const char*, E>> names) const {
+    if (!j.contains(key)) return;
+    const json& v = j.at(key);
+    std::string allowed;
+    for (auto& [name, value] : names) {
+      if (v.is_string() && v.get<std::string>() == name) {
+        out = value;
+        return;
+      }
+      allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + name + "\"";
+    }
+    fail(key, "expected one of " + allowed + ", got " + excerpt(v));
+  }
+};
+
+void boolean(const Reader& r, const char* key, bool& out) {
+  if (!r.j.contains(key)) return;
+  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + excerpt(r.j.at(key)));
+  out = r.j.at(key).get<bool>();
+}
+
+// The block's defaults, applied when `block` is read and before the keys after it: an encoder
+// is torch's TransformerEncoderLayer unless the config says otherwise (biases, no mask, no RoPE,
+// dim_feedforward 2048).
+void read_block(const Reader& r, ModelArgs& a) {
+  r.choice("block", a.block,
+           {{"llama", Block::llama}, {"attention", Block::attention}, {"encoder", Block::encoder}});
+  if (a.block != Block::encoder) return;
+  if (!r.j.contains("attention_bias")) a.attention_bias = true;
+  if (!r.j.contains("rope")) a.rope = Rope::none;
+  a.mask = Mask::none;
+  a.ffn_hidden_set = 2048;
+}
+
+void read_n_kv_heads(const Reader& r, ModelArgs& a) {
+  a.n_kv_heads = a.n_heads;  // null or absent: MHA
+  if (r.j.contains("n_kv_heads") && !r.j.at("n_kv_heads").is_null())
+    r.integer("n_kv_heads", a.n_kv_heads);
+}
+
+void read_ffn_dim_multiplier(const Reader& r, ModelArgs& a) {
+  if (!r.j.contains("ffn_dim_multiplier") || r.j.at("ffn_dim_multiplier").is_null()) return;
+  double m = 0;
+  r.number("ffn_dim_multiplier", m);
+  a.ffn_dim_multiplier = m;
+}
+
+void read_ffn_hidden(const Reader& r, ModelArgs& a) {
+  r.integer("ffn_hidden", a.ffn_hidden_set);
+  if (r.j.contains("ffn_hidden") && a.ffn_hidden_set < 1)
+    r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
+}
+
+// One row per config key, in reading order (n_kv_heads defaults to n_heads; block sets the
+// defaults of the keys after it): how it is read and how the config event prints it. Parsing,
+// the unknown-key warning and the printed config all come from this table.
+struct ConfigKey {
+  const char* name;
+  void (*read)(const Reader&, ModelArgs&);
+  json (*value)(const ModelArgs&);
+};
+
+#define ATTN_INT(key)                                                                  \
+  {                                                                                    \
+#key, [](const Reader& r,                                                          \
+             ModelArgs& a) { r.integer(#key, a.key); }, [](const ModelArgs& a)         \
+                                                             -> json { return a.key; } \
+  }
+#define ATTN_NUMBER(key)                                                                           \
+  {                                                                                                \
+#key,                                                                                          \
+        [](const Reader& r,                                                                        \
+           ModelArgs& a) { r.number(#key, a.key); },                                               \
+                                                  [](const ModelArgs& a) -> json { return a.key; } \
+  }
+
+const ConfigKey kConfigKeys[] = {
+    ATTN_INT(dim),
+    ATTN_INT(n_layers),
+    ATTN_INT(n_heads),
+    {"n_kv_heads", read_n_kv_heads, [](const ModelArgs& a) -> json { return a.n_kv_heads; }},
+    ATTN_INT(vocab_size),
+    ATTN_INT(multiple_of),
+    {"ffn_dim_multiplier", read_ffn_dim_multiplier,
+     [](const ModelArgs& a) -> json {
+       return a.ffn_dim_multiplier ? json(*a.ffn_dim_multiplier) : json(nullptr);
+     }},
+    ATTN_NUMBER(norm_eps),
+    ATTN_NUMBER(rope_theta),
+    ATTN_INT(max_batch_size),
+    ATTN_INT(max_seq_len),
+    ATTN_INT(model_parallel_size),
+    {"block", read_block, [](const ModelArgs& a) -> json { return block_name(a.block); }},
+    {"rope",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("rope", a.rope,
+                {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
+     },
+     [](const ModelArgs& a) -> json { return rope_name(a.rope); }},
+    {"attention_bias",
+     [](const Reader& r, ModelArgs& a) { boolean(r, "attention_bias", a.attention_bias); },
+     [](const ModelArgs& a) -> json { return a.attention_bias; }},
+    {"mask",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("mask", a.mask, {{"causal", Mask::causal}, {"none", Mask::none}});
+     },
+     [](const ModelArgs& a) -> json { return mask_name(a.mask); }},
+    {"ffn_hidden", read_ffn_hidden, [](const ModelArgs& a) -> json { return a.ffn_hidden(); }},
+    {"activation",
+     [](const Reader& r, ModelArgs& a) {
+       r.choice("activation", a.activation,
+                {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
+     },
+     [](const ModelArgs& a) -> json { return activation_name(a.activation); }},
+    {"norm_first", [](const Reader& r, ModelArgs& a) { boolean(r, "norm_first", a.norm_first); },
+     [](const ModelArgs& a) -> json { return a.norm_first; }},
+};
+
+#undef ATTN_INT
+#undef ATTN_NUMBER
+
+void read_keys(const Reader& r, ModelArgs& a) {
+  for (const ConfigKey& k : kConfigKeys) k.read(r, a);
+}
+
+// Values that parse but cannot run: a denormal base turns every RoPE angle into inf/NaN, and an
+// FFN that rounds to 0 hidden units is no FFN.
+void check_numbers(const Reader& r, const ModelArgs& a) {
+  if (!std::isnormal(a.rope_theta))
+    r.fail("rope_theta", fmt::format("must be a normal positive number, got {}", a.rope_theta));
+  if (a.block == Block::llama && a.ffn_hidden() < 1)
+    r.fail(
+        a.ffn_dim_multiplier ? "ffn_dim_multiplier" : "dim",
+        "the FFN hidden size rounds to " + std::to_string(a.ffn_hidden()) + " (needs at least 1)");
+}
+
+// Mistral's sliding window changes the mask once a sequence is longer than the window.
+std::string window_text(const ModelArgs& a) {
+  return "a sliding window of " + std::to_string(a.sliding_window) +
+         " positions is not supported: use --max-seq-len " + std::to_string(a.sliding_window) +
+         " or less";
+}
+
+void validate(const Reader& r, const ModelArgs& a) {
+  const std::pair<const char*, std::int64_t> sizes[] = {
+      {"dim", a.dim},
+      {"n_layers", a.n_layers},
+      {"n_heads", a.n_heads},
+      {"n_kv_heads", a.n_kv_heads},
+      {"multiple_of", a.multiple_of},
+      {"max_batch_size", a.max_batch_size},
+      {"max_seq_len", a.max_seq_len},
+      {"model_parallel_size", a.model_parallel_size}};
+  for (auto& [key, v] : sizes)
+    if (v < 1) r.fail(key, "must be at least 1, got " + std::to_string(v));
+  // Caps keep every derived size and product far inside 64 bits.
+  for (auto& [key, v] : sizes)
+    if (v > (std::int64_t{1} << 24)) r.fail(key, "too large: " + std::to_string(v));
+  if (a.head_dim_set == 0 && a.dim % a.n_heads != 0)
+    r.fail("n_heads", "dim " + std::to_string(a.dim) + " is not divisible by n_heads " +
+                          std::to_string(a.n_heads));
+  if (a.n_heads % a.n_kv_heads != 0)
+    r.fail("n_kv_heads", "n_heads " + std::to_string(a.n_heads) +
+                             " is not divisible by n_kv_heads " + std::to_string(a.n_kv_heads));
+  if (a.rope != Rope::none && a.head_dim() % 2 != 0)
+    r.fail("rope", "head_dim " + std::to_string(a.head_dim()) +
+                       " is odd: RoPE rotates pairs (use \"rope\": \"none\")");
+  if (a.n_kv_heads % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "n_kv_heads " + std::to_string(a.n_kv_heads) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  // Each rank holds whole query heads and whole KV heads, and an equal share of the FFN's rows.
+  if (a.n_heads % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "n_heads " + std::to_string(a.n_heads) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  if (a.block == Block::llama && a.ffn_hidden() % a.model_parallel_size != 0)
+    r.fail("model_parallel_size", "ffn_hidden " + std::to_string(a.ffn_hidden()) +
+                                      " is not divisible by model_parallel_size " +
+                                      std::to_string(a.model_parallel_size));
+  if (a.block == Block::encoder && a.model_parallel_size > 1)
+    r.fail("model_parallel_size", "the encoder block runs on one process (use 1)");
+  if (a.vocab_size == 0 || a.vocab_size < -1)
+    r.fail("vocab_size",
+           "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
+  if (a.vocab_size > 0)
+    r.fail("vocab_size", "token models (embedding and output head) are not supported yet (use -1)");
+  if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
+  if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
+  check_numbers(r, a);
+  if (a.sliding_window && a.sliding_window < a.max_seq_len)
+    r.fail("sliding_window", window_text(a));
+  if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
+    r.fail("ffn_dim_multiplier", "must be in (0, 64]");
+  if (a.ffn_hidden_set > (std::int64_t{1} << 24))
+    r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set));
+  if (a.block == Block::encoder && !a.attention_bias)
+    r.fail("attention_bias",
+           "block \"encoder\" (torch's TransformerEncoderLayer) needs attention_bias true");
+}
+
+// One warning line for every key of j not in `known` (ModelArgs' or Hugging Face's).
+void warn_unknown(const json& j, const std::string& source, const std::set<std::string>& known) {
+  std::vector<std::string> unknown;
+  for (auto& [key, value] : j.items())
+    if (!known.count(key)) unknown.push_back(key);
+  if (!unknown.empty())
+    spdlog::warn("{}: {} ignored", source,
+                 summarise(unknown, unknown.size() == 1 ? "unknown key" : "unknown keys"));
+}
+
+std::set<std::string> model_args_keys() {
+  std::set<std::string> known;
+  for (const ConfigKey& k : kConfigKeys) known.insert(k.name);
+  return known;
+}
+
+// ---- Hugging Face config.json ----
+
+// Keys of Hugging Face's LlamaConfig, MistralConfig and Qwen2Config that describe the token
+// model around the layers (embedding, head, generation) or training: not the layers' arithmetic.
+const std::set<std::string> kHfIgnoredKeys = {
+    "architectures",       "model_type",        "torch_dtype",         "transformers_version",
+    "vocab_size",          "bos_token_id",      "eos_token_id",        "pad_token_id",
+    "tie_word_embeddings", "use_cache",         "initializer_range",   "pretraining_tp",
+    "attention_dropout",   "mlp_bias",          "max_window_layers",   "use_sliding_window",
+    "sliding_window",      "hidden_act",        "rope_scaling",        "_name_or_path",
+    "hidden_size",         "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
+    "attention_bias",      "head_dim"};
+
+// llama.cpp's default context: a hub config's max_position_embeddings (up to 131072) would
+// make a cache of many GiB. --max-seq-len sets it.
+constexpr std::int64_t kHfDefaultSeqLen = 4096;
+
+void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
+  if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
+  const json& s = r.j.at("rope_scaling");
+  const std::string type = s.is_object() ? s.value("rope_type", s.value("type", "")) : "";
+  if (type == "default") return;
+  if (type != "llama3")
+    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + s.dump());
+  RopeScaling rs;
+  const Reader sr{s, r.source};
+  sr.number("factor", rs.factor);
+  sr.number("low_freq_factor", rs.low_freq_factor);
+  sr.number("high_freq_factor", rs.high_freq_factor);
+  sr.number("original_max_position_embeddings", rs.original_max_position_embeddings);
+  if (!(rs.factor > 0 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
+        rs.original_max_position_embeddings > 0))
+    r.fail("rope_scaling", "needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  a.rope_scaling = rs;
+}
+
+void read_hf_keys(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  for (const char* key :
+       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
+    if (!j.contains(key)) r.fail(key, "required key is missing");
+  a.block = Block::llama;
+  a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half
+  a.rope_theta = 10000;
+  a.norm_eps = 1e-6;
+  a.max_batch_size = 1;
+  a.multiple_of = 1;
+  r.integer("hidden_size", a.dim);
+  r.integer("num_hidden_layers", a.n_layers);
+  r.integer("num_attention_heads", a.n_heads);
+  a.n_kv_heads = a.n_heads;
+  if (j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null())
+    r.integer("num_key_value_heads", a.n_kv_heads);
+  r.integer("intermediate_size", a.ffn_hidden_set);
+  if (j.contains("head_dim") && !j.at("head_dim").is_null()) r.integer("head_dim", a.head_dim_set);
+  r.number("rms_norm_eps", a.norm_eps);
+  r.number("rope_theta", a.rope_theta);
+  std::int64_t positions = kHfDefaultSeqLen;
+  r.integer("max_position_embeddings", positions);
+  a.max_seq_len = std::min(positions, kHfDefaultSeqLen);
+  const bool qwen2 = j.value("model_type", "") == "qwen2";
+  if (qwen2) a.attention_bias = true, a.attention_out_bias = false;  // q/k/v biases, no o bias
+  if (j.contains("attention_bias")) {
+    if (!j.at("attention_bias").is_boolean())
+      r.fail("attention_bias", "expected true or false, got " + j.at("attention_bias").dump());
+    a.attention_bias = j.at("attention_bias").get<bool>();
+  }
+  if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
+    r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + j.at("hidden_act").dump());
+  read_hf_rope_scaling(r, a);
+  const bool window = j.contains("sliding_window") && !j.at("sliding_window").is_null() &&
+                      j.value("use_sliding_window", true);
+  if (window) r.integer("sliding_window", a.sliding_window);
+}
+
+bool is_hf_config(const json& j) {
+  return j.contains("hidden_size") && !j.contains("dim");
+}
+
+}  // namespace
+
+std::int64_t ModelArgs::ffn_hidden() const {
+  if (ffn_hidden_set > 0) return ffn_hidden_set;
+  std::int64_t h = 4 * dim;
+  h = 2 * h / 3;
+  if (ffn_dim_multiplier)
+    h = static_cast<std::int64_t>(*ffn_dim_multiplier * static_cast<double>(h));
+  return multiple_of * ((h + multiple_of - 1) / multiple_of);
+}
+
+ModelArgs seed_args() {
+  ModelArgs a;
+  a.dim = 18;
+  a.n_layers = 1;
+  a.n_heads = 6;
+  a.n_kv_heads = 2;
+  a.vocab_size = -1;
+  a.multiple_of = 10;
+  a.norm_eps = 1e-5;
+  a.rope_theta = 500000;
+  a.max_batch_size = 2;
+  a.max_seq_len = 17;
+  a.model_parallel_size = 1;
+  a.block = Block::attention;
+  a.rope = Rope::none;
+  return a;
+}
+
+ModelArgs llama3_8b_layer_args() {
+  ModelArgs a;
+  a.dim = 4096;
+  a.n_heads = 32;
+  a.n_kv_heads = 8;
+  a.multiple_of = 1024;
+  a.ffn_dim_multiplier = 1.3;
+  a.rope_theta = 500000;
+  a.max_batch_size = 1;
+  a.max_seq_len = 2048;
+  return a;
+}
+
+ModelArgs parse_config(const std::string& json_text, const std::string& source) {
+  const JsonStructure shape = check_json_structure(
+      json_text, kMaxConfigDepth,
+      [&](const JsonStructure& s) {
+        throw InputError(source + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
+                         " levels" + near(s));
+      },
+      [&](const JsonStructure&, const std::string& key) {
+        throw InputError(source + ": key " + quoted(key, 60) + " appears twice");
+      });
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
+  } catch (const json::exception& e) {  // e.g. 1e400: out_of_range while parsing a number
+    throw InputError(source + ": not a usable JSON value" + near(shape) + ": " +
+                     escape(e.what(), 160));
+  }
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object of ModelArgs keys");
+  Reader r{j, source};
+  if (is_hf_config(j)) {
+    ModelArgs a;
+    read_hf_keys(r, a);
+    validate(r, a);
+    warn_unknown(j, source, kHfIgnoredKeys);
+    return a;
+  }
+  for (const char* key : {"dim", "n_heads"})
+    if (!j.contains(key)) r.fail(key, "required key is missing");
+  ModelArgs a;
+  read_keys(r, a);
+  validate(r, a);
+  warn_unknown(j, source, model_args_keys());
+  return a;
+}
+
+ModelArgs load_config(const std::filesystem::path& path) {
+  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string()));
+}
+
+void apply_overrides(ModelArgs& a, const ConfigOverrides& o, const std::string& source) {
+  const std::int64_t cap = std::int64_t{1} << 24;  // as the config's own sizes
+  auto size = [&](const char* flag, std::int64_t v, std::int64_t& out) {
+    if (v == 0) return;
+    if (v < 1 || v > cap)
+      throw InputError(std::string(flag) + ": must be in [1, 2^24], got " + std::to_string(v));
+    out = v;
+  };
+  size("--max-seq-len", o.max_seq_len, a.max_seq_len);
+  size("--max-batch", o.max_batch_size, a.max_batch_size);
+  if (a.sliding_window && a.sliding_window < a.max_seq_len)
+    throw InputError("--max-seq-len: " + source + ": " + window_text(a));
+  const std::int64_t end = o.layer_end < 0 ? a.n_layers : o.layer_end;
+  if (o.layer_begin < 0 || o.layer_begin >= end || end > a.n_layers)
+    throw InputError("--layers " + std::to_string(o.layer_begin) + ":" + std::to_string(end) +
+                     ": " + source + " has layers 0:" + std::to_string(a.n_layers));
+  a.first_layer = o.layer_begin;
+  a.n_layers = end - o.layer_begin;
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& a) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ConfigKey& k : kConfigKeys) out.emplace_back(k.name, k.value(a).dump());
+  return out;
+}
+
+const char* block_name(Block b) {
+  return b == Block::llama ? "llama" : b == Block::attention ? "attention" : "encoder";
+}
+
+const char* mask_name(Mask m) {
+  return m == Mask::causal ? "causal" : "none";
+}
+
+const char* activation_name(Activation a) {
+  return a == Activation::relu ? "relu" : "gelu";
+}
+
+const char* rope_name(Rope r) {
+  switch (r) {
+    case Rope::interleaved:
+      return "interleaved";
+    case Rope::half:
+      return "half";
+    default:
+      return "none";
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,77 @@
+#pragma once
+// ModelArgs as in Meta's llama model.py, read from JSON, with the tool's extensions.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attn/types.hpp"
+
+namespace attn {
+
+enum class Block { llama, attention, encoder };
+
+struct ModelArgs {
+  std::int64_t dim = 4096;
+  std::int64_t n_layers = 1;
+  std::int64_t n_heads = 32;
+  std::int64_t n_kv_heads = 32;  // null in JSON means n_heads
+  std::int64_t vocab_size = -1;
+  std::int64_t multiple_of = 256;
+  std::optional<double> ffn_dim_multiplier;
+  double norm_eps = 1e-5;
+  double rope_theta = 500000;
+  std::int64_t max_batch_size = 32;
+  std::int64_t max_seq_len = 2048;
+  std::int64_t model_parallel_size = 1;
+  Block block = Block::llama;
+  Rope rope = Rope::interleaved;
+  bool attention_bias = false;
+  Mask mask = Mask::causal;                  // "none" by default for block encoder
+  std::int64_t ffn_hidden_set = 0;           // key ffn_hidden; 0: Meta's formula (2048 for encoder)
+  Activation activation = Activation::relu;  // block encoder only
+  bool norm_first = false;                   // block encoder only
+  std::int64_t head_dim_set = 0;             // Hugging Face's head_dim; 0: dim / n_heads
+  bool attention_out_bias = true;  // with attention_bias, wo has one too (Qwen2's has none)
+  std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
+  std::optional<RopeScaling> rope_scaling;
+  std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
+
+  std::int64_t head_dim() const { return head_dim_set ? head_dim_set : dim / n_heads; }
+  std::int64_t n_rep() const { return n_heads / n_kv_heads; }
+  std::int64_t ffn_hidden() const;  // ffn_hidden if set, else Meta's FeedForward hidden size
+};
+
+// The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).
+ModelArgs seed_args();
+
+// One Llama-3-8B layer (configs/llama3-8b-layer.json): the benchmark's default workload.
+ModelArgs llama3_8b_layer_args();
+
+// Parses and validates; `source` names the file in messages. Throws InputError.
+ModelArgs parse_config(const std::string& json_text, const std::string& source);
+// A Hugging Face config.json (LlamaConfig, MistralConfig, Qwen2Config keys) is recognised by
+// its hidden_size key and read as the ModelArgs it describes (block llama, rope half).
+ModelArgs load_config(const std::filesystem::path& path);
+
+// What the command line may change after the config is read: the cache's size (a hub config's
+// max_position_embeddings can be 131072) and the range of the checkpoint's layers to run.
+struct ConfigOverrides {
+  std::int64_t max_seq_len = 0, max_batch_size = 0;  // 0: keep the config's
+  std::int64_t layer_begin = 0, layer_end = -1;      // [begin, end); end -1: all
+};
+// Throws InputError naming `source` and the flag.
+void apply_overrides(ModelArgs& args, const ConfigOverrides& o, const std::string& source);
+
+// Every config key with its value as JSON text, from the table parsing reads them with: the
+// config event prints these.
+std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& args);
+
+const char* block_name(Block b);
+const char* rope_name(Rope r);
+const char* mask_name(Mask m);
+const char* activation_name(Activation a);
+
+}  // namespace attn

@@ -1,0 +1,226 @@
+#include "attn/model/memory.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+
+#include "attn/kernels/attention.hpp"
+#include "attn/error.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/weights.hpp"
+
+namespace attn {
+
+std::uint64_t checked_product(std::initializer_list<std::int64_t> factors,
+                              const std::string& what) {
+  std::uint64_t n = 1;
+  for (std::int64_t f : factors)
+    if (f < 0 || __builtin_mul_overflow(n, std::uint64_t(f), &n))
+      throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
+  return n;
+}
+
+namespace {
+
+constexpr std::int64_t kF32 = 4;
+
+std::uint64_t checked_sum(std::initializer_list<std::uint64_t> terms, const std::string& what) {
+  std::uint64_t n = 0;
+  for (std::uint64_t t : terms)
+    if (__builtin_add_overflow(n, t, &n))
+      throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
+  return n;
+}
+
+// Bytes per element the matrices are counted at: the widest of their types.
+std::int64_t matrix_bytes(const std::vector<WeightType>& types) {
+  std::int64_t n = 0;
+  for (WeightType t : types) n = std::max(n, weight_type_bytes(t));
+  return n ? n : kF32;
+}
+
+bool any_halves(const std::vector<WeightType>& types) {
+  return std::any_of(types.begin(), types.end(), [](WeightType t) { return t != WeightType::f32; });
+}
+
+// Bytes of every tensor the layers list, drawn or converted or mapped, matrices at `matrix`
+// bytes an element and vectors (norms, biases) at F32's: one layer's list (shapes are config
+// sizes, each under 2^24), times n_layers.
+std::uint64_t weight_bytes(const ModelArgs& a, std::int64_t matrix) {
+  const std::string w = "weights";
+  LayerWeights layer;
+  std::uint64_t per_layer = 0;
+  for (const TensorSpec& s : layer_tensor_specs(a, layer)) {
+    std::uint64_t n = std::uint64_t(s.slot.matrix ? matrix : kF32);
+    for (std::int64_t d : s.shape) n = checked_product({std::int64_t(n), d}, w);
+    per_layer = checked_sum({per_layer, n}, w);
+  }
+  std::uint64_t n = 0;
+  if (__builtin_mul_overflow(per_layer, std::uint64_t(a.n_layers), &n))
+    throw InputError("the weights would need more than 2^64 bytes: lower the sizes");
+  return n;
+}
+
+}  // namespace
+
+std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
+  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
+  const std::int64_t T = r.prefill + r.steps;  // check_capacity bounds both by max_seq_len
+  std::vector<MemoryPart> parts;
+  auto add = [&](const std::string& name, std::initializer_list<std::int64_t> factors) {
+    parts.push_back({name, checked_product(factors, name)});
+  };
+  parts.push_back({"weights", weight_bytes(a, matrix_bytes(r.matrices))});
+  add("KV cache",
+      {2, a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), kF32});
+  add("RoPE table", {a.rope == Rope::none ? 0 : a.max_seq_len, a.head_dim(), kF32});
+  add("activations", {r.max_rows, a.dim, kF32});
+  // xq, xk, xv or h1, h3: one buffer, the larger of the two (Activations::work).
+  std::uint64_t work = checked_product({r.max_rows, q + 2 * kv, kF32}, "activations");
+  if (a.block != Block::attention) {
+    // max_rows x ffn_hidden bounds ffn_buffer_floats from above: check it before calling it.
+    checked_product({2, r.max_rows, a.ffn_hidden(), kF32}, "FFN activations");
+    work = std::max(work, checked_product({2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32},
+                                          "FFN activations"));
+  }
+  parts.push_back({"attention or FFN activations", work});
+  add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
+  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
+  add("packed rows and prefill weight blocks",
+      {scratch_floats(r.max_rows, k_max, r.threads, any_halves(r.matrices), r.isa), kF32});
+  if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
+  add("input", {r.batch, T, a.dim, kF32});
+  add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), a.dim, kF32});
+  if (r.dump)
+    add("dump (cache copies)", {2, a.n_layers, r.batch, a.n_kv_heads, T, a.head_dim(), kF32});
+  return parts;
+}
+
+namespace {
+
+// A limit this large is none: cgroup v1 writes "no limit" as 2^63 - 4096.
+constexpr std::uint64_t kNoLimit = std::uint64_t(1) << 60;
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The number `text` starts with; none for "max", an empty (missing) file or anything else.
+std::optional<std::uint64_t> leading_number(const std::string& text) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+std::uint64_t mem_available(const std::filesystem::path& root) {
+  std::istringstream in(read_text(root / "proc/meminfo"));
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return kb * 1024;
+  }
+  return std::uint64_t(sysconf(_SC_AVPHYS_PAGES)) * std::uint64_t(sysconf(_SC_PAGE_SIZE));
+}
+
+struct Cgroup {
+  std::filesystem::path dir;
+  const char* limit;  // the file holding the limit, and the one holding the usage
+  const char* usage;
+};
+
+// Whether the comma-separated `list` holds `item`.
+bool holds(std::string_view list, std::string_view item) {
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == item) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// The process's memory cgroup from a /proc/self/cgroup line "id:controllers:path": v2's (no
+// controllers) or v1's memory hierarchy; none for other v1 hierarchies. In a container that
+// does not namespace cgroups the path is the host's, and the container's own cgroup is the
+// mount's root.
+std::optional<Cgroup> memory_cgroup(const std::filesystem::path& root, std::string_view line) {
+  const std::size_t a = line.find(':'), b = a == line.npos ? a : line.find(':', a + 1);
+  if (b == line.npos) return std::nullopt;
+  const std::string_view controllers = line.substr(a + 1, b - a - 1);
+  Cgroup c{root / "sys/fs/cgroup", "memory.max", "memory.current"};
+  if (holds(controllers, "memory"))
+    c = {root / "sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"};
+  else if (!controllers.empty())
+    return std::nullopt;
+  const std::filesystem::path own =
+      c.dir / std::filesystem::path(line.substr(b + 1)).relative_path();
+  std::error_code ignored;  // unreadable: the mount's root, or no limit at all
+  if (std::filesystem::exists(own / c.limit, ignored)) c.dir = own;
+  return c;
+}
+
+// What the cgroup's limit leaves of it; none without a limit.
+std::optional<std::uint64_t> cgroup_room(const Cgroup& c) {
+  const std::optional<std::uint64_t> limit = leading_number(read_text(c.dir / c.limit));
+  if (!limit || *limit >= kNoLimit) return std::nullopt;
+  const std::uint64_t usage = leading_number(read_text(c.dir / c.usage)).value_or(0);
+  return *limit > usage ? *limit - usage : 0;
+}
+
+}  // namespace
+
+AvailableMemory available_memory(const std::filesystem::path& root) {
+  AvailableMemory best{mem_available(root), "MemAvailable"};
+  std::istringstream in(read_text(root / "proc/self/cgroup"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::optional<Cgroup> c = memory_cgroup(root, line);
+    const std::optional<std::uint64_t> room = c ? cgroup_room(*c) : std::nullopt;
+    if (room && *room < best.bytes) best = {*room, std::string("cgroup ") + c->limit};
+  }
+  return best;
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available) {
+  std::uint64_t total = 0;
+  const MemoryPart* largest = nullptr;
+  for (const MemoryPart& p : parts) {
+    if (__builtin_add_overflow(total, p.bytes, &total))
+      throw InputError("the run would need more than 2^64 bytes of memory: lower the sizes");
+    if (!largest || p.bytes > largest->bytes) largest = &p;
+  }
+  if (total <= available.bytes) return;
+  std::ostringstream s;
+  s << "the run needs " << bytes_text(total) << " of memory but " << bytes_text(available.bytes)
+    << " are available (" << available.limit << "); the largest part is the " << largest->name
+    << " (" << bytes_text(largest->bytes) << "). Parts:";
+  for (const MemoryPart& p : parts)
+    if (p.bytes > 0) s << " " << p.name << " " << bytes_text(p.bytes) << ";";
+  throw InputError(s.str());
+}
+
+}  // namespace attn

@@ -1,0 +1,199 @@
+#include "attn/model/model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+
+#include "attn/kernels/attention.hpp"
+#include "attn/error.hpp"
+#include "attn/model/finite.hpp"
+#include "attn/kernels/matmul.hpp"
+
+namespace attn {
+
+namespace {
+
+std::vector<float> buffer(std::int64_t rows, std::int64_t cols) {
+  return std::vector<float>(std::size_t(rows * cols));
+}
+
+// Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once).
+void reduce_into(Transformer& m, float* h, const float* bias, std::int64_t rows) {
+  const std::int64_t dim = m.args.dim;
+  float* p = m.act.partial.data();
+  const auto t0 = std::chrono::steady_clock::now();
+  allreduce_sum(m.shard, p, rows * dim);
+  m.allreduce_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < dim; ++i) h[r * dim + i] += p[r * dim + i] + (bias ? bias[i] : 0);
+}
+
+// h += wo(attention(rope(wq x), rope(wk x), wv x)), x = h or its norm.
+void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, const float* x,
+                     float* h, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+  const ModelArgs& a = m.local;
+  Activations& act = m.act;
+  const std::int64_t rows = bsz * seqlen, hd = a.head_dim();
+  const std::array<Projection, 3> qkv = {Projection{act.xq(), w.wq, w.bq, a.n_heads * hd},
+                                         Projection{act.xk(), w.wk, w.bk, a.n_kv_heads * hd},
+                                         Projection{act.xv(), w.wv, w.bv, a.n_kv_heads * hd}};
+  linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
+  apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
+  apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
+  store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
+  attention(m.rt, act.xq(), act.xq(), m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos,
+            act.scores.data(),
+            m.mask, m.attn_probs[std::size_t(layer)]);
+  if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
+    const std::array<Projection, 1> wo = {Projection{act.partial.data(), w.wo, nullptr, a.dim}};
+    linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
+    reduce_into(m, h, w.bo, rows);
+    return;
+  }
+  const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
+  linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
+}
+
+// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
+// small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
+void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
+  const ModelArgs& a = m.local;
+  const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
+  Activations& act = m.act;
+  const std::int64_t hidden = a.ffn_hidden(),
+                     block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
+  rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
+    const std::int64_t n = std::min(block, hidden - j0);
+    const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
+                                           Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
+    linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
+    swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    const std::array<Projection, 1> w2 = {
+        Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
+    linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
+           /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
+  }
+  if (split) reduce_into(m, h, nullptr, rows);
+}
+
+// Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
+// first NaN or Inf appeared rather than let it reach every output. One read of the residual.
+void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::int64_t layer,
+                    std::int64_t seqlen, std::int64_t start_pos) {
+  const std::int64_t i = first_non_finite(h, rows * dim);
+  if (i < 0) return;
+  const std::int64_t row = i / dim, pos = start_pos + row % seqlen;
+  throw NonFiniteError("a non-finite value appeared in the output of layer " +
+                       std::to_string(layer) + " at position " + std::to_string(pos) +
+                       " (batch row " + std::to_string(row / seqlen) + ", feature " +
+                       std::to_string(i % dim) + ")");
+}
+
+// torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, over blocks of hidden units as above.
+void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x, float* h,
+                          std::int64_t rows) {
+  const ModelArgs& a = m.args;
+  const std::int64_t hidden = a.ffn_hidden(),
+                     block = ffn_block_units(a, m.act.ffn_block, rows, m.act.ffn_whole_rows);
+  float* h1 = m.act.h1();
+  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
+    const std::int64_t n = std::min(block, hidden - j0);
+    const std::array<Projection, 1> w1 = {Projection{h1, w.w1.row(j0, a.dim), w.b1 + j0, n}};
+    linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
+    activate(m.rt, a.activation, h1, rows * n);
+    const std::array<Projection, 1> w2 = {
+        Projection{h, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
+    linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
+  }
+}
+
+// torch.nn.TransformerEncoderLayer in eval mode. Post-norm: h = LN1(x + SA(x)),
+// out = LN2(h + FF(h)); norm_first: h = x + SA(LN1(x)), out = h + FF(LN2(h)).
+void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, float* h,
+                   std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+  const ModelArgs& a = m.args;
+  const std::int64_t rows = bsz * seqlen;
+  const float eps = float(a.norm_eps);
+  float* xb = m.act.xb.data();
+  if (a.norm_first) {
+    layernorm(m.rt, xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+    attention_block(m, w, layer, xb, h, bsz, seqlen, start_pos);
+    layernorm(m.rt, xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+    encoder_feed_forward(m, w, xb, h, rows);
+    return;
+  }
+  attention_block(m, w, layer, h, h, bsz, seqlen, start_pos);
+  layernorm(m.rt, h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+  std::memcpy(xb, h, std::size_t(rows * a.dim) * sizeof(float));
+  encoder_feed_forward(m, w, xb, h, rows);
+  layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
+}
+
+}  // namespace
+
+std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows,
+                             std::int64_t whole_rows) {
+  return rows <= whole_rows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
+}
+
+std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
+  // rows * block grows with rows on each side of the decode/prefill boundary, so the largest is
+  // at the top of one of the two ranges: min(max_rows, kBatchRows) rows of all units, or max_rows
+  // of a block.
+  const std::int64_t decode_rows = std::min(max_rows, kBatchRows);
+  std::int64_t n = decode_rows * ffn_block_units(a, ffn_block, decode_rows);
+  if (max_rows > kBatchRows) n = std::max(n, max_rows * ffn_block_units(a, ffn_block, max_rows));
+  return n;
+}
+
+Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
+                             std::int64_t max_rows, const Runtime& rt, const Shard& shard) {
+  const ModelArgs a = local_args(whole, shard);
+  Transformer m{
+      whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
+  m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
+  m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
+                           a.rope_scaling ? &*a.rope_scaling : nullptr);
+  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
+  Activations& act = m.act;
+  act.max_rows = max_rows;
+  act.xb = buffer(max_rows, a.dim);
+  act.xk_at = max_rows * q;
+  act.xv_at = act.xk_at + max_rows * kv;
+  act.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, act.ffn_block, max_rows);
+  act.work = buffer(std::max(act.xv_at + max_rows * kv, 2 * act.h3_at), 1);
+  act.scores = buffer(attention_scratch_floats(a.max_seq_len, m.rt.threads), 1);
+  // The widest input of a product: x, the attention output, or h1 (all of it in decode).
+  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
+  act.pack = buffer(scratch_floats(max_rows, k_max, m.rt.threads, m.weights.halves, m.rt.isa), 1);
+  if (shard.size > 1) act.partial = buffer(max_rows, a.dim);
+  return m;
+}
+
+void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
+             std::int64_t start_pos, float* out) {
+  const ModelArgs& a = m.args;
+  if (bsz * seqlen > m.act.max_rows || bsz > a.max_batch_size || start_pos + seqlen > a.max_seq_len)
+    throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
+                     " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
+  const std::int64_t rows = bsz * seqlen;
+  std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    const LayerWeights& w = m.weights.layers[std::size_t(l)];
+    if (a.block == Block::llama) {
+      rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
+      attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
+      feed_forward(m, w, out, rows);
+    } else if (a.block == Block::encoder) {
+      encoder_block(m, w, l, out, bsz, seqlen, start_pos);
+    } else {
+      attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
+    }
+    check_residual(out, rows, a.dim, l, seqlen, start_pos);
+  }
+}
+
+}  // namespace attn

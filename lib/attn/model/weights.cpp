@@ -1,0 +1,273 @@
+#include "attn/model/weights.hpp"
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "attn/error.hpp"
+#include "attn/model/finite.hpp"
+#include "attn/model/rng.hpp"
+#include "attn/model/detail/slice.hpp"
+#include "attn/io/text.hpp"
+
+namespace attn {
+
+namespace {
+
+std::int64_t numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
+                   std::vector<TensorSpec>& s) {
+  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
+  s.push_back({p + "attention.wq.weight", {q, a.dim}, &w.wq});
+  s.push_back({p + "attention.wk.weight", {kv, a.dim}, &w.wk});
+  s.push_back({p + "attention.wv.weight", {kv, a.dim}, &w.wv});
+  s.push_back({p + "attention.wo.weight", {a.dim, q}, &w.wo});
+  if (!a.attention_bias) return;
+  s.push_back({p + "attention.wq.bias", {q}, &w.bq});
+  s.push_back({p + "attention.wk.bias", {kv}, &w.bk});
+  s.push_back({p + "attention.wv.bias", {kv}, &w.bv});
+  if (a.attention_out_bias) s.push_back({p + "attention.wo.bias", {a.dim}, &w.bo});
+}
+
+void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
+                      std::vector<TensorSpec>& s) {
+  const std::int64_t h = a.ffn_hidden();
+  s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+  s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
+  s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
+  s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
+}
+
+// Hugging Face's names for Meta's, after "layers.{l}." (model.layers.{l}. in their files).
+const std::map<std::string, std::string> kHfNames = {
+    {"attention.wq.weight", "self_attn.q_proj.weight"},
+    {"attention.wk.weight", "self_attn.k_proj.weight"},
+    {"attention.wv.weight", "self_attn.v_proj.weight"},
+    {"attention.wo.weight", "self_attn.o_proj.weight"},
+    {"attention.wq.bias", "self_attn.q_proj.bias"},
+    {"attention.wk.bias", "self_attn.k_proj.bias"},
+    {"attention.wv.bias", "self_attn.v_proj.bias"},
+    {"attention.wo.bias", "self_attn.o_proj.bias"},
+    {"attention_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight"}};
+
+// "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight"; "" if none.
+std::string hf_name(const std::string& meta) {
+  const std::size_t dot = meta.find('.', 7);  // after "layers."
+  if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
+  auto it = kHfNames.find(meta.substr(dot + 1));
+  return it == kHfNames.end() ? "" : "model." + meta.substr(0, dot + 1) + it->second;
+}
+
+// The checkpoint's name for a spec: Meta's if present, else Hugging Face's.
+std::string stored_name(const Checkpoint& c, const std::string& meta) {
+  if (c.contains(meta)) return meta;
+  const std::string hf = hf_name(meta);
+  return !hf.empty() && c.contains(hf) ? hf : meta;
+}
+
+// torch's TransformerEncoderLayer: norm1, norm2, linear1, linear2 (CONTRACT section 2).
+void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
+                 std::vector<TensorSpec>& s) {
+  const std::int64_t h = a.ffn_hidden();
+  s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+  s.push_back({p + "attention_norm.bias", {a.dim}, &w.attention_norm_bias});
+  s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  s.push_back({p + "ffn_norm.bias", {a.dim}, &w.ffn_norm_bias});
+  s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
+  s.push_back({p + "feed_forward.w1.bias", {h}, &w.b1});
+  s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
+  s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
+}
+
+// A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
+const float* f32_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                      TransformerWeights& w) {
+  std::vector<float> storage;
+  const float* p =
+      s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
+  if (!storage.empty()) w.owned.push_back(std::move(storage));
+  return p;
+}
+
+// How a matrix stored as `d` is held: BF16 and F16 as they are, anything else as F32 (or refused).
+WeightType weight_type_of(Dtype d) {
+  return d == Dtype::BF16 ? WeightType::bf16 : d == Dtype::F16 ? WeightType::f16 : WeightType::f32;
+}
+
+// A matrix (or a rank's block of one, spec.full) as the file stores it: a view of the mapping,
+// a rank's columns strided (ld: the whole row). Misaligned, a BF16/F16 matrix (or the rank's
+// block of it, dense) is copied once as it is, in the bytes the memory estimate counts; anything
+// else goes through f32_view (which also refuses dtypes other than F32, BF16 and F16, naming file
+// and tensor).
+Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+                   TransformerWeights& w) {
+  const TensorInfo& t = file.info(name);
+  const std::uint8_t* src = file.bytes(t);
+  const bool known = t.dtype == Dtype::F32 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F16;
+  const WeightType type = weight_type_of(t.dtype);
+  if (known && reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) == 0) {
+    if (s.full.empty()) return {src, type};
+    const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
+    return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
+  }
+  if (!known || type == WeightType::f32) return {f32_view(file, name, s, w), WeightType::f32};
+  const std::int64_t rows = s.shape[0], cols = s.shape[1];  // [rows, cols]: the rank's block
+  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t first = s.full.empty() ? r * cols : index_in_full(s, r, 0);
+    std::memcpy(copy.data() + r * cols, src + first * 2, std::size_t(cols) * 2);
+  }
+  return {copy.data(), type};
+}
+
+bool is_norm_bias(const TensorSpec& s) {
+  return s.name.ends_with("norm.bias");
+}
+
+bool is_norm(const TensorSpec& s) {
+  return s.name.ends_with("norm.weight");
+}
+
+}  // namespace
+
+std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
+                                           std::int64_t l) {
+  std::vector<TensorSpec> specs;
+  const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
+  add_attention(args, prefix, layer, specs);
+  if (args.block == Block::llama) add_feed_forward(args, prefix, layer, specs);
+  if (args.block == Block::encoder) add_encoder(args, prefix, layer, specs);
+  return specs;
+}
+
+std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWeights>& layers,
+                                     const Shard& shard) {
+  const ModelArgs args = local_args(whole, shard);
+  layers.assign(std::size_t(args.n_layers), LayerWeights{});
+  std::vector<TensorSpec> specs;
+  for (std::int64_t l = 0; l < args.n_layers; ++l) {
+    std::vector<TensorSpec> layer = layer_tensor_specs(args, layers[std::size_t(l)], l);
+    specs.insert(specs.end(), std::make_move_iterator(layer.begin()),
+                 std::make_move_iterator(layer.end()));
+  }
+  shard_specs(specs, shard);
+  return specs;
+}
+
+WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard) {
+  return {open_checkpoint(rank_path(path.string(), shard.rank)), is_per_rank_path(path.string())};
+}
+
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
+  Checkpoint& c = source.checkpoint;
+  std::vector<LayerWeights> layers;
+  std::vector<WeightType> types;
+  for (const TensorSpec& s : tensor_specs(args, layers)) {  // a rank's names are the same
+    const std::string name = stored_name(c, s.name);
+    if (!s.slot.matrix || !c.contains(name)) continue;
+    const WeightType t = weight_type_of(c.info(name).dtype);
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  }
+  return types;
+}
+
+TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
+                                const Shard& shard) {
+  return load_weights(args, open_weights(path, shard), shard);
+}
+
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
+  TransformerWeights w;
+  const bool per_rank = source.per_rank;
+  w.checkpoint = std::move(source.checkpoint);
+  Checkpoint& c = w.checkpoint;
+  std::set<std::string> used;
+  for (TensorSpec& s : tensor_specs(args, w.layers, shard)) {
+    // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
+    if (per_rank) s.full.clear();
+    const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
+    const std::string name = stored_name(c, s.name);
+    if (!c.contains(name))
+      throw InputError(c.path + ": tensor '" + s.name + "' is missing (expected shape " +
+                       shape_text(stored) + ")");
+    const SafetensorsFile& file = c.file_of(name);
+    const TensorInfo& t = file.info(name);
+    if (t.shape != stored)
+      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(stored) +
+                       (per_rank && shard.size > 1
+                            ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
+                                  std::to_string(shard.size) + ")"
+                            : "") +
+                       ", got " + shape_text(t.shape));
+    const Matrix m = s.slot.matrix ? matrix_view(file, name, s, w)
+                                   : Matrix{f32_view(file, name, s, w), WeightType::f32};
+    const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
+    check_finite(m, s.shape[0], cols, c.path, name);
+    if (s.slot.matrix) *s.slot.matrix = m;
+    if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
+    w.bytes += std::uint64_t(numel(s.shape) * weight_type_bytes(m.type));
+    w.halves |= m.type != WeightType::f32;
+    used.insert(name);
+  }
+  std::vector<std::string> unused;  // one summary line, not one warning per tensor
+  for (auto& [name, file] : c.weight_map)
+    if (!used.count(name)) unused.push_back(name);
+  if (!unused.empty())
+    spdlog::warn("{}: {} not used by this config, ignored", c.path,
+                 summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
+  return w;
+}
+
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
+                                  WeightType matrices) {
+  TransformerWeights w;
+  std::uint64_t stream = 0;
+  for (const TensorSpec& s : tensor_specs(args, w.layers, shard)) {
+    const std::int64_t n = numel(s.shape);
+    // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
+    const std::vector<std::int64_t>& whole = s.full.empty() ? s.shape : s.full;
+    const std::int64_t fan_in = whole.size() == 2 ? whole[1] : args.dim;
+    // A rank draws its block's elements at their indices in the whole tensor.
+    const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
+    const float bound = 1.0f / std::sqrt(float(fan_in));
+    const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
+    const std::uint64_t st = ++stream;
+    auto value = [&](std::int64_t i) {
+      if (norm || norm_bias) return norm ? 1.0f : 0.0f;
+      const std::int64_t at = s.full.empty() ? i : index_in_full(s, i / cols, i % cols);
+      return bound * uniform_pm1(seed, st, std::uint64_t(at));
+    };
+    const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
+    if (type == WeightType::f32) {
+      std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
+#pragma omp parallel for if (n > (1 << 16))
+      for (std::int64_t i = 0; i < n; ++i) t[std::size_t(i)] = value(i);
+      if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
+      if (s.slot.vector) *s.slot.vector = t.data();
+    } else {
+      std::vector<std::uint16_t>& t = w.owned_halves.emplace_back(std::size_t(n));
+      const bool bf16 = type == WeightType::bf16;
+#pragma omp parallel for if (n > (1 << 16))
+      for (std::int64_t i = 0; i < n; ++i)
+        t[std::size_t(i)] = bf16 ? f32_to_bf16(value(i)) : f32_to_f16(value(i));
+      *s.slot.matrix = {t.data(), type};
+      w.halves = true;
+    }
+    w.bytes += std::uint64_t(n * weight_type_bytes(type));
+  }
+  return w;
+}
+
+}  // namespace attn

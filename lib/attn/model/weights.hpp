@@ -1,0 +1,113 @@
+#pragma once
+// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's type
+// (F32, BF16 or F16) and point into the mapped file (a rank's block of a whole file's matrix too:
+// its columns with a stride); vectors (norms, biases) are read as F32, converted once at load.
+// What cannot be a view of the file lives in `owned` (F32: vectors converted from halves, blocks
+// of misaligned tensors, seeded tensors) or `owned_halves` (misaligned halves, seeded halves).
+// Layouts are nn.Linear's [out_features, in_features], row-major.
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "attn/io/checkpoint.hpp"
+#include "attn/model/config.hpp"
+#include "attn/matrix.hpp"
+#include "attn/model/parallel.hpp"
+#include "attn/io/safetensors.hpp"
+
+namespace attn {
+
+struct LayerWeights {
+  const float* attention_norm = nullptr;  // [dim], block llama
+  Matrix wq;                              // [n_heads * head_dim, dim]
+  Matrix wk;                              // [n_kv_heads * head_dim, dim]
+  Matrix wv;                              // [n_kv_heads * head_dim, dim]
+  Matrix wo;                              // [dim, n_heads * head_dim]
+  const float* bq = nullptr;              // [n_heads * head_dim], attention_bias
+  const float* bk = nullptr;              // [n_kv_heads * head_dim]
+  const float* bv = nullptr;              // [n_kv_heads * head_dim]
+  const float* bo = nullptr;              // [dim]
+  const float* ffn_norm = nullptr;        // [dim], block llama
+  Matrix w1;                              // [ffn_hidden, dim]
+  Matrix w2;                              // [dim, ffn_hidden]
+  Matrix w3;                              // [ffn_hidden, dim]
+  // Block encoder (torch's norm1, norm2, linear1.bias, linear2.bias); attention_norm, ffn_norm,
+  // w1 and w2 above are its other halves.
+  const float* attention_norm_bias = nullptr;  // [dim]
+  const float* ffn_norm_bias = nullptr;        // [dim]
+  const float* b1 = nullptr;                   // [ffn_hidden]
+  const float* b2 = nullptr;                   // [dim]
+};
+
+struct TransformerWeights {
+  std::vector<LayerWeights> layers;
+  Checkpoint checkpoint;  // the mapped file(s) the views point into
+  std::vector<std::vector<float>> owned;
+  std::vector<std::vector<std::uint16_t>> owned_halves;
+  std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
+  bool halves = false;      // some matrix is BF16 or F16: prefill needs widening scratch
+};
+
+// Where a tensor's view goes: a matrix keeps the file's type, a vector is read as F32.
+struct Slot {
+  const float** vector = nullptr;
+  Matrix* matrix = nullptr;
+  Slot(const float** v) : vector(v) {}
+  Slot(Matrix* m) : matrix(m) {}
+};
+
+// One expected tensor: its name, shape, and where its view goes.
+struct TensorSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  Slot slot;
+  // Model parallel: `shape` is this rank's block of the whole tensor `full` (empty: the whole
+  // tensor), its rows from row0 (wq/wk/wv/w1/w3 and their biases) or its columns from col0
+  // (wo, w2).
+  std::vector<std::int64_t> full = {};
+  std::int64_t row0 = 0, col0 = 0;
+};
+
+// The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
+// `layer`'s fields, in args' shapes (a rank's local_args for its slice): the one list that
+// loading, seeding, the memory estimate and the benchmark's shapes and FLOP count all read.
+std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
+                                           std::int64_t l = 0);
+
+// Every tensor the config needs, in file order (layer by layer); with a shard, its rank's slice.
+std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers,
+                                     const Shard& shard = {});
+
+// Maps the file (or a Hugging Face index's files) and checks every tensor against the config.
+// Tensors are found under Meta's names or Hugging Face's (model.layers.{l}.self_attn.q_proj...),
+// layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming
+// the file, the tensor, what was expected and what was found. With a shard: a path containing
+// "{rank}" names per-rank files, each holding its rank's slice in Meta's per-rank shapes
+// (consolidated.0{rank}.pth); any other path is the whole model, of which each rank reads only its
+// slice.
+TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
+                                const Shard& shard = {});
+
+// A weights path as load_weights opens it (a "{rank}" path: this rank's file), with nothing
+// mapped yet, so that the memory estimate can read the matrices' types first (matrix_types)
+// and the load then maps the files without parsing their headers again.
+struct WeightsSource {
+  Checkpoint checkpoint;
+  bool per_rank = false;  // the file holds this rank's slice as it is
+};
+WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
+                                const Shard& shard = {});
+
+// The types the config's weight matrices are held in, each once, read from the files' headers
+// (no file is mapped). A dtype the load will refuse counts as F32; a missing tensor, not at all.
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source);
+
+// Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
+// matrices and biases, ones for norms.
+// With a shard, each rank draws only its slice of the same whole model. matrices: BF16 or F16
+// draws each matrix's F32 values rounded to nearest even, straight into half the bytes.
+TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
+                                  const Shard& shard = {}, WeightType matrices = WeightType::f32);
+
+}  // namespace attn
