@@ -232,8 +232,8 @@ TEST_CASE("sweep: h1/h3 hold a batched decode of a wide FFN (issue 6 heap overfl
   }
   const attn::RunOptions opts{2, 2, 1};
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 4);
-  CHECK(m.act.h3_at >= 2 * a.ffn_hidden());
-  CHECK(m.act.work.size() >= std::size_t(2 * m.act.h3_at));
+  CHECK(m.act.plan.h3_at >= 2 * a.ffn_hidden());
+  CHECK(m.act.work.size() >= std::size_t(2 * m.act.plan.h3_at));
   const std::vector<float> x = attn::seeded_input(a, opts, 1);
   const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
   const Vec ref = forward_ref(a, m.weights, Vec(x.begin(), x.end()), 2, 3);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/model/buffers.hpp"
 
 namespace attn {
 
@@ -32,16 +33,14 @@ std::vector<float> filled(const KVCache& c, const std::vector<float>& buf, std::
 
 KVCache make_kv_cache(const ModelArgs& a) {
   KVCache c{a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), {}, {}};
-  // Config sizes are capped at 2^24, so the product fits a double exactly enough to compare.
-  const double bytes = 2.0 * double(a.n_layers) * double(a.max_batch_size) * double(a.n_kv_heads) *
-                       double(a.max_seq_len) * double(a.head_dim()) * 4.0;
+  const std::int64_t n = kv_cache_floats(a);
+  const double bytes = 2.0 * double(n) * sizeof(float);
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   if (bytes > memory)
     throw InputError("the KV cache needs " + gib(bytes) + " GiB, more than this machine's " +
                      gib(memory) + " GiB: lower max_batch_size or max_seq_len");
-  const std::size_t n = std::size_t(bytes / 8.0);
-  c.cache_k.assign(n, 0.0f);
-  c.cache_v.assign(n, 0.0f);
+  c.cache_k.assign(std::size_t(n), 0.0f);
+  c.cache_v.assign(std::size_t(n), 0.0f);
   return c;
 }
 

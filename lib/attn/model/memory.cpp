@@ -11,10 +11,10 @@
 #include <string_view>
 #include <system_error>
 
-#include "attn/kernels/attention.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "attn/error.hpp"
-#include "attn/kernels/matmul.hpp"
-#include "attn/model/model.hpp"
+#include "attn/model/buffers.hpp"
+#include "attn/model/parallel.hpp"
 #include "attn/model/weights.hpp"
 
 namespace attn {
@@ -71,36 +71,24 @@ std::uint64_t weight_bytes(const ModelArgs& a, std::int64_t matrix) {
 
 }  // namespace
 
-std::vector<MemoryPart> memory_parts(const ModelArgs& a, const RunShape& r) {
-  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
-  const std::int64_t T = r.prefill + r.steps;  // check_capacity bounds both by max_seq_len
+std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
+                                     const Shard& shard) {
+  const ModelArgs a = local_args(whole, shard);  // what this rank holds
+  const std::int64_t T = r.prefill + r.steps;     // check_capacity bounds both by max_seq_len
   std::vector<MemoryPart> parts;
   auto add = [&](const std::string& name, std::initializer_list<std::int64_t> factors) {
     parts.push_back({name, checked_product(factors, name)});
   };
   parts.push_back({"weights", weight_bytes(a, matrix_bytes(r.matrices))});
-  add("KV cache",
-      {2, a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim(), kF32});
-  add("RoPE table", {a.rope == Rope::none ? 0 : a.max_seq_len, a.head_dim(), kF32});
-  add("activations", {r.max_rows, a.dim, kF32});
-  // xq, xk, xv or h1, h3: one buffer, the larger of the two (Activations::work).
-  std::uint64_t work = checked_product({r.max_rows, q + 2 * kv, kF32}, "activations");
-  if (a.block != Block::attention) {
-    // max_rows x ffn_hidden bounds ffn_buffer_floats from above: check it before calling it.
-    checked_product({2, r.max_rows, a.ffn_hidden(), kF32}, "FFN activations");
-    work = std::max(work, checked_product({2, ffn_buffer_floats(a, kFfnBlock, r.max_rows), kF32},
-                                          "FFN activations"));
-  }
-  parts.push_back({"attention or FFN activations", work});
-  add("attention scratch (per thread)", {r.threads, kAttentionChunk, a.max_seq_len, kF32});
-  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  add("packed rows and prefill weight blocks",
-      {scratch_floats(r.max_rows, k_max, r.threads, any_halves(r.matrices), r.isa), kF32});
+  const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa);
+  const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt, any_halves(r.matrices));
+  for (const BufferPlan::Part& p : plan.parts()) add(p.name, {p.floats, kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
-  add("input", {r.batch, T, a.dim, kF32});
-  add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), a.dim, kF32});
-  if (r.dump)
-    add("dump (cache copies)", {2, a.n_layers, r.batch, a.n_kv_heads, T, a.head_dim(), kF32});
+  add("input", {r.batch, T, whole.dim, kF32});
+  add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), whole.dim, kF32});
+  if (r.dump)  // rank 0 gathers every rank's caches
+    add("dump (cache copies)",
+        {2, whole.n_layers, r.batch, whole.n_kv_heads, T, whole.head_dim(), kF32});
   return parts;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attn/model/config.hpp"
+#include "attn/model/parallel.hpp"
 #include "attn/matrix.hpp"
 
 namespace attn {
@@ -38,8 +39,10 @@ struct RunShape {
 // factor or a product past 2^64.
 std::uint64_t checked_product(std::initializer_list<std::int64_t> factors, const std::string& what);
 
-// Every part a run allocates. Adding a buffer to the engine means adding its line here.
-std::vector<MemoryPart> memory_parts(const ModelArgs& args, const RunShape& run);
+// Every part a run allocates on this rank: the model's buffers as plan_buffers sizes them for
+// the rank's share (local_args), its weights, and the run's input, outputs and dump.
+std::vector<MemoryPart> memory_parts(const ModelArgs& args, const RunShape& run,
+                                     const Shard& shard = {});
 
 struct AvailableMemory {
   std::uint64_t bytes = 0;

@@ -14,8 +14,8 @@ namespace attn {
 
 namespace {
 
-std::vector<float> buffer(std::int64_t rows, std::int64_t cols) {
-  return std::vector<float>(std::size_t(rows * cols));
+std::vector<float> buffer(std::int64_t floats) {
+  return std::vector<float>(std::size_t(floats));
 }
 
 // Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once).
@@ -134,49 +134,30 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
 
 }  // namespace
 
-std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows,
-                             std::int64_t whole_rows) {
-  return rows <= whole_rows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
-}
-
-std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
-  // rows * block grows with rows on each side of the decode/prefill boundary, so the largest is
-  // at the top of one of the two ranges: min(max_rows, kBatchRows) rows of all units, or max_rows
-  // of a block.
-  const std::int64_t decode_rows = std::min(max_rows, kBatchRows);
-  std::int64_t n = decode_rows * ffn_block_units(a, ffn_block, decode_rows);
-  if (max_rows > kBatchRows) n = std::max(n, max_rows * ffn_block_units(a, ffn_block, max_rows));
-  return n;
-}
-
 Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt, const Shard& shard) {
   const ModelArgs a = local_args(whole, shard);
+  // Sized before anything is allocated: a size past 2^63 bytes is refused here.
+  const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves);
   Transformer m{
       whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
   m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr);
-  const std::int64_t q = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
   Activations& act = m.act;
-  act.max_rows = max_rows;
-  act.xb = buffer(max_rows, a.dim);
-  act.xk_at = max_rows * q;
-  act.xv_at = act.xk_at + max_rows * kv;
-  act.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, act.ffn_block, max_rows);
-  act.work = buffer(std::max(act.xv_at + max_rows * kv, 2 * act.h3_at), 1);
-  act.scores = buffer(attention_scratch_floats(a.max_seq_len, m.rt.threads), 1);
-  // The widest input of a product: x, the attention output, or h1 (all of it in decode).
-  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  act.pack = buffer(scratch_floats(max_rows, k_max, m.rt.threads, m.weights.halves, m.rt.isa), 1);
-  if (shard.size > 1) act.partial = buffer(max_rows, a.dim);
+  act.plan = plan;
+  act.xb = buffer(plan.xb);
+  act.work = buffer(plan.work);
+  act.scores = buffer(plan.scores);
+  act.pack = buffer(plan.pack);
+  act.partial = buffer(plan.partial);
   return m;
 }
 
 void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out) {
   const ModelArgs& a = m.args;
-  if (bsz * seqlen > m.act.max_rows || bsz > a.max_batch_size || start_pos + seqlen > a.max_seq_len)
+  if (bsz * seqlen > m.act.plan.max_rows || bsz > a.max_batch_size || start_pos + seqlen > a.max_seq_len)
     throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
                      " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
   const std::int64_t rows = bsz * seqlen;

@@ -1,0 +1,93 @@
+#include "attn/model/buffers.hpp"
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "attn/error.hpp"
+#include "attn/kernels/attention.hpp"
+#include "attn/kernels/ops.hpp"
+
+namespace attn {
+
+namespace {
+
+// Past this many floats a buffer's bytes would not fit in a signed 64-bit size.
+constexpr std::int64_t kMaxFloats = std::int64_t(1) << 61;
+
+std::int64_t floats(std::initializer_list<std::int64_t> factors, const char* what) {
+  std::int64_t n = 1;
+  for (std::int64_t f : factors)
+    if (f < 0 || __builtin_mul_overflow(n, f, &n) || n > kMaxFloats)
+      throw InputError(std::string("the ") + what + " would need more than 2^63 bytes: lower the sizes");
+  return n;
+}
+
+std::int64_t sum(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t n = 0;
+  if (__builtin_add_overflow(a, b, &n) || n > kMaxFloats)
+    throw InputError(std::string("the ") + what + " would need more than 2^63 bytes: lower the sizes");
+  return n;
+}
+
+}  // namespace
+
+std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows,
+                             std::int64_t whole_rows) {
+  return rows <= whole_rows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
+}
+
+std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
+  // rows * block grows with rows on each side of the decode/prefill boundary, so the largest is
+  // at the top of one of the two ranges: min(max_rows, kBatchRows) rows of all units, or max_rows
+  // of a block.
+  const char* what = "FFN activations";
+  const std::int64_t decode_rows = std::min(max_rows, kBatchRows);
+  std::int64_t n = floats({decode_rows, ffn_block_units(a, ffn_block, decode_rows)}, what);
+  if (max_rows > kBatchRows)
+    n = std::max(n, floats({max_rows, ffn_block_units(a, ffn_block, max_rows)}, what));
+  return n;
+}
+
+std::int64_t kv_cache_floats(const ModelArgs& a) {
+  return floats({a.n_layers, a.max_batch_size, a.n_kv_heads, a.max_seq_len, a.head_dim()},
+                "KV cache");
+}
+
+std::vector<BufferPlan::Part> BufferPlan::parts() const {
+  return {{"KV cache", 2 * cache},
+          {"RoPE table", rope},
+          {"activations", xb},
+          {"attention or FFN activations", work},
+          {"attention scratch (per thread)", scores},
+          {"packed rows and prefill weight blocks", pack},
+          {"model-parallel partial sums", partial}};
+}
+
+BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max_rows,
+                        const Runtime& rt, bool halves) {
+  BufferPlan p;
+  p.max_rows = max_rows;
+  p.cache = kv_cache_floats(a);
+  sum(p.cache, p.cache, "KV cache");
+  const std::int64_t hd = a.head_dim();
+  p.rope = a.rope == Rope::none ? 0 : floats({a.max_seq_len, hd / 2, 2}, "RoPE table");
+  p.xb = floats({max_rows, a.dim}, "activations");
+  const char* what = "attention activations";
+  const std::int64_t q = floats({a.n_heads, hd}, what), kv = floats({a.n_kv_heads, hd}, what);
+  p.xk_at = floats({max_rows, q}, what);
+  p.xv_at = sum(p.xk_at, floats({max_rows, kv}, what), what);
+  p.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, kFfnBlock, max_rows);
+  p.work = std::max(sum(p.xv_at, floats({max_rows, kv}, what), what),
+                    sum(p.h3_at, p.h3_at, "FFN activations"));
+  floats({rt.threads, kAttentionChunk, a.max_seq_len}, "attention scratch");
+  p.scores = attention_scratch_floats(a.max_seq_len, rt.threads);
+  // The widest input of a product: x, the attention output, or h1 (all of it in decode).
+  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
+  floats({std::min(max_rows, kBatchRows), k_max, rt.threads, 16}, "packed rows");
+  p.pack = scratch_floats(max_rows, k_max, rt.threads, halves, rt.isa);
+  p.partial = shard.size > 1 ? floats({max_rows, a.dim}, "partial sums") : 0;
+  return p;
+}
+
+}  // namespace attn

@@ -1,0 +1,62 @@
+#pragma once
+// Every buffer a model allocates, sized in one place: make_transformer allocates what the plan
+// says and the memory estimate (memory.hpp) counts the same plan, so the two cannot drift apart.
+// Sizes are floats, computed in 64 bits with overflow checks (a size past 2^62 floats is an
+// InputError naming the buffer).
+#include <cstdint>
+#include <vector>
+
+#include "attn/kernels/matmul.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/parallel.hpp"
+
+namespace attn {
+
+// Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so that h1, h3
+// stay at [rows, kFfnBlock] inside the buffer of attention's xq, xk, xv (for Llama-3-8B,
+// 2 x 3072 = 4096 + 2 x 1024 fill it exactly). Why this size: docs/perf/prefill-gemm.md.
+inline constexpr std::int64_t kFfnBlock = 3072;
+
+// Hidden units per FFN block for a product of `rows` rows: decode (rows <= whole_rows: the
+// batched kernels read each weight once for all rows) takes all ffn_hidden at once, prefill goes
+// in blocks of at most ffn_block.
+std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows,
+                             std::int64_t whole_rows = kBatchRows);
+
+// Floats h1 (and h3) must hold for any forward of 1..max_rows rows: the largest rows * block
+// over every row count.
+std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t ffn_block,
+                               std::int64_t max_rows);
+
+// Floats of each of cache_k and cache_v: [n_layers, max_batch_size, n_kv_heads, max_seq_len,
+// head_dim].
+std::int64_t kv_cache_floats(const ModelArgs& args);
+
+struct BufferPlan {
+  std::int64_t max_rows = 0;  // the most rows (bsz * seqlen) one forward call is given
+  std::int64_t cache = 0;     // each of cache_k, cache_v (kv_cache_floats)
+  std::int64_t rope = 0;      // the RoPE table: [max_seq_len, head_dim / 2, 2], or 0
+  std::int64_t xb = 0;        // [max_rows, dim]: the normed input of attention or FFN
+  // Attention's xq, xk, xv and the FFN's h1, h3 are never live at the same time: one buffer,
+  // `work`, holds either. xq and h1 start at 0.
+  std::int64_t work = 0, xk_at = 0, xv_at = 0, h3_at = 0;
+  std::int64_t scores = 0;   // per-thread attention scores (attention_scratch_floats)
+  std::int64_t pack = 0;     // linear()'s scratch (scratch_floats)
+  std::int64_t partial = 0;  // [max_rows, dim]: a rank's share of wo or w2 before the allreduce
+
+  struct Part {
+    const char* name;
+    std::int64_t floats;
+  };
+  // Every buffer above with its name, for the memory estimate.
+  std::vector<Part> parts() const;
+};
+
+// The buffers of a model computing `local` (a rank's local_args, or the whole model) for forward
+// calls of up to max_rows rows on rt's threads and kernels. halves: some weight matrix is BF16
+// or F16 (without the own GEMM, prefill widens them into scratch).
+BufferPlan plan_buffers(const ModelArgs& local, const Shard& shard, std::int64_t max_rows,
+                        const Runtime& rt, bool halves);
+
+}  // namespace attn
