@@ -19,14 +19,16 @@ std::int64_t floats(std::initializer_list<std::int64_t> factors, const char* wha
   std::int64_t n = 1;
   for (std::int64_t f : factors)
     if (f < 0 || __builtin_mul_overflow(n, f, &n) || n > kMaxFloats)
-      throw InputError(std::string("the ") + what + " would need more than 2^63 bytes: lower the sizes");
+      throw InputError(std::string("the ") + what +
+                       " would need more than 2^63 bytes: lower the sizes");
   return n;
 }
 
 std::int64_t sum(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t n = 0;
   if (__builtin_add_overflow(a, b, &n) || n > kMaxFloats)
-    throw InputError(std::string("the ") + what + " would need more than 2^63 bytes: lower the sizes");
+    throw InputError(std::string("the ") + what +
+                     " would need more than 2^63 bytes: lower the sizes");
   return n;
 }
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "attn/kernels/runtime.hpp"
 #include "attn/error.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "attn/model/buffers.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/weights.hpp"
@@ -74,7 +74,7 @@ std::uint64_t weight_bytes(const ModelArgs& a, std::int64_t matrix) {
 std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
                                      const Shard& shard) {
   const ModelArgs a = local_args(whole, shard);  // what this rank holds
-  const std::int64_t T = r.prefill + r.steps;     // check_capacity bounds both by max_seq_len
+  const std::int64_t T = r.prefill + r.steps;    // check_capacity bounds both by max_seq_len
   std::vector<MemoryPart> parts;
   auto add = [&](const std::string& name, std::initializer_list<std::int64_t> factors) {
     parts.push_back({name, checked_product(factors, name)});

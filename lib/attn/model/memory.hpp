@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "attn/matrix.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
-#include "attn/matrix.hpp"
 
 namespace attn {
 

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "attn/kernels/attention.hpp"
 #include "attn/error.hpp"
-#include "attn/model/finite.hpp"
+#include "attn/kernels/attention.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/model/finite.hpp"
 
 namespace attn {
 
@@ -44,8 +44,7 @@ void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, 
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
   store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
   attention(m.rt, act.xq(), act.xq(), m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos,
-            act.scores.data(),
-            m.mask, m.attn_probs[std::size_t(layer)]);
+            act.scores.data(), m.mask, m.attn_probs[std::size_t(layer)]);
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
     const std::array<Projection, 1> wo = {Projection{act.partial.data(), w.wo, nullptr, a.dim}};
     linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
@@ -157,7 +156,8 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
 void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out) {
   const ModelArgs& a = m.args;
-  if (bsz * seqlen > m.act.plan.max_rows || bsz > a.max_batch_size || start_pos + seqlen > a.max_seq_len)
+  if (bsz * seqlen > m.act.plan.max_rows || bsz > a.max_batch_size ||
+      start_pos + seqlen > a.max_seq_len)
     throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
                      " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
   const std::int64_t rows = bsz * seqlen;

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "attn/kernels/attention.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/kernels/ops.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "attn/model/buffers.hpp"
 #include "attn/model/cache.hpp"
 #include "attn/model/config.hpp"
-#include "attn/kernels/matmul.hpp"
-#include "attn/kernels/ops.hpp"
 #include "attn/model/parallel.hpp"
-#include "attn/kernels/runtime.hpp"
 #include "attn/model/weights.hpp"
 
 namespace attn {
@@ -24,9 +24,9 @@ struct Activations {
   // Products of up to this many rows take every hidden unit at once (tests set 0: blocks always).
   std::int64_t ffn_whole_rows = kBatchRows;
 
-  std::vector<float> xb;       // [rows, dim]: the normed input of attention or FFN
-  std::vector<float> work;     // xq, xk, xv or h1, h3 (BufferPlan::work)
-  float* xq() { return work.data(); }                // [rows, n_heads * head_dim], then the output
+  std::vector<float> xb;               // [rows, dim]: the normed input of attention or FFN
+  std::vector<float> work;             // xq, xk, xv or h1, h3 (BufferPlan::work)
+  float* xq() { return work.data(); }  // [rows, n_heads * head_dim], then the output
   float* xk() { return work.data() + plan.xk_at; }  // [rows, n_kv_heads * head_dim]
   float* xv() { return work.data() + plan.xv_at; }  // [rows, n_kv_heads * head_dim]
   float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)

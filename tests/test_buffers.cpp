@@ -1,0 +1,196 @@
+// The buffer plan is the one place buffers are sized: make_transformer allocates exactly what it
+// says, the memory estimate counts it, and the estimate holds against the peak resident memory
+// that real runs of the CLI measure.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/buffers.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/weights.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+attn::ModelArgs small(attn::Block block) {
+  attn::ModelArgs a;
+  a.dim = 48;
+  a.n_layers = 2;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.ffn_hidden_set = 40;
+  a.max_batch_size = 3;
+  a.max_seq_len = 80;
+  a.block = block;
+  a.rope = block == attn::Block::llama ? attn::Rope::interleaved : attn::Rope::none;
+  a.attention_bias = block == attn::Block::encoder;
+  a.model_parallel_size = 1;
+  return a;
+}
+
+std::size_t n(std::int64_t floats) {
+  return std::size_t(floats);
+}
+
+// The peak resident set of `argv` run to its end, in bytes, with its exit status.
+struct Peak {
+  int status = -1;
+  std::uint64_t bytes = 0;
+};
+
+Peak peak_rss(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::uint64_t(usage.ru_maxrss) * 1024};
+}
+
+std::uint64_t total(const std::vector<attn::MemoryPart>& parts) {
+  std::uint64_t t = 0;
+  for (const attn::MemoryPart& p : parts) t += p.bytes;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("buffers: make_transformer allocates exactly what plan_buffers sizes") {
+  for (attn::Block block : {attn::Block::llama, attn::Block::attention, attn::Block::encoder})
+    for (int threads : {1, 2, 4})
+      for (std::int64_t max_rows : {1, 2, 31, 32, 33, 64, 200}) {
+        CAPTURE(int(block));
+        CAPTURE(threads);
+        CAPTURE(max_rows);
+        const attn::ModelArgs a = small(block);
+        const attn::Runtime rt = attn::make_runtime(threads);
+        const attn::Transformer m =
+            attn::make_transformer(a, attn::seeded_weights(a, 3), max_rows, rt);
+        const attn::BufferPlan p = attn::plan_buffers(a, {}, max_rows, rt, false);
+        CHECK(m.cache.cache_k.size() == n(p.cache));
+        CHECK(m.cache.cache_v.size() == n(p.cache));
+        CHECK(m.rope.cos_sin.size() == n(p.rope));
+        CHECK(m.act.xb.size() == n(p.xb));
+        CHECK(m.act.work.size() == n(p.work));
+        CHECK(m.act.scores.size() == n(p.scores));
+        CHECK(m.act.pack.size() == n(p.pack));
+        CHECK(m.act.partial.empty());
+        // Attention's three products fit in front of the FFN's second half, or after it.
+        CHECK(p.work >= p.xv_at + max_rows * a.n_kv_heads * a.head_dim());
+        CHECK(p.work >= 2 * p.h3_at);
+      }
+}
+
+TEST_CASE("buffers: a rank's plan is its share, with the partial sums") {
+  attn::ModelArgs a = small(attn::Block::llama);
+  a.model_parallel_size = 2;
+  const attn::Shard shard{1, 2};
+  const attn::ModelArgs local = attn::local_args(a, shard);
+  const attn::Runtime rt = attn::make_runtime(1);
+  const attn::BufferPlan whole = attn::plan_buffers(a, {}, 8, rt, false);
+  const attn::BufferPlan p = attn::plan_buffers(local, shard, 8, rt, false);
+  CHECK(p.cache * 2 == whole.cache);
+  CHECK(p.partial == 8 * a.dim);
+  const attn::Transformer m =
+      attn::make_transformer(a, attn::seeded_weights(a, 3, shard), 8, rt, shard);
+  CHECK(m.act.partial.size() == n(p.partial));
+  CHECK(m.cache.cache_k.size() == n(p.cache));
+  // The estimate counts the rank's KV cache and weights, not the whole model's.
+  attn::RunShape r{1, 4, 2, 4, 1, false};
+  auto part = [](const std::vector<attn::MemoryPart>& parts, const std::string& name) {
+    for (const attn::MemoryPart& q : parts)
+      if (q.name == name) return q.bytes;
+    return std::uint64_t(0);
+  };
+  const auto mine = attn::memory_parts(a, r, shard), all = attn::memory_parts(a, r);
+  CHECK(2 * part(mine, "KV cache") == part(all, "KV cache"));
+  CHECK(part(mine, "weights") < part(all, "weights"));
+  CHECK(part(mine, "model-parallel partial sums") == std::uint64_t(4 * a.dim * 4));
+}
+
+TEST_CASE("buffers: sizes past 2^63 bytes are refused by name, before any allocation") {
+  attn::ModelArgs a = small(attn::Block::llama);
+  a.max_seq_len = std::int64_t(1) << 24;
+  a.n_layers = std::int64_t(1) << 24;
+  a.max_batch_size = std::int64_t(1) << 24;
+  CHECK_THROWS_WITH_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1), false),
+                       doctest::Contains("KV cache"), attn::InputError);
+  a = small(attn::Block::llama);
+  a.head_dim_set = std::int64_t(1) << 62;
+  CHECK_THROWS_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1), false), attn::InputError);
+}
+
+// Real runs of the CLI: what each allocates beyond the smallest run (the process itself: code,
+// libraries, OpenBLAS's buffers) is at most the estimate of its parts, and the estimate is not
+// far above it. Each run is dominated by a different part.
+TEST_CASE("buffers: the memory estimate holds against the peak RSS of real runs") {
+  const std::string cli = ATTN_CLI, dir = std::string(ATTN_SOURCE_DIR) + "/configs/";
+  const Peak floor = peak_rss({cli, "run", "--prefill", "1", "--steps", "0", "-t", "1"});
+  REQUIRE(floor.status == 0);
+  struct Run {
+    const char* what;
+    std::vector<std::string> flags;
+    attn::RunShape shape;
+  };
+  attn::ModelArgs a = attn::llama3_8b_layer_args();
+  a.dim = 1024;
+  a.n_heads = 16;
+  a.n_kv_heads = 4;
+  a.ffn_hidden_set = 3584;
+  a.n_layers = 2;
+  const std::string cfg = test::temp_path("buffers_config.json").string();
+  {
+    std::FILE* f = std::fopen(cfg.c_str(), "w");
+    REQUIRE(f);
+    std::fprintf(f,
+                 "{\"dim\": 1024, \"n_layers\": 2, \"n_heads\": 16, \"n_kv_heads\": 4, "
+                 "\"ffn_hidden\": 3584, \"max_batch_size\": 4, \"max_seq_len\": 8192}");
+    std::fclose(f);
+  }
+  a.max_batch_size = 4;
+  a.max_seq_len = 8192;
+  const std::vector<Run> runs = {
+      {"KV cache", {"--prefill", "8", "--steps", "2", "-t", "1"}, {1, 8, 2, 8, 1, false}},
+      {"prefill activations",
+       {"--prefill", "1024", "--steps", "1", "-b", "4", "-t", "2"},
+       {4, 1024, 1, 4096, 2, false}},
+      {"dump",
+       {"--prefill", "512", "--steps", "4", "-b", "4", "-t", "1", "--dump",
+        test::temp_path("buffers_dump.safetensors").string()},
+       {4, 512, 4, 2048, 1, true}},
+  };
+  for (const Run& r : runs) {
+    const std::string what = r.what;
+    CAPTURE(what);
+    std::vector<std::string> args = {cli, "run", "--config", cfg};
+    args.insert(args.end(), r.flags.begin(), r.flags.end());
+    const Peak p = peak_rss(args);
+    REQUIRE(p.status == 0);
+    const std::uint64_t used = p.bytes > floor.bytes ? p.bytes - floor.bytes : 0;
+    const std::uint64_t estimate = total(attn::memory_parts(a, r.shape));
+    MESSAGE(r.what << ": peak " << p.bytes / 1048576 << " MiB, above the floor " << used / 1048576
+                   << " MiB, estimate " << estimate / 1048576 << " MiB");
+    CHECK(used <= estimate + (4u << 20));  // page rounding, the allocator's headers
+    CHECK(estimate <= used + used / 10 + (64u << 20));
+  }
+}
