@@ -208,24 +208,21 @@ TEST_CASE("config: seed_args() is the seed notebook's ModelArgs, run as the note
   CHECK(a.ffn_hidden() == 50);
 }
 
-TEST_CASE("config: configs/gqa.json holds exactly seed_args()") {
-  const attn::ModelArgs s = attn::seed_args();
-  const attn::ModelArgs g = attn::load_config(test::source_dir() / "configs" / "gqa.json");
-  CHECK(g.dim == s.dim);
-  CHECK(g.n_layers == s.n_layers);
-  CHECK(g.n_heads == s.n_heads);
-  CHECK(g.n_kv_heads == s.n_kv_heads);
-  CHECK(g.vocab_size == s.vocab_size);
-  CHECK(g.multiple_of == s.multiple_of);
-  CHECK(g.ffn_dim_multiplier == s.ffn_dim_multiplier);
-  CHECK(g.norm_eps == s.norm_eps);
-  CHECK(g.rope_theta == s.rope_theta);
-  CHECK(g.max_batch_size == s.max_batch_size);
-  CHECK(g.max_seq_len == s.max_seq_len);
-  CHECK(g.model_parallel_size == s.model_parallel_size);
-  CHECK(g.block == s.block);
-  CHECK(g.rope == s.rope);
-  CHECK(g.attention_bias == s.attention_bias);
+// The built-in configs exist twice, in code and as files users copy: every key of the config
+// table (config_values, the table parsing reads) must agree.
+TEST_CASE("config: each built-in config equals its file in configs/, key by key") {
+  const std::pair<const char*, attn::ModelArgs> pairs[] = {
+      {"gqa.json", attn::seed_args()}, {"llama3-8b-layer.json", attn::llama3_8b_layer_args()}};
+  for (const auto& [file, builtin] : pairs) {
+    CAPTURE(file);
+    const attn::ModelArgs loaded = attn::load_config(test::source_dir() / "configs" / file);
+    const auto got = attn::config_values(loaded), expected = attn::config_values(builtin);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(expected[i].first);
+      CHECK(got[i] == expected[i]);
+    }
+  }
 }
 
 TEST_CASE("config: text that is not JSON is refused, naming the source") {
