@@ -13,6 +13,7 @@
 #include "attn/model/config.hpp"
 #include "attn/matrix.hpp"
 #include "attn/model/parallel.hpp"
+#include "attn/model/tensors.hpp"
 #include "attn/io/safetensors.hpp"
 
 namespace attn {
@@ -46,26 +47,6 @@ struct TransformerWeights {
   std::vector<std::vector<std::uint16_t>> owned_halves;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
   bool halves = false;      // some matrix is BF16 or F16: prefill needs widening scratch
-};
-
-// Where a tensor's view goes: a matrix keeps the file's type, a vector is read as F32.
-struct Slot {
-  const float** vector = nullptr;
-  Matrix* matrix = nullptr;
-  Slot(const float** v) : vector(v) {}
-  Slot(Matrix* m) : matrix(m) {}
-};
-
-// One expected tensor: its name, shape, and where its view goes.
-struct TensorSpec {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  Slot slot;
-  // Model parallel: `shape` is this rank's block of the whole tensor `full` (empty: the whole
-  // tensor), its rows from row0 (wq/wk/wv/w1/w3 and their biases) or its columns from col0
-  // (wo, w2).
-  std::vector<std::int64_t> full = {};
-  std::int64_t row0 = 0, col0 = 0;
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to

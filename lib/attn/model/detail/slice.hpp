@@ -8,7 +8,7 @@
 
 #include "attn/model/parallel.hpp"
 #include "attn/io/safetensors.hpp"
-#include "attn/model/weights.hpp"
+#include "attn/model/tensors.hpp"
 
 namespace attn {
 
