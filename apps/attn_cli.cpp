@@ -262,7 +262,7 @@ void print_batched(const attn::BenchResult& r, const attn::Runtime& rt) {
                "batched decode, %s weights, %lld steps each, same rounds (isa %s; stream read "
                "pattern: %s):\n"
                "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
-               r.weight_type.c_str(), (long long)r.steps, rt.isa.c_str(),
+               r.weight_type.c_str(), (long long)r.steps, rt.kernels->name,
                r.limits.stream_pattern.c_str());
   for (const attn::BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
@@ -393,7 +393,7 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
                       {"threads", rt.threads},
                       {"matmul", attn::matmul_path(rt)},
                       {"openblas_core", attn::blas_core()},
-                      {"matmul_isa", rt.isa},
+                      {"matmul_isa", rt.kernels->name},
                       {"stream_pattern", l.stream_pattern},
                       {"kv_cache_mb", r.kv_cache_bytes / 1e6},
                       {"batched_decode", batched_json(r)},

@@ -207,7 +207,7 @@ TEST_CASE("buffers: the memory estimate holds against the peak RSS of real runs"
     const std::uint64_t used = p.bytes > floor.bytes ? p.bytes - floor.bytes : 0;
     const std::uint64_t estimate = total(attn::memory_parts(a, r.shape));
     MESSAGE(what << ": peak " << p.bytes / 1048576 << " MiB, above the floor " << used / 1048576
-                   << " MiB, estimate " << estimate / 1048576 << " MiB");
+                 << " MiB, estimate " << estimate / 1048576 << " MiB");
     CHECK(used <= estimate + (4u << 20));  // page rounding, the allocator's headers
     CHECK(estimate <= used + used / 10 + (64u << 20));
   }

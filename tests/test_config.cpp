@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "attn/model/config.hpp"
 #include "attn/error.hpp"
+#include "attn/model/config.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "attn/model/config.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/model/config.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 

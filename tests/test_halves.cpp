@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 
@@ -78,7 +78,7 @@ TEST_CASE("halves: every BF16 and F16 bit pattern widens to PyTorch's float, eve
     CHECK(bit_differences(scalar.data(), torch_f32, 65536) == 0);
     // The kernels: whole vectors ([1, 65536]), and rows of 19 (one vector and a scalar tail at
     // any width) over the first 65531 patterns.
-    for (const std::string& isa : attn::matmul_isas()) {
+    for (const std::string& isa : test::kernel_names()) {
       CAPTURE(isa);
       const attn::Runtime rt = attn::make_runtime(1, 0, isa);
       std::vector<float> out(65536);
@@ -126,11 +126,11 @@ TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, ro
         std::vector<float> x(std::size_t(M * s.K)), bias(std::size_t(s.n));
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(22, 1, i));
         for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = float(attn::uniform_pm1(22, 2, i));
-        for (const std::string& isa : attn::matmul_isas())
+        for (const std::string& isa : test::kernel_names())
           for (int threads : {1, 2}) {
             const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
-            std::vector<float> scratch(
-                std::size_t(attn::scratch_floats(M, s.K, threads, /*halves=*/true, isa)));
+            std::vector<float> scratch(std::size_t(
+                attn::scratch_floats(M, s.K, threads, /*halves=*/true, *attn::find_kernels(isa))));
             std::vector<float> got(std::size_t(M * s.n), 0.5f), want = got;
             const attn::Projection ph{got.data(), {w.bits.data(), type, s.ldw}, bias.data(), s.n};
             const attn::Projection pf{
@@ -174,11 +174,11 @@ TEST_CASE("halves: the gemv at and around its column blocks and row groups, bit 
               ref[std::size_t(j)] += p;
               mag[std::size_t(j)] += std::fabs(p);
             }
-          for (const std::string& isa : attn::matmul_isas())
+          for (const std::string& isa : test::kernel_names())
             for (int threads : {1, 2}) {
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
-              std::vector<float> scratch(
-                  std::size_t(attn::scratch_floats(1, K, threads, /*halves=*/true, isa)));
+              std::vector<float> scratch(std::size_t(
+                  attn::scratch_floats(1, K, threads, /*halves=*/true, *attn::find_kernels(isa))));
               std::vector<float> got(static_cast<std::size_t>(n)), want = got;
               const attn::Projection ph{got.data(), {w.bits.data(), type, ldw}, nullptr, n};
               const attn::Projection pf{

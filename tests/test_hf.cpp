@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attn/model/config.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/model/config.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

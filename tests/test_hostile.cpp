@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/model/memory.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/io/signals.hpp"
 #include "attn/io/text.hpp"
+#include "attn/model/memory.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

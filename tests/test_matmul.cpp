@@ -35,10 +35,10 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
 }  // namespace
 
 TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
-  const std::vector<std::string> isas = attn::matmul_isas();
+  const std::vector<std::string> isas = test::kernel_names();
   REQUIRE(!isas.empty());
   CHECK(isas.back() == "generic");
-  CHECK(attn::make_runtime(1).isa == isas.front());
+  CHECK(attn::make_runtime(1).kernels->name == isas.front());
   CHECK_THROWS(attn::make_runtime(1, 0, "no-such-isa"));
   for (const Shape& s : kShapes)
     for (std::int64_t M = 1; M <= 33; ++M) {
@@ -61,8 +61,8 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
             for (bool with_bias : {false, true}) {
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
-              std::vector<float> pack(
-                  std::size_t(attn::scratch_floats(M, s.K, threads, false, isa)));
+              std::vector<float> pack(std::size_t(
+                  attn::scratch_floats(M, s.K, threads, false, *attn::find_kernels(isa))));
               const attn::Projection p{out.data(),
                                        {w.data(), attn::WeightType::f32, s.ldw},
                                        with_bias ? bias.data() : nullptr,
@@ -112,14 +112,15 @@ TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and 
               acc += double(x[std::size_t(m * K + k)]) * w[std::size_t(j * ldw + k)];
             ref[std::size_t(m * n + j)] = acc;
           }
-        for (const std::string& isa : attn::matmul_isas())
+        for (const std::string& isa : test::kernel_names())
           for (bool accumulate : {false, true}) {
             std::vector<float> one_thread;  // the GEMM's sums do not depend on the split
             for (int threads : {1, 2}) {
               const bool with_bias = accumulate;  // bias is added after the product either way
               const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
               std::vector<float> out = init;
-              std::vector<float> pack(std::size_t(attn::scratch_floats(M, K, threads, false, isa)));
+              std::vector<float> pack(std::size_t(
+                  attn::scratch_floats(M, K, threads, false, *attn::find_kernels(isa))));
               const attn::Projection p{out.data(),
                                        {w.data(), attn::WeightType::f32, ldw},
                                        with_bias ? bias.data() : nullptr,
@@ -243,7 +244,7 @@ TEST_CASE("decode attention: the group kernels at and around their key, head and
             want_o[std::size_t(h * hd + c)] = float(acc);
           }
         }
-        for (const std::string& isa : attn::matmul_isas()) {
+        for (const std::string& isa : test::kernel_names()) {
           const attn::Runtime rt = attn::make_runtime(1, 0, isa);
           std::vector<float> s(want_s.size(), NAN), o(want_o.size(), NAN);
           attn::group_scores(rt, q.data(), n, k.data(), keys, hd, scale, s.data());

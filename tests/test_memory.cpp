@@ -83,7 +83,7 @@ TEST_CASE("memory: matrices count at their type's bytes, norms and biases at F32
 }
 
 TEST_CASE("memory: prefill's weight buffers: widening for BF16 and F16 only, or GEMM panels") {
-  const std::vector<std::string> isas = attn::matmul_isas();
+  const std::vector<std::string> isas = test::kernel_names();
   const bool avx512 = std::find(isas.begin(), isas.end(), "avx512") != isas.end();
   for (const std::string& isa : isas) {
     CAPTURE(isa);

@@ -5,9 +5,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "attn/kernels/attention.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "test_support.hpp"
@@ -91,13 +94,50 @@ TEST_CASE("exp_lanes: within 1.5 ulp of exp over the float range it computes, li
   CHECK(std::isnan(attn::exp_lanes(NAN)));
 }
 
+// The element-wise entries of every kernel set this CPU runs, against double loops, at lengths
+// around the vector widths (4, 8, 16) and the softmax's 8 running sums; every set gives the bits
+// of the generic one.
+TEST_CASE("kernels: softmax and swiglu of every set against double, bit-identical across sets") {
+  const attn::Kernels& generic = attn::generic_kernels();
+  for (const std::string& name : test::kernel_names())
+    for (std::int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 200}) {
+      CAPTURE(name);
+      CAPTURE(n);
+      const attn::Kernels& k = *attn::find_kernels(name);
+      std::vector<float> x(std::size_t(n + 3)), h3(std::size_t(n + 3));
+      for (std::int64_t i = 0; i < n + 3; ++i) x[std::size_t(i)] = float(std::sin(0.7 * i) * 9);
+      for (std::int64_t i = 0; i < n; ++i) h3[std::size_t(i)] = float(std::cos(1.3 * i) * 2);
+      std::vector<float> s = x, s0 = x;
+      k.softmax(s.data(), n, n + 3);
+      generic.softmax(s0.data(), n, n + 3);
+      double mx = x[0], sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, double(x[std::size_t(j)]));
+      for (std::int64_t j = 0; j < n; ++j) sum += std::exp(double(x[std::size_t(j)]) - mx);
+      for (std::int64_t j = 0; j < n; ++j)
+        CHECK(s[std::size_t(j)] ==
+              Approx(std::exp(double(x[std::size_t(j)]) - mx) / sum).epsilon(1e-5));
+      for (std::int64_t j = n; j < n + 3; ++j) CHECK(s[std::size_t(j)] == 0.0f);
+      CHECK(std::memcmp(s.data(), s0.data(), s.size() * sizeof(float)) == 0);
+      std::vector<float> g = x, g0 = x;
+      k.swiglu(g.data(), h3.data(), n);
+      generic.swiglu(g0.data(), h3.data(), n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double v = x[std::size_t(i)];
+        CHECK(g[std::size_t(i)] ==
+              Approx(v / (1 + std::exp(-v)) * h3[std::size_t(i)]).epsilon(1e-5));
+      }
+      CHECK(g[std::size_t(n)] == x[std::size_t(n)]);  // nothing past n is written
+      CHECK(std::memcmp(g.data(), g0.data(), g.size() * sizeof(float)) == 0);
+    }
+}
+
 TEST_CASE("softmax: stable for large scores, masked tail is zero") {
   float a[3] = {1, 2, 3};
-  attn::softmax_masked(a, 3, 3);
+  attn::softmax_masked(attn::Runtime{}, a, 3, 3);
   CHECK(a[0] == Approx(0.09003057));
   CHECK(a[2] == Approx(0.66524096));
   float b[4] = {1000, 1000, 5, 7};
-  attn::softmax_masked(b, 2, 4);
+  attn::softmax_masked(attn::Runtime{}, b, 2, 4);
   CHECK(b[0] == Approx(0.5));
   CHECK(b[1] == Approx(0.5));
   CHECK(b[2] == 0.0f);
@@ -116,7 +156,7 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i) * 0.01f;
       const attn::Runtime rt = attn::make_runtime(threads, 0);
       const attn::Projection p{out.data(), w.data(), b.data(), N};
-      std::vector<float> pack(std::size_t(attn::scratch_floats(M, K, threads, false, rt.isa)));
+      std::vector<float> pack(std::size_t(attn::scratch_floats(M, K, threads, false, *rt.kernels)));
       attn::linear(rt, {&p, 1}, x.data(), M, K, pack.data(), /*accumulate=*/true);
       for (std::int64_t m = 0; m < M; ++m)
         for (std::int64_t n = 0; n < N; ++n) {
@@ -188,8 +228,8 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   std::vector<float> out(xq.size()), probs(std::size_t(a.n_heads * keys));
   for (int threads : {1, 2}) {
     attn::Runtime rt = attn::make_runtime(threads, 0);
-    attn::attention(rt, out.data(), xq.data(), c.layer(0), a.n_heads, 1, 1, keys - 1, scratch.data(), {},
-                    probs.data());
+    attn::attention(rt, out.data(), xq.data(), c.layer(0), a.n_heads, 1, 1, keys - 1,
+                    scratch.data(), {}, probs.data());
     for (std::int64_t h = 0; h < a.n_heads; ++h) {
       double p[keys], sum = 0, mx = -1e30;
       for (std::int64_t j = 0; j < keys; ++j) {

@@ -9,8 +9,8 @@
 #include <iterator>
 
 #include "attn/error.hpp"
-#include "attn/model/parallel.hpp"
 #include "attn/model/detail/slice.hpp"
+#include "attn/model/parallel.hpp"
 #include "attn/model/weights.hpp"
 #include "test_support.hpp"
 

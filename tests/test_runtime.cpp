@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "attn/model/model.hpp"
 #include "attn/kernels/runtime.hpp"
+#include "attn/model/model.hpp"
 #include "test_support.hpp"
 #include "workloads/run.hpp"
 
@@ -70,7 +70,7 @@ TEST_CASE("runtime: models with 1, 2 and 4 threads side by side agree") {
 TEST_CASE("runtime: make_runtime picks the threads and a kernel set this CPU runs") {
   CHECK(attn::make_runtime(3).threads == 3);
   CHECK(attn::make_runtime(0).threads == attn::cores());
-  CHECK_FALSE(attn::make_runtime(1).isa.empty());
+  CHECK(attn::make_runtime(1).kernels == &attn::best_kernels());
   CHECK_FALSE(attn::make_runtime(1).worth_parallel(1 << 30));  // one thread: never a region
   CHECK(attn::make_runtime(2, 0).worth_parallel(1));
 }

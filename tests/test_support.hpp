@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "attn/kernels/kernels.hpp"
+
 namespace test {
 
 inline std::filesystem::path source_dir() {
@@ -74,5 +76,12 @@ struct CliResult {
 CliResult run_cli(const std::string& args);
 // Runs a whole shell command line the same way.
 CliResult run_shell(const std::string& command);
+
+// The names of the kernel sets this CPU runs, best first: tests run each of them.
+inline std::vector<std::string> kernel_names() {
+  std::vector<std::string> out;
+  for (const attn::Kernels* k : attn::supported_kernels()) out.push_back(k->name);
+  return out;
+}
 
 }  // namespace test

@@ -32,23 +32,23 @@ struct Rows {
 };
 
 // Masked softmax of score row i: visible keys, minus padded ones.
-void softmax_row(float* s, const Rows& r, std::int64_t i) {
+void softmax_row(const Runtime& rt, float* s, const Rows& r, std::int64_t i) {
   const std::int64_t visible = r.causal ? r.first_pos + i + 1 : r.keys;
   if (r.keep)
     for (std::int64_t j = 0; j < visible; ++j)
       if (!r.keep[j]) s[j] = -FLT_MAX;
-  softmax_masked(s, visible, r.keys);
+  softmax_masked(rt, s, visible, r.keys);
 }
 
 // One query head over its rows (2 or more; one row goes to group_attention): scores = q K^T *
 // scale, masked softmax, out = scores V.
-void head_attention(float* out, const float* q, const float* k, const float* v, std::int64_t ld,
-                    std::int64_t hd, const Rows& r, float* s) {
+void head_attention(const Runtime& rt, float* out, const float* q, const float* k, const float* v,
+                    std::int64_t ld, std::int64_t hd, const Rows& r, float* s) {
   const std::int64_t rows = r.rows, keys = r.keys;
   const float scale = 1.0f / std::sqrt(float(hd));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
               scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
-  for (std::int64_t i = 0; i < rows; ++i) softmax_row(s + i * keys, r, i);
+  for (std::int64_t i = 0; i < rows; ++i) softmax_row(rt, s + i * keys, r, i);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd), blasint(keys),
               1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
 }
@@ -58,7 +58,7 @@ void head_attention(float* out, const float* q, const float* k, const float* v, 
 void group_attention(const Runtime& rt, float* out, const float* q, std::int64_t n, const float* k,
                      const float* v, std::int64_t hd, const Rows& r, float* s) {
   group_scores(rt, q, n, k, r.keys, hd, 1.0f / std::sqrt(float(hd)), s);
-  for (std::int64_t h = 0; h < n; ++h) softmax_row(s + h * r.keys, r, 0);
+  for (std::int64_t h = 0; h < n; ++h) softmax_row(rt, s + h * r.keys, r, 0);
   group_mix(rt, s, n, v, r.keys, hd, out);
 }
 
@@ -74,9 +74,8 @@ void store_probs(float* probs, const float* s, std::int64_t rows, std::int64_t k
 }  // namespace
 
 void attention(const Runtime& rt, float* out, const float* xq, const KVView& cache,
-               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
-               std::int64_t start_pos, float* scratch, const AttentionMask& mask,
-               float* probs) {
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
+               float* scratch, const AttentionMask& mask, float* probs) {
   const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
   const std::int64_t ld = n_heads * hd;  // row stride of xq and out
   const std::int64_t total = start_pos + seqlen;
@@ -112,7 +111,7 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVView& cac
       }
       for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
         const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
-        head_attention(out + row0, xq + row0, k, v, ld, hd, r, s);
+        head_attention(rt, out + row0, xq + row0, k, v, ld, hd, r, s);
         if (probs)
           store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total, s, rows, r.keys,
                       total);

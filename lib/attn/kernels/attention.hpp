@@ -35,8 +35,7 @@ std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads);
 // probs, if not null, receives the probabilities [bsz, n_heads, seqlen, start_pos + seqlen],
 // masked entries 0.
 void attention(const Runtime& rt, float* out, const float* xq, const KVView& cache,
-               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
-               std::int64_t start_pos, float* scratch, const AttentionMask& mask = {},
-               float* probs = nullptr);
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
+               float* scratch, const AttentionMask& mask = {}, float* probs = nullptr);
 
 }  // namespace attn

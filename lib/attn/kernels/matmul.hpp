@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "attn/matrix.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/kernels/runtime.hpp"
+#include "attn/matrix.hpp"
 
 namespace attn {
 
@@ -46,20 +47,20 @@ std::int64_t widen_rows(std::int64_t K);
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
-// on `threads` threads with rt.isa's kernels ("": the best this CPU runs): the packed rows, and
+// on `threads` threads with `kernels`: the packed rows, and
 // the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers.
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            const std::string& isa = "");
+                            const Kernels& kernels);
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// scratch: scratch_floats(M, K, rt.threads, halves, rt.isa) floats.
+// scratch: scratch_floats(M, K, rt.threads, halves, *rt.kernels) floats.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
 
 // Decode attention's two products for one KV head and one query position, on the calling thread
-// with rt.isa's kernels: every key and value row is read once for the group's n query heads.
+// with rt.kernels: every key and value row is read once for the group's n query heads.
 // s[h * keys + j] = scale * (q[h] . k[j]), with q [n, hd] and k [keys, hd].
 void group_scores(const Runtime& rt, const float* q, std::int64_t n, const float* k,
                   std::int64_t keys, std::int64_t hd, float scale, float* s);
@@ -67,16 +68,12 @@ void group_scores(const Runtime& rt, const float* q, std::int64_t n, const float
 void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v, std::int64_t keys,
                std::int64_t hd, float* out);
 
-// out[rows, K] = w[rows, K] widened to F32 by rt.isa's kernels, as the products widen it.
+// out[rows, K] = w[rows, K] widened to F32 by rt.kernels, as the products widen it.
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out);
 
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
 std::string blas_core();
-
-// The instruction sets of the own kernels this CPU can run ("avx512", "avx2", "generic"), best
-// first, whatever the build's -march: a Runtime picks one.
-std::vector<std::string> matmul_isas();
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
 std::string matmul_path(const Runtime& rt);

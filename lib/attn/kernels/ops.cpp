@@ -4,11 +4,21 @@
 #include <cmath>
 #include <cstdint>
 
+#include <omp.h>
+
 namespace attn {
+
+namespace {
+
+// An element of a norm or a rotation counted as this many flops against Runtime::parallel_flops:
+// by default regions of more than 2^16 elements run on every thread.
+constexpr std::int64_t kElementFlops = 16;
+
+}  // namespace
 
 void rmsnorm(const Runtime& rt, float* out, const float* x, const float* weight, std::int64_t rows,
              std::int64_t dim, float eps) {
-#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
+#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(rows * dim * kElementFlops))
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
@@ -38,7 +48,7 @@ double scaled_frequency(double freq, const RopeScaling& s) {
 
 void layernorm(const Runtime& rt, float* out, const float* x, const float* weight,
                const float* bias, std::int64_t rows, std::int64_t dim, float eps) {
-#pragma omp parallel for num_threads(rt.threads) if (rows * dim > (1 << 16))
+#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(rows * dim * kElementFlops))
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
@@ -110,7 +120,7 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
   if (rope.layout == Rope::none) return;
   const std::int64_t hd = rope.head_dim, half = hd / 2;
 #pragma omp parallel for collapse(2) \
-    num_threads(rt.threads) if (bsz * seqlen * n_heads * hd > (1 << 16))
+    num_threads(rt.threads) if (rt.worth_parallel(bsz * seqlen * n_heads * hd * kElementFlops))
   for (std::int64_t b = 0; b < bsz; ++b)
     for (std::int64_t t = 0; t < seqlen; ++t) {
       const float* cs = rope.cos_sin.data() + (start_pos + t) * half * 2;
@@ -119,25 +129,18 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
     }
 }
 
-void softmax_masked(float* x, std::int64_t n, std::int64_t len) {
-  float mx = x[0];
-  for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
-  for (std::int64_t j = 0; j < n; ++j) x[j] = exp_lanes(x[j] - mx);
-  float part[8] = {};  // 8 running sums: one add chain would wait 4 cycles an element
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) part[l] += x[j + l];
-  float sum = 0;
-  for (; j < n; ++j) sum += x[j];
-  for (float s : part) sum += s;
-  const float inv = 1.0f / sum;
-  for (j = 0; j < n; ++j) x[j] *= inv;
-  for (j = n; j < len; ++j) x[j] = 0;
+void softmax_masked(const Runtime& rt, float* x, std::int64_t n, std::int64_t len) {
+  rt.kernels->softmax(x, n, len);
 }
 
 void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
-#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(n * kTranscendentalFlops))
-  for (std::int64_t i = 0; i < n; ++i) h1[i] = h1[i] / (1.0f + exp_lanes(-h1[i])) * h3[i];
+  if (!rt.worth_parallel(n * kTranscendentalFlops)) return rt.kernels->swiglu(h1, h3, n);
+#pragma omp parallel num_threads(rt.threads)
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
+    rt.kernels->swiglu(h1 + i0, h3 + i0, i1 - i0);
+  }
 }
 
 }  // namespace attn

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "attn/types.hpp"
 #include "attn/kernels/runtime.hpp"
+#include "attn/types.hpp"
 
 namespace attn {
 
@@ -64,7 +64,7 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
 
 // Softmax of x[0:n] in place (max subtracted first, so no overflow); x[n:len] set to 0, which is
 // the causal mask: positions after the query's own contribute nothing.
-void softmax_masked(float* x, std::int64_t n, std::int64_t len);
+void softmax_masked(const Runtime& rt, float* x, std::int64_t n, std::int64_t len);
 
 // SwiGLU gate: h1 = silu(h1) * h3, element-wise over n values.
 void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n);

@@ -5,7 +5,9 @@
 // per thread, packed rows) is sized from it: a model cannot run with a thread count its buffers
 // were not made for, and nothing here is process-wide.
 #include <cstdint>
-#include <string>
+#include <string_view>
+
+#include "attn/kernels/kernels.hpp"
 
 namespace attn {
 
@@ -15,16 +17,16 @@ inline constexpr std::int64_t kParallelFlops = 1 << 20;
 struct Runtime {
   int threads = 1;
   std::int64_t parallel_flops = kParallelFlops;  // 0: every parallel path runs (tests do this)
-  std::string isa;                               // the own kernels' set, one of matmul_isas()
+  const Kernels* kernels = &generic_kernels();   // resolved once, by make_runtime
 
   bool worth_parallel(std::int64_t flops) const { return threads > 1 && flops > parallel_flops; }
 };
 
-// threads < 1: one per core. isa "": the best set this CPU runs; an unknown or unsupported one
+// threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
 // throws InputError. Pins OpenBLAS to one thread per call: OpenMP owns the cores, and two
 // spinning pools on the same cores cost milliseconds per hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
-                     const std::string& isa = "");
+                     std::string_view kernels = "");
 
 // The machine's cores, as OpenMP counts them.
 int cores();

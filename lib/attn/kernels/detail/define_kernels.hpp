@@ -1,0 +1,109 @@
+#pragma once
+// ATTN_KERNELS(name, target, W, BATCH, GEMM) defines, in the including file, every kernel of one
+// instruction set as a function compiled for `target` with the code of vectors.hpp and
+// elementwise.hpp inlined into it, and the table k_<name> that holds them. Each set's file
+// (generic.cpp, avx2.cpp, avx512.cpp) expands it once, inside an unnamed namespace.
+#include "attn/kernels/detail/elementwise.hpp"
+#include "attn/kernels/detail/vectors.hpp"
+#include "attn/kernels/kernels.hpp"
+
+// flatten: everything the kernel calls is compiled into it, for its ISA (the F16 conversions
+// above included).
+#define ATTN_FLATTEN __attribute__((flatten))
+
+// batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
+// and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
+// (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
+// spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
+// products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
+// on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
+// 5; M = 6 on 5 41-42 against 46-48 on 4 and 49-50 on 6 (two threads: 28.2-29.3 against
+// 29.2-30.1 on 4); M = 7 on 4 40 against 59 on 3; M = 8 on 4 50-51 against 56-59 on 3 and 69 on 5
+// (two threads: 27.5-29.3 against 30.5-32.0 on 3; with the weights in L2, 3 is faster). From 9
+// rows on, groups of up to 6 under 4 weight rows (groups of 8 under 3 or 4, of 4 under 6 or 8, of
+// 6 under 5: as fast or 5-10% slower at 12 and 16 rows). The bits do not depend on the blocking:
+// every accumulator sums the same products in the same order.
+// One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
+// function holding every blocking took clang several minutes to compile with the sanitizers.
+#define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(               \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,            \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {               \
+    batch_rows<W, R, C, Exact>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
+  }
+
+// The batched kernels of a set with 16 vector registers (AVX2, SSE): 4 x 3 for every M.
+#define ATTN_BATCH_NARROW(name, target, W, T)                                               \
+  ATTN_BATCH(name, target, W, T, 4, 3, false)                                               \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                          std::int64_t n, bool accumulate) {                                \
+    batch_##name##_##T##_4x3(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                   \
+  }
+
+// The batched kernels of a set with 32 (AVX-512), chosen by M.
+#define ATTN_BATCH_WIDE(name, target, W, T)                                                 \
+  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                \
+  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                \
+  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                \
+  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                \
+  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 8, true)                                                \
+  ATTN_BATCH(name, target, W, T, 4, 6, false)                                               \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                          std::int64_t n, bool accumulate) {                                \
+    auto f = M == 2   ? batch_##name##_##T##_8x2                                            \
+             : M == 3 ? batch_##name##_##T##_8x3                                            \
+             : M == 4 ? batch_##name##_##T##_8x4                                            \
+             : M == 5 ? batch_##name##_##T##_6x5                                            \
+             : M == 6 ? batch_##name##_##T##_5x6                                            \
+             : M == 7 ? batch_##name##_##T##_4x7                                            \
+             : M == 8 ? batch_##name##_##T##_4x8                                            \
+                      : batch_##name##_##T##_4x6;                                           \
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
+  }
+
+// One instance per ISA and weight type.
+#define ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                                             \
+  BATCH(name, target, W, T)                                                                       \
+  target ATTN_FLATTEN void gemv_##name##_##T(const void* w, std::int64_t ldw, const float* x,     \
+                                             const float* xd, float* y, std::int64_t n,           \
+                                             std::int64_t K, bool accumulate) {                   \
+    gemv_rows<W>(static_cast<const T*>(w), ldw, x, xd, y, n, K, accumulate);                      \
+  }                                                                                               \
+  target ATTN_FLATTEN void widen_##name##_##T(const void* w, std::int64_t ldw, std::int64_t rows, \
+                                              std::int64_t K, float* out) {                       \
+    widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
+  }
+#define ATTN_KERNELS(name, target, W, BATCH, GEMM)                                        \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, float)                                       \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, Bf16)                                        \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, F16)                                         \
+  target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,  \
+                                         std::int64_t keys, std::int64_t hd, float scale, \
+                                         float* s) {                                      \
+    group_scores<W>(q, n, k, keys, hd, scale, s);                                         \
+  }                                                                                       \
+  target ATTN_FLATTEN void mix_##name(const float* p, std::int64_t n, const float* v,     \
+                                      std::int64_t keys, std::int64_t hd, float* out) {   \
+    group_mix<W>(p, n, v, keys, hd, out);                                                 \
+  }                                                                                       \
+  target ATTN_FLATTEN void softmax_##name(float* x, std::int64_t n, std::int64_t len) {   \
+    softmax_row(x, n, len);                                                               \
+  }                                                                                       \
+  target ATTN_FLATTEN void swiglu_##name(float* h1, const float* h3, std::int64_t n) {    \
+    swiglu_range(h1, h3, n);                                                              \
+  }                                                                                       \
+  constexpr Kernels k_##name = {                                                          \
+      #name,                                                                              \
+      kGemvLanes<W, Bf16>,                                                                \
+      {{gemv_##name##_float, batch_##name##_float, widen_##name##_float},                 \
+       {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},                    \
+       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},                      \
+      GEMM,                                                                               \
+      scores_##name,                                                                      \
+      mix_##name,                                                                         \
+      softmax_##name,                                                                     \
+      swiglu_##name};

@@ -1,0 +1,16 @@
+#pragma once
+// What the scheduling (matmul.cpp) and the kernels (vectors.hpp) agree on.
+#include <cstdint>
+
+namespace attn {
+
+// Rows of w per block of a decode product: matmul.cpp hands them out, batch_rows sizes its sums.
+inline constexpr std::int64_t kGemvRows = 64;
+
+// The batched kernel reads x packed: for each block of kPack columns, the M rows' kPack floats
+// side by side, [K / kPack, M, kPack]. The rows of x and of w lie K floats apart, often a
+// multiple of 4 KB, so unpacked they all map to one L1 set and more than 8 streams thrash it;
+// packed, x is one stream beside R weight rows.
+inline constexpr std::int64_t kPack = 16;
+
+}  // namespace attn

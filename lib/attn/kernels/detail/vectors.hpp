@@ -1,0 +1,546 @@
+#pragma once
+// The own kernels' code, written once over GCC vector types of W floats: each instruction set's
+// file (generic.cpp, avx2.cpp, avx512.cpp) instantiates it through define_kernels.hpp inside
+// functions compiled for that set. Everything here is in an unnamed namespace: each file gets
+// its own copy, so no instance compiled for one set can stand in for another's at link time.
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "attn/kernels/detail/lanes.hpp"
+#include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/matrix.hpp"
+
+namespace attn {
+namespace {
+
+// The decode kernels are written once, in plain C++ with GCC vector types of W floats, and
+// instantiated per instruction set below: each instance is inlined into a function compiled for
+// that ISA (target attribute), so a build without -march=native still runs AVX-512 or AVX2
+// where the CPU has them. Products are written out as FMAs (fmadd below).
+template <int W>
+struct Vec {
+  typedef float type __attribute__((vector_size(W * sizeof(float))));
+};
+
+// Unaligned load (memcpy compiles to one vmovups); by reference, so no vector crosses an ABI.
+template <int W>
+[[gnu::always_inline]] inline void load(typename Vec<W>::type& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
+// Keeps v in a register. GCC would fold the loads of x and w into the FMAs that use them: every
+// vector loaded again for each FMA (R x C loads instead of R + C), and the load ports, not the
+// FMAs, would set the pace (measured on Zen 4, one core, weights in L2, 4-24 rows: 40-65
+// GFLOP/s with the folded loads, 71-81 with this).
+template <typename V>
+[[gnu::always_inline]] inline void pin(V& v) {
+#if defined(__x86_64__)
+  asm("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
+template <int W>
+struct Halves {
+  typedef std::uint16_t type __attribute__((vector_size(W * sizeof(std::uint16_t))));
+};
+template <int W>
+struct Bits {
+  typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
+};
+
+// W weights widened to F32 lanes: with the ISA's instructions for 16 and 8 lanes (lanes.hpp),
+// else in plain vector code (GCC 12 converts _Float16 vectors element by element through
+// libgcc; clang 14 has no _Float16 on x86). The ISA helpers (lanes.hpp, and fma_lanes here) are
+// not always_inline: only the kernels compiled for the ISA (flatten, ATTN_KERNELS) inline them.
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
+  load<W>(v, p);
+}
+
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
+#if defined(__x86_64__)
+  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
+  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
+#endif
+  typename Halves<W>::type h;
+  std::memcpy(&h, p, sizeof h);
+  const typename Bits<W>::type b = __builtin_convertvector(h, typename Bits<W>::type) << 16;
+  std::memcpy(&v, &b, sizeof v);
+}
+
+// f16_to_f32 (matrix.hpp) lane-wise, without branches: exponent 1..30 rebased by 127 - 15;
+// 31 (Inf, NaN) to 255, a NaN made quiet; 0 (zero, subnormal) as (2^-14 + mant x 2^-24) - 2^-14,
+// exact.
+template <int W>
+[[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
+#if defined(__x86_64__)
+  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
+  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
+#endif
+  using U = typename Bits<W>::type;
+  using V = typename Vec<W>::type;
+  typename Halves<W>::type h;
+  std::memcpy(&h, p, sizeof h);
+  const U u = __builtin_convertvector(h, U);
+  const U em = (u & 0x7FFFu) << 13, e = em & 0x0F800000u;
+  const U special = U(e == 0x0F800000u), tiny = U(e == 0u);
+  const U nan = special & U((em & 0x007FE000u) != 0u);
+  const U normal = (em + (112u << 23) + (special & (112u << 23))) | (nan & 0x00400000u);
+  V sub;
+  const U sub_bits = em + (113u << 23);
+  std::memcpy(&sub, &sub_bits, sizeof sub);
+  sub -= 0x1p-14f;
+  U sub_u;
+  std::memcpy(&sub_u, &sub, sizeof sub_u);
+  const U out = ((tiny & sub_u) | (~tiny & normal)) | ((u & 0x8000u) << 16);
+  std::memcpy(&v, &out, sizeof v);
+}
+
+// a += b * c in one rounding. Written out, not left to -ffp-contract: GCC contracted a * b + c
+// in some loops of the F32 instances and not in the same loops of the F16 ones, and the bits
+// must not differ. The scalar tails use std::fma for the same reason.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void fma_lanes(Vec<16>::type& a, const Vec<16>::type& b,
+                                                         const Vec<16>::type& c) {
+  a = Vec<16>::type(_mm512_fmadd_ps(__m512(b), __m512(c), __m512(a)));
+}
+__attribute__((target("avx2,fma"))) inline void fma_lanes(Vec<8>::type& a, const Vec<8>::type& b,
+                                                          const Vec<8>::type& c) {
+  a = Vec<8>::type(_mm256_fmadd_ps(__m256(b), __m256(c), __m256(a)));
+}
+#endif
+
+template <int W>
+[[gnu::always_inline]] inline void fmadd(typename Vec<W>::type& a, const typename Vec<W>::type& b,
+                                         const typename Vec<W>::type& c) {
+#if defined(__x86_64__)
+  if constexpr (W == 16 || W == 8) return fma_lanes(a, b, c);
+#endif
+  for (int l = 0; l < W; ++l) a[l] = std::fma(b[l], c[l], a[l]);  // the generic kernels
+}
+
+// The gemv reads each row in blocks of B columns (16 with AVX-512 or AVX2, 8 without), so every
+// residue of k mod B has its own FMA chain, in k order, and sums the B chains in one order
+// whatever the type: a BF16 or F16 row gives the bits of its F32-widened row. The chains sit in
+// A accumulators of V lanes per row (V x A = B):
+// - F32 with AVX-512: one zmm, lane c holding chain c;
+// - otherwise two vectors. F32 and F16 put columns 0..V-1 of a block in the first and V..2V-1
+//   in the second. BF16 puts the even columns in the first and the odd ones in the second: one
+//   load of 2V halves splits into them with a shift and a mask (against two widening loads and
+//   two shifts: 11% more bandwidth on one Zen 4 core, where the widening, not memory, held BF16
+//   back), and x is read deinterleaved the same way (xd).
+// Under AVX-512, BF16 and F16 still run in ymm registers (B = 16): on one Zen 4 core streaming
+// the 8B layer's products, F16 9% and BF16 2% faster than in zmm with B = 32.
+template <int W, typename T>
+inline constexpr int kGemvLanes = W == 16 && sizeof(T) == 2 ? 8 : W;  // V
+template <int W, typename T>
+inline constexpr int kGemvAccs = W == 16 && sizeof(T) == 4 ? 1 : 2;  // A
+template <typename T>
+inline constexpr bool kEvenOdd = std::is_same_v<T, Bf16>;
+
+// 2V weights from p as two V-lane vectors, in the order above.
+template <int V, typename T>
+[[gnu::always_inline]] inline void load_pair(typename Vec<V>::type& lo, typename Vec<V>::type& hi,
+                                             const T* p) {
+  if constexpr (kEvenOdd<T>) {
+    typename Bits<V>::type b;  // lane l: half 2l in the low 16 bits, half 2l + 1 in the high
+    std::memcpy(&b, p, sizeof b);
+    const typename Bits<V>::type even = b << 16, odd = b & 0xFFFF0000u;
+    std::memcpy(&lo, &even, sizeof lo);
+    std::memcpy(&hi, &odd, sizeof hi);
+  } else {
+    load_w<V>(lo, p);
+    load_w<V>(hi, p + V);
+  }
+}
+
+// Where column c of a block lies among a row's accumulators' V x A lanes.
+template <int V, typename T>
+constexpr int lane(std::int64_t c) {
+  return kEvenOdd<T> ? int(c % 2) * V + int(c / 2) : int(c);
+}
+
+// v's lanes summed as a tree: lanes i and i + N/2, halving until one is left.
+template <typename Vv, int... I>
+[[gnu::always_inline]] inline float sum_tree(const Vv& v, std::integer_sequence<int, I...>) {
+  constexpr int half = sizeof...(I);
+  if constexpr (half == 1) {
+    return v[0] + v[1];
+  } else {
+    const auto h =
+        __builtin_shufflevector(v, v, I...) + __builtin_shufflevector(v, v, (I + half)...);
+    return sum_tree(h, std::make_integer_sequence<int, half / 2>());
+  }
+}
+
+// One accumulator's V chains: lanes 2i and 2i + 1, then the tree. I: 0..V/2-1.
+template <int V, int... I>
+[[gnu::always_inline]] inline float sum_chains_one(const typename Vec<V>::type& a,
+                                                   std::integer_sequence<int, I...>) {
+  return sum_tree(
+      __builtin_shufflevector(a, a, (2 * I)...) + __builtin_shufflevector(a, a, (2 * I + 1)...),
+      std::make_integer_sequence<int, V / 4>());
+}
+
+// The B chains summed in one order for every layout: chains 2i and 2i + 1 first, then those B/2
+// sums as a tree (a row's sum waits on 5 adds, not 15), in vector registers. I: 0..V-1.
+template <int V, int A, typename T, int... I>
+[[gnu::always_inline]] inline float sum_chains(const typename Vec<V>::type& lo,
+                                               const typename Vec<V>::type& hi,
+                                               std::integer_sequence<int, I...>) {
+  constexpr int B = V * A;
+  if constexpr (A == 1) {
+    return sum_chains_one<V>(lo, std::make_integer_sequence<int, V / 2>());
+  } else if constexpr (kEvenOdd<T>) {
+    return sum_tree(lo + hi, std::make_integer_sequence<int, B / 4>());
+  } else {
+    const typename Vec<V>::type t = __builtin_shufflevector(lo, hi, (2 * I)...) +
+                                    __builtin_shufflevector(lo, hi, (2 * I + 1)...);
+    return sum_tree(t, std::make_integer_sequence<int, B / 4>());
+  }
+}
+
+// y[r] (=|+=) w[r] . x for R rows of length K: R rows' chains side by side (A x R independent FMA
+// chains hide the FMA latency and keep R streams of weights in flight while x stays in L1).
+template <int V, int A, int R, typename T>
+[[gnu::always_inline]] inline void dot_rows(const T* w, std::int64_t ldw, const float* x,
+                                            const float* xd, std::int64_t K, float* y,
+                                            bool accumulate) {
+  using Vt = typename Vec<V>::type;
+  constexpr std::int64_t B = V * A, kLine = 64 / std::int64_t(sizeof(T));  // weights per line
+  Vt lo[R], hi[R];
+  for (int r = 0; r < R; ++r) lo[r] = hi[r] = Vt{};
+  const float* xs = kEvenOdd<T> ? xd : x;
+  const Stream stream{0, K, R};
+  std::int64_t k = 0;
+  for (; k + B <= K; k += B) {
+    Vt x0, x1;
+    load<V>(x0, xs + k);
+    if constexpr (A == 2) load<V>(x1, xs + k + V);
+    const std::int64_t ahead = stream.ahead<T>(k, ldw);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      Vt w0, w1;
+      if constexpr (A == 2)
+        load_pair<V>(w0, w1, w + r * ldw + k);
+      else
+        load_w<V>(w0, w + r * ldw + k);
+#pragma GCC unroll 2
+      for (std::int64_t i = 0; i < B; i += kLine) prefetch_at(w + r * ldw + k + i, ahead);
+      fmadd<V>(lo[r], w0, x0);
+      if constexpr (A == 2) fmadd<V>(hi[r], w1, x1);
+    }
+  }
+  if (k < K) {  // the last K - k < B columns as one more block, zero-padded
+    alignas(64) float xt[B] = {};
+    for (std::int64_t j = k; j < K; ++j) xt[lane<V, T>(j - k)] = x[j];
+    Vt x0, x1;
+    load<V>(x0, xt);
+    if constexpr (A == 2) load<V>(x1, xt + V);
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float wt[B] = {};
+      for (std::int64_t j = k; j < K; ++j) wt[lane<V, T>(j - k)] = to_f32(w[r * ldw + j]);
+      Vt w0, w1;
+      load<V>(w0, wt);
+      fmadd<V>(lo[r], w0, x0);  // a padded lane adds 0 x 0: its chain keeps its bits
+      if constexpr (A == 2) {
+        load<V>(w1, wt + V);
+        fmadd<V>(hi[r], w1, x1);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    y[r] = (accumulate ? y[r] : 0.0f) +
+           sum_chains<V, A, T>(lo[r], hi[r], std::make_integer_sequence<int, V>());
+}
+
+// R rows at a time: A x R accumulators and four vectors must fit the register file (32 zmm, 16
+// ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4 (one Zen 4 core streaming the 8B layer's
+// products from memory, interleaved runs: F32 7% slower on 4 rows; BF16 and F16 4-6% faster on 4
+// than on 8 in zmm, 20% faster than on 8 and 10% faster than on 2 in ymm).
+template <int W, typename T>
+[[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x,
+                                             const float* xd, float* y, std::int64_t n,
+                                             std::int64_t K, bool accumulate) {
+  constexpr int V = kGemvLanes<W, T>, A = kGemvAccs<W, T>, R = W == 16 && A == 1 ? 8 : 4;
+  std::int64_t r = 0;
+  for (; r + R <= n; r += R) dot_rows<V, A, R>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
+  for (; r < n; ++r) dot_rows<V, A, 1>(w + r * ldw, ldw, x, xd, K, y + r, accumulate);
+}
+
+// Decode attention, one query position: the n query heads of a KV head's group against its keys
+// and values, on the calling thread. Each key and value row is read once for the whole group,
+// where OpenBLAS's sgemv, one call per head, read it n times. The 8B layer's attention at about
+// 560 positions, 2 threads, Zen 4, median (best) of 2000 calls in three alternating runs, before
+// the prefetches below: batch 1 131-164 (114) us against 184-205 (160) with sgemv; batch 4
+// 846-1256 (510) against 1020-1288 (773); batch 16 5.7-6.0 (4.4) ms against 6.1-6.6 (4.8).
+// With the prefetches and the mix in runs of 4 vectors (bench/decode_attention.cpp, 2 512 1 16):
+// batch 1 150-157 (111) us against 212-245 (178-179); batch 16 4.1-4.2 (3.1-3.2) ms against
+// 7.5-7.6 (5.4-5.5).
+// s[h * keys + j] = scale * (q[h] . k[j]) for KB keys from j: KB independent FMA chains, each
+// key's row read once for all n heads (from L1 after the first).
+template <int W, int KB>
+[[gnu::always_inline]] inline void score_keys(const float* q, std::int64_t n, const float* k,
+                                              std::int64_t j, std::int64_t keys, std::int64_t hd,
+                                              float scale, float* s) {
+  using V = typename Vec<W>::type;
+  const std::int64_t hv = hd / W * W;
+  // The key rows 8 on asked for into L2 (the value rows 16 on in group_mix): with a batch's
+  // cache in memory, not L3, the hardware prefetcher alone left attention waiting on it (the 8B
+  // layer at batch 16, 2 threads: 4.9-5.3 ms a step against 5.6-6.3 without; 32 rows ahead no
+  // better; batch 1 level).
+  for (std::int64_t b = 0; b < KB; ++b)
+    for (std::int64_t c = 0; c < hd; c += 16) prefetch_at(k + (j + b) * hd + c, 8 * hd);
+  for (std::int64_t h = 0; h < n; ++h) {
+    const float* qh = q + h * hd;
+    V a[KB] = {};
+    for (std::int64_t c = 0; c < hv; c += W) {
+      V x;
+      load<W>(x, qh + c);
+      pin(x);
+      for (int b = 0; b < KB; ++b) {
+        V y;
+        load<W>(y, k + (j + b) * hd + c);
+        fmadd<W>(a[b], x, y);
+      }
+    }
+    for (int b = 0; b < KB; ++b) {
+      float d = sum_tree(a[b], std::make_integer_sequence<int, W / 2>());
+      for (std::int64_t c = hv; c < hd; ++c) d = std::fma(qh[c], k[(j + b) * hd + c], d);
+      s[h * keys + j + b] = scale * d;
+    }
+  }
+}
+
+// s[h * keys + j] = scale * (q[h] . k[j]): q [n, hd], k [keys, hd].
+template <int W>
+[[gnu::always_inline]] inline void group_scores(const float* q, std::int64_t n, const float* k,
+                                                std::int64_t keys, std::int64_t hd, float scale,
+                                                float* s) {
+  std::int64_t j = 0;
+  for (; j + 4 <= keys; j += 4) score_keys<W, 4>(q, n, k, j, keys, hd, scale, s);
+  for (; j < keys; ++j) score_keys<W, 1>(q, n, k, j, keys, hd, scale, s);
+}
+
+// out[h * hd + c0 ..] = sum over j of p[h * keys + j] v[j, c0 ..], for HB heads and CV vectors of
+// W columns from c0: HB x CV sums stay in registers while the keys pass, so a value row's
+// CV x W columns are read once per HB heads, one after the other.
+template <int W, int HB, int CV>
+[[gnu::always_inline]] inline void mix_columns(const float* p, std::int64_t keys, const float* v,
+                                               std::int64_t hd, std::int64_t c0, float* out) {
+  using V = typename Vec<W>::type;
+  V acc[HB][CV] = {};
+  for (std::int64_t j = 0; j < keys; ++j) {
+    const float* row = v + j * hd + c0;
+    for (int l = 0; l < CV * W; l += 16) prefetch_at(row + l, 16 * hd);
+    V x[CV];
+    for (int i = 0; i < CV; ++i) {
+      load<W>(x[i], row + i * W);
+      pin(x[i]);
+    }
+    for (int h = 0; h < HB; ++h) {
+      const V ph = V{} + p[h * keys + j];  // broadcast (p >= 0: + 0 changes nothing)
+      for (int i = 0; i < CV; ++i) fmadd<W>(acc[h][i], ph, x[i]);
+    }
+  }
+  for (int h = 0; h < HB; ++h)
+    for (int i = 0; i < CV; ++i) std::memcpy(out + h * hd + c0 + i * W, &acc[h][i], sizeof(V));
+}
+
+// out[h * hd + :] for HB heads: the columns in runs of CV vectors, so that each pass over the
+// keys reads CV x W floats of each value row in a row, not one vector (8B layer, B = 16 at 512
+// positions: with one vector per pass the mix took 2.3x the scores' time on the same bytes).
+template <int W, int HB>
+[[gnu::always_inline]] inline void mix_heads(const float* p, std::int64_t keys, const float* v,
+                                             std::int64_t hd, float* out) {
+  constexpr int CV = W == 16 ? 4 : 2;  // HB x CV sums, CV values and p fit 32 (16) registers
+  const std::int64_t hv = hd / W * W;
+  std::int64_t c = 0;
+  for (; c + CV * W <= hv; c += CV * W) mix_columns<W, HB, CV>(p, keys, v, hd, c, out);
+  for (; c < hv; c += W) mix_columns<W, HB, 1>(p, keys, v, hd, c, out);
+  for (; c < hd; ++c)
+    for (int h = 0; h < HB; ++h) {
+      float a = 0;
+      for (std::int64_t j = 0; j < keys; ++j) a = std::fma(p[h * keys + j], v[j * hd + c], a);
+      out[h * hd + c] = a;
+    }
+}
+
+// out[h * hd + :] = sum over j of p[h * keys + j] v[j], for h < n: p [n, keys], v [keys, hd].
+template <int W>
+[[gnu::always_inline]] inline void group_mix(const float* p, std::int64_t n, const float* v,
+                                             std::int64_t keys, std::int64_t hd, float* out) {
+  std::int64_t h = 0;
+  for (; h + 4 <= n; h += 4) mix_heads<W, 4>(p + h * keys, keys, v, hd, out + h * hd);
+  switch (n - h) {
+    case 3:
+      return mix_heads<W, 3>(p + h * keys, keys, v, hd, out + h * hd);
+    case 2:
+      return mix_heads<W, 2>(p + h * keys, keys, v, hd, out + h * hd);
+    case 1:
+      return mix_heads<W, 1>(p + h * keys, keys, v, hd, out + h * hd);
+    default:
+      return;
+  }
+}
+
+// rows x K weights (ldw apart) widened into out [rows, K]: a block of a BF16 or F16 matrix
+// made F32 for sgemm.
+template <int W, typename T>
+[[gnu::always_inline]] inline void widen_block(const T* w, std::int64_t ldw, std::int64_t rows,
+                                               std::int64_t K, float* out) {
+  using V = typename Vec<W>::type;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t k = 0;
+    for (; k + W <= K; k += W) {
+      V v;
+      load_w<W>(v, w + r * ldw + k);
+      std::memcpy(out + r * K + k, &v, sizeof v);
+    }
+    for (; k < K; ++k) out[r * K + k] = to_f32(w[r * ldw + k]);
+  }
+}
+
+// acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
+// rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
+// the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
+// serves C input rows, each input vector R weight rows.
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
+                                             std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                             float* acc, const Stream* prefetch) {
+  using V = typename Vec<W>::type;
+  V a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * W);
+  const Stream stream = prefetch ? *prefetch : Stream{0, 0, 0};  // in registers
+  for (std::int64_t k = k0; k < k1; k += kPack) {
+    const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
+#pragma GCC unroll 4
+    for (int s = 0; s < kPack; s += W) {
+      const std::int64_t ahead = stream.ahead<T>(k + s, ldw);
+      V xv[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        V t;
+        load<W>(t, xk + c * kPack + s);
+        pin(t);
+        xv[c] = t;
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        V wv;
+        load_w<W>(wv, w + r * ldw + k + s);
+        pin(wv);
+        if (prefetch) prefetch_at(w + r * ldw + k + s, ahead);
+        prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * W, &a[r][c], sizeof(V));
+}
+
+// dot_block for c (1..C) input rows, the count known only at run time.
+template <int W, int R, int C, typename T>
+[[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
+                                                  const float* xp, std::int64_t M, std::int64_t k0,
+                                                  std::int64_t k1, float* acc,
+                                                  const Stream* prefetch) {
+  if constexpr (C > 1)
+    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc, prefetch);
+  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc, prefetch);
+}
+
+// Columns per step of a weight row group when x's rows go in several groups: R rows of this many
+// floats (8 KB) stay in L1 while every group of x's rows passes over them, so the weights stream
+// from memory at a steady pace rather than in bursts between compute-only passes. With one group
+// the whole chunk is one step: the accumulators stay in registers (5-10% faster at 4-8 rows, one
+// Zen 4 core).
+constexpr std::int64_t kStepCols = 512;
+// Weight rows per register block, at most (the accumulators' spill area below).
+constexpr int kMaxBlockRows = 8;
+// x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
+constexpr std::int64_t kXChunkFloats = 1 << 16;
+
+// R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
+// x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
+// Exact: M == C, one group, and only the kernel for C rows is compiled (each count of rows a
+// kernel serves is a fully unrolled copy; compile time).
+template <int W, int R, int C, bool Exact, typename T>
+[[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
+                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
+                                              float* part) {
+  static_assert(R <= kMaxBlockRows);
+  alignas(64) float acc[kMaxBlockRows * kBatchRows * 16];  // [R, M, W] lane sums
+  std::fill(acc, acc + R * M * W, 0.0f);
+  const std::int64_t groups = (M + C - 1) / C;
+  const Stream stream{k0, k1, R};  // the next R rows read the same columns k0..k1
+  const std::int64_t step = groups == 1 ? k1 - k0 : kStepCols;
+  for (std::int64_t s0 = k0; s0 < k1; s0 += step) {
+    const std::int64_t s1 = std::min(k1, s0 + step);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+      // The first group reads the weights from memory, the others from L1: it asks for the next.
+      if constexpr (Exact)
+        dot_block<W, R, C>(w, ldw, xp, M, s0, s1, acc, &stream);
+      else
+        dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W,
+                                g == 0 ? &stream : nullptr);
+    }
+  }
+  for (std::int64_t i = 0; i < R * M; ++i) {
+    float s = 0;
+    for (int l = 0; l < W; ++l) s += acc[i * W + l];
+    part[i] += s;
+  }
+}
+
+// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
+// rows of x (xp: x packed): every weight is read from memory once for all M rows.
+template <int W, int R, int C, bool Exact, typename T>
+[[gnu::always_inline]] inline void batch_rows(const T* w, std::int64_t ldw, const float* xp,
+                                              const float* x, std::int64_t M, std::int64_t K,
+                                              float* y, std::int64_t ldy, std::int64_t n,
+                                              bool accumulate) {
+  static_assert(W <= 16 && kPack % W == 0);
+  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
+  std::fill(part, part + n * M, 0.0f);
+  const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
+  const std::int64_t kc = std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
+  for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
+    const std::int64_t k1 = std::min(kv, k0 + kc);
+    std::int64_t r = 0;
+    for (; r + R <= n; r += R)
+      rows_block<W, R, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
+      for (; r + 4 <= n; r += 4)
+        rows_block<W, 4, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<W, 1, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+  }
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = kv; k < K; ++k)
+        part[r * M + m] = std::fma(to_f32(w[r * ldw + k]), x[m * K + k], part[r * M + m]);
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t r = 0; r < n; ++r)
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+}  // namespace
+}  // namespace attn

@@ -1,0 +1,45 @@
+#include "attn/kernels/kernels.hpp"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "attn/kernels/detail/sets.hpp"
+
+namespace attn {
+
+namespace {
+
+#if defined(__x86_64__)
+// F16C (vcvtph2ps on 8 lanes), from CPUID: clang 14's __builtin_cpu_supports does not know it.
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
+}  // namespace
+
+std::vector<const Kernels*> supported_kernels() {
+  std::vector<const Kernels*> out;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) out.push_back(&avx512_kernels());
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
+    out.push_back(&avx2_kernels());
+#endif
+  out.push_back(&generic_kernels());
+  return out;
+}
+
+const Kernels& best_kernels() {
+  return *supported_kernels().front();
+}
+
+const Kernels* find_kernels(std::string_view name) {
+  for (const Kernels* k : supported_kernels())
+    if (name == k->name) return k;
+  return nullptr;
+}
+
+}  // namespace attn

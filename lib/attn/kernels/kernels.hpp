@@ -1,0 +1,60 @@
+#pragma once
+// The own kernels as one table per instruction set, BLIS's context: make_runtime resolves the
+// table once (Runtime::kernels) and every product, decode attention and element-wise loop calls
+// through it. Each set is one file compiled for its target (generic.cpp, avx2.cpp, avx512.cpp);
+// adding a set is adding a file and its line in kernels.cpp.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace attn {
+
+// y[r] (=|+=) w[r] . x for n rows of w (ldw apart) and K features; xd: x deinterleaved for BF16.
+using GemvFn = void (*)(const void* w, std::int64_t ldw, const float* x, const float* xd, float* y,
+                        std::int64_t n, std::int64_t K, bool accumulate);
+// y[m * ldy + r] (=|+=) w[r] . x[m] for n <= 64 rows of w and 2 <= M <= kBatchRows rows of x
+// (xp: x packed as matmul.cpp packs it).
+using BatchFn = void (*)(const void* w, std::int64_t ldw, const float* xp, const float* x,
+                         std::int64_t M, std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,
+                         bool accumulate);
+// out[rows, K] = w[rows, K] (ldw apart) widened to F32.
+using WidenFn = void (*)(const void* w, std::int64_t ldw, std::int64_t rows, std::int64_t K,
+                         float* out);
+// s[h * keys + j] = scale * (q[h] . k[j]) for the n query heads of one KV head.
+using ScoresFn = void (*)(const float* q, std::int64_t n, const float* k, std::int64_t keys,
+                          std::int64_t hd, float scale, float* s);
+// out[h * hd + :] = sum over j of p[h * keys + j] v[j].
+using MixFn = void (*)(const float* p, std::int64_t n, const float* v, std::int64_t keys,
+                       std::int64_t hd, float* out);
+// Softmax of x[0:n] in place, x[n:len] set to 0 (the causal mask).
+using SoftmaxFn = void (*)(float* x, std::int64_t n, std::int64_t len);
+// h1[i] = silu(h1[i]) * h3[i] for i < n.
+using SwigluFn = void (*)(float* h1, const float* h3, std::int64_t n);
+
+// The kernels for one weight type.
+struct TypedKernels {
+  GemvFn gemv;
+  BatchFn batch;
+  WidenFn widen;
+};
+
+// Every set gives the same bits: the FMAs are written out and the sums run in one order.
+struct Kernels {
+  const char* name;    // "avx512", "avx2", "generic"
+  int lanes;           // V of the BF16 gemv, which x is deinterleaved for
+  TypedKernels of[3];  // by WeightType: f32, bf16, f16
+  bool own_gemm;       // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
+  ScoresFn scores;     // decode attention, one KV head's group
+  MixFn mix;
+  SoftmaxFn softmax;
+  SwigluFn swiglu;
+};
+
+// The sets this CPU runs, best first, whatever the build's -march; generic is always last.
+std::vector<const Kernels*> supported_kernels();
+const Kernels& best_kernels();
+const Kernels& generic_kernels();
+// nullptr for a name that is unknown or that this CPU cannot run.
+const Kernels* find_kernels(std::string_view name);
+
+}  // namespace attn
