@@ -17,15 +17,15 @@
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/kernels/matmul.hpp"
-#include "attn/model/memory.hpp"
 #include "attn/kernels/runtime.hpp"
-#include "attn/version.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/session.hpp"
 #include "attn/model/weights.hpp"
+#include "attn/version.hpp"
 #include "ranks.hpp"
 #include "workloads/bench.hpp"
 #include "workloads/heatmap.hpp"
-#include "workloads/padding.hpp"
-#include "workloads/run.hpp"
+#include "workloads/trace.hpp"
 
 namespace {
 
@@ -159,73 +159,60 @@ std::optional<attn::WeightsSource> open_weights(const Flags& f, const attn::Mode
   return file;
 }
 
+// The request the flags make: the config with its overrides, the shape, the files.
+attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep_attention) {
+  attn::RunRequest r;
+  r.args = model_args(f, attn::seed_args);
+  if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
+  r.opts = f.run;
+  r.batch_given = f.input.empty() || f.batch_option->count() > 0;
+  r.weights = f.weights;
+  r.input = f.input;
+  r.dump = f.dump;
+  r.seed = f.seed;
+  r.threads = f.threads;
+  r.attention_weights = keep_attention;
+  r.dump_attention_weights = f.attention_weights;
+  r.shard = shard;
+  return r;
+}
+
 int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
-  attn::ModelArgs args;
-  attn::RunOptions opts = f.run;
-  attn::Inspect inspect;
-  std::vector<float> x;
-  std::optional<attn::Transformer> model;
+  std::optional<attn::Session> session;
   // Every rank sets up, then all agree on one status before any collective.
   ranks::set_up(shard, [&] {
-    args = model_args(f, attn::seed_args);
-    if (!f.mask.empty()) args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
-    attn::check_shard(args, shard);
-    if (!f.input.empty() && f.batch_option->count() == 0) opts.batch = attn::input_batch(f.input);
-    attn::check_capacity(args, opts);
-    if (shard.rank == 0 && !f.dump.empty()) attn::check_output(f.dump, "dump");  // costs nothing
-    inspect.attention_weights = f.attention_weights || f.print_attention || heatmap;
-    if (inspect.attention_weights && shard.size > 1)
-      throw attn::InputError(
-          "--attention-weights, --print-attention and heatmap need one process "
-          "(model_parallel_size "
-          "1): each rank holds only its own heads' probabilities");
-    attn::check_attention_weights(args, opts, inspect);
-    const std::int64_t max_rows = opts.batch * std::max<std::int64_t>(opts.prefill, 1);
-    attn::RunShape shape{opts.batch, opts.prefill, opts.steps,
-                         max_rows,   f.threads,    !f.dump.empty()};
-    if (inspect.attention_weights)
-      shape.attention_weights = std::uint64_t(attn::attention_weights_bytes(args, opts));
-    std::optional<attn::WeightsSource> file = open_weights(f, args, shard, shape);
-    attn::check_memory(attn::memory_parts(args, shape), attn::available_memory());
-    x = f.input.empty() ? attn::seeded_input(args, opts, f.seed)
-                        : attn::load_input(f.input, args, opts, f.batch_option->count() > 0);
-    if (!f.input.empty()) inspect.attention_mask = attn::load_attention_mask(f.input, opts);
+    attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap));
     if (heatmap) {
-      attn::check_heatmap(args, opts, f.layer);
+      attn::check_heatmap(plan.request.args, plan.request.opts, f.layer);
       attn::check_png_path(f.png);
     }
-    attn::TransformerWeights w = file ? attn::load_weights(args, std::move(*file), shard)
-                                      : attn::seeded_weights(args, f.seed, shard);
-    model.emplace(
-        attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(f.threads), shard));
+    session.emplace(attn::open_session(std::move(plan)));
   });
   return ranks::or_abort(shard, [&] {
-    attn::Transformer& m = *model;
+    attn::Session& se = *session;
+    const attn::ModelArgs& args = se.request.args;
     std::ostream nowhere(nullptr);
     std::ostream& trace = shard.rank == 0 ? std::cout : nowhere;
     if (f.json)
       attn::print_config_json(trace, args);
     else
       attn::print_config_text(trace, args);
-    const attn::RunOutputs out = attn::run(
-        m, x, opts,
-        [&](const attn::Event& e) {
-          if (f.json)
-            attn::print_event_json(trace, e);
-          else
-            attn::print_event_text(trace, e, decode_only);
-          if (f.print_attention) attn::print_attention(trace, args, e);
-          trace.flush();  // what is printed stays printed, whatever ends the run later
-        },
-        inspect);
-    const attn::Summary s = summarize(opts, out, m.rt);
+    attn::run(se, [&](const attn::Event& e) {
+      if (f.json)
+        attn::print_event_json(trace, e);
+      else
+        attn::print_event_text(trace, e, decode_only);
+      if (f.print_attention) attn::print_attention(trace, args, e);
+      trace.flush();  // what is printed stays printed, whatever ends the run later
+    });
+    const attn::Summary s = summarize(se.request.opts, se.out, se.model.rt);
     if (f.json) attn::print_summary_json(trace, s);
     if (shard.rank == 0) attn::print_summary_text(std::cerr, s);
-    if (!f.dump.empty()) attn::write_dump(f.dump, m, x, opts, out, f.attention_weights);
+    attn::write_dump(se);
     if (heatmap) {
-      const attn::Image img = attn::render_heatmap(args, opts, out, f.layer);
+      const attn::Image img = attn::render_heatmap(args, se.request.opts, se.out, f.layer);
       attn::write_png(f.png, img);
       spdlog::info("heatmap: wrote {} ({} x {})", f.png, img.width, img.height);
     }
@@ -491,7 +478,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     for (const std::string& t : types) {
       attn::RunShape shape = file_shape;
       if (!file) shape.matrices = {weight_type(t)};
-      for (attn::MemoryPart& p : attn::memory_parts(args, shape))
+      for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
         parts.push_back({t + " " + p.name, p.bytes});
     }
     attn::check_memory(parts, attn::available_memory());

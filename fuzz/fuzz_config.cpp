@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "attn/model/config.hpp"
 #include "attn/error.hpp"
+#include "attn/model/config.hpp"
 #include "attn/model/memory.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -11,8 +11,8 @@
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace fs = std::filesystem;
 

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/kernels/matmul.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include "attn/model/model.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/rng.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 
 #include "attn/error.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/rng.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 using doctest::Approx;
 

@@ -9,8 +9,8 @@
 
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/model.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

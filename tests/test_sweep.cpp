@@ -12,8 +12,8 @@
 #include "attn/kernels/attention.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
+#include "attn/model/session.hpp"
 #include "test_support.hpp"
-#include "workloads/run.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <span>
 
-#include "attn/kernels/matmul.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/matmul.hpp"
 
 namespace attn {
 

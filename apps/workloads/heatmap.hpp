@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attn/model/config.hpp"
-#include "workloads/run.hpp"
+#include "attn/model/session.hpp"
 
 namespace attn {
 

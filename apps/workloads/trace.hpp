@@ -6,25 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "attn/model/config.hpp"
 #include "attn/io/safetensors.hpp"  // shape_text
+#include "attn/model/config.hpp"
+#include "attn/model/session.hpp"  // Event
 
 namespace attn {
-
-using Shape = std::vector<std::int64_t>;
-
-struct Event {
-  enum class Kind { prefill, decode };
-  Kind kind;
-  std::int64_t step = 0;  // decode step, 1-based
-  std::int64_t start_pos = 0;
-  std::int64_t seqlen = 0;
-  Shape input, output, cache_k, cache_v;
-  std::vector<std::int64_t> unmasked;  // [B]: filled key positions the padding mask keeps
-  std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
-  double seconds = 0;
-  Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
-};
 
 struct Summary {
   std::int64_t prefill_positions = 0;

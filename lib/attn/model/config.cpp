@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/io/files.hpp"
 #include "attn/io/detail/json_checks.hpp"
+#include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 
 namespace attn {

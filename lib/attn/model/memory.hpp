@@ -30,7 +30,7 @@ struct RunShape {
   // biases are F32 always. A file mixing types is counted at the widest, and without AVX-512
   // any BF16 or F16 matrix brings the widening buffers.
   std::vector<WeightType> matrices = {WeightType::f32};
-  // The kernels' set (Runtime::isa; "": the best this CPU runs): with AVX-512, prefill packs
+  // The kernels' set (a Kernels name; "": the best this CPU runs): with AVX-512, prefill packs
   // weights into small panels instead of widening blocks.
   std::string isa = {};
 };

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "attn/error.hpp"
+#include "attn/io/text.hpp"
+#include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/model/detail/slice.hpp"
-#include "attn/io/text.hpp"
 
 namespace attn {
 

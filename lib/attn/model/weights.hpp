@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "attn/io/checkpoint.hpp"
-#include "attn/model/config.hpp"
+#include "attn/io/safetensors.hpp"
 #include "attn/matrix.hpp"
+#include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/tensors.hpp"
-#include "attn/io/safetensors.hpp"
 
 namespace attn {
 

@@ -1,13 +1,13 @@
-#include "workloads/run.hpp"
+#include "attn/model/session.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "attn/error.hpp"
-#include "attn/model/finite.hpp"
-#include "attn/model/rng.hpp"
+#include "attn/io/files.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/model/finite.hpp"
 
 namespace attn {
 
@@ -102,56 +102,6 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
                      "batch");
 }
 
-std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::uint64_t seed) {
-  std::vector<float> x(std::size_t(o.batch * (o.prefill + o.steps) * a.dim));  // [B, P+N, dim]
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(seed, 0xC0FFEE, i);
-  return x;
-}
-
-std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& a, RunOptions& o,
-                              bool batch_given) {
-  const SafetensorsFile f = open_safetensors(path);
-  const std::string src = path.string();
-  if (!f.header.tensors.count("x")) throw InputError(src + ": tensor 'x' is missing");
-  const TensorInfo& t = f.info("x");
-  if (t.dtype != Dtype::F32)
-    throw InputError(src + ": tensor 'x': expected dtype F32, got " + dtype_name(t.dtype));
-  if (t.shape.size() != 3 || t.shape[2] != a.dim)
-    throw InputError(src + ": tensor 'x': expected shape [B, T, " + std::to_string(a.dim) +
-                     "], got " + shape_text(t.shape));
-  if (t.shape[0] < 1 || t.shape[1] < 1)
-    throw InputError(src + ": tensor 'x': expected at least one batch row and position, got " +
-                     shape_text(t.shape));
-  if (batch_given && t.shape[0] != o.batch)
-    throw InputError(src + ": tensor 'x' has batch " + std::to_string(t.shape[0]) +
-                     ", but --batch is " + std::to_string(o.batch));
-  o.batch = t.shape[0];
-  check_capacity(a, o);
-  const std::int64_t T = t.shape[1];
-  if (T < o.prefill + o.steps)
-    throw InputError(src + ": tensor 'x' has " + std::to_string(T) + " positions, prefill " +
-                     std::to_string(o.prefill) + " + steps " + std::to_string(o.steps) + " need " +
-                     std::to_string(o.prefill + o.steps));
-  std::vector<float> storage;
-  const float* data = tensor_as_f32(f, "x", storage);
-  // Keep only the positions the run uses: [B, P+N, dim].
-  const std::int64_t used = o.prefill + o.steps;
-  std::vector<float> x(std::size_t(o.batch * used * a.dim));
-  for (std::int64_t b = 0; b < o.batch; ++b)
-    std::copy_n(data + b * T * a.dim, used * a.dim, x.data() + b * used * a.dim);
-  check_finite(x.data(), std::int64_t(x.size()), f.path, "x");
-  return x;
-}
-
-std::int64_t input_batch(const std::filesystem::path& path) {
-  // The header alone, before the memory estimate: nothing mapped yet.
-  const SafetensorsHeaderRead f = read_safetensors_header(path);
-  const auto it = f.header.tensors.find("x");
-  if (it == f.header.tensors.end() || it->second.shape.size() != 3 || it->second.shape[0] < 1)
-    return 1;
-  return it->second.shape[0];
-}
-
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect) {
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;
@@ -227,6 +177,58 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
                          out.attn_decode[std::size_t(i - 1)][std::size_t(l)].data()});
   }
   write_safetensors(path, tensors);
+}
+
+RunPlan plan_run(RunRequest r) {
+  RunOptions& o = r.opts;
+  check_shard(r.args, r.shard);
+  if (!r.input.empty() && !r.batch_given) o.batch = input_batch(r.input);
+  check_capacity(r.args, o);
+  if (r.shard.rank == 0 && !r.dump.empty()) check_output(r.dump, "dump");  // costs nothing
+  r.attention_weights = r.attention_weights || r.dump_attention_weights;
+  if (r.attention_weights && r.shard.size > 1)
+    throw InputError(
+        "--attention-weights, --print-attention and heatmap need one process "
+        "(model_parallel_size "
+        "1): each rank holds only its own heads' probabilities");
+  check_attention_weights(r.args, o, {{}, r.attention_weights});
+  RunShape shape{o.batch,
+                 o.prefill,
+                 o.steps,
+                 o.batch * std::max<std::int64_t>(o.prefill, 1),
+                 r.threads < 1 ? cores() : r.threads,
+                 !r.dump.empty()};
+  if (r.attention_weights)
+    shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
+  std::optional<WeightsSource> file;
+  if (!r.weights.empty()) {
+    file = open_weights(r.weights, r.shard);
+    shape.matrices = matrix_types(r.args, *file);
+  }
+  check_memory(memory_parts(r.args, shape, r.shard), available_memory());
+  return {std::move(r), std::move(shape), std::move(file)};
+}
+
+Session open_session(RunPlan plan) {
+  RunRequest& r = plan.request;
+  Inspect inspect{{}, r.attention_weights};
+  std::vector<float> x = r.input.empty() ? seeded_input(r.args, r.opts, r.seed)
+                                         : load_input(r.input, r.args, r.opts, r.batch_given);
+  if (!r.input.empty()) inspect.attention_mask = load_attention_mask(r.input, r.opts);
+  TransformerWeights w = plan.weights ? load_weights(r.args, std::move(*plan.weights), r.shard)
+                                      : seeded_weights(r.args, r.seed, r.shard);
+  Transformer m = make_transformer(r.args, std::move(w), plan.shape.max_rows,
+                                   make_runtime(plan.shape.threads), r.shard);
+  return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
+}
+
+void run(Session& s, const std::function<void(const Event&)>& on_event) {
+  s.out = run(s.model, s.x, s.request.opts, on_event, s.inspect);
+}
+
+void write_dump(const Session& s) {
+  if (s.request.dump.empty()) return;
+  write_dump(s.request.dump, s.model, s.x, s.request.opts, s.out, s.request.dump_attention_weights);
 }
 
 }  // namespace attn

@@ -1,0 +1,119 @@
+#include "attn/model/input.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "attn/error.hpp"
+#include "attn/io/safetensors.hpp"
+#include "attn/model/finite.hpp"
+#include "attn/model/rng.hpp"
+#include "attn/model/session.hpp"  // check_capacity
+
+namespace attn {
+
+namespace {
+
+// Element i of a tensor as a double, for the dtypes an attention_mask may have.
+double element(Dtype d, const std::uint8_t* p, std::int64_t i) {
+  switch (d) {
+    case Dtype::F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case Dtype::I64: {
+      std::int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return double(v);
+    }
+    case Dtype::I32: {
+      std::int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    default:  // U8, BOOL
+      return p[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> load_attention_mask(const std::filesystem::path& path,
+                                              const RunOptions& o) {
+  const SafetensorsFile f = open_safetensors(path);
+  const std::string src = path.string() + ": tensor 'attention_mask'";
+  if (!f.header.tensors.count("attention_mask")) return {};
+  const TensorInfo& t = f.info("attention_mask");
+  const Dtype d = t.dtype;
+  if (d != Dtype::F32 && d != Dtype::I64 && d != Dtype::I32 && d != Dtype::U8 && d != Dtype::BOOL)
+    throw InputError(src + ": expected dtype F32, I64, I32, U8 or BOOL, got " + dtype_name(d));
+  const std::int64_t T = f.header.tensors.count("x") ? f.info("x").shape.at(1) : -1;
+  if (t.shape.size() != 2 || t.shape[0] != o.batch || t.shape[1] != T)
+    throw InputError(src + ": expected shape [" + std::to_string(o.batch) + ", " +
+                     std::to_string(T) + "] (x's batch and positions), got " + shape_text(t.shape));
+  const std::int64_t used = o.prefill + o.steps;
+  std::vector<std::uint8_t> mask(std::size_t(o.batch * used));  // [B, P+N]
+  const std::uint8_t* p = f.bytes(t);
+  for (std::int64_t b = 0; b < o.batch; ++b)
+    for (std::int64_t j = 0; j < T; ++j) {
+      const double v = element(d, p, b * T + j);
+      if (v != 0 && v != 1)
+        throw InputError(src + ": values must be 0 (padding) or 1 (real position), got " +
+                         std::to_string(v) + " at [" + std::to_string(b) + ", " +
+                         std::to_string(j) + "]");
+      if (j < used) mask[std::size_t(b * used + j)] = v == 1;
+    }
+  return mask;
+}
+
+std::vector<float> seeded_input(const ModelArgs& a, const RunOptions& o, std::uint64_t seed) {
+  std::vector<float> x(std::size_t(o.batch * (o.prefill + o.steps) * a.dim));  // [B, P+N, dim]
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(seed, 0xC0FFEE, i);
+  return x;
+}
+
+std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs& a, RunOptions& o,
+                              bool batch_given) {
+  const SafetensorsFile f = open_safetensors(path);
+  const std::string src = path.string();
+  if (!f.header.tensors.count("x")) throw InputError(src + ": tensor 'x' is missing");
+  const TensorInfo& t = f.info("x");
+  if (t.dtype != Dtype::F32)
+    throw InputError(src + ": tensor 'x': expected dtype F32, got " + dtype_name(t.dtype));
+  if (t.shape.size() != 3 || t.shape[2] != a.dim)
+    throw InputError(src + ": tensor 'x': expected shape [B, T, " + std::to_string(a.dim) +
+                     "], got " + shape_text(t.shape));
+  if (t.shape[0] < 1 || t.shape[1] < 1)
+    throw InputError(src + ": tensor 'x': expected at least one batch row and position, got " +
+                     shape_text(t.shape));
+  if (batch_given && t.shape[0] != o.batch)
+    throw InputError(src + ": tensor 'x' has batch " + std::to_string(t.shape[0]) +
+                     ", but --batch is " + std::to_string(o.batch));
+  o.batch = t.shape[0];
+  check_capacity(a, o);
+  const std::int64_t T = t.shape[1];
+  if (T < o.prefill + o.steps)
+    throw InputError(src + ": tensor 'x' has " + std::to_string(T) + " positions, prefill " +
+                     std::to_string(o.prefill) + " + steps " + std::to_string(o.steps) + " need " +
+                     std::to_string(o.prefill + o.steps));
+  std::vector<float> storage;
+  const float* data = tensor_as_f32(f, "x", storage);
+  // Keep only the positions the run uses: [B, P+N, dim].
+  const std::int64_t used = o.prefill + o.steps;
+  std::vector<float> x(std::size_t(o.batch * used * a.dim));
+  for (std::int64_t b = 0; b < o.batch; ++b)
+    std::copy_n(data + b * T * a.dim, used * a.dim, x.data() + b * used * a.dim);
+  check_finite(x.data(), std::int64_t(x.size()), f.path, "x");
+  return x;
+}
+
+std::int64_t input_batch(const std::filesystem::path& path) {
+  // The header alone, before the memory estimate: nothing mapped yet.
+  const SafetensorsHeaderRead f = read_safetensors_header(path);
+  const auto it = f.header.tensors.find("x");
+  if (it == f.header.tensors.end() || it->second.shape.size() != 3 || it->second.shape[0] < 1)
+    return 1;
+  return it->second.shape[0];
+}
+
+}  // namespace attn

@@ -1,0 +1,121 @@
+#pragma once
+// A run as the CLI makes it, for any caller: a request (the config, the shape, the files),
+// checked whole by plan_run before any work; then a session that reads the input and weights,
+// runs a prefill of P positions and N decode steps of one position, reports each as an Event,
+// and writes the dump.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "attn/model/input.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/parallel.hpp"
+#include "attn/model/weights.hpp"
+
+namespace attn {
+
+// What a run looks at beyond its outputs: a ragged batch's padding mask, and whether to keep the
+// attention probabilities (--attention-weights).
+struct Inspect {
+  std::vector<std::uint8_t> attention_mask;  // [B, P+N], 1 = real position; empty: all real
+  bool attention_weights = false;
+};
+
+// What the loop reports after the prefill and after each decode step, with the shapes the
+// notebooks print.
+using Shape = std::vector<std::int64_t>;
+
+struct Event {
+  enum class Kind { prefill, decode };
+  Kind kind;
+  std::int64_t step = 0;  // decode step, 1-based
+  std::int64_t start_pos = 0;
+  std::int64_t seqlen = 0;
+  Shape input, output, cache_k, cache_v;
+  std::vector<std::int64_t> unmasked;  // [B]: filled key positions the padding mask keeps
+  std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
+  double seconds = 0;
+  Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
+};
+
+struct RunOutputs {
+  std::vector<float> prefill_output;  // [B, P, dim]
+  std::vector<float> decode_output;   // [N, B, dim]: step i's [B, 1, dim] at i-1
+  double prefill_seconds = 0;
+  std::vector<double> decode_seconds;  // [N]
+  // With attention_weights: per layer [B, n_heads, P, P], and per step and layer
+  // [B, n_heads, 1, P+i].
+  std::vector<std::vector<float>> attn_prefill;
+  std::vector<std::vector<std::vector<float>>> attn_decode;
+};
+
+// What --attention-weights stores may not exceed this: refused before any work.
+inline constexpr std::int64_t kAttentionWeightsLimit = std::int64_t{1} << 30;
+
+// Bytes of the probabilities a run keeps: n_layers * B * n_heads * (P*P + sum (P+i)) floats.
+double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
+
+// Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
+void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);
+
+// Refuses (InputError) a batch or a number of positions the cache cannot hold, before any work.
+void check_capacity(const ModelArgs& args, const RunOptions& opts);
+
+RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
+               const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
+
+// Writes the dump (CONTRACT §5) atomically, with attention_weights the attn.{l}.* probabilities
+// too. Model parallel: every rank calls it, rank 0 gathers the caches and writes.
+void write_dump(const std::filesystem::path& path, const Transformer& m,
+                const std::vector<float>& x, const RunOptions& opts, const RunOutputs& out,
+                bool attention_weights = false);
+
+// Everything a run needs, as data: what the CLI's flags say, or what a library user sets.
+struct RunRequest {
+  ModelArgs args;                 // the config, overrides applied
+  RunOptions opts;                // B, P, N
+  bool batch_given = true;        // false: B is the input file's
+  std::filesystem::path weights;  // safetensors or a Hugging Face index; empty: drawn from seed
+  std::filesystem::path input;    // safetensors with x [B, T, dim]; empty: drawn from seed
+  std::filesystem::path dump;     // empty: no dump
+  std::uint64_t seed = 42;
+  int threads = 0;                      // < 1: one per core
+  bool attention_weights = false;       // keep the probabilities (to print or draw them)
+  bool dump_attention_weights = false;  // and write them to the dump
+  Shard shard;                          // model parallel: this rank's part
+};
+
+// A request checked whole: its batch resolved, its memory counted with the weights' headers read
+// and nothing mapped.
+struct RunPlan {
+  RunRequest request;
+  RunShape shape;
+  std::optional<WeightsSource> weights;  // none: drawn
+};
+
+// Checks everything a run can be refused for before any work (the shard, the cache's capacity,
+// the dump's path, the attention weights' bound, the memory the run needs on this rank), in
+// that order; throws InputError naming the file, key or flag.
+RunPlan plan_run(RunRequest request);
+
+struct Session {
+  RunRequest request;
+  Inspect inspect;
+  std::vector<float> x;  // [B, P+N, dim]
+  Transformer model;
+  RunOutputs out;
+};
+
+// Reads the input (and its padding mask) and the weights, and builds the model.
+Session open_session(RunPlan plan);
+
+// Runs the prefill and the decode steps into s.out, calling on_event after each.
+void run(Session& s, const std::function<void(const Event&)>& on_event);
+
+// Writes s.request.dump, as write_dump above (nothing without a dump path).
+void write_dump(const Session& s);
+
+}  // namespace attn
