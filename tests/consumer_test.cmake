@@ -14,6 +14,9 @@ step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step(${WORK_DIR}/build/consumer ${SOURCE_DIR}/configs/gqa.json ${SOURCE_DIR}/weights/gqa.safetensors)
 message("${step_output}")
-if(NOT step_output MATCHES "kv cache shape: key: \\[1, 2, 8, 3\\], value: \\[1, 2, 8, 3\\]")
-  message(FATAL_ERROR "the consumer printed an unexpected cache shape:\n${step_output}")
-endif()
+foreach(expected "prefill: kv cache shape: key: \\[1, 2, 7, 3\\], value: \\[1, 2, 7, 3\\]"
+                 "decode: kv cache shape: key: \\[1, 2, 8, 3\\], value: \\[1, 2, 8, 3\\]")
+  if(NOT step_output MATCHES "${expected}")
+    message(FATAL_ERROR "the consumer printed an unexpected cache shape:\n${step_output}")
+  endif()
+endforeach()

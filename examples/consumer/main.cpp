@@ -1,11 +1,20 @@
-// Loads a config and its weights, runs a prefill of 7 positions and one decode step, and prints
-// the KV cache's shape as the notebooks do: consumer configs/gqa.json weights/gqa.safetensors
-#include <attn/model/model.hpp>
+// Loads a config and its weights, runs a prefill of 7 positions and one decode step through the
+// session the CLI runs, and prints the KV cache's shape after each as the notebooks do:
+//   consumer configs/gqa.json weights/gqa.safetensors
+#include <attn/model/session.hpp>
 #include <attn/version.hpp>
 
 #include <cstdio>
 #include <exception>
-#include <vector>
+
+namespace {
+
+void print_shape(const char* name, const attn::Shape& s) {
+  std::printf("%s: [%lld, %lld, %lld, %lld]", name, (long long)s[0], (long long)s[1],
+              (long long)s[2], (long long)s[3]);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -13,18 +22,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const attn::ModelArgs args = attn::load_config(argv[1]);
-    const std::int64_t prefill = 7;
-    attn::Transformer m =
-        attn::make_transformer(args, attn::load_weights(args, argv[2]), /*max_rows=*/prefill);
-    std::vector<float> x(std::size_t((prefill + 1) * args.dim), 0.5f);  // [1, 8, dim]
-    std::vector<float> out(x.size());
-    attn::forward(m, x.data(), 1, prefill, 0, out.data());
-    attn::forward(m, x.data() + prefill * args.dim, 1, 1, prefill, out.data());
-    const long long filled = prefill + 1, h = args.n_kv_heads, d = args.head_dim();
-    std::printf(
-        "attn %s: kv cache shape: key: [1, %lld, %lld, %lld], value: [1, %lld, %lld, %lld]\n",
-        ATTN_VERSION, h, filled, d, h, filled, d);
+    attn::RunRequest request;
+    request.args = attn::load_config(argv[1]);
+    request.weights = argv[2];
+    request.opts = {/*batch=*/1, /*prefill=*/7, /*steps=*/1};  // x drawn from request.seed
+    attn::Session session = attn::open_session(attn::plan_run(request));
+    attn::run(session, [](const attn::Event& e) {
+      std::printf("attn %s: %s: kv cache shape: ", ATTN_VERSION,
+                  e.kind == attn::Event::Kind::prefill ? "prefill" : "decode");
+      print_shape("key", e.cache_k);
+      print_shape(", value", e.cache_v);
+      std::printf("\n");
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());
     return 1;
