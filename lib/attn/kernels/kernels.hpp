@@ -30,6 +30,11 @@ using MixFn = void (*)(const float* p, std::int64_t n, const float* v, std::int6
 using SoftmaxFn = void (*)(float* x, std::int64_t n, std::int64_t len);
 // h1[i] = silu(h1[i]) * h3[i] for i < n.
 using SwigluFn = void (*)(float* h1, const float* h3, std::int64_t n);
+// The machine probes (probe.hpp): 12 FMA chains for `iters` rounds; sums of n floats, or of
+// rows x k floats read `interleave` rows at a time.
+using FmaLoopFn = double (*)(std::int64_t iters);
+using ReadContiguousFn = float (*)(const float* p, std::int64_t n);
+using ReadRowsFn = float (*)(const float* p, std::int64_t rows, std::int64_t k, int interleave);
 
 // The kernels for one weight type.
 struct TypedKernels {
@@ -41,6 +46,7 @@ struct TypedKernels {
 // Every set gives the same bits: the FMAs are written out and the sums run in one order.
 struct Kernels {
   const char* name;    // "avx512", "avx2", "generic"
+  int width;           // floats per vector
   int lanes;           // V of the BF16 gemv, which x is deinterleaved for
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
   bool own_gemm;       // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
@@ -48,6 +54,9 @@ struct Kernels {
   MixFn mix;
   SoftmaxFn softmax;
   SwigluFn swiglu;
+  FmaLoopFn fma_loop;
+  ReadContiguousFn read_contiguous;
+  ReadRowsFn read_rows;
 };
 
 // The sets this CPU runs, best first, whatever the build's -march; generic is always last.

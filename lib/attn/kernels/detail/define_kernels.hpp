@@ -4,6 +4,7 @@
 // elementwise.hpp inlined into it, and the table k_<name> that holds them. Each set's file
 // (generic.cpp, avx2.cpp, avx512.cpp) expands it once, inside an unnamed namespace.
 #include "attn/kernels/detail/elementwise.hpp"
+#include "attn/kernels/detail/probe_loops.hpp"
 #include "attn/kernels/detail/vectors.hpp"
 #include "attn/kernels/kernels.hpp"
 
@@ -77,33 +78,47 @@
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-#define ATTN_KERNELS(name, target, W, BATCH, GEMM)                                        \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, float)                                       \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, Bf16)                                        \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, F16)                                         \
-  target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,  \
-                                         std::int64_t keys, std::int64_t hd, float scale, \
-                                         float* s) {                                      \
-    group_scores<W>(q, n, k, keys, hd, scale, s);                                         \
-  }                                                                                       \
-  target ATTN_FLATTEN void mix_##name(const float* p, std::int64_t n, const float* v,     \
-                                      std::int64_t keys, std::int64_t hd, float* out) {   \
-    group_mix<W>(p, n, v, keys, hd, out);                                                 \
-  }                                                                                       \
-  target ATTN_FLATTEN void softmax_##name(float* x, std::int64_t n, std::int64_t len) {   \
-    softmax_row(x, n, len);                                                               \
-  }                                                                                       \
-  target ATTN_FLATTEN void swiglu_##name(float* h1, const float* h3, std::int64_t n) {    \
-    swiglu_range(h1, h3, n);                                                              \
-  }                                                                                       \
-  constexpr Kernels k_##name = {                                                          \
-      #name,                                                                              \
-      kGemvLanes<W, Bf16>,                                                                \
-      {{gemv_##name##_float, batch_##name##_float, widen_##name##_float},                 \
-       {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},                    \
-       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},                      \
-      GEMM,                                                                               \
-      scores_##name,                                                                      \
-      mix_##name,                                                                         \
-      softmax_##name,                                                                     \
-      swiglu_##name};
+#define ATTN_KERNELS(name, target, W, BATCH, GEMM)                                              \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, float)                                             \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, Bf16)                                              \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, F16)                                               \
+  target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,        \
+                                         std::int64_t keys, std::int64_t hd, float scale,       \
+                                         float* s) {                                            \
+    group_scores<W>(q, n, k, keys, hd, scale, s);                                               \
+  }                                                                                             \
+  target ATTN_FLATTEN void mix_##name(const float* p, std::int64_t n, const float* v,           \
+                                      std::int64_t keys, std::int64_t hd, float* out) {         \
+    group_mix<W>(p, n, v, keys, hd, out);                                                       \
+  }                                                                                             \
+  target ATTN_FLATTEN void softmax_##name(float* x, std::int64_t n, std::int64_t len) {         \
+    softmax_row(x, n, len);                                                                     \
+  }                                                                                             \
+  target ATTN_FLATTEN void swiglu_##name(float* h1, const float* h3, std::int64_t n) {          \
+    swiglu_range(h1, h3, n);                                                                    \
+  }                                                                                             \
+  target ATTN_FLATTEN double fma_loop_##name(std::int64_t iters) {                              \
+    return fma_loop<W>(iters);                                                                  \
+  }                                                                                             \
+  target ATTN_FLATTEN float read_contiguous_##name(const float* p, std::int64_t n) {            \
+    return sum_lanes(p, n);                                                                     \
+  }                                                                                             \
+  target ATTN_FLATTEN float read_rows_##name(const float* p, std::int64_t rows, std::int64_t k, \
+                                             int interleave) {                                  \
+    return read_rows_loop(p, rows, k, interleave);                                              \
+  }                                                                                             \
+  constexpr Kernels k_##name = {                                                                \
+      #name,                                                                                    \
+      W,                                                                                        \
+      kGemvLanes<W, Bf16>,                                                                      \
+      {{gemv_##name##_float, batch_##name##_float, widen_##name##_float},                       \
+       {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},                          \
+       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},                            \
+      GEMM,                                                                                     \
+      scores_##name,                                                                            \
+      mix_##name,                                                                               \
+      softmax_##name,                                                                           \
+      swiglu_##name,                                                                            \
+      fma_loop_##name,                                                                          \
+      read_contiguous_##name,                                                                   \
+      read_rows_##name};

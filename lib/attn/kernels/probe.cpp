@@ -1,0 +1,118 @@
+#include "attn/kernels/probe.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <vector>
+
+#include "attn/kernels/kernels.hpp"
+
+namespace attn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+constexpr ReadPattern kReadPatterns[] = {
+    {"contiguous halves per thread", 0},
+    {"64-row blocks taken dynamically, 1 row at a time", 1},
+    {"64-row blocks taken dynamically, 4 rows interleaved", 4},
+    {"64-row blocks taken dynamically, 8 rows interleaved", 8},
+    {"64-row blocks taken dynamically, 8 rows interleaved, prefetched ahead as gemv",
+     kPrefetchedRows},
+};
+constexpr std::int64_t kReadBlockRows = 64;
+
+float read_pattern(const Kernels& k, std::span<const StreamMatrix> mats, const ReadPattern& pattern,
+                   int threads) {
+  float total = 0;
+  if (pattern.interleave == 0) {
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (const StreamMatrix& mat : mats) {
+        const std::int64_t n = mat.n * mat.k, i0 = n * t / nt, i1 = n * (t + 1) / nt;
+        total += k.read_contiguous(mat.w + i0, i1 - i0);
+      }
+    }
+    return total;
+  }
+  std::int64_t blocks = 0;
+  for (const StreamMatrix& mat : mats) blocks += (mat.n + kReadBlockRows - 1) / kReadBlockRows;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : total)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::int64_t i = b;
+    for (const StreamMatrix& mat : mats) {
+      const std::int64_t nb = (mat.n + kReadBlockRows - 1) / kReadBlockRows;
+      if (i < nb) {
+        const std::int64_t r0 = i * kReadBlockRows, r1 = std::min(mat.n, r0 + kReadBlockRows);
+        total += k.read_rows(mat.w + r0 * mat.k, r1 - r0, mat.k, pattern.interleave);
+        break;
+      }
+      i -= nb;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+std::span<const ReadPattern> read_patterns() {
+  return kReadPatterns;
+}
+
+double stream_read_gbs(const Runtime& rt, std::span<const StreamMatrix> mats,
+                       const ReadPattern& pattern) {
+  double bytes = 0;
+  for (const StreamMatrix& mat : mats) bytes += double(mat.n * mat.k) * 4;
+  const auto t0 = Clock::now();
+  const float total = read_pattern(*rt.kernels, mats, pattern, rt.threads);
+  const double t = since(t0);
+  if (total == 12345.678f) bytes += 1;  // keeps the sums alive
+  return bytes / t / 1e9;
+}
+
+double sgemm_seconds(std::span<const StreamMatrix> mats, std::int64_t P, int threads) {
+  std::int64_t kmax = 0, nmax = 0;
+  for (const StreamMatrix& mat : mats) kmax = std::max(kmax, mat.k), nmax = std::max(nmax, mat.n);
+  std::vector<float> A(std::size_t(P * kmax), 0.5f), C(std::size_t(P * nmax));
+  openblas_set_num_threads(threads);
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    const auto t0 = Clock::now();
+    for (const StreamMatrix& mat : mats)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(P), blasint(mat.n),
+                  blasint(mat.k), 1.0f, A.data(), blasint(mat.k), mat.w, blasint(mat.k), 0.0f,
+                  C.data(), blasint(mat.n));
+    best = std::min(best, since(t0));
+  }
+  openblas_set_num_threads(1);
+  return best;
+}
+
+double fma_peak_gflops(int threads, std::string& set) {
+  const std::int64_t iters = 20'000'000;
+  double best = 0;
+  // The best of a few rounds (a tenth of a second each): measured once, a busy moment on the
+  // shared machine gave a peak the prefill then ran at 103% of.
+  for (int round = 0; round < 5; ++round)
+    for (const Kernels* k : supported_kernels()) {
+      double sink = 0;
+      const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+      sink += k->fma_loop(iters);
+      const double t = since(t0);
+      const double g = double(iters) * 12 * k->width * 2 * threads / t / 1e9 + sink * 0;
+      if (g > best) best = g, set = k->name;
+    }
+  return best;
+}
+
+}  // namespace attn
