@@ -2,9 +2,7 @@
 // for M <= kBatchRows) against the prefill path on row halves (gemm_avx512 where the CPU has
 // AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
 // rows, candidates interleaved, best of reps.
-// Not part of the CMake build:
-//   g++ -std=c++20 -O3 -fopenmp -Ilib bench/batch_rows.cpp build/lib/libattn_kernels.a \
-//       -lopenblas -o /tmp/batch_rows && /tmp/batch_rows 2 1 2 4 8 16 24 32
+// Built with -DATTN_BENCH=ON: build/bench/bench_batch_rows
 // First argument: threads. With 1 thread the times are the thread's CPU time, which a machine
 // shared with other jobs inflates far less than wall time (time slices taken by others).
 #include <cblas.h>
@@ -50,10 +48,11 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t maxM = 64;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
-  std::vector<float> pack(std::size_t(attn::scratch_floats(maxM, 14336, threads, false, rt.isa)));
-  const bool gemm = rt.isa == "avx512";
+  std::vector<float> pack(
+      std::size_t(attn::scratch_floats(maxM, 14336, threads, false, *rt.kernels)));
+  const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
-  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", rt.isa.c_str(),
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", rt.kernels->name,
               attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
   double b1 = 0;

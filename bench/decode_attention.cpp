@@ -3,10 +3,7 @@
 // on the own kernels) against one OpenBLAS sgemv pair per query head (attention's decode path
 // before), in the same OpenMP split over (sequence, KV head), alternating, median and best of
 // 2000 calls each.
-// Not part of the CMake build:
-//   g++ -std=c++20 -O3 -fopenmp -Ilib bench/decode_attention.cpp build/lib/libattn_kernels.a
-//       -lopenblas -o /tmp/decode_attention
-//   /tmp/decode_attention 2 512 1 4 16
+// Built with -DATTN_BENCH=ON: build/bench/bench_decode_attention
 // Arguments: threads, positions, then batch sizes.
 #include <cblas.h>
 #include <omp.h>
@@ -30,7 +27,7 @@ double now() {
 }
 
 // One sgemv for the scores and one for the output per query head, as attention.cpp did.
-void per_head_sgemv(const attn::Runtime& rt, float* out, const float* xq, const attn::KVCache& c,
+void per_head_sgemv(const attn::Runtime& rt, float* out, const float* xq, const attn::KVView& c,
                     std::int64_t bsz, std::int64_t keys, std::vector<float>& scratch) {
   const std::int64_t n_rep = kHeads / kKvHeads, ld = kHeads * kHeadDim;
   const float scale = 1.0f / std::sqrt(float(kHeadDim));
@@ -43,24 +40,27 @@ void per_head_sgemv(const attn::Runtime& rt, float* out, const float* xq, const 
       for (std::int64_t h = g * n_rep; h < (g + 1) * n_rep; ++h) {
         const float* q = xq + b * ld + h * kHeadDim;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(keys), blasint(kHeadDim), scale,
-                    c.k(0, b, g), blasint(kHeadDim), q, 1, 0.0f, s, 1);
-        attn::softmax_masked(s, keys, keys);
-        cblas_sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(kHeadDim), 1.0f, c.v(0, b, g),
-                    blasint(kHeadDim), s, 1, 0.0f, out + b * ld + h * kHeadDim, 1);
+                    c.k + c.offset(b, g), blasint(kHeadDim), q, 1, 0.0f, s, 1);
+        attn::softmax_masked(rt, s, keys, keys);
+        cblas_sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(kHeadDim), 1.0f,
+                    c.v + c.offset(b, g), blasint(kHeadDim), s, 1, 0.0f,
+                    out + b * ld + h * kHeadDim, 1);
       }
     }
   }
 }
 
 void run(const attn::Runtime& rt, std::int64_t P, std::int64_t B) {
-  attn::KVCache c{1, B, kKvHeads, P + kExtra, kHeadDim, {}, {}};
-  c.cache_k.resize(std::size_t(B * kKvHeads * c.max_seq_len * kHeadDim));
-  c.cache_v.resize(c.cache_k.size());
-  for (std::size_t i = 0; i < c.cache_k.size(); ++i) {
-    c.cache_k[i] = 0.001f * float(i % 97);
-    c.cache_v[i] = 0.002f * float(i % 89);
+  const std::int64_t max_seq_len = P + kExtra;
+  std::vector<float> cache_k(std::size_t(B * kKvHeads * max_seq_len * kHeadDim)),
+      cache_v(cache_k.size());  // [B, n_kv_heads, max_seq_len, head_dim]
+  for (std::size_t i = 0; i < cache_k.size(); ++i) {
+    cache_k[i] = 0.001f * float(i % 97);
+    cache_v[i] = 0.002f * float(i % 89);
   }
-  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, rt.threads)));
+  const attn::KVView c{cache_k.data(), cache_v.data(), kKvHeads, max_seq_len, kHeadDim};
+  std::vector<float> scratch(
+      std::size_t(attn::attention_scratch_floats(c.max_seq_len, rt.threads)));
   std::vector<float> xq(std::size_t(B * kHeads * kHeadDim), 0.01f), out(xq.size());
   std::vector<double> t[2];
   for (int i = 0; i < 2000; ++i)
@@ -68,7 +68,7 @@ void run(const attn::Runtime& rt, std::int64_t P, std::int64_t B) {
       const std::int64_t pos = P + i % kExtra;  // the step's own position: keys 0..pos
       const double t0 = now();
       if (v == 0)
-        attn::attention(rt, out.data(), xq.data(), c.layer(0), kHeads, B, 1, pos, scratch.data());
+        attn::attention(rt, out.data(), xq.data(), c, kHeads, B, 1, pos, scratch.data());
       else
         per_head_sgemv(rt, out.data(), xq.data(), c, B, pos + 1, scratch);
       t[v].push_back(now() - t0);

@@ -1,10 +1,7 @@
 // The prefill's matrix products alone: the seven products of one Llama-3-8B layer (the FFN in
 // its 3072-unit blocks, as the engine runs it) at M = 512 rows through attn::linear, 2 threads,
-// best of 8 passes, in GFLOP/s. Link it against two builds of libattn_kernels.a and run them
-// in turn to compare two versions of the prefill path in the same minutes. Not part of the
-// CMake build:
-//   g++ -std=c++20 -O2 -fopenmp -Ilib bench/prefill_products.cpp build/lib/libattn_kernels.a \
-//       -lopenblas -o /tmp/prefill_products && /tmp/prefill_products
+// best of 8 passes, in GFLOP/s. Built with -DATTN_BENCH=ON (build/bench/bench_prefill_products);
+// to compare two versions of the prefill path, build both and run them in turn.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -28,7 +25,7 @@ int main() {
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t M = 512;
   std::vector<float> x(std::size_t(M * 4096), 0.5f), y(std::size_t(M * 4096));
-  std::vector<float> scratch(std::size_t(attn::scratch_floats(M, 4096, 2, false, rt.isa)));
+  std::vector<float> scratch(std::size_t(attn::scratch_floats(M, 4096, 2, false, *rt.kernels)));
   double best = 1e9, flop = 0;
   for (const Shape& s : kShapes) flop += 2.0 * double(M * s.n * s.k);
   for (int pass = 0; pass < 8; ++pass) {
@@ -40,6 +37,6 @@ int main() {
     best = std::min(best,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::printf("isa %s, OpenBLAS core %s: %.1f GFLOP/s\n", rt.isa.c_str(), attn::blas_core().c_str(),
-              flop / best / 1e9);
+  std::printf("isa %s, OpenBLAS core %s: %.1f GFLOP/s\n", rt.kernels->name,
+              attn::blas_core().c_str(), flop / best / 1e9);
 }

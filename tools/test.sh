@@ -9,7 +9,7 @@ tools/deps.sh
 jobs=$(nproc)
 for kind in release sanitize; do
   dir=build-test-$kind
-  flags=(-DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF)
+  flags=(-DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF -DATTN_BENCH=ON)
   [ "$kind" = sanitize ] && flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON)
   echo "== $kind build ($dir)"
   cmake -S . -B "$dir" "${flags[@]}" >/dev/null
