@@ -15,9 +15,8 @@ namespace {
 #define ATTN_AVX512 __attribute__((target("avx512f")))
 
 // A register tile is kMR rows of x by kNR features: 24 accumulators, 3 panel vectors and one
-// broadcast of 32 zmm. Per column of the panel: 3 loads, 8 broadcasts, 24 FMAs. Measured on Zen 4
-// (one core, M = 512, K = 4096, the blocks below): 8 x 48 ran at 100 GFLOP/s, 6 x 64 at 97,
-// 12 x 32 at 91, against OpenBLAS sgemm's 89-94 on the same blocks.
+// broadcast of 32 zmm. Per column of the panel: 3 loads, 8 broadcasts, 24 FMAs; the fastest of
+// the tiles tried (docs/perf/kernels.md).
 constexpr int kMR = 8;
 constexpr int kNV = 3;
 constexpr std::int64_t kNR = 16 * kNV;
@@ -61,10 +60,7 @@ ATTN_AVX512 inline void transpose16(__m512 r[16]) {
 
 // Columns ahead of the 16 x 16 block being packed that its rows are asked for into L2: the
 // hardware prefetchers do not follow 16 rows 16 KB apart, and each block's loads waited on
-// memory. Packing alone, the 8B layer's 4096 x 4096 matrix in the GEMM's order, one core: 0.40-0.44
-// ns per weight against 0.63 without, 0.50-0.65 at 16 and 32 columns ahead, 0.50-0.59 into L1.
-// The prefill's products (bench/prefill_products.cpp, alternating in one process, 12 passes):
-// best 203-204 GFLOP/s, median 191-192, against 200-203 and 187-189 without.
+// memory (docs/perf/kernels.md).
 constexpr std::int64_t kPackAhead = 48;
 
 // nr <= kNR rows of w (ldw apart), kc columns, widened into panel [kc, kNR]: column k's kNR

@@ -28,17 +28,13 @@ struct Projection {
 };
 
 // Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
-// go to the prefill GEMM. Measured on the 8B layer's shapes (bench/batch_rows.cpp, one thread,
-// CPU time on a shared Zen 4): the batched kernel took 0.62x the AVX-512 GEMM's time at 16 rows,
-// 0.76x at 24, 0.87x at 32 (against OpenBLAS sgemm: 0.69x at 32, 0.87x at 48).
+// go to the prefill GEMM: up to here the batched kernel is the faster (bench_batch_rows;
+// docs/perf/kernels.md).
 inline constexpr std::int64_t kBatchRows = 32;
 
 // Without AVX-512, prefill widens BF16 and F16 weights into a buffer per thread (sgemm takes F32
-// only), a block of widen_rows(K) rows
-// (this many floats, or 16 rows if more) at a time: 4 MB. F32 goes in the same blocks (see
-// prefill_product). Single-threaded sgemm, M = 512, on Zen 4 (OpenBLAS Cooperlake): blocks of 512
-// rows of K = 4096 ran at 90 GFLOP/s against 88.5 for the whole 3584 rows, 256 rows at 87.4, 128
-// at 85.2; in the bench, 4 MB buffers were as fast as 8 MB ones and 2 MB ones 5-10% slower.
+// only), a block of widen_rows(K) rows (this many floats, or 16 rows if more) at a time: 4 MB, as
+// fast as larger blocks (docs/perf/kernels.md). F32 goes in the same blocks (see prefill_product).
 inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 

@@ -63,9 +63,8 @@ void layernorm(const Runtime& rt, float* out, const float* x, const float* weigh
 }
 
 // An element of exp or erf work counted as this many flops against Runtime::parallel_flops: one
-// swiglu element took about 4 ns with std::exp, as long as a few hundred flops of the products
-// (14336 hidden units: 59 us on one thread, 30 on two; Zen 4, threads hot). Not measured again
-// since swiglu takes exp_lanes, which GCC vectorizes: erf (GELU) still costs that much.
+// element with std::exp costs as much as a few hundred flops of the products
+// (docs/perf/kernels.md).
 constexpr std::int64_t kTranscendentalFlops = 256;
 
 void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {

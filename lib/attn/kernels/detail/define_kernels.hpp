@@ -15,14 +15,9 @@
 // batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
 // and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
 // (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
-// spills a few): more weight streams in flight while the FMAs run. One Zen 4 core, the 8B layer's
-// products from memory, interleaved, ms per pass: M = 2 on 8 rows 32-39 against 39-46 on 4; M = 3
-// on 8 35 against 43; M = 4 on 8 38-44 against 44-47 on 6 and 47 on 4; M = 5 on 6 47 against 53 on
-// 5; M = 6 on 5 41-42 against 46-48 on 4 and 49-50 on 6 (two threads: 28.2-29.3 against
-// 29.2-30.1 on 4); M = 7 on 4 40 against 59 on 3; M = 8 on 4 50-51 against 56-59 on 3 and 69 on 5
-// (two threads: 27.5-29.3 against 30.5-32.0 on 3; with the weights in L2, 3 is faster). From 9
-// rows on, groups of up to 6 under 4 weight rows (groups of 8 under 3 or 4, of 4 under 6 or 8, of
-// 6 under 5: as fast or 5-10% slower at 12 and 16 rows). The bits do not depend on the blocking:
+// spills a few): more weight streams in flight while the FMAs run. From 9 rows on, groups of up to
+// 6 under 4 weight rows. Each blocking is the fastest measured for its M (docs/perf/kernels.md).
+// The bits do not depend on the blocking:
 // every accumulator sums the same products in the same order.
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.

@@ -1,11 +1,10 @@
 #pragma once
 // Prefill's matrix products on AVX-512 (engine-internal, not installed): one thread's share of
-// out[M, n] (=|+=) x[M, K] · w[n, K]^T, with w F32, BF16 or F16. OpenBLAS's sgemm reached 70-78%
-// of the FMA peak on the 8B layer's shapes on Zen 4; this kernel, register-blocked 8 rows of x
-// by 48 features and fed from panels of w packed (and widened) per block, reaches 85-90% on one
-// core (docs/prefill-gemm.md). Every output is summed in one order, k = 0..K-1 in chunks of
-// kGemmKC, whatever the type, the thread count or the block it falls in: a BF16 or F16 matrix
-// gives the bits of its F32 widening.
+// out[M, n] (=|+=) x[M, K] · w[n, K]^T, with w F32, BF16 or F16: register-blocked 8 rows of x by
+// 48 features, fed from panels of w packed (and widened) per block, it runs nearer the FMA peak
+// than OpenBLAS's sgemm on the 8B layer's shapes (docs/perf/prefill-gemm.md). Every output is
+// summed in one order, k = 0..K-1 in chunks of kGemmKC, whatever the type, the thread count or the
+// block it falls in: a BF16 or F16 matrix gives the bits of its F32 widening.
 #include <cstdint>
 
 #include "attn/matrix.hpp"

@@ -7,8 +7,8 @@ namespace attn {
 
 // Bytes ahead of where a row is read that its weights are asked for, into L2 (prefetcht1). The
 // hardware prefetchers alone leave the stream's loads waiting on memory while the FMAs idle, and
-// then the FMAs busy while memory idles; asked for 3 KB ahead, loads and FMAs overlap (Zen 4, one
-// core, the 8B layer, 4-16 rows: 10-20% faster; 2 KB and 4 KB close, 6 KB slower; into L1 slower).
+// then the FMAs busy while memory idles; asked for 3 KB ahead, loads and FMAs overlap
+// (docs/perf/kernels.md).
 inline constexpr std::int64_t kPrefetchBytes = 3072;
 
 // A block of weight rows read column by column, `rows` rows at a time, over columns begin..end:
@@ -31,10 +31,7 @@ struct Stream {
 // Bytes ahead of where the batched kernel reads a weight row that it asks for them into L1 as
 // well (prefetcht0), in every group of x's rows: from 9 rows on, the groups after the first read
 // the weight rows again after the earlier groups' x rows have passed through L1, and the
-// weights' loads, not the FMAs, held the kernel up (perf). The 8B layer's products, interleaved,
-// ms per pass, one thread (two): M = 16 95-97 against 107 (49-52 against 55-57), M = 24 141
-// against 158 (73-76 against 80-83), M = 32 95 against 100 on two threads, M = 2..8 level or 2%
-// faster; 1 and 2 KB ahead no better.
+// weights' loads, not the FMAs, held the kernel up (perf; docs/perf/kernels.md).
 inline constexpr std::int64_t kL1PrefetchBytes = 512;
 
 // Asks for p + elements into L2. In integers: the address may lie past the matrix, where a

@@ -40,8 +40,7 @@ template <int W>
 
 // Keeps v in a register. GCC would fold the loads of x and w into the FMAs that use them: every
 // vector loaded again for each FMA (R x C loads instead of R + C), and the load ports, not the
-// FMAs, would set the pace (measured on Zen 4, one core, weights in L2, 4-24 rows: 40-65
-// GFLOP/s with the folded loads, 71-81 with this).
+// FMAs, would set the pace (docs/perf/kernels.md).
 template <typename V>
 [[gnu::always_inline]] inline void pin(V& v) {
 #if defined(__x86_64__)
@@ -139,11 +138,11 @@ template <int W>
 // - F32 with AVX-512: one zmm, lane c holding chain c;
 // - otherwise two vectors. F32 and F16 put columns 0..V-1 of a block in the first and V..2V-1
 //   in the second. BF16 puts the even columns in the first and the odd ones in the second: one
-//   load of 2V halves splits into them with a shift and a mask (against two widening loads and
-//   two shifts: 11% more bandwidth on one Zen 4 core, where the widening, not memory, held BF16
-//   back), and x is read deinterleaved the same way (xd).
-// Under AVX-512, BF16 and F16 still run in ymm registers (B = 16): on one Zen 4 core streaming
-// the 8B layer's products, F16 9% and BF16 2% faster than in zmm with B = 32.
+//   load of 2V halves splits into them with a shift and a mask (fewer instructions than two
+//   widening loads: the widening, not memory, held BF16 back), and x is read deinterleaved the
+//   same way (xd).
+// Under AVX-512, BF16 and F16 still run in ymm registers (B = 16): faster than zmm with B = 32
+// (docs/perf/kernels.md).
 template <int W, typename T>
 inline constexpr int kGemvLanes = W == 16 && sizeof(T) == 2 ? 8 : W;  // V
 template <int W, typename T>
@@ -268,9 +267,8 @@ template <int V, int A, int R, typename T>
 }
 
 // R rows at a time: A x R accumulators and four vectors must fit the register file (32 zmm, 16
-// ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4 (one Zen 4 core streaming the 8B layer's
-// products from memory, interleaved runs: F32 7% slower on 4 rows; BF16 and F16 4-6% faster on 4
-// than on 8 in zmm, 20% faster than on 8 and 10% faster than on 2 in ymm).
+// ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4, the fastest counts measured
+// (docs/perf/kernels.md).
 template <int W, typename T>
 [[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x,
                                              const float* xd, float* y, std::int64_t n,
@@ -283,13 +281,8 @@ template <int W, typename T>
 
 // Decode attention, one query position: the n query heads of a KV head's group against its keys
 // and values, on the calling thread. Each key and value row is read once for the whole group,
-// where OpenBLAS's sgemv, one call per head, read it n times. The 8B layer's attention at about
-// 560 positions, 2 threads, Zen 4, median (best) of 2000 calls in three alternating runs, before
-// the prefetches below: batch 1 131-164 (114) us against 184-205 (160) with sgemv; batch 4
-// 846-1256 (510) against 1020-1288 (773); batch 16 5.7-6.0 (4.4) ms against 6.1-6.6 (4.8).
-// With the prefetches and the mix in runs of 4 vectors (bench/decode_attention.cpp, 2 512 1 16):
-// batch 1 150-157 (111) us against 212-245 (178-179); batch 16 4.1-4.2 (3.1-3.2) ms against
-// 7.5-7.6 (5.4-5.5).
+// where OpenBLAS's sgemv, one call per head, read it n times (bench_decode_attention;
+// docs/perf/kernels.md).
 // s[h * keys + j] = scale * (q[h] . k[j]) for KB keys from j: KB independent FMA chains, each
 // key's row read once for all n heads (from L1 after the first).
 template <int W, int KB>
@@ -470,8 +463,7 @@ template <int W, int R, int C, typename T>
 // Columns per step of a weight row group when x's rows go in several groups: R rows of this many
 // floats (8 KB) stay in L1 while every group of x's rows passes over them, so the weights stream
 // from memory at a steady pace rather than in bursts between compute-only passes. With one group
-// the whole chunk is one step: the accumulators stay in registers (5-10% faster at 4-8 rows, one
-// Zen 4 core).
+// the whole chunk is one step: the accumulators stay in registers.
 constexpr std::int64_t kStepCols = 512;
 // Weight rows per register block, at most (the accumulators' spill area below).
 constexpr int kMaxBlockRows = 8;
