@@ -6,9 +6,13 @@
 #   bench/long_run.sh [build-dir] [extra attn-cli flags, e.g. --threads 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-rel}
+build=${1:-build}  # the folder tools/demo.sh builds
 shift || true
 cli=$build/apps/attn-cli
+if [ ! -x "$cli" ]; then
+  echo "$0: no $cli: build it with tools/demo.sh (or cmake -S . -B $build && cmake --build $build)" >&2
+  exit 2
+fi
 config=configs/llama3-8b-layer.json
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

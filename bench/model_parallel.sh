@@ -3,9 +3,13 @@
 # same session, and the ratios. Usage: bench/model_parallel.sh [build dir] [extra bench flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-rel}
+build=${1:-build}  # the folder tools/demo.sh builds
 shift || true
 cli=$build/apps/attn-cli
+if [ ! -x "$cli" ]; then
+  echo "$0: no $cli: build it with tools/demo.sh (or cmake -S . -B $build && cmake --build $build)" >&2
+  exit 2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sed 's/"max_batch_size"/"model_parallel_size": 2,\n  "max_batch_size"/' configs/llama3-8b-layer.json >"$tmp/mp2.json"

@@ -4,7 +4,7 @@
 // a thread whose stretch is done takes blocks from the back of the others' stretches. With
 // static halves, a thread slowed by a neighbour on its core left the other waiting at the end of
 // every product (about 5% of a prefill in perf's samples); with every block taken dynamically,
-// the threads met on a whole block and one waited for the other's last (docs/prefill-gemm.md).
+// the threads met on a whole block and one waited for the other's last (docs/perf/prefill-gemm.md).
 // Here, while the threads keep pace, each computes exactly its stretch, and what one leaves the
 // other takes in small blocks. Fixed-size state on the caller's stack: a decode step of more
 // than kBatchRows sequences runs this path too, and a step allocates nothing.
