@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
-#include "attn/io/files.hpp"
 #include "attn/io/detail/json_checks.hpp"
+#include "attn/io/files.hpp"
 #include "attn/io/signals.hpp"
 #include "attn/io/text.hpp"
 

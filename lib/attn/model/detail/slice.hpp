@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "attn/model/parallel.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/model/parallel.hpp"
 #include "attn/model/tensors.hpp"
 
 namespace attn {
