@@ -4,8 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -13,9 +17,12 @@
 #include <iostream>
 #include <optional>
 #include <ostream>
+#include <string_view>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/text.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/memory.hpp"
@@ -183,10 +190,14 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
   std::optional<attn::Session> session;
   // Every rank sets up, then all agree on one status before any collective.
   ranks::set_up(shard, [&] {
+    if (shard.rank == 0 && !std::cout)  // see keep_standard_streams
+      throw std::runtime_error(
+          "stdout is closed: the trace has nowhere to go (send it to "
+          "/dev/null to discard it)");
     attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap));
     if (heatmap) {
       attn::check_heatmap(plan.request.args, plan.request.opts, f.layer);
-      attn::check_png_path(f.png);
+      if (shard.rank == 0) attn::check_output(f.png, "PNG");
     }
     session.emplace(attn::open_session(std::move(plan)));
   });
@@ -210,14 +221,22 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
     const attn::Summary s = summarize(se.request.opts, se.out, se.model.rt);
     if (f.json) attn::print_summary_json(trace, s);
     if (shard.rank == 0) attn::print_summary_text(std::cerr, s);
-    attn::write_dump(se);
-    if (heatmap) {
+    // Files appear only once everything else has succeeded, the trace on stdout included.
+    auto check_stdout = [] {
+      std::cout.flush();
+      if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+    };
+    check_stdout();
+    std::vector<attn::OutputFile> outputs;
+    if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
+      outputs.push_back(std::move(*dump));
+    if (heatmap && shard.rank == 0) {
       const attn::Image img = attn::render_heatmap(args, se.request.opts, se.out, f.layer);
-      attn::write_png(f.png, img);
-      spdlog::info("heatmap: wrote {} ({} x {})", f.png, img.width, img.height);
+      outputs.push_back(attn::stage_png(f.png, img));
+      spdlog::info("heatmap: {} ({} x {})", attn::escape(f.png), img.width, img.height);
     }
-    std::cout.flush();
-    if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+    check_stdout();
+    for (attn::OutputFile& o : outputs) o.commit();
     return 0;
   });
 }
@@ -520,6 +539,73 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
   });
 }
 
+// A closed stdout or stderr (`>&-`) would let the next file opened, an output's temporary file,
+// take descriptor 1 or 2 and receive the trace. /dev/null holds the place; a closed stdout
+// also marks std::cout failed, so a run that must print refuses to start.
+void keep_standard_streams() {
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0 && null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+    if (fd == STDOUT_FILENO) std::cout.setstate(std::ios::badbit);
+  }
+}
+
+// Levenshtein distance, for "did you mean".
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The flag or command closest to a word the command line did not know, if one is close.
+std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* cmd = &app;
+  if (!app.get_subcommands().empty()) cmd = app.get_subcommands().front();
+  std::vector<std::string> known;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+  if (cmd == &app)
+    for (const CLI::App* sub : app.get_subcommands({})) known.push_back(sub->get_name());
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.size() > 100) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(known.begin(), known.end(), word) != known.end()) continue;
+    if (!word.starts_with("--") && cmd != &app) continue;
+    std::string best;
+    std::size_t best_d = 3;  // more than two edits away is not a typo
+    for (const std::string& k : known)
+      if (const std::size_t d = edit_distance(word, k); d < best_d) best = k, best_d = d;
+    if (!best.empty()) return "; did you mean " + best + "?";
+  }
+  return "";
+}
+
+// CLI11's parse errors in the style of every other error: one line, escaped, with a hint.
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string msg = e.what();
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '.')) msg.pop_back();
+  std::string help = "attn-cli --help";
+  if (!app.get_subcommands().empty())
+    help = "attn-cli " + app.get_subcommands().front()->get_name() + " --help";
+  std::fprintf(stderr, "attn-cli: error: %s%s (see %s)\n", attn::escape(msg, 400).c_str(),
+               did_you_mean(app, argc, argv).c_str(), help.c_str());
+  return 2;
+}
+
 }  // namespace
 
 // Each command's --help ends with what people type.
@@ -557,6 +643,10 @@ void add_examples(CLI::App* run, CLI::App* decode, CLI::App* heatmap, CLI::App* 
 }
 
 int main(int argc, char** argv) {
+  keep_standard_streams();
+  // Past a file-size limit (`ulimit -f`) a write fails with EFBIG, reported as an error with
+  // the temporary files removed, instead of a kill that leaves them.
+  ::signal(SIGXFSZ, SIG_IGN);
   ranks::Session session(argc, argv);  // MPI_Init under mpirun; MPI_Finalize on return
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",
@@ -601,8 +691,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return session.shard.rank == 0 ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    if (session.shard.rank == 0) app.exit(e);
-    return 2;
+    return session.shard.rank == 0 ? usage_error(app, e, argc, argv) : 2;
   } catch (const attn::InputError& e) {
     std::fprintf(stderr, "attn-cli: error: %s\n", e.what());
     return 2;

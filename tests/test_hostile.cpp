@@ -345,69 +345,7 @@ TEST_CASE("hostile: a mapped weights file that shrinks gives a message naming it
         std::string::npos);
 }
 
-// ---- Outputs ----
-
-TEST_CASE("hostile: dumps onto devices FIFOs and directories are refused before work") {
-  TempDir dir;
-  const fs::path fifo = dir.path / "fifo";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  refused("--dump /dev/null", {"/dev/null", "character device"});
-  refused("--dump " + q(fifo), {fifo.string(), "a FIFO"});
-  refused("--dump " + q(dir.path), {"directory"});
-  refused("--dump " + q(dir.path / "no_dir" / "d.safetensors"), {"does not exist"});
-  CHECK(fs::is_fifo(fifo));
-  CHECK(fs::is_character_file("/dev/null"));
-  CHECK(dir.names() == std::vector<std::string>{"fifo"});
-}
-
-TEST_CASE("hostile: a dump through a symlink writes its target and keeps the old mode") {
-  TempDir dir;
-  const fs::path target = dir.path / "target.safetensors", link = dir.path / "link.safetensors";
-  write_text(target, "old");
-  REQUIRE(::chmod(target.c_str(), 0600) == 0);
-  fs::create_symlink(target, link);
-  const test::CliResult r = cli("--steps 1 --dump " + q(link));
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  CHECK(fs::is_symlink(link));
-  CHECK(attn::open_safetensors(target).header.tensors.count("input") == 1);
-  CHECK((fs::status(target).permissions() & fs::perms::all) ==
-        (fs::perms::owner_read | fs::perms::owner_write));
-  CHECK(dir.names() == std::vector<std::string>{"link.safetensors", "target.safetensors"});
-}
-
-TEST_CASE("hostile: dump names up to NAME_MAX work and longer ones are refused before work") {
-  TempDir dir;
-  const fs::path ok = dir.path / (std::string(250, 'd') + ".safe");  // 255 bytes
-  const test::CliResult r = cli("--steps 1 --dump " + q(ok));
-  INFO(r.err);
-  CHECK(r.status == 0);
-  CHECK(fs::exists(ok));
-  const fs::path too_long = dir.path / (std::string(256, 'e'));
-  refused("--steps 1 --dump " + q(too_long), {"NAME_MAX"});
-  CHECK(dir.names().size() == 1);
-  // A relative name, from the directory it lands in.
-  const std::string rel(255, 'r');
-  const int status = std::system(("cd " + q(dir.path) + " && " + ATTN_CLI +
-                                  " run --steps 1 --dump " + rel + " >/dev/null 2>&1")
-                                     .c_str());
-  CHECK(WEXITSTATUS(status) == 0);
-  CHECK(fs::exists(dir.path / rel));
-}
-
-TEST_CASE("hostile: SIGTERM while a dump is written removes its temporary file") {
-  TempDir dir;
-  const fs::path tmp = dir.path / ".attn.temp", err = dir.path / "stderr";
-  write_text(tmp, "partial");
-  const auto [status, text] = in_child(err, [&] {
-    attn::remove_on_signal(tmp.c_str());
-    ::raise(SIGTERM);
-    ::_exit(5);
-  });
-  CHECK(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGTERM);
-  CHECK_FALSE(fs::exists(tmp));
-}
+// The output files' rules: test_outputs.cpp.
 
 // ---- Long runs ----
 

@@ -1,8 +1,6 @@
 #include "workloads/heatmap.hpp"
 
 #include <stb_image_write.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +8,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/io/text.hpp"
 #include "workloads/font.hpp"
 
 namespace attn {
@@ -144,17 +143,7 @@ void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer) 
                      std::to_string(a.n_layers - 1));
 }
 
-void check_png_path(const std::filesystem::path& path) {
-  std::filesystem::path dir = path.parent_path();
-  if (dir.empty()) dir = ".";
-  if (std::filesystem::is_directory(path))
-    throw InputError(path.string() + ": cannot write the PNG: it is a directory");
-  if (!std::filesystem::is_directory(dir) || access(dir.c_str(), W_OK) != 0)
-    throw InputError(path.string() + ": cannot write the PNG: directory '" + dir.string() +
-                     "' does not exist or is not writable");
-}
-
-void write_png(const std::filesystem::path& path, const Image& img) {
+OutputFile stage_png(const std::filesystem::path& path, const Image& img) {
   std::vector<std::uint8_t> png;
   auto append = [](void* ctx, void* data, int size) {
     auto* v = static_cast<std::vector<std::uint8_t>*>(ctx);
@@ -162,26 +151,10 @@ void write_png(const std::filesystem::path& path, const Image& img) {
   };
   if (!stbi_write_png_to_func(append, &png, img.width, img.height, 3, img.rgb.data(),
                               img.width * 3))
-    throw std::runtime_error(path.string() + ": cannot encode the PNG");
-  std::filesystem::path dir = path.parent_path();
-  if (dir.empty()) dir = ".";
-  std::string tmp = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) throw std::runtime_error(path.string() + ": cannot create a temporary file");
-  const mode_t mask = umask(0);  // mkstemp makes 0600: give the PNG the usual 0666 & ~umask
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  std::size_t done = 0;
-  while (done < png.size()) {
-    const ssize_t n = ::write(fd, png.data() + done, png.size() - done);
-    if (n <= 0) break;
-    done += std::size_t(n);
-  }
-  const bool ok = done == png.size() && fsync(fd) == 0;
-  if (::close(fd) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path.string() + ": cannot write the PNG");
-  }
+    throw std::runtime_error(escape(path.string()) + ": cannot encode the PNG");
+  OutputFile out(path, "PNG");
+  out.write(png.data(), png.size());
+  return out;
 }
 
 }  // namespace attn

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/session.hpp"
 
@@ -38,10 +39,8 @@ inline constexpr std::int64_t kHeatmapPositions = 512;
 // Refuses (InputError) a --layer out of range or more than kHeatmapPositions, before any work.
 void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer);
 
-// Refuses (InputError) an output path whose directory does not exist or is not writable.
-void check_png_path(const std::filesystem::path& path);
-
-// Encodes as PNG and writes atomically (a temporary file in the same directory, renamed).
-void write_png(const std::filesystem::path& path, const Image& img);
+// Encodes as PNG into a temporary file beside `path` (attn/io/output.hpp), uncommitted: the
+// caller renames it into place when the whole run has succeeded.
+OutputFile stage_png(const std::filesystem::path& path, const Image& img);
 
 }  // namespace attn

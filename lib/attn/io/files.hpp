@@ -34,23 +34,3 @@ std::string read_small_file(const std::filesystem::path& path, const char* what,
 const char* file_kind(unsigned mode);
 
 }  // namespace attn
-
-namespace attn {
-
-// Where an output file goes: through a symlink, its target; an existing file keeps its mode.
-struct OutputTarget {
-  std::filesystem::path path;  // the file to replace or create (symlinks resolved)
-  std::filesystem::path dir;   // its directory, where the temporary file is made
-  unsigned mode = 0644;        // permissions the written file gets
-};
-
-// Accepts an existing regular file, or a new name of at most NAME_MAX bytes in an existing
-// directory. Throws InputError (exit 2) for anything else: an empty path, a directory, a FIFO,
-// a device, a missing or unwritable directory, an over-long name.
-OutputTarget resolve_output(const std::filesystem::path& path, const char* what);
-
-// resolve_output, then creates and removes a temporary file beside the target: a dump that
-// cannot be written is refused before the work it would hold.
-void check_output(const std::filesystem::path& path, const char* what);
-
-}  // namespace attn

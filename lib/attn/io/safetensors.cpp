@@ -25,6 +25,7 @@
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/output.hpp"
 #include "attn/io/signals.hpp"
 #include "attn/io/text.hpp"
 
@@ -456,59 +457,6 @@ std::string build_header(const std::vector<OutTensor>& tensors,
   return text;
 }
 
-// A temporary file beside the target; removed unless commit() renamed it into place, and on
-// SIGINT/SIGTERM/SIGHUP while it exists. Its short name fits NAME_MAX whatever the target's.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target)
-      : out_(resolve_output(target, "output")), target_(escape(target)) {
-    std::string tmpl = (out_.dir / ".attn.XXXXXX").string();
-    fd_ = ::mkstemp(tmpl.data());
-    if (fd_ < 0) write_fail(target_, "cannot create a temporary file: " + errno_text(errno));
-    name_ = std::move(tmpl);
-    remove_on_signal(name_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(name_.c_str());
-    forget_temp_file(name_.c_str());
-  }
-
-  void write(const void* data, std::size_t n) {
-    const auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) write_fail(target_, "cannot write " + name_ + ": " + errno_text(errno));
-      p += w;
-      n -= static_cast<std::size_t>(w);
-    }
-  }
-
-  void commit() {
-    // mkstemp creates 0600: an existing file keeps its mode, a new one is 0644 like any output.
-    if (::fchmod(fd_, out_.mode) != 0) fail_errno("cannot set permissions of");
-    if (::fsync(fd_) != 0) fail_errno("cannot sync");
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) fail_errno("cannot close");
-    if (::rename(name_.c_str(), out_.path.c_str()) != 0) fail_errno("cannot rename");
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail_errno(const char* what) {
-    write_fail(target_, std::string(what) + " " + name_ + ": " + errno_text(errno));
-  }
-
-  OutputTarget out_;
-  std::string target_;  // for messages
-  std::string name_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 const char* dtype_name(Dtype d) {
@@ -622,21 +570,25 @@ const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
   }
 }
 
-void write_safetensors(const std::filesystem::path& path, const std::vector<OutTensor>& tensors,
+void write_safetensors(OutputFile& out, const std::vector<OutTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  const std::string target = path.string();
-  const std::string header = build_header(tensors, metadata, target);
-  TempFile tmp(target);
+  const std::string header = build_header(tensors, metadata, out.target().string());
   std::array<std::uint8_t, 8> len{};
   for (std::size_t i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(header.size() >> (8 * i));
-  tmp.write(len.data(), len.size());
-  tmp.write(header.data(), header.size());
+  out.write(len.data(), len.size());
+  out.write(header.data(), header.size());
   for (const OutTensor& t : tensors) {
     std::uint64_t n = 1;
     for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);  // build_header checked
-    if (n > 0) tmp.write(t.data, n * sizeof(float));
+    if (n > 0) out.write(t.data, n * sizeof(float));
   }
-  tmp.commit();
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<OutTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  OutputFile out(path, "output");
+  write_safetensors(out, tensors, metadata);
+  out.commit();
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {

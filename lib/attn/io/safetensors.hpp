@@ -104,8 +104,14 @@ struct OutTensor {
   const float* data;  // numel floats
 };
 
-// Writes F32 tensors atomically: a temporary file in the same directory, renamed over `path`
-// only when complete. On failure nothing is left behind. Throws std::runtime_error.
+class OutputFile;
+
+// Writes F32 tensors into `out`, which the caller commits (output.hpp): nothing is visible at
+// the target before then. Throws std::runtime_error.
+void write_safetensors(OutputFile& out, const std::vector<OutTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// The same into a new OutputFile for `path`, committed at once.
 void write_safetensors(const std::filesystem::path& path, const std::vector<OutTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -63,7 +63,10 @@ void install() {
     bus.sa_flags = SA_SIGINFO;
     sigemptyset(&bus.sa_mask);
     ::sigaction(SIGBUS, &bus, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    // A file-size limit (`ulimit -f`) makes write() fail with EFBIG, an error the writer
+    // reports and cleans up after, instead of a kill that leaves the temporary file.
+    ::signal(SIGXFSZ, SIG_IGN);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
       struct sigaction old {};
       ::sigaction(sig, nullptr, &old);
       if (old.sa_handler == SIG_IGN) continue;  // e.g. nohup: keep ignoring
@@ -94,6 +97,14 @@ void remove(Slot (&slots)[kSlots], const void* key) {
     if (s.key.load() == key) s.key.store(nullptr, std::memory_order_release);
 }
 
+// Temporary files are known by their path's text (the string holding it may move).
+void remove_path(Slot (&slots)[kSlots], const char* path) {
+  std::lock_guard lock(g_mutex);
+  for (Slot& s : slots)
+    if (s.key.load() != nullptr && std::strncmp(s.path, path, kPathMax - 1) == 0)
+      s.key.store(nullptr, std::memory_order_release);
+}
+
 }  // namespace
 
 void watch_mapping(const void* base, std::uint64_t size, const char* path) {
@@ -109,7 +120,7 @@ void remove_on_signal(const char* path) {
 }
 
 void forget_temp_file(const char* path) {
-  remove(g_temps, path);
+  remove_path(g_temps, path);
 }
 
 }  // namespace attn

@@ -11,8 +11,9 @@ namespace attn {
 void watch_mapping(const void* base, std::uint64_t size, const char* path);
 void unwatch_mapping(const void* base);
 
-// The temporary file being written: removed if a terminating signal arrives before
-// forget_temp_file(path).
+// The temporary file being written: removed if SIGINT, SIGTERM, SIGHUP or SIGPIPE arrives
+// before forget_temp_file(path) (matched by the path's text). Registering also ignores SIGXFSZ,
+// so a write past a file-size limit fails with EFBIG instead of killing the process.
 void remove_on_signal(const char* path);
 void forget_temp_file(const char* path);
 

@@ -142,9 +142,9 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   return out;
 }
 
-void write_dump(const std::filesystem::path& path, const Transformer& m,
-                const std::vector<float>& x, const RunOptions& o, const RunOutputs& out,
-                bool attention_weights) {
+std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Transformer& m,
+                                     const std::vector<float>& x, const RunOptions& o,
+                                     const RunOutputs& out, bool attention_weights) {
   const ModelArgs& a = m.args;
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N;
   std::vector<OutTensor> tensors = {{"input", {B, T, a.dim}, x.data()}};
@@ -159,7 +159,7 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
     caches.push_back(gather_heads(m.shard, filled_k(m.cache, l, B, T), B));
     caches.push_back(gather_heads(m.shard, filled_v(m.cache, l, B, T), B));
   }
-  if (m.shard.rank != 0) return;
+  if (m.shard.rank != 0) return std::nullopt;
   const Shape cache_shape = {B, a.n_kv_heads, T, a.head_dim()};
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     tensors.push_back(
@@ -176,7 +176,9 @@ void write_dump(const std::filesystem::path& path, const Transformer& m,
                          {B, a.n_heads, 1, P + i},
                          out.attn_decode[std::size_t(i - 1)][std::size_t(l)].data()});
   }
-  write_safetensors(path, tensors);
+  OutputFile file(path, "dump");
+  write_safetensors(file, tensors);
+  return file;
 }
 
 RunPlan plan_run(RunRequest r) {
@@ -226,9 +228,14 @@ void run(Session& s, const std::function<void(const Event&)>& on_event) {
   s.out = run(s.model, s.x, s.request.opts, on_event, s.inspect);
 }
 
+std::optional<OutputFile> stage_dump(const Session& s) {
+  if (s.request.dump.empty()) return std::nullopt;
+  return stage_dump(s.request.dump, s.model, s.x, s.request.opts, s.out,
+                    s.request.dump_attention_weights);
+}
+
 void write_dump(const Session& s) {
-  if (s.request.dump.empty()) return;
-  write_dump(s.request.dump, s.model, s.x, s.request.opts, s.out, s.request.dump_attention_weights);
+  if (std::optional<OutputFile> f = stage_dump(s)) f->commit();
 }
 
 }  // namespace attn

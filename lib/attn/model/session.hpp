@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "attn/io/output.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/model.hpp"
@@ -67,11 +68,13 @@ void check_capacity(const ModelArgs& args, const RunOptions& opts);
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
-// Writes the dump (CONTRACT §5) atomically, with attention_weights the attn.{l}.* probabilities
-// too. Model parallel: every rank calls it, rank 0 gathers the caches and writes.
-void write_dump(const std::filesystem::path& path, const Transformer& m,
-                const std::vector<float>& x, const RunOptions& opts, const RunOutputs& out,
-                bool attention_weights = false);
+// Writes the dump (CONTRACT §5) into a temporary file beside `path`, with attention_weights the
+// attn.{l}.* probabilities too, and returns it uncommitted (output.hpp): the caller renames it
+// into place once everything else the run had to do has succeeded. Model parallel: every rank
+// calls it, rank 0 gathers the caches and writes; the others get nothing.
+std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Transformer& m,
+                                     const std::vector<float>& x, const RunOptions& opts,
+                                     const RunOutputs& out, bool attention_weights = false);
 
 // Everything a run needs, as data: what the CLI's flags say, or what a library user sets.
 struct RunRequest {
@@ -115,7 +118,10 @@ Session open_session(RunPlan plan);
 // Runs the prefill and the decode steps into s.out, calling on_event after each.
 void run(Session& s, const std::function<void(const Event&)>& on_event);
 
-// Writes s.request.dump, as write_dump above (nothing without a dump path).
+// s.request.dump staged as stage_dump above (nothing without a dump path).
+std::optional<OutputFile> stage_dump(const Session& s);
+
+// stage_dump(s), committed at once.
 void write_dump(const Session& s);
 
 }  // namespace attn
