@@ -102,7 +102,8 @@ struct NamedTensor {
 std::vector<NamedTensor> golden_weights() {
   const attn::SafetensorsFile f = attn::open_safetensors(golden("weights.safetensors"));
   std::vector<NamedTensor> out;
-  for (const auto& [name, info] : f.header.tensors) {
+  for (const auto& [name_, info] : f.header.tensors) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     std::vector<float> storage;
     const float* p = attn::tensor_as_f32(f, name, storage);
     out.push_back({name, info.shape, std::vector<float>(p, p + info.numel())});
@@ -481,7 +482,8 @@ TEST_CASE("cli: the dump is deterministic in the seed and laid out as CONTRACT Â
       {"decode.1.output", {2, 1, 18}}, {"decode.2.output", {2, 1, 18}},
       {"cache.0.k", {2, 2, 6, 3}},     {"cache.0.v", {2, 2, 6, 3}}};
   std::map<std::string, Shape> got;
-  for (const auto& [name, info] : f.header.tensors) {
+  for (const auto& [name_, info] : f.header.tensors) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     CHECK(info.dtype == attn::Dtype::F32);
     got[name] = info.shape;
@@ -489,7 +491,8 @@ TEST_CASE("cli: the dump is deterministic in the seed and laid out as CONTRACT Â
   CHECK(got == want);
   // Different seeds draw different inputs and weights: every tensor differs, not just one.
   const attn::SafetensorsFile fc = attn::open_safetensors(c);
-  for (const auto& [name, shape] : want) {
+  for (const auto& [name_, shape] : want) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     std::vector<float> sa, sc;
     const float* pa = attn::tensor_as_f32(f, name, sa);

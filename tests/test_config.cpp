@@ -213,7 +213,8 @@ TEST_CASE("config: seed_args() is the seed notebook's ModelArgs, run as the note
 TEST_CASE("config: each built-in config equals its file in configs/, key by key") {
   const std::pair<const char*, attn::ModelArgs> pairs[] = {
       {"gqa.json", attn::seed_args()}, {"llama3-8b-layer.json", attn::llama3_8b_layer_args()}};
-  for (const auto& [file, builtin] : pairs) {
+  for (const auto& [file_, builtin] : pairs) {
+    const auto& file = file_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(file);
     const attn::ModelArgs loaded = attn::load_config(test::source_dir() / "configs" / file);
     const auto got = attn::config_values(loaded), expected = attn::config_values(builtin);

@@ -110,7 +110,8 @@ TEST_CASE("golden: the CLI's --dump matches the reference file tensor for tensor
   const attn::SafetensorsFile got = attn::open_safetensors(dump);
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
   CHECK(got.header.tensors.size() == expected.header.tensors.size());
-  for (const auto& [name, info] : expected.header.tensors) {
+  for (const auto& [name_, info] : expected.header.tensors) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     REQUIRE(got.header.tensors.count(name) == 1);
     CHECK(got.info(name).shape == info.shape);

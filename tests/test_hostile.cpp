@@ -331,13 +331,14 @@ TEST_CASE("hostile: a mapped weights file that shrinks gives a message naming it
   TempDir dir;
   const fs::path w = dir.path / "w.safetensors", err = dir.path / "stderr";
   write_tensors(w, read_tensors(gqa("weights.safetensors")));
-  const auto [status, text] = in_child(err, [&] {
+  const auto [status, text_] = in_child(err, [&] {
     const attn::SafetensorsFile f = attn::open_safetensors(w);
     if (::truncate(w.c_str(), 0) != 0) ::_exit(3);
     volatile std::uint8_t sink = 0;
     for (std::uint64_t i = 0; i < f.size; ++i) sink = sink + f.base[i];  // SIGBUS here
     ::_exit(4);
   });
+  const std::string& text = text_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
   INFO(text);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);

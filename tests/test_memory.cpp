@@ -225,9 +225,10 @@ TEST_CASE("memory: the CLI counts a BF16 file's matrices at half an F32 file's b
     return std::string(text);
   };
   const fs::path d = test::golden_dir() / "bf16_llama_mqa_half";
-  for (const auto& [file, bytes] :
+  for (const auto& [file_, bytes] :
        {std::pair{"weights.safetensors", matrices * 2 + vectors * 4},
         std::pair{"weights_f32.safetensors", matrices * 4 + vectors * 4}}) {
+    const auto& file = file_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(file);
     const test::CliResult r =
         test::run_cli("run --config '" + (d / "config.json").string() + "' --weights '" +

@@ -144,15 +144,15 @@ TEST_CASE("outputs: a closed stdout, a file-size limit or a failed run leave not
     CHECK(msg.find("stdout is closed") != std::string::npos);
     fs::remove(err);
     CHECK(dir.names().empty());
-    // A 1 KiB file-size limit: the write fails with EFBIG (not a SIGXFSZ kill), exit 1.
-    r = test::run_shell("(ulimit -f 1; exec " + std::string(ATTN_CLI) + " " + w.command + q(out) +
+    // A 2 KiB file-size limit (dash counts 512-byte blocks): the write fails with EFBIG (not a SIGXFSZ kill), exit 1.
+    r = test::run_shell("(ulimit -f 4; exec " + std::string(ATTN_CLI) + " " + w.command + q(out) +
                         " --attention-weights --prefill 7 --steps 10 >/dev/null)");
     INFO(r.err);
     CHECK(r.status == 1);
     CHECK(r.err.find("File too large") != std::string::npos);
     CHECK(dir.names().empty());
     // The same limit on stdout: the trace cannot be written, exit 1, no output.
-    r = test::run_shell("(ulimit -f 1; exec " + std::string(ATTN_CLI) + " " + w.command + q(out) +
+    r = test::run_shell("(ulimit -f 4; exec " + std::string(ATTN_CLI) + " " + w.command + q(out) +
                         " --print-attention --prefill 7 --steps 10 >" + q(dir.path / "trace") +
                         ")");
     CHECK(r.status == 1);

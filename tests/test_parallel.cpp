@@ -114,9 +114,10 @@ TEST_CASE("parallel: seeded weights on K ranks are the blocks of the one seeded 
 TEST_CASE("parallel: the committed per-rank files join back into the whole file") {
   // tools/export_weights.py --ranks K split these; a rank reading its per-rank file ('{rank}')
   // must hold exactly what it reads from the whole file.
-  for (auto [name, K] :
+  for (auto [name_, K] :
        {std::pair{"gqa_llama_interleaved_b2", 2}, std::pair{"attention_bias_interleaved", 2},
         std::pair{"mha_attention_half", 3}}) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     const attn::ModelArgs a = config_of(name);
     const auto dir = test::golden_dir() / name;

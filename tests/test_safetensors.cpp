@@ -140,7 +140,8 @@ TEST_CASE("safetensors: dtype names and sizes") {
       {Dtype::U16, "U16", 2},         {Dtype::F16, "F16", 2},         {Dtype::BF16, "BF16", 2},
       {Dtype::I32, "I32", 4},         {Dtype::U32, "U32", 4},         {Dtype::F32, "F32", 4},
       {Dtype::F64, "F64", 8},         {Dtype::I64, "I64", 8},         {Dtype::U64, "U64", 8}};
-  for (const auto& [d, name, size] : all) {
+  for (const auto& [d, name_, size] : all) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     CHECK(attn::dtype_name(d) == name);
     CHECK(attn::dtype_size(d) == size);

@@ -52,7 +52,8 @@ Diff compare_files(const std::filesystem::path& got_path,
   const attn::SafetensorsFile expected = attn::open_safetensors(expected_path);
   CHECK(got.header.tensors.size() >= expected.header.tensors.size());
   Diff worst;
-  for (const auto& [name, info] : expected.header.tensors) {
+  for (const auto& [name_, info] : expected.header.tensors) {
+    const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     REQUIRE(got.header.tensors.count(name) == 1);
     REQUIRE(got.info(name).shape == info.shape);

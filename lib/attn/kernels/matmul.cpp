@@ -200,7 +200,8 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
       // Prefill on OpenBLAS: one share per thread and projection, exactly half the rows, in
       // fixed blocks (OpenBLAS rounds differently when a matrix's rows are split differently).
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      float* own = scratch + t * prefill_floats(kernels, K);
+      // F32 weights on OpenBLAS need no scratch: it may be null, and null + offset is UB.
+      float* own = scratch ? scratch + t * prefill_floats(kernels, K) : nullptr;
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
         product(kernels, p, x, nullptr, M, K, n0, n1, own, accumulate);
