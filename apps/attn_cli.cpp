@@ -74,8 +74,14 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
                   "(default: drawn from --seed)")
       ->check(non_empty);
   cmd->add_option("--layers", f.layers, "run the checkpoint's layers A..B-1 only, as A:B");
-  cmd->add_option("--max-seq-len", f.overrides.max_seq_len, "cache capacity in positions");
-  cmd->add_option("--max-batch", f.overrides.max_batch_size, "cache capacity in sequences");
+  cmd->add_option("--max-seq-len", f.overrides.max_seq_len, "cache capacity in positions")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_option("--max-batch", f.overrides.max_batch_size, "cache capacity in sequences")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_option("--model-parallel", f.overrides.model_parallel_size,
+                  "split every layer across K MPI ranks (default: the config's; for a Hugging "
+                  "Face config.json, mpirun's number of ranks)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
@@ -112,28 +118,31 @@ void add_common(CLI::App* cmd, Flags& f) {
   add_attention_options(cmd, f);
 }
 
-// "A:B" -> [A, B): a range of the checkpoint's layers.
+// "A:B" -> [A, B): a range of the checkpoint's layers, both written out and not negative.
 void parse_layers(const std::string& text, attn::ConfigOverrides& o) {
   if (text.empty()) return;
+  auto number = [&](std::string_view part, std::int64_t& out) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return ec == std::errc() && end == part.data() + part.size() && out >= 0;
+  };
   const std::size_t colon = text.find(':');
-  try {
-    std::size_t used = 0;
-    if (colon == std::string::npos) throw std::invalid_argument(text);
-    o.layer_begin = std::stoll(text.substr(0, colon), &used);
-    if (used != colon) throw std::invalid_argument(text);
-    o.layer_end = std::stoll(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1) throw std::invalid_argument(text);
-  } catch (const std::logic_error&) {
-    throw attn::InputError("--layers: expected A:B (layers A to B-1), got '" + text + "'");
-  }
+  const std::string_view t = text;
+  if (colon == std::string::npos || !number(t.substr(0, colon), o.layer_begin) ||
+      !number(t.substr(colon + 1), o.layer_end))
+    throw attn::InputError("--layers: expected A:B with 0 <= A < B (layers A to B-1), got " +
+                           attn::quoted(text, 60));
 }
 
-// The config file (or the built-in default), with the command line's overrides applied.
-attn::ModelArgs model_args(const Flags& f, attn::ModelArgs (*fallback)()) {
+// The config file (or the built-in default), with the command line's overrides applied. A
+// Hugging Face config.json has no model_parallel_size: mpirun's number of ranks is it.
+attn::ModelArgs model_args(const Flags& f, attn::ModelArgs (*fallback)(),
+                           const attn::Shard& shard) {
   attn::ModelArgs args = f.config.empty() ? fallback() : attn::load_config(f.config);
   attn::ConfigOverrides o = f.overrides;
   parse_layers(f.layers, o);
-  attn::apply_overrides(args, o, f.config.empty() ? "the built-in config" : f.config);
+  if (args.hugging_face && o.model_parallel_size == 0 && shard.size > 1)
+    o.model_parallel_size = shard.size;
+  attn::apply_overrides(args, o);
   return args;
 }
 
@@ -169,7 +178,7 @@ std::optional<attn::WeightsSource> open_weights(const Flags& f, const attn::Mode
 // The request the flags make: the config with its overrides, the shape, the files.
 attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep_attention) {
   attn::RunRequest r;
-  r.args = model_args(f, attn::seed_args);
+  r.args = model_args(f, attn::seed_args, shard);
   if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   r.opts = f.run;
   r.batch_given = f.input.empty() || f.batch_option->count() > 0;
@@ -482,7 +491,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       f.weights.empty() ? f.weight_types : std::vector<std::string>{"file"};
   std::vector<attn::Transformer> models;
   ranks::set_up(shard, [&] {
-    attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args);
+    attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args, shard);
     attn::check_shard(args, shard);
     attn::check_capacity(args, opts);
     if (f.run.prefill < 1 || f.run.steps < 1)

@@ -66,7 +66,7 @@ TEST_CASE("halves: every BF16 and F16 bit pattern widens to PyTorch's float, eve
   const attn::SafetensorsFile f =
       attn::open_safetensors(test::golden_dir() / "halves" / "widening.safetensors");
   for (auto [type, name_] : {std::pair{attn::WeightType::f16, std::string("f16")},
-                            std::pair{attn::WeightType::bf16, std::string("bf16")}}) {
+                             std::pair{attn::WeightType::bf16, std::string("bf16")}}) {
     const auto& name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     const auto* bits = reinterpret_cast<const std::uint16_t*>(f.bytes(f.info(name + "_bits")));
     const auto* torch_f32 = reinterpret_cast<const float*>(f.bytes(f.info(name + "_as_f32")));

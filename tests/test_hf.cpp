@@ -128,7 +128,7 @@ TEST_CASE("hf: unsupported or broken configs are refused naming the key") {
 
 TEST_CASE("hf: --layers, --max-seq-len and --max-batch override the config") {
   attn::ModelArgs a = hf_args(llama_config());
-  attn::apply_overrides(a, {256, 3, 1, 3}, "config.json");
+  attn::apply_overrides(a, {256, 3, 1, 3});
   CHECK(a.max_seq_len == 256);
   CHECK(a.max_batch_size == 3);
   CHECK(a.first_layer == 1);
@@ -137,7 +137,7 @@ TEST_CASE("hf: --layers, --max-seq-len and --max-batch override the config") {
        {attn::ConfigOverrides{0, 0, 2, 2}, attn::ConfigOverrides{0, 0, 0, 5},
         attn::ConfigOverrides{-1, 0, 0, -1}}) {
     attn::ModelArgs b = hf_args(llama_config());
-    CHECK_THROWS_AS(attn::apply_overrides(b, bad, "config.json"), attn::InputError);
+    CHECK_THROWS_AS(attn::apply_overrides(b, bad), attn::InputError);
   }
 }
 

@@ -144,7 +144,8 @@ TEST_CASE("outputs: a closed stdout, a file-size limit or a failed run leave not
     CHECK(msg.find("stdout is closed") != std::string::npos);
     fs::remove(err);
     CHECK(dir.names().empty());
-    // A 2 KiB file-size limit (dash counts 512-byte blocks): the write fails with EFBIG (not a SIGXFSZ kill), exit 1.
+    // A 2 KiB file-size limit (dash counts 512-byte blocks): the write fails with EFBIG (not a
+    // SIGXFSZ kill), exit 1.
     r = test::run_shell("(ulimit -f 4; exec " + std::string(ATTN_CLI) + " " + w.command + q(out) +
                         " --attention-weights --prefill 7 --steps 10 >/dev/null)");
     INFO(r.err);

@@ -33,12 +33,53 @@ std::string near(const JsonStructure& s) {
   return s.last_key.empty() ? "" : " (in key " + quoted(s.last_key, 60) + ")";
 }
 
+// Meta's names for what a Hugging Face config.json calls otherwise, or sets nowhere (the flag).
+const std::pair<const char*, const char*> kHfNames[] = {
+    {"dim", "hidden_size"},
+    {"n_layers", "num_hidden_layers"},
+    {"n_heads", "num_attention_heads"},
+    {"n_kv_heads", "num_key_value_heads"},
+    {"norm_eps", "rms_norm_eps"},
+    {"ffn_hidden", "intermediate_size"},
+    {"max_seq_len", "max_position_embeddings"},
+    {"max_batch_size", "--max-batch"},
+    {"model_parallel_size", "--model-parallel"},
+    {"rope", "head_dim"},
+};
+
+std::string hf_name(const std::string& meta_key) {
+  for (const auto& [meta, hf] : kHfNames)
+    if (meta_key == meta) return hf;
+  return meta_key;
+}
+
 struct Reader {
   const json& j;
   const std::string& source;
+  bool hf = false;          // messages name Hugging Face keys
+  const char* parent = "";  // an object's key, for the keys inside it ("rope_scaling.")
+
+  // The key as the user's file calls it.
+  std::string k(const std::string& meta_key) const {
+    return parent + (hf ? hf_name(meta_key) : meta_key);
+  }
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InputError(source + ": key '" + key + "': " + what);
+    throw InputError(source + ": key " + quoted(k(key), 60) + ": " + what);
+  }
+
+  // A string value, or `fallback` when the key is absent or null.
+  std::string text(const char* key, const std::string& fallback) const {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    if (!j.at(key).is_string()) fail(key, "expected a string, got " + excerpt(j.at(key)));
+    return j.at(key).get<std::string>();
+  }
+
+  // A boolean value, or `fallback` when the key is absent or null.
+  bool flag(const char* key, bool fallback) const {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    if (!j.at(key).is_boolean()) fail(key, "expected true or false, got " + excerpt(j.at(key)));
+    return j.at(key).get<bool>();
   }
 
   void integer(const char* key, std::int64_t& out) const {
@@ -202,7 +243,28 @@ std::string window_text(const ModelArgs& a) {
          " or less";
 }
 
-void validate(const Reader& r, const ModelArgs& a) {
+// The model-parallel split: each rank holds whole query heads and whole KV heads, and an equal
+// share of the FFN's rows. `fail(key, what)` throws.
+template <typename Fail>
+void check_split(const ModelArgs& a, const Fail& fail,
+                 const std::function<std::string(const char*)>& k) {
+  const std::int64_t K = a.model_parallel_size;
+  const std::pair<const char*, std::int64_t> parts[] = {
+      {"n_kv_heads", a.n_kv_heads},
+      {"n_heads", a.n_heads},
+      {"ffn_hidden", a.block == Block::llama ? a.ffn_hidden() : K}};
+  for (const auto& [key, n] : parts)
+    if (n % K != 0)
+      fail("model_parallel_size", k(key) + " " + std::to_string(n) + " is not divisible by " +
+                                      k("model_parallel_size") + " " + std::to_string(K));
+  if (a.block == Block::encoder && K > 1)
+    fail("model_parallel_size", "the encoder block runs on one process (use 1)");
+}
+
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;  // every size key's cap
+constexpr std::int64_t kMaxHeadDim = std::int64_t{1} << 16;
+
+void check_sizes(const Reader& r, const ModelArgs& a) {
   const std::pair<const char*, std::int64_t> sizes[] = {
       {"dim", a.dim},
       {"n_layers", a.n_layers},
@@ -216,31 +278,29 @@ void validate(const Reader& r, const ModelArgs& a) {
     if (v < 1) r.fail(key, "must be at least 1, got " + std::to_string(v));
   // Caps keep every derived size and product far inside 64 bits.
   for (auto& [key, v] : sizes)
-    if (v > (std::int64_t{1} << 24)) r.fail(key, "too large: " + std::to_string(v));
+    if (v > kMaxSize) r.fail(key, "too large: " + std::to_string(v) + " (at most 2^24)");
+  if (a.head_dim_set != 0 && (a.head_dim_set < 1 || a.head_dim_set > kMaxHeadDim))
+    r.fail("head_dim", "must be in [1, 2^16], got " + std::to_string(a.head_dim_set));
+  if (a.n_heads * a.head_dim() > kMaxSize)
+    r.fail("head_dim", r.k("n_heads") + " x head_dim is " +
+                           std::to_string(a.n_heads * a.head_dim()) + ", over 2^24");
+}
+
+void validate(const Reader& r, const ModelArgs& a) {
+  check_sizes(r, a);
   if (a.head_dim_set == 0 && a.dim % a.n_heads != 0)
-    r.fail("n_heads", "dim " + std::to_string(a.dim) + " is not divisible by n_heads " +
-                          std::to_string(a.n_heads));
+    r.fail("n_heads", r.k("dim") + " " + std::to_string(a.dim) + " is not divisible by " +
+                          r.k("n_heads") + " " + std::to_string(a.n_heads));
   if (a.n_heads % a.n_kv_heads != 0)
-    r.fail("n_kv_heads", "n_heads " + std::to_string(a.n_heads) +
-                             " is not divisible by n_kv_heads " + std::to_string(a.n_kv_heads));
+    r.fail("n_kv_heads", r.k("n_heads") + " " + std::to_string(a.n_heads) +
+                             " is not divisible by " + r.k("n_kv_heads") + " " +
+                             std::to_string(a.n_kv_heads));
   if (a.rope != Rope::none && a.head_dim() % 2 != 0)
-    r.fail("rope", "head_dim " + std::to_string(a.head_dim()) +
-                       " is odd: RoPE rotates pairs (use \"rope\": \"none\")");
-  if (a.n_kv_heads % a.model_parallel_size != 0)
-    r.fail("model_parallel_size", "n_kv_heads " + std::to_string(a.n_kv_heads) +
-                                      " is not divisible by model_parallel_size " +
-                                      std::to_string(a.model_parallel_size));
-  // Each rank holds whole query heads and whole KV heads, and an equal share of the FFN's rows.
-  if (a.n_heads % a.model_parallel_size != 0)
-    r.fail("model_parallel_size", "n_heads " + std::to_string(a.n_heads) +
-                                      " is not divisible by model_parallel_size " +
-                                      std::to_string(a.model_parallel_size));
-  if (a.block == Block::llama && a.ffn_hidden() % a.model_parallel_size != 0)
-    r.fail("model_parallel_size", "ffn_hidden " + std::to_string(a.ffn_hidden()) +
-                                      " is not divisible by model_parallel_size " +
-                                      std::to_string(a.model_parallel_size));
-  if (a.block == Block::encoder && a.model_parallel_size > 1)
-    r.fail("model_parallel_size", "the encoder block runs on one process (use 1)");
+    r.fail("rope", "head_dim " + std::to_string(a.head_dim()) + " is odd: RoPE rotates pairs" +
+                       (r.hf ? "" : " (use \"rope\": \"none\")"));
+  check_split(
+      a, [&](const char* key, const std::string& what) { r.fail(key, what); },
+      [&](const char* key) { return r.k(key); });
   if (a.vocab_size == 0 || a.vocab_size < -1)
     r.fail("vocab_size",
            "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
@@ -253,11 +313,25 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("sliding_window", window_text(a));
   if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
     r.fail("ffn_dim_multiplier", "must be in (0, 64]");
-  if (a.ffn_hidden_set > (std::int64_t{1} << 24))
-    r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set));
+  if (a.ffn_hidden_set > kMaxSize)
+    r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set) + " (at most 2^24)");
   if (a.block == Block::encoder && !a.attention_bias)
     r.fail("attention_bias",
            "block \"encoder\" (torch's TransformerEncoderLayer) needs attention_bias true");
+}
+
+// activation and norm_first shape torch's encoder layer only: on another block they would be
+// silently dropped. (multiple_of and ffn_dim_multiplier stay quiet: every Meta ModelArgs, the
+// notebooks' too, carries them whatever the block.)
+void warn_unused_for_block(const Reader& r, const ModelArgs& a) {
+  if (a.block == Block::encoder) return;
+  std::vector<std::string> unused;
+  for (const char* key : {"activation", "norm_first"})
+    if (r.j.contains(key)) unused.push_back(key);
+  if (!unused.empty())
+    spdlog::warn("{}: {} ignored: only block \"encoder\" uses {}", r.source,
+                 summarise(unused, unused.size() == 1 ? "key" : "keys"),
+                 unused.size() == 1 ? "it" : "them");
 }
 
 // One warning line for every key of j not in `known` (ModelArgs' or Hugging Face's).
@@ -297,12 +371,13 @@ constexpr std::int64_t kHfDefaultSeqLen = 4096;
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
   const json& s = r.j.at("rope_scaling");
-  const std::string type = s.is_object() ? s.value("rope_type", s.value("type", "")) : "";
+  if (!s.is_object()) r.fail("rope_scaling", "expected an object or null, got " + excerpt(s));
+  const Reader sr{s, r.source, true, "rope_scaling."};
+  const std::string type = sr.text("rope_type", sr.text("type", ""));
   if (type == "default") return;
   if (type != "llama3")
-    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + s.dump());
+    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + excerpt(s));
   RopeScaling rs;
-  const Reader sr{s, r.source};
   sr.number("factor", rs.factor);
   sr.number("low_freq_factor", rs.low_freq_factor);
   sr.number("high_freq_factor", rs.high_freq_factor);
@@ -313,42 +388,53 @@ void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   a.rope_scaling = rs;
 }
 
-void read_hf_keys(const Reader& r, ModelArgs& a) {
-  const json& j = r.j;
+// The sizes, each checked as the file writes it: a 0 that Meta's keys read as "derive it" is an
+// error here (Hugging Face configs always state intermediate_size and head_dim when they have
+// them).
+void read_hf_sizes(const Reader& r, ModelArgs& a) {
   for (const char* key :
        {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
-    if (!j.contains(key)) r.fail(key, "required key is missing");
-  a.block = Block::llama;
-  a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half
-  a.rope_theta = 10000;
-  a.norm_eps = 1e-6;
-  a.max_batch_size = 1;
-  a.multiple_of = 1;
+    if (!r.j.contains(key)) r.fail(key, "required key is missing");
   r.integer("hidden_size", a.dim);
   r.integer("num_hidden_layers", a.n_layers);
   r.integer("num_attention_heads", a.n_heads);
   a.n_kv_heads = a.n_heads;
-  if (j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null())
+  if (r.j.contains("num_key_value_heads") && !r.j.at("num_key_value_heads").is_null())
     r.integer("num_key_value_heads", a.n_kv_heads);
   r.integer("intermediate_size", a.ffn_hidden_set);
-  if (j.contains("head_dim") && !j.at("head_dim").is_null()) r.integer("head_dim", a.head_dim_set);
-  r.number("rms_norm_eps", a.norm_eps);
-  r.number("rope_theta", a.rope_theta);
+  if (a.ffn_hidden_set < 1)
+    r.fail("intermediate_size", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
+  if (r.j.contains("head_dim") && !r.j.at("head_dim").is_null()) {
+    r.integer("head_dim", a.head_dim_set);
+    if (a.head_dim_set < 1)
+      r.fail("head_dim", "must be at least 1, got " + std::to_string(a.head_dim_set));
+  }
   std::int64_t positions = kHfDefaultSeqLen;
   r.integer("max_position_embeddings", positions);
+  a.max_position_embeddings = positions;
   a.max_seq_len = std::min(positions, kHfDefaultSeqLen);
-  const bool qwen2 = j.value("model_type", "") == "qwen2";
-  if (qwen2) a.attention_bias = true, a.attention_out_bias = false;  // q/k/v biases, no o bias
-  if (j.contains("attention_bias")) {
-    if (!j.at("attention_bias").is_boolean())
-      r.fail("attention_bias", "expected true or false, got " + j.at("attention_bias").dump());
-    a.attention_bias = j.at("attention_bias").get<bool>();
-  }
-  if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
-    r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + j.at("hidden_act").dump());
+}
+
+void read_hf_keys(const Reader& r, ModelArgs& a) {
+  a.hugging_face = true;
+  a.block = Block::llama;
+  a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half
+  a.rope_theta = 10000;
+  a.norm_eps = 1e-6;
+  a.max_batch_size = 1;  // plan_run grows it to the run's batch
+  a.batch_from_run = true;
+  a.multiple_of = 1;
+  read_hf_sizes(r, a);
+  r.number("rms_norm_eps", a.norm_eps);
+  r.number("rope_theta", a.rope_theta);
+  if (r.text("model_type", "") == "qwen2")
+    a.attention_bias = true, a.attention_out_bias = false;  // q/k/v biases, no o bias
+  a.attention_bias = r.flag("attention_bias", a.attention_bias);
+  if (const std::string act = r.text("hidden_act", "silu"); act != "silu")
+    r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + quoted(act, 60));
   read_hf_rope_scaling(r, a);
-  const bool window = j.contains("sliding_window") && !j.at("sliding_window").is_null() &&
-                      j.value("use_sliding_window", true);
+  const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
+                      r.flag("use_sliding_window", true);
   if (window) r.integer("sliding_window", a.sliding_window);
 }
 
@@ -398,6 +484,29 @@ ModelArgs llama3_8b_layer_args() {
   return a;
 }
 
+namespace {
+
+ModelArgs read_config(const json& j, const std::string& source) {
+  ModelArgs a;
+  a.source = source;
+  const Reader r{j, source, is_hf_config(j)};
+  if (r.hf) {
+    read_hf_keys(r, a);
+    validate(r, a);
+    warn_unknown(j, source, kHfIgnoredKeys);
+    return a;
+  }
+  for (const char* key : {"dim", "n_heads"})
+    if (!j.contains(key)) r.fail(key, "required key is missing");
+  read_keys(r, a);
+  validate(r, a);
+  warn_unknown(j, source, model_args_keys());
+  warn_unused_for_block(r, a);
+  return a;
+}
+
+}  // namespace
+
 ModelArgs parse_config(const std::string& json_text, const std::string& source) {
   const JsonStructure shape = check_json_structure(
       json_text, kMaxConfigDepth,
@@ -418,43 +527,66 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source) 
                      escape(e.what(), 160));
   }
   if (!j.is_object()) throw InputError(source + ": expected a JSON object of ModelArgs keys");
-  Reader r{j, source};
-  if (is_hf_config(j)) {
-    ModelArgs a;
-    read_hf_keys(r, a);
-    validate(r, a);
-    warn_unknown(j, source, kHfIgnoredKeys);
-    return a;
+  try {
+    return read_config(j, source);
+  } catch (const json::exception& e) {  // a type the readers did not foresee: still the input's
+    throw InputError(source + ": a value of the wrong type" + near(shape) + ": " +
+                     escape(e.what(), 160));
   }
-  for (const char* key : {"dim", "n_heads"})
-    if (!j.contains(key)) r.fail(key, "required key is missing");
-  ModelArgs a;
-  read_keys(r, a);
-  validate(r, a);
-  warn_unknown(j, source, model_args_keys());
-  return a;
 }
 
 ModelArgs load_config(const std::filesystem::path& path) {
-  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string()));
+  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string(), 300));
 }
 
-void apply_overrides(ModelArgs& a, const ConfigOverrides& o, const std::string& source) {
-  const std::int64_t cap = std::int64_t{1} << 24;  // as the config's own sizes
+std::string config_key(const ModelArgs& a, const std::string& meta_key) {
+  return a.hugging_face ? hf_name(meta_key) : meta_key;
+}
+
+namespace {
+
+void override_sizes(ModelArgs& a, const ConfigOverrides& o) {
   auto size = [&](const char* flag, std::int64_t v, std::int64_t& out) {
-    if (v == 0) return;
-    if (v < 1 || v > cap)
+    if (v == 0) return false;
+    if (v < 1 || v > kMaxSize)
       throw InputError(std::string(flag) + ": must be in [1, 2^24], got " + std::to_string(v));
     out = v;
+    return true;
   };
-  size("--max-seq-len", o.max_seq_len, a.max_seq_len);
-  size("--max-batch", o.max_batch_size, a.max_batch_size);
+  if (size("--max-batch", o.max_batch_size, a.max_batch_size)) a.batch_from_run = false;
+  if (!size("--max-seq-len", o.max_seq_len, a.max_seq_len) &&
+      a.max_position_embeddings > a.max_seq_len)
+    spdlog::warn(
+        "{}: max_position_embeddings is {}; the cache holds {} positions (llama.cpp's "
+        "default context): --max-seq-len N for more",
+        a.source, a.max_position_embeddings, a.max_seq_len);
   if (a.sliding_window && a.sliding_window < a.max_seq_len)
-    throw InputError("--max-seq-len: " + source + ": " + window_text(a));
+    throw InputError("--max-seq-len: " + a.source + ": " + window_text(a));
+}
+
+void override_split(ModelArgs& a, const ConfigOverrides& o) {
+  if (o.model_parallel_size == 0) return;
+  const std::string flag = "--model-parallel " + std::to_string(o.model_parallel_size);
+  if (o.model_parallel_size < 1 || o.model_parallel_size > 1024)
+    throw InputError(flag + ": must be in [1, 1024]");
+  a.model_parallel_size = o.model_parallel_size;
+  check_split(
+      a,
+      [&](const char*, const std::string& what) {
+        throw InputError(flag + ": " + a.source + ": " + what);
+      },
+      [&](const char* key) { return config_key(a, key); });
+}
+
+}  // namespace
+
+void apply_overrides(ModelArgs& a, const ConfigOverrides& o) {
+  override_sizes(a, o);
+  override_split(a, o);
   const std::int64_t end = o.layer_end < 0 ? a.n_layers : o.layer_end;
   if (o.layer_begin < 0 || o.layer_begin >= end || end > a.n_layers)
     throw InputError("--layers " + std::to_string(o.layer_begin) + ":" + std::to_string(end) +
-                     ": " + source + " has layers 0:" + std::to_string(a.n_layers));
+                     ": " + a.source + " has layers 0:" + std::to_string(a.n_layers));
   a.first_layer = o.layer_begin;
   a.n_layers = end - o.layer_begin;
 }

@@ -38,6 +38,13 @@ struct ModelArgs {
   std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
   std::optional<RopeScaling> rope_scaling;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
+  // Where the config came from, for messages: the file (escaped) or "the built-in config".
+  std::string source = "the built-in config";
+  // A Hugging Face config.json: messages name its keys, and the run sizes what it leaves out
+  // (max_batch_size from the batch, model_parallel_size from mpirun's ranks).
+  bool hugging_face = false;
+  std::int64_t max_position_embeddings = 0;  // the file's, before the cache's default cap
+  bool batch_from_run = false;               // max_batch_size grows to the run's batch
 
   std::int64_t head_dim() const { return head_dim_set ? head_dim_set : dim / n_heads; }
   std::int64_t n_rep() const { return n_heads / n_kv_heads; }
@@ -61,9 +68,14 @@ ModelArgs load_config(const std::filesystem::path& path);
 struct ConfigOverrides {
   std::int64_t max_seq_len = 0, max_batch_size = 0;  // 0: keep the config's
   std::int64_t layer_begin = 0, layer_end = -1;      // [begin, end); end -1: all
+  std::int64_t model_parallel_size = 0;              // 0: the config's (or mpirun's, for HF)
 };
-// Throws InputError naming `source` and the flag.
-void apply_overrides(ModelArgs& args, const ConfigOverrides& o, const std::string& source);
+// Throws InputError naming args.source and the flag.
+void apply_overrides(ModelArgs& args, const ConfigOverrides& o);
+
+// The key a message about `meta_key` names: the Hugging Face key for a Hugging Face config
+// ("hidden_size" for "dim"), the flag that sets it where the file has none ("--max-batch").
+std::string config_key(const ModelArgs& args, const std::string& meta_key);
 
 // Every config key with its value as JSON text, from the table parsing reads them with: the
 // config event prints these.

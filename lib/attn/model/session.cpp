@@ -75,12 +75,16 @@ void check_capacity(const ModelArgs& a, const RunOptions& o) {
     throw InputError("--batch must be at least 1, --prefill and --steps at least 0");
   if (o.batch > a.max_batch_size)
     throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
-                     std::to_string(a.max_batch_size));
+                     std::to_string(a.max_batch_size) + " (" + a.source + "; --max-batch " +
+                     std::to_string(o.batch) + " makes room)");
   // Each term is checked alone first, so the sum cannot overflow.
   if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
     throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
                      std::to_string(o.steps) + " positions, but max_seq_len is " +
-                     std::to_string(a.max_seq_len));
+                     std::to_string(a.max_seq_len) + " (" + a.source + "; --max-seq-len " +
+                     (o.prefill <= a.max_seq_len && o.steps <= a.max_seq_len
+                          ? std::to_string(o.prefill + o.steps) + " makes room)"
+                          : "sets it)"));
   if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
 }
 
@@ -185,6 +189,9 @@ RunPlan plan_run(RunRequest r) {
   RunOptions& o = r.opts;
   check_shard(r.args, r.shard);
   if (!r.input.empty() && !r.batch_given) o.batch = input_batch(r.input);
+  // A Hugging Face config has no batch size: the cache holds the run's.
+  if (r.args.batch_from_run && o.batch > r.args.max_batch_size && o.batch <= (1 << 24))
+    r.args.max_batch_size = o.batch;
   check_capacity(r.args, o);
   if (r.shard.rank == 0 && !r.dump.empty()) check_output(r.dump, "dump");  // costs nothing
   r.attention_weights = r.attention_weights || r.dump_attention_weights;

@@ -77,6 +77,29 @@ std::string stored_name(const Checkpoint& c, const std::string& meta) {
   return !hf.empty() && c.contains(hf) ? hf : meta;
 }
 
+// A checkpoint in Hugging Face's names is told about its tensors in those names.
+bool hf_named(const Checkpoint& c) {
+  const auto it = c.weight_map.lower_bound("model.layers.");
+  return it != c.weight_map.end() && it->first.starts_with("model.layers.");
+}
+
+[[noreturn]] void missing_tensor(const Checkpoint& c, const std::string& meta,
+                                 const std::vector<std::int64_t>& shape, const ModelArgs& args) {
+  const std::string hf = hf_name(meta);
+  const std::string name = hf_named(c) && !hf.empty() ? hf : meta;
+  throw InputError(c.path + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
+                   shape_text(shape) + "; " + args.source + " has " +
+                   std::to_string(args.first_layer + args.n_layers) + " layers)");
+}
+
+// The last layer's tensors are looked up first: a config with 2^24 layers beside a 2-layer file
+// is refused before every layer's specs are built.
+void check_last_layer(const ModelArgs& args, const Checkpoint& c) {
+  LayerWeights unused;
+  for (const TensorSpec& s : layer_tensor_specs(args, unused, args.n_layers - 1))
+    if (!c.contains(stored_name(c, s.name))) missing_tensor(c, s.name, s.shape, args);
+}
+
 // torch's TransformerEncoderLayer: norm1, norm2, linear1, linear2 (CONTRACT section 2).
 void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
                  std::vector<TensorSpec>& s) {
@@ -174,6 +197,7 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
   Checkpoint& c = source.checkpoint;
   std::vector<LayerWeights> layers;
   std::vector<WeightType> types;
+  check_last_layer(args, c);
   for (const TensorSpec& s : tensor_specs(args, layers)) {  // a rank's names are the same
     const std::string name = stored_name(c, s.name);
     if (!s.slot.matrix || !c.contains(name)) continue;
@@ -194,14 +218,13 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
   w.checkpoint = std::move(source.checkpoint);
   Checkpoint& c = w.checkpoint;
   std::set<std::string> used;
+  check_last_layer(args, c);
   for (TensorSpec& s : tensor_specs(args, w.layers, shard)) {
     // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
     if (per_rank) s.full.clear();
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
     const std::string name = stored_name(c, s.name);
-    if (!c.contains(name))
-      throw InputError(c.path + ": tensor '" + s.name + "' is missing (expected shape " +
-                       shape_text(stored) + ")");
+    if (!c.contains(name)) missing_tensor(c, s.name, stored, args);
     const SafetensorsFile& file = c.file_of(name);
     const TensorInfo& t = file.info(name);
     if (t.shape != stored)
