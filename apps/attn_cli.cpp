@@ -193,6 +193,15 @@ attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep
   return r;
 }
 
+void check_print_attention(const attn::RunRequest& r) {
+  const double values = attn::attention_weights_bytes(r.args, r.opts) / 4;
+  if (values > attn::kPrintAttentionLimit)
+    throw attn::InputError(
+        "--print-attention would print " + std::to_string(std::int64_t(values)) +
+        " probabilities (over 2^20, about 8 MB of text): use --attention-weights "
+        "--dump F, or fewer positions");
+}
+
 int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
@@ -204,6 +213,7 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
           "stdout is closed: the trace has nowhere to go (send it to "
           "/dev/null to discard it)");
     attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap));
+    if (f.print_attention) check_print_attention(plan.request);
     if (heatmap) {
       attn::check_heatmap(plan.request.args, plan.request.opts, f.layer);
       if (shard.rank == 0) attn::check_output(f.png, "PNG");
@@ -224,7 +234,8 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
         attn::print_event_json(trace, e);
       else
         attn::print_event_text(trace, e, decode_only);
-      if (f.print_attention) attn::print_attention(trace, args, e);
+      if (f.print_attention && f.json) attn::print_attention_json(trace, args, e);
+      if (f.print_attention && !f.json) attn::print_attention(trace, args, e);
       trace.flush();  // what is printed stays printed, whatever ends the run later
     });
     const attn::Summary s = summarize(se.request.opts, se.out, se.model.rt);

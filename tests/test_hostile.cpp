@@ -361,5 +361,13 @@ TEST_CASE("hostile: a run to the full cache works and one step more is refused b
 TEST_CASE("text: escape cuts and escapes and summarise counts") {
   CHECK(attn::escape("a\x1b[1m\n\x7f", 100) == "a\\x1b[1m\\x0a\\x7f");
   CHECK(attn::escape(std::string(300, 'a'), 10) == std::string(10, 'a') + "...");
+  // C1 controls (U+009B is CSI), separators and bidi overrides; lone and overlong bytes.
+  CHECK(attn::escape("a\xc2\x9b"
+                     "31mb") == "a\\u009b31mb");
+  CHECK(attn::escape("x\xe2\x80\xaey\xe2\x80\xa8z") == "x\\u202ey\\u2028z");
+  CHECK(attn::escape("\x9b\xc0\xaf\xed\xa0\x80") == "\\x9b\\xc0\\xaf\\xed\\xa0\\x80");
+  CHECK(attn::escape("caf\xc3\xa9 \xe2\x96\x81 \xf0\x9f\x98\x80") ==
+        "caf\xc3\xa9 \xe2\x96\x81 \xf0\x9f\x98\x80");
+  CHECK(attn::escape("\xe2\x96", 100) == "\\xe2\\x96");  // cut short
   CHECK(attn::summarise({"a", "b", "c", "d"}, "tensors") == "4 tensors, e.g. 'a', 'b', 'c'");
 }

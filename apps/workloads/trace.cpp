@@ -110,6 +110,27 @@ void print_summary_json(std::ostream& os, const Summary& s) {
   os << j.dump() << "\n";
 }
 
+void print_attention_json(std::ostream& os, const ModelArgs& a, const Event& e) {
+  const std::int64_t B = e.input[0], keys = e.start_pos + e.seqlen;
+  for (std::size_t l = 0; l < e.attn.size(); ++l)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < a.n_heads; ++h) {
+        const float* p = e.attn[l] + (b * a.n_heads + h) * e.seqlen * keys;
+        json rows = json::array();
+        for (std::int64_t i = 0; i < e.seqlen; ++i)
+          rows.push_back(std::vector<float>(p + i * keys, p + (i + 1) * keys));
+        json j = {{"event", "attention_weights"},
+                  {"of", e.kind == Event::Kind::prefill ? "prefill" : "decode"}};
+        if (e.kind == Event::Kind::decode) j["step"] = e.step;
+        j["layer"] = l;
+        j["batch"] = b;
+        j["head"] = h;
+        j["kv_head"] = h / a.n_rep();
+        j["weights"] = std::move(rows);  // [seqlen, start_pos + seqlen]
+        os << j.dump() << "\n";
+      }
+}
+
 void print_attention(std::ostream& os, const ModelArgs& a, const Event& e) {
   const std::int64_t B = e.input[0], keys = e.start_pos + e.seqlen;
   char num[32];

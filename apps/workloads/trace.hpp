@@ -34,5 +34,11 @@ void print_summary_json(std::ostream& os, const Summary& s);
 // The event's attention probabilities as notebook 001 prints attention_weights: per layer, batch
 // row and head, one line of 4-decimal numbers per query.
 void print_attention(std::ostream& os, const ModelArgs& a, const Event& e);
+// The same as JSON Lines (--json): one "attention_weights" event per layer, batch row and head.
+void print_attention_json(std::ostream& os, const ModelArgs& a, const Event& e);
+
+// --print-attention prints at most this many probabilities (about 8 MB of text): more is a job
+// for --attention-weights and the dump.
+constexpr double kPrintAttentionLimit = double(1 << 20);
 
 }  // namespace attn

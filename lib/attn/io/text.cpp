@@ -2,17 +2,67 @@
 
 namespace attn {
 
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void hex_byte(std::string& out, unsigned char u) {
+  out += "\\x";
+  out += kHex[u >> 4];
+  out += kHex[u & 15];
+}
+
+// The length of the valid UTF-8 sequence at s[i] and its code point, or 0 if it is not one
+// (stray continuation bytes, overlong forms, surrogates, past U+10FFFF, cut short).
+std::size_t utf8_at(std::string_view s, std::size_t i, char32_t& cp) {
+  const auto u = static_cast<unsigned char>(s[i]);
+  const std::size_t n = u >= 0xf0 && u <= 0xf4 ? 4 : u >= 0xe0 ? 3 : u >= 0xc2 ? 2 : 0;
+  if (n == 0 || (n == 3 && u > 0xef) || i + n > s.size()) return 0;
+  cp = u & (0x7f >> n);
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (c & 0x3f);
+  }
+  const char32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+// Code points a terminal acts on rather than shows: C1 controls (U+009B is CSI), line and
+// paragraph separators, and the bidirectional overrides and isolates that reorder a line.
+bool interpreted(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x200e || cp == 0x200f ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+}  // namespace
+
 std::string escape(std::string_view s, std::size_t max) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (char c : s.substr(0, max)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
+  const std::string_view cut = s.substr(0, max);
+  for (std::size_t i = 0; i < cut.size();) {
+    const auto u = static_cast<unsigned char>(cut[i]);
+    if (u < 0x80) {
+      if (u < 0x20 || u == 0x7f)
+        hex_byte(out, u);
+      else
+        out += cut[i];
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const std::size_t n = utf8_at(cut, i, cp);
+    if (n == 0) {  // not UTF-8: a lone 0x9b is CSI to an 8-bit terminal
+      hex_byte(out, u);
+      ++i;
+    } else if (interpreted(cp)) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+      i += n;
     } else {
-      out += c;
+      out.append(cut.substr(i, n));
+      i += n;
     }
   }
   if (s.size() > max) out += "...";

@@ -9,8 +9,9 @@
 
 namespace attn {
 
-// Control characters (ESC and newlines included) and DEL as \xNN; more than max bytes cut
-// with "...".
+// Control characters (ESC and newlines included), DEL and bytes that are not UTF-8 as \xNN;
+// code points a terminal interprets (C1 controls such as U+009B CSI, line separators, bidi
+// overrides) as \uNNNN; other UTF-8 text as it is. More than max bytes cut with "...".
 std::string escape(std::string_view s, std::size_t max = 200);
 
 // escape(s) in single quotes.

@@ -47,10 +47,15 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
 void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
   const std::int64_t B = o.batch, P = o.prefill, H = a.n_heads;
   const auto L = std::size_t(a.n_layers);
-  out.attn_prefill.assign(L, std::vector<float>(std::size_t(B * H * P * P)));
+  // Each buffer made in place: assign(L, vector(n)) would hold a temporary copy beside them.
+  auto make = [L](std::vector<std::vector<float>>& layers, std::int64_t n) {
+    layers.resize(L);
+    for (std::vector<float>& v : layers) v.resize(std::size_t(n));
+  };
+  make(out.attn_prefill, B * H * P * P);  // [B, n_heads, P, P] per layer
   out.attn_decode.resize(std::size_t(o.steps));
-  for (std::int64_t i = 1; i <= o.steps; ++i)
-    out.attn_decode[std::size_t(i - 1)].assign(L, std::vector<float>(std::size_t(B * H * (P + i))));
+  for (std::int64_t i = 1; i <= o.steps; ++i)  // [B, n_heads, 1, P + i] per layer
+    make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
 }
 
 void point_probs(Transformer& m, std::vector<std::vector<float>>* layers) {
