@@ -323,7 +323,7 @@ TEST_CASE("hostile: a header with a million-dimension shape gives a short messag
   write_text(w, le64(header.size()) + header + std::string(4, '\0'));
   const test::CliResult r = cli("--weights " + q(w));
   CHECK(r.status == 2);
-  CHECK(r.err.find("(200000 dimensions)") != std::string::npos);
+  CHECK(r.err.find("an array of more than 1024 elements") != std::string::npos);
   CHECK(r.err.size() < 1000);
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
+#include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 
@@ -17,15 +18,34 @@ bool plain_file_name(const std::string& name) {
   return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
 }
 
-// Hub indexes are tens of KiB; 64 MiB is far past any.
-constexpr std::uint64_t kMaxIndexBytes = 64 << 20;
+// Hub indexes are tens of KiB (DeepSeek-V3's 91,000 tensors: 8 MiB); checked as a config is,
+// before parsing: a DOM value costs ~100 bytes, so 2^20 of them stay near 100 MB.
+constexpr std::uint64_t kMaxIndexBytes = 16 << 20;
+constexpr JsonLimits kIndexLimits{64, 1 << 20, 1 << 10};
 
 json read_index(const std::filesystem::path& path) {
   const std::string text = read_small_file(path, "safetensors index", kMaxIndexBytes);
+  const std::string src = escape(path.string());
+  auto where = [](const JsonStructure& s) {
+    return s.last_key.empty() ? std::string() : " (near key " + attn::quoted(s.last_key, 60) + ")";
+  };
+  check_json_structure(
+      text, kIndexLimits,
+      [&](const JsonStructure& s) {
+        throw InputError(src + ": the safetensors index nests deeper than " +
+                         std::to_string(kIndexLimits.max_depth) + " levels" + where(s));
+      },
+      [&](const JsonStructure&, const std::string& key) {
+        throw InputError(src + ": the safetensors index lists key " + attn::quoted(key, 60) +
+                         " twice");
+      },
+      [&](const JsonStructure& s, const std::string& what) {
+        throw InputError(src + ": the safetensors index holds " + what + where(s));
+      });
   try {
     return json::parse(text);
-  } catch (const json::exception&) {
-    throw InputError(escape(path.string()) + ": the safetensors index is not valid JSON");
+  } catch (const json::exception& e) {
+    throw InputError(src + ": the safetensors index is not valid JSON: " + escape(e.what(), 160));
   }
 }
 

@@ -8,26 +8,37 @@ using json = nlohmann::json;
 
 struct Checker : nlohmann::json_sax<json> {
   JsonStructure s;
-  std::size_t max_depth = 0;
+  JsonLimits limits;
   const std::function<void(const JsonStructure&)>* too_deep = nullptr;
   const std::function<void(const JsonStructure&, const std::string&)>* duplicate = nullptr;
+  const std::function<void(const JsonStructure&, const std::string&)>* too_many = nullptr;
 
+  // Every value, counted where it starts: in the whole text and in the array holding it.
+  bool value() {
+    if (++s.values > limits.max_values)
+      (*too_many)(s, "more than " + std::to_string(limits.max_values) + " values");
+    if (!s.frames.empty() && s.frames.back().is_array &&
+        ++s.frames.back().elements > limits.max_array)
+      (*too_many)(s, "an array of more than " + std::to_string(limits.max_array) + " elements");
+    return true;
+  }
   bool open(bool is_array) {
-    if (s.frames.size() >= max_depth) (*too_deep)(s);
-    s.frames.push_back({{}, {}, is_array});
+    value();
+    if (s.frames.size() >= limits.max_depth) (*too_deep)(s);
+    s.frames.push_back({{}, {}, is_array, 0});
     return true;
   }
   bool close() {
     s.frames.pop_back();
     return true;
   }
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
   bool start_object(std::size_t) override { return open(false); }
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(true); }
@@ -47,13 +58,15 @@ struct Checker : nlohmann::json_sax<json> {
 }  // namespace
 
 JsonStructure check_json_structure(
-    const std::string_view text, std::size_t max_depth,
+    const std::string_view text, const JsonLimits& limits,
     const std::function<void(const JsonStructure&)>& on_too_deep,
-    const std::function<void(const JsonStructure&, const std::string& key)>& on_duplicate) {
+    const std::function<void(const JsonStructure&, const std::string& key)>& on_duplicate,
+    const std::function<void(const JsonStructure&, const std::string& what)>& on_too_many) {
   Checker c;
-  c.max_depth = max_depth;
+  c.limits = limits;
   c.too_deep = &on_too_deep;
   c.duplicate = &on_duplicate;
+  c.too_many = &on_too_many;
   json::sax_parse(text.begin(), text.end(), &c, nlohmann::detail::input_format_t::json, false);
   return c.s;
 }

@@ -40,7 +40,9 @@ using json = nlohmann::json;
 // The reference reader's bound (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
 constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
 // serde_json refuses the 128th nested array/object; the reference parses the header with it.
-constexpr std::size_t kMaxJsonDepth = 127;
+// Counted before the header is parsed: a shape has a handful of dimensions, a checkpoint some
+// 10^5 tensors of ~8 values each; 2^22 values cost ~400 MB as a DOM, 33 M zeros would cost GBs.
+constexpr JsonLimits kHeaderLimits{127, 1 << 22, 1 << 10};
 constexpr std::uint64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 struct DtypeEntry {
@@ -176,12 +178,16 @@ json parse_header_json(std::span<const std::uint8_t> text, const std::string& so
     fail(source, "header is not valid JSON: it starts with a UTF-8 byte order mark");
   }
   check_json_structure(
-      {reinterpret_cast<const char*>(text.data()), text.size()}, kMaxJsonDepth,
+      {reinterpret_cast<const char*>(text.data()), text.size()}, kHeaderLimits,
       [&](const JsonStructure&) {
-        fail(source, "header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        fail(source, "header nests JSON deeper than " + std::to_string(kHeaderLimits.max_depth) +
+                         " levels");
       },
       [&](const JsonStructure& s, const std::string& key) {
         fail(source, "header has duplicate key " + attn::quoted(key) + location(s));
+      },
+      [&](const JsonStructure& s, const std::string& what) {
+        fail(source, "header holds " + what + location(s));
       });
   try {
     return json::parse(text.begin(), text.end());

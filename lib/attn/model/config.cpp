@@ -21,7 +21,7 @@ namespace {
 // A config is a handful of keys: a larger or deeper file is not one, and is refused before it
 // can cost memory or stack.
 constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
-constexpr std::size_t kMaxConfigDepth = 64;
+constexpr JsonLimits kConfigLimits{64, 1 << 14, 1 << 10};  // depth, values, one array's elements
 
 // A value from the file as messages show it: at most a short escaped excerpt.
 std::string excerpt(const json& v) {
@@ -509,13 +509,16 @@ ModelArgs read_config(const json& j, const std::string& source) {
 
 ModelArgs parse_config(const std::string& json_text, const std::string& source) {
   const JsonStructure shape = check_json_structure(
-      json_text, kMaxConfigDepth,
+      json_text, kConfigLimits,
       [&](const JsonStructure& s) {
-        throw InputError(source + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
-                         " levels" + near(s));
+        throw InputError(source + ": nested deeper than " +
+                         std::to_string(kConfigLimits.max_depth) + " levels" + near(s));
       },
       [&](const JsonStructure&, const std::string& key) {
         throw InputError(source + ": key " + quoted(key, 60) + " appears twice");
+      },
+      [&](const JsonStructure& s, const std::string& what) {
+        throw InputError(source + ": holds " + what + near(s) + ", too many for a config");
       });
   json j;
   try {
