@@ -518,7 +518,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       attn::RunShape shape = file_shape;
       if (!file) shape.matrices = {weight_type(t)};
       for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
-        parts.push_back({t + " " + p.name, p.bytes});
+        parts.push_back({t + " " + p.name, p.bytes, p.reserved});
     }
     attn::check_memory(parts, attn::available_memory());
     spdlog::info("drawing weights and input");

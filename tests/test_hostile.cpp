@@ -219,7 +219,11 @@ TEST_CASE("hostile: runs larger than memory are refused before any allocation") 
   TempDir dir;
   const fs::path cfg = dir.path / "c.json";
   write_text(cfg, R"({"dim":4096,"n_heads":32,"n_layers":16777216})");
-  refused("--config " + q(cfg), {"memory", "largest part is the KV cache"});
+  refused("--config " + q(cfg), {"memory", "largest part is the weights"});
+  // A cache far past memory for a short run: it would write little, but reserves it all.
+  write_text(cfg, R"({"dim":4096,"n_heads":32,"max_seq_len":16777216,"max_batch_size":1024})");
+  refused("--config " + q(cfg),
+          {"reserves", "largest reservation is the KV cache", "--max-seq-len"});
   // Every size at the cap: products far past 2^64.
   write_text(cfg, R"({"dim":16777216,"n_heads":16777216,"n_layers":16777216,"rope":"none",
                       "block":"attention","max_seq_len":16777216,"max_batch_size":16777216})");
@@ -228,7 +232,7 @@ TEST_CASE("hostile: runs larger than memory are refused before any allocation") 
   write_text(cfg,
              R"({"dim":8,"n_heads":1,"rope":"none","max_batch_size":1,"max_seq_len":16777216})");
   refused("--config " + q(cfg) + " --threads 1024 --prefill 1 --steps 1",
-          {"largest part is the attention scratch (per thread)"});
+          {"largest reservation is the attention scratch (per thread)"});
 }
 
 TEST_CASE("memory: every part is listed and products past 2^64 are refused") {

@@ -78,21 +78,29 @@ void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
 }
 
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
-                          double theta, const RopeScaling* scaling) {
-  RopeTable t{layout, head_dim, {}};
+                          double theta, const RopeScaling* scaling, std::int64_t filled) {
+  RopeTable t{layout, head_dim, {}, {}, 0};
   if (layout == Rope::none) return t;
   const std::int64_t half = head_dim / 2;
-  t.cos_sin.resize(std::size_t(max_seq_len * half * 2));
-  for (std::int64_t pos = 0; pos < max_seq_len; ++pos)
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+    t.freq.push_back(scaling ? scaled_frequency(freq, *scaling) : freq);
+  }
+  t.cos_sin = FloatBuffer(std::size_t(max_seq_len * half * 2));
+  extend_rope(t, filled < 0 ? max_seq_len : filled);
+  return t;
+}
+
+void extend_rope(RopeTable& t, std::int64_t positions) {
+  const std::int64_t half = std::int64_t(t.freq.size());
+  for (std::int64_t pos = t.filled; pos < positions; ++pos)
     for (std::int64_t i = 0; i < half; ++i) {
       // Angles in double: at position 2047 an f32 angle is already off by ~1e-4 rad.
-      double freq = std::pow(theta, -double(2 * i) / double(head_dim));
-      if (scaling) freq = scaled_frequency(freq, *scaling);
-      const double angle = double(pos) * freq;
+      const double angle = double(pos) * t.freq[std::size_t(i)];
       t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle));
       t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle));
     }
-  return t;
+  t.filled = std::max(t.filled, positions);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/kernels/buffer.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/types.hpp"
 
@@ -24,13 +25,21 @@ void layernorm(const Runtime& rt, float* out, const float* x, const float* weigh
 void activate(const Runtime& rt, Activation act, float* x, std::int64_t n);
 
 // cos/sin of pos * theta^(-2i/head_dim), precomputed for every position as Meta's freqs_cis.
+// The rows of positions 0..filled-1 are computed; later rows as a run first reaches them
+// (extend_rope), so a capacity of millions of positions costs only the positions used.
 struct RopeTable {
   Rope layout = Rope::none;
   std::int64_t head_dim = 0;
-  std::vector<float> cos_sin;  // [max_seq_len, head_dim/2, 2]
+  std::vector<double> freq;  // [head_dim/2]: theta^(-2i/head_dim), scaled
+  FloatBuffer cos_sin;       // [max_seq_len, head_dim/2, 2]
+  std::int64_t filled = 0;
 };
+// The table for max_seq_len positions, with `filled` of them computed (all by default).
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
-                          double theta, const RopeScaling* scaling = nullptr);
+                          double theta, const RopeScaling* scaling = nullptr,
+                          std::int64_t filled = -1);
+// Computes the rows up to `positions` (at most the table's max_seq_len).
+void extend_rope(RopeTable& t, std::int64_t positions);
 
 // Rotates x: [bsz, seqlen, n_heads, head_dim] in place, row (b, t) at position start_pos + t.
 void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t bsz,

@@ -56,20 +56,31 @@ std::int64_t kv_cache_floats(const ModelArgs& a) {
                 "KV cache");
 }
 
-std::vector<BufferPlan::Part> BufferPlan::parts() const {
-  return {{"KV cache", 2 * cache},
-          {"RoPE table", rope},
-          {"activations", xb},
-          {"attention or FFN activations", work},
-          {"attention scratch (per thread)", scores},
-          {"packed rows and prefill weight blocks", pack},
-          {"model-parallel partial sums", partial}};
+std::vector<BufferPlan::Part> BufferPlan::parts(std::int64_t batch, std::int64_t positions) const {
+  auto all = [](std::int64_t n) { return std::uint64_t(n) * 4; };
+  // Each (layer, sequence, KV head) of cache_k and cache_v is written for `positions` rows.
+  const std::uint64_t kv =
+      2 * written_bytes(all(cache), std::uint64_t(n_layers * batch * n_kv_heads),
+                        all(positions * head_dim));
+  return {
+      {"KV cache", 2 * cache, std::min(kv, all(2 * cache)), true},
+      {"RoPE table", rope, written_bytes(all(rope), 1, all(positions * head_dim)), true},
+      {"activations", xb, all(xb)},
+      {"attention or FFN activations", work, all(work)},
+      {"attention scratch (per thread)", scores,
+       written_bytes(all(scores), std::uint64_t(threads), all(kAttentionChunk * positions)), true},
+      {"packed rows and prefill weight blocks", pack, all(pack)},
+      {"model-parallel partial sums", partial, all(partial)}};
 }
 
 BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max_rows,
                         const Runtime& rt, bool halves) {
   BufferPlan p;
   p.max_rows = max_rows;
+  p.n_layers = a.n_layers;
+  p.n_kv_heads = a.n_kv_heads;
+  p.head_dim = a.head_dim();
+  p.threads = rt.threads;
   p.cache = kv_cache_floats(a);
   sum(p.cache, p.cache, "KV cache");
   const std::int64_t hd = a.head_dim();

@@ -45,12 +45,19 @@ struct BufferPlan {
   std::int64_t pack = 0;     // linear()'s scratch (scratch_floats)
   std::int64_t partial = 0;  // [max_rows, dim]: a rank's share of wo or w2 before the allreduce
 
+  // The shape the capacity-sized buffers are cut in, for what a run writes of them.
+  std::int64_t n_layers = 0, n_kv_heads = 0, head_dim = 0, threads = 0;
+
   struct Part {
     const char* name;
     std::int64_t floats;
+    std::uint64_t written;  // bytes a run writes, at most: what it costs (buffer.hpp)
+    bool zeroed = false;    // a FloatBuffer: floats * 4 bytes reserved, `written` of them used
   };
-  // Every buffer above with its name, for the memory estimate.
-  std::vector<Part> parts() const;
+  // Every buffer above with its name, for the memory estimate of a run of `batch` sequences
+  // reaching `positions`: the KV cache, RoPE table and attention scratch are FloatBuffers, whose
+  // untouched pages cost nothing, so they count what such a run writes of them.
+  std::vector<Part> parts(std::int64_t batch, std::int64_t positions) const;
 };
 
 // The buffers of a model computing `local` (a rank's local_args, or the whole model) for forward

@@ -17,7 +17,7 @@ std::string gib(double bytes) {
   return std::to_string(bytes / double(1 << 30)).substr(0, 5);
 }
 
-std::vector<float> filled(const KVCache& c, const std::vector<float>& buf, std::int64_t layer,
+std::vector<float> filled(const KVCache& c, const FloatBuffer& buf, std::int64_t layer,
                           std::int64_t bsz, std::int64_t n) {
   std::vector<float> out(std::size_t(bsz * c.n_kv_heads * n * c.head_dim));  // [bsz, H, n, D]
   float* o = out.data();
@@ -39,8 +39,8 @@ KVCache make_kv_cache(const ModelArgs& a) {
   if (bytes > memory)
     throw InputError("the KV cache needs " + gib(bytes) + " GiB, more than this machine's " +
                      gib(memory) + " GiB: lower max_batch_size or max_seq_len");
-  c.cache_k.assign(std::size_t(n), 0.0f);
-  c.cache_v.assign(std::size_t(n), 0.0f);
+  c.cache_k = FloatBuffer(std::size_t(n));
+  c.cache_v = FloatBuffer(std::size_t(n));
   return c;
 }
 

@@ -5,14 +5,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/kernels/buffer.hpp"
+
 #include "attn/model/config.hpp"
 
 namespace attn {
 
 struct KVCache {
   std::int64_t n_layers = 0, max_batch_size = 0, n_kv_heads = 0, max_seq_len = 0, head_dim = 0;
-  std::vector<float> cache_k;  // [n_layers, max_batch_size, n_kv_heads, max_seq_len, head_dim]
-  std::vector<float> cache_v;  // same
+  FloatBuffer cache_k;  // [n_layers, max_batch_size, n_kv_heads, max_seq_len, head_dim]
+  FloatBuffer cache_v;  // same; pages cost memory once written
 
   std::int64_t offset(std::int64_t layer, std::int64_t b, std::int64_t h, std::int64_t pos) const {
     return (((layer * max_batch_size + b) * n_kv_heads + h) * max_seq_len + pos) * head_dim;

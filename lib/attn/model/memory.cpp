@@ -82,7 +82,9 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   parts.push_back({"weights", weight_bytes(a, matrix_bytes(r.matrices))});
   const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa);
   const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt, any_halves(r.matrices));
-  for (const BufferPlan::Part& p : plan.parts()) add(p.name, {p.floats, kF32});
+  for (const BufferPlan::Part& p : plan.parts(r.batch, T))
+    parts.push_back(
+        {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   add("input", {r.batch, T, whole.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), whole.dim, kF32});
@@ -193,22 +195,51 @@ std::string bytes_text(std::uint64_t bytes) {
   return buf;
 }
 
-void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available) {
+namespace {
+
+std::string parts_text(const std::vector<MemoryPart>& parts) {
+  std::string s = "Parts:";
+  for (const MemoryPart& p : parts)
+    if (p.bytes > 0) s += " " + p.name + " " + bytes_text(p.bytes) + ";";
+  return s;
+}
+
+// The sum of `field` over the parts, and the part with the most.
+std::pair<std::uint64_t, const MemoryPart*> total_of(const std::vector<MemoryPart>& parts,
+                                                     std::uint64_t MemoryPart::*field) {
   std::uint64_t total = 0;
   const MemoryPart* largest = nullptr;
   for (const MemoryPart& p : parts) {
-    if (__builtin_add_overflow(total, p.bytes, &total))
+    if (__builtin_add_overflow(total, p.*field, &total))
       throw InputError("the run would need more than 2^64 bytes of memory: lower the sizes");
-    if (!largest || p.bytes > largest->bytes) largest = &p;
+    if (!largest || p.*field > largest->*field) largest = &p;
   }
-  if (total <= available.bytes) return;
-  std::ostringstream s;
-  s << "the run needs " << bytes_text(total) << " of memory but " << bytes_text(available.bytes)
-    << " are available (" << available.limit << "); the largest part is the " << largest->name
-    << " (" << bytes_text(largest->bytes) << "). Parts:";
-  for (const MemoryPart& p : parts)
-    if (p.bytes > 0) s << " " << p.name << " " << bytes_text(p.bytes) << ";";
-  throw InputError(s.str());
+  return {total, largest};
+}
+
+}  // namespace
+
+void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available) {
+  const auto [total, largest] = total_of(parts, &MemoryPart::bytes);
+  if (total > available.bytes) {
+    std::ostringstream s;
+    s << "the run needs " << bytes_text(total) << " of memory but " << bytes_text(available.bytes)
+      << " are available (" << available.limit << "); the largest part is the " << largest->name
+      << " (" << bytes_text(largest->bytes) << "). " << parts_text(parts);
+    throw InputError(s.str());
+  }
+  // Buffers sized by the capacity cost only what the run writes, but their whole size is
+  // reserved up front (one mapping each): the reservation must fit too.
+  const auto [reserved, widest] = total_of(parts, &MemoryPart::reserved);
+  if (total + reserved > available.bytes) {
+    std::ostringstream s;
+    s << "the run writes " << bytes_text(total) << " but reserves " << bytes_text(reserved)
+      << " more for its capacity, past the " << bytes_text(available.bytes) << " available ("
+      << available.limit << "); the largest reservation is the " << widest->name << " ("
+      << bytes_text(widest->reserved) << "): lower max_seq_len or max_batch_size (--max-seq-len, "
+      << "--max-batch) or the threads. " << parts_text(parts);
+    throw InputError(s.str());
+  }
 }
 
 }  // namespace attn

@@ -16,7 +16,8 @@ namespace attn {
 
 struct MemoryPart {
   std::string name;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;     // what the run costs: the bytes it writes
+  std::uint64_t reserved = 0;  // address space held beyond that (capacity-sized buffers)
 };
 
 // What a run is asked to do, as far as memory goes.

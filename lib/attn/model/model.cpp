@@ -142,12 +142,12 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
       whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
   m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
-                           a.rope_scaling ? &*a.rope_scaling : nullptr);
+                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
   Activations& act = m.act;
   act.plan = plan;
   act.xb = buffer(plan.xb);
   act.work = buffer(plan.work);
-  act.scores = buffer(plan.scores);
+  act.scores = FloatBuffer(std::size_t(plan.scores));  // touched only up to the keys used
   act.pack = buffer(plan.pack);
   act.partial = buffer(plan.partial);
   return m;
@@ -161,6 +161,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
                      " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
   const std::int64_t rows = bsz * seqlen;
+  extend_rope(m.rope, start_pos + seqlen);
   std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     const LayerWeights& w = m.weights.layers[std::size_t(l)];

@@ -31,7 +31,7 @@ struct Activations {
   float* xv() { return work.data() + plan.xv_at; }  // [rows, n_kv_heads * head_dim]
   float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)
   float* h3() { return work.data() + plan.h3_at; }  // [rows, block]: w3 x
-  std::vector<float> scores;   // per-thread attention scores: [rt.threads, chunk, max_seq_len]
+  FloatBuffer scores;          // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // linear()'s scratch: packed x, or prefill's weight panels
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
 };
