@@ -9,7 +9,7 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -18,7 +18,14 @@ for h in "${harnesses[@]}"; do
     safetensors) seeds=(tests/golden/*/*.safetensors weights/*.safetensors) ;;
     config) seeds=(configs/*.json tests/golden/*/config.json) ;;
     input) seeds=(tests/golden/*/input.safetensors) ;;
+    index) seeds=(tests/golden/hf/*/*.index.json) ;;
+    hf_config) seeds=() ;;  # made below: a pick byte, then each Hugging Face config
   esac
+  if [ "$h" = hf_config ]; then
+    for c in tests/golden/hf/*/config.json; do
+      printf '\x0b' | cat - "$c" >"$corpus/seed-$(echo "$c" | tr / _)"
+    done
+  fi
   for s in "${seeds[@]}" fuzz/regressions/"$h"/*; do
     # Small seeds only: the harness's speed scales with input size.
     if [ "$(stat -c %s "$s")" -le 65536 ]; then cp "$s" "$corpus/seed-$(echo "$s" | tr / _)"; fi

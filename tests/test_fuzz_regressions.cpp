@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/session.hpp"
@@ -70,5 +71,31 @@ TEST_CASE("fuzz regressions: the input reader") {
   for (const fs::path& p : files) {
     attn::RunOptions opts{1, 3, 2};
     accepted_or_refused(p, [&] { attn::load_input(p, attn::seed_args(), opts, false); });
+  }
+}
+
+TEST_CASE("fuzz regressions: the Hugging Face index") {
+  const auto files = regressions("index");
+  CHECK(!files.empty());
+  for (const fs::path& p : files)
+    accepted_or_refused(p, [&] {
+      attn::Checkpoint c = attn::parse_index(slurp(p), "/nonexistent/model.safetensors.index.json");
+      if (!c.weight_map.empty()) c.info(c.weight_map.begin()->first);
+    });
+}
+
+TEST_CASE("fuzz regressions: Hugging Face config.json and the overrides") {
+  const auto files = regressions("hf_config");
+  CHECK(!files.empty());
+  for (const fs::path& p : files) {
+    const std::string bytes = slurp(p);  // a pick byte (fuzz_hf_config.cpp), then the file
+    REQUIRE(!bytes.empty());
+    accepted_or_refused(p, [&] {
+      attn::ModelArgs a = attn::parse_config(bytes.substr(1), "config.json");
+      attn::ConfigOverrides o;
+      o.max_seq_len = bytes[0] & 1 ? 64 : 0;
+      o.model_parallel_size = (bytes[0] >> 1) & 3;
+      attn::apply_overrides(a, o);
+    });
   }
 }

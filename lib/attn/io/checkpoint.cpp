@@ -23,9 +23,11 @@ bool plain_file_name(const std::string& name) {
 constexpr std::uint64_t kMaxIndexBytes = 16 << 20;
 constexpr JsonLimits kIndexLimits{64, 1 << 20, 1 << 10};
 
-json read_index(const std::filesystem::path& path) {
-  const std::string text = read_small_file(path, "safetensors index", kMaxIndexBytes);
+json index_json(const std::string& text, const std::filesystem::path& path) {
   const std::string src = escape(path.string());
+  if (text.size() > kMaxIndexBytes)
+    throw InputError(src + ": the safetensors index is " + std::to_string(text.size()) +
+                     " bytes, over the limit of " + std::to_string(kMaxIndexBytes));
   auto where = [](const JsonStructure& s) {
     return s.last_key.empty() ? std::string() : " (near key " + attn::quoted(s.last_key, 60) + ")";
   };
@@ -49,8 +51,10 @@ json read_index(const std::filesystem::path& path) {
   }
 }
 
-Checkpoint open_index(const std::filesystem::path& path) {
-  const json j = read_index(path);
+}  // namespace
+
+Checkpoint parse_index(const std::string& text, const std::filesystem::path& path) {
+  const json j = index_json(text, path);
   const std::string src = escape(path.string());
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
     throw InputError(src + ": key 'weight_map': expected an object of tensor name -> file name");
@@ -65,6 +69,8 @@ Checkpoint open_index(const std::filesystem::path& path) {
   }
   return c;
 }
+
+namespace {
 
 // The name of the file holding tensor `name`. Throws InputError if none does.
 const std::string& file_name(const Checkpoint& c, const std::string& name) {
@@ -109,7 +115,8 @@ const SafetensorsFile& Checkpoint::file_of(const std::string& name) {
 }
 
 Checkpoint open_checkpoint(const std::filesystem::path& path) {
-  if (path.string().ends_with(".index.json")) return open_index(path);
+  if (path.string().ends_with(".index.json"))
+    return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
   Checkpoint c;
   c.path = escape(path.string());
   c.dir = path.parent_path();

@@ -32,4 +32,8 @@ struct Checkpoint {
 // safetensors file. Throws InputError naming the file.
 Checkpoint open_checkpoint(const std::filesystem::path& path);
 
+// The index's text as read from `path` (whose directory holds the shard files), checked for
+// depth, duplicate keys and size before it is parsed. Throws InputError.
+Checkpoint parse_index(const std::string& text, const std::filesystem::path& path);
+
 }  // namespace attn
