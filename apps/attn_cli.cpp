@@ -520,7 +520,11 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
         parts.push_back({t + " " + p.name, p.bytes, p.reserved});
     }
-    attn::check_memory(parts, attn::available_memory());
+    try {
+      attn::check_memory(parts, attn::available_memory());
+    } catch (const attn::InputError& e) {
+      throw attn::InputError(args.source + ": " + e.what());
+    }
     spdlog::info("drawing weights and input");
     x = attn::seeded_input(args, opts, f.seed);
     models.reserve(types.size());
