@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libcli11-dev nlohmann-json3-dev libspdlog-dev libopenblas-dev
           doctest-dev clang libclang-rt-14-dev libomp-dev libstb-dev
-          openmpi-bin libopenmpi-dev)
+          openmpi-bin libopenmpi-dev python3-dev python3-pybind11 pybind11-dev python3-numpy
+          python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

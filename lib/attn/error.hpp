@@ -10,4 +10,10 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A forward call stopped at a layer boundary because Transformer::cancel was set (Ctrl-C in a
+// notebook). The cache holds whatever the stopped call wrote past the filled positions.
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace attn

@@ -164,6 +164,8 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
   extend_rope(m.rope, start_pos + seqlen);
   std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    if (m.cancel && m.cancel->load(std::memory_order_relaxed))
+      throw Interrupted("interrupted before layer " + std::to_string(l));
     const LayerWeights& w = m.weights.layers[std::size_t(l)];
     if (a.block == Block::llama) {
       rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));

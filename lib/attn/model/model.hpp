@@ -1,6 +1,7 @@
 #pragma once
 // The model: config, weights, KV cache and preallocated activations, and the one forward pass
 // for prefill and decode, as Meta's Transformer.forward(x, start_pos).
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,8 @@ struct Transformer {
   Shard shard;
   ModelArgs local;
   double allreduce_seconds = 0;  // spent in the allreduces so far
+  // Set by another thread to stop a forward call between blocks (it throws Interrupted).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // max_rows: the most rows (bsz * seqlen) one forward call will be given. The model keeps rt:

@@ -1,0 +1,351 @@
+// `import attn`: the engine from Python, as the notebooks use their classes. ModelArgs with the
+// CLI's validation, Model.prefill / decode over the KV cache, cache views, attention weights.
+// Inputs are read in place (buffer protocol, or numpy.asarray for PyTorch CPU tensors); outputs
+// are NumPy arrays the engine writes into. The GIL is released while the engine runs, and
+// Ctrl-C stops a forward call between blocks.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/weights.hpp"
+#include "attn/version.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// ModelArgs(**keys): the notebook's defaults (attn.ModelArgs() is configs/gqa.json), each key
+// given replacing its value, then read by the same parser as a config file: the same checks
+// and messages.
+attn::ModelArgs make_args(const py::kwargs& keys) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : attn::config_values(attn::seed_args()))
+    j[key] = nlohmann::json::parse(value);
+  // Derived, or meaningful for one block only: set only when given.
+  for (const char* k : {"ffn_hidden", "activation", "norm_first", "attention_bias", "mask"})
+    j.erase(k);
+  for (const auto& [key, value] : keys) {
+    const std::string k = py::str(key);
+    const std::string text = py::module_::import("json").attr("dumps")(value).cast<std::string>();
+    j[k] = nlohmann::json::parse(text);
+  }
+  return attn::parse_config(j.dump(), "ModelArgs");
+}
+
+// A C-contiguous float32 array of `ndim` axes read in place: the buffer protocol, or
+// numpy.asarray (PyTorch CPU tensors: no copy) for objects without it.
+struct Floats {
+  py::buffer_info info;
+  py::object keep;  // the object the buffer belongs to
+  const float* data() const { return static_cast<const float*>(info.ptr); }
+};
+
+Floats floats(py::handle obj, const char* name, int ndim, const std::string& expected) {
+  py::object o = py::reinterpret_borrow<py::object>(obj);
+  if (!PyObject_CheckBuffer(o.ptr())) {
+    try {
+      o = py::module_::import("numpy").attr("asarray")(o);
+    } catch (py::error_already_set& e) {
+      throw py::type_error(std::string(name) + ": expected a float32 array " + expected +
+                           " on the CPU, got " + std::string(py::str(obj.get_type())) + " (" +
+                           e.what() + ")");
+    }
+  }
+  Floats f{py::reinterpret_borrow<py::buffer>(o).request(), o};
+  const std::string& fmt = f.info.format;  // "<f" and "=f": explicit little-endian float32
+  if (fmt != "f" && fmt != "<f" && fmt != "=f")
+    throw py::type_error(std::string(name) + ": expected float32, got format '" + f.info.format +
+                         "'");
+  if (f.info.ndim != ndim)
+    throw py::value_error(std::string(name) + ": expected shape " + expected + ", got " +
+                          std::to_string(f.info.ndim) + " axes");
+  py::ssize_t stride = sizeof(float);
+  for (py::ssize_t i = ndim - 1; i >= 0; --i) {
+    if (f.info.shape[std::size_t(i)] > 1 && f.info.strides[std::size_t(i)] != stride)
+      throw py::value_error(std::string(name) + ": must be C-contiguous (numpy.ascontiguousarray)");
+    stride *= f.info.shape[std::size_t(i)];
+  }
+  return f;
+}
+
+class Model {
+ public:
+  Model(const attn::ModelArgs& args, std::optional<std::string> weights, std::uint64_t seed,
+        int threads, bool attention_weights)
+      : keep_probs_(attention_weights) {
+    if (args.model_parallel_size > 1)
+      throw py::value_error("model_parallel_size > 1 runs under mpirun with attn-cli");
+    attn::TransformerWeights w =
+        weights ? attn::load_weights(args, *weights) : attn::seeded_weights(args, seed);
+    const std::int64_t max_rows = args.max_batch_size * args.max_seq_len;
+    m_.emplace(attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(threads)));
+    m_->cancel = &cancel_;
+  }
+
+  const attn::ModelArgs& args() const { return m_->args; }
+  std::int64_t filled() const { return pos_; }
+  std::uintptr_t last_input_address() const { return last_input_; }
+  int threads() const { return m_->rt.threads; }
+
+  py::array_t<float> prefill(py::handle x, std::int64_t start_pos, std::optional<std::string> mask,
+                             py::object attention_mask) {
+    const attn::ModelArgs& a = m_->args;
+    const Floats in = floats(x, "x", 3, "[batch, seqlen, dim=" + std::to_string(a.dim) + "]");
+    const std::int64_t B = in.info.shape[0], T = in.info.shape[1];
+    check_shape(in, B, T, start_pos);
+    m_->mask.kind = !mask ? a.mask : mask_kind(*mask);
+    set_padding(attention_mask, B, T, start_pos);
+    return run(in, B, T, start_pos);
+  }
+
+  py::array_t<float> decode(py::handle x, py::object attention_mask) {
+    const attn::ModelArgs& a = m_->args;
+    const Floats in = floats(x, "x", 3, "[batch, 1, dim=" + std::to_string(a.dim) + "]");
+    const std::int64_t B = in.info.shape[0];
+    if (in.info.shape[1] != 1)
+      throw py::value_error("x: expected shape [batch, 1, " + std::to_string(a.dim) + "], got " +
+                            std::to_string(in.info.shape[1]) + " positions (prefill takes more)");
+    if (pos_ == 0) throw py::value_error("decode: prefill first (the cache is empty)");
+    if (B != batch_)
+      throw py::value_error("x: batch " + std::to_string(B) + " differs from the prefill's " +
+                            std::to_string(batch_));
+    check_shape(in, B, 1, pos_);
+    set_padding(attention_mask, B, 1, pos_);
+    return run(in, B, 1, pos_);
+  }
+
+  // The filled part of layer l's cache, [batch, n_kv_heads, filled, head_dim]: a view of the
+  // cache itself (valid until the next call changes it; copy() to keep it).
+  py::array_t<float> cache(std::int64_t layer, bool values, py::object self) const {
+    const attn::KVCache& c = m_->cache;
+    if (layer < 0 || layer >= c.n_layers)
+      throw py::index_error("layer " + std::to_string(layer) + " out of range 0.." +
+                            std::to_string(c.n_layers - 1));
+    const float* base = values ? c.v(layer, 0, 0, 0) : c.k(layer, 0, 0, 0);
+    const py::ssize_t f = sizeof(float);
+    return py::array_t<float>({py::ssize_t(batch_), py::ssize_t(c.n_kv_heads), py::ssize_t(pos_),
+                               py::ssize_t(c.head_dim)},
+                              {f * c.n_kv_heads * c.max_seq_len * c.head_dim,
+                               f * c.max_seq_len * c.head_dim, f * c.head_dim, f},
+                              base, self);
+  }
+
+  // The last call's probabilities of layer l: [batch, n_heads, seqlen, start_pos + seqlen].
+  py::array_t<float> attention_weights(std::int64_t layer) const {
+    if (!keep_probs_)
+      throw py::value_error(
+          "attention weights are kept only with Model(..., attention_weights=True)");
+    if (probs_.empty()) throw py::value_error("no call yet");
+    if (layer < 0 || layer >= std::int64_t(probs_.size()))
+      throw py::index_error("layer " + std::to_string(layer) + " out of range");
+    return probs_[std::size_t(layer)];
+  }
+
+  void reset() {
+    pos_ = 0;
+    batch_ = 0;
+    m_->mask.keep = nullptr;
+  }
+
+ private:
+  static attn::Mask mask_kind(const std::string& mask) {
+    if (mask == "causal") return attn::Mask::causal;
+    if (mask == "none") return attn::Mask::none;
+    throw py::value_error("mask: expected \"causal\" or \"none\", got '" + mask + "'");
+  }
+
+  void check_shape(const Floats& in, std::int64_t B, std::int64_t T, std::int64_t start_pos) const {
+    const attn::ModelArgs& a = m_->args;
+    if (in.info.shape[2] != a.dim)
+      throw py::value_error("x: expected shape [batch, seqlen, " + std::to_string(a.dim) +
+                            "], got dim " + std::to_string(in.info.shape[2]));
+    if (B < 1 || B > a.max_batch_size)
+      throw py::value_error("x: batch " + std::to_string(B) + " is outside 1.." +
+                            std::to_string(a.max_batch_size) + " (max_batch_size)");
+    if (T < 1 || start_pos < 0 || start_pos > a.max_seq_len || T > a.max_seq_len - start_pos)
+      throw py::value_error("x: positions " + std::to_string(start_pos) + ".." +
+                            std::to_string(start_pos + T - 1) + " do not fit the cache's " +
+                            std::to_string(a.max_seq_len) + " (max_seq_len)");
+  }
+
+  // attention_mask [batch, seqlen] (1 = a real position, 0 = padding) for the positions this
+  // call writes; the earlier positions keep theirs.
+  void set_padding(py::object mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    const attn::ModelArgs& a = m_->args;
+    if (mask.is_none()) {
+      if (start_pos == 0) m_->mask.keep = nullptr;
+      if (m_->mask.keep)
+        for (std::int64_t b = 0; b < B; ++b)
+          std::fill_n(keep_.begin() + b * a.max_seq_len + start_pos, T, std::uint8_t(1));
+      return;
+    }
+    py::array_t<float, py::array::c_style | py::array::forcecast> m(mask);
+    if (m.ndim() != 2 || m.shape(0) != B || m.shape(1) != T)
+      throw py::value_error("attention_mask: expected shape [" + std::to_string(B) + ", " +
+                            std::to_string(T) + "]");
+    if (!m_->mask.keep || start_pos == 0)
+      keep_.assign(std::size_t(a.max_batch_size * a.max_seq_len), 1);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t) {
+        const float v = m.at(b, t);
+        if (v != 0 && v != 1)
+          throw py::value_error("attention_mask: values must be 0 or 1, got " + std::to_string(v) +
+                                " at [" + std::to_string(b) + ", " + std::to_string(t) + "]");
+        keep_[std::size_t(b * a.max_seq_len + start_pos + t)] = v != 0;
+      }
+    m_->mask.keep = keep_.data();
+    m_->mask.ld = a.max_seq_len;
+  }
+
+  py::array_t<float> run(const Floats& in, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    const attn::ModelArgs& a = m_->args;
+    py::array_t<float> out({py::ssize_t(B), py::ssize_t(T), py::ssize_t(a.dim)});
+    keep_probabilities(B, T, start_pos);
+    float* y = out.mutable_data();
+    last_input_ = reinterpret_cast<std::uintptr_t>(in.data());
+    forward_interruptible(in.data(), B, T, start_pos, y);
+    pos_ = start_pos + T;
+    batch_ = B;
+    return out;
+  }
+
+  void keep_probabilities(std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    if (!keep_probs_) return;
+    const attn::ModelArgs& a = m_->args;
+    probs_.clear();
+    for (std::int64_t l = 0; l < a.n_layers; ++l) {
+      probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
+      m_->attn_probs[std::size_t(l)] = probs_.back().mutable_data();
+    }
+  }
+
+  // The engine on a worker thread, the GIL released; the calling thread looks for Ctrl-C every
+  // 20 ms and, on one, stops the engine between blocks and raises KeyboardInterrupt.
+  void forward_interruptible(const float* x, std::int64_t B, std::int64_t T, std::int64_t start_pos,
+                             float* y) {
+    cancel_ = false;
+    std::exception_ptr error;
+    std::atomic<bool> done{false};
+    {
+      py::gil_scoped_release release;
+      std::thread worker([&] {
+        try {
+          attn::forward(*m_, x, B, T, start_pos, y);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        done = true;
+      });
+      while (!done) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (done) break;
+        if (++polls_ % 20 != 0) continue;
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {
+          cancel_ = true;
+          break;
+        }
+      }
+      worker.join();
+    }
+    if (cancel_) throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
+    if (error) std::rethrow_exception(error);
+  }
+
+  std::optional<attn::Transformer> m_;
+  std::atomic<bool> cancel_{false};
+  bool keep_probs_ = false;
+  std::vector<py::array_t<float>> probs_;
+  std::vector<std::uint8_t> keep_;  // [max_batch_size, max_seq_len]: the padding mask so far
+  std::int64_t pos_ = 0, batch_ = 0;
+  std::uint64_t polls_ = 0;
+  std::uintptr_t last_input_ = 0;
+};
+
+py::dict args_dict(const attn::ModelArgs& a) {
+  py::dict d;
+  for (const auto& [key, value] : attn::config_values(a))
+    d[py::str(key)] = py::module_::import("json").attr("loads")(value);
+  d["head_dim"] = a.head_dim();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(attn, mod) {
+  mod.doc() = "attn-cli's engine: LLaMA-style transformer blocks on the CPU, with the KV cache.";
+  mod.attr("__version__") = ATTN_VERSION;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const attn::InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  py::class_<attn::ModelArgs>(mod, "ModelArgs")
+      .def(py::init([](const py::kwargs& k) { return make_args(k); }),
+           "ModelArgs(dim=18, n_heads=6, n_kv_heads=2, ...): the notebook's defaults, any key of "
+           "the config contract replaced, validated as a config file is (ValueError)")
+      .def_static(
+          "from_file", [](const std::string& path) { return attn::load_config(path); },
+          py::arg("path"), "a Meta params.json-style or Hugging Face config.json file")
+      .def("to_dict", &args_dict)
+      .def("__repr__",
+           [](const attn::ModelArgs& a) {
+             return "ModelArgs(" + std::string(py::str(args_dict(a))) + ")";
+           })
+      .def_property_readonly("head_dim", &attn::ModelArgs::head_dim)
+      .def_property_readonly("n_rep", &attn::ModelArgs::n_rep)
+      .def_property_readonly("ffn_hidden", &attn::ModelArgs::ffn_hidden)
+      .def_readonly("dim", &attn::ModelArgs::dim)
+      .def_readonly("n_layers", &attn::ModelArgs::n_layers)
+      .def_readonly("n_heads", &attn::ModelArgs::n_heads)
+      .def_readonly("n_kv_heads", &attn::ModelArgs::n_kv_heads)
+      .def_readonly("max_batch_size", &attn::ModelArgs::max_batch_size)
+      .def_readonly("max_seq_len", &attn::ModelArgs::max_seq_len)
+      .def_readonly("norm_eps", &attn::ModelArgs::norm_eps)
+      .def_readonly("rope_theta", &attn::ModelArgs::rope_theta);
+  py::class_<Model>(mod, "Model")
+      .def(py::init<const attn::ModelArgs&, std::optional<std::string>, std::uint64_t, int, bool>(),
+           py::arg("args"), py::arg("weights") = py::none(), py::arg("seed") = 42,
+           py::arg("threads") = 0, py::arg("attention_weights") = false,
+           "weights: a safetensors file or Hugging Face index (None: drawn from seed as attn-cli "
+           "does); threads 0: the machine's cores")
+      .def("prefill", &Model::prefill, py::arg("x"), py::arg("start_pos") = 0,
+           py::arg("mask") = py::none(), py::arg("attention_mask") = py::none(),
+           "x [batch, seqlen, dim] float32 at positions start_pos..: the output [batch, seqlen, "
+           "dim]; mask 'causal' or 'none' (None: the config's); attention_mask [batch, seqlen], "
+           "1 = real, 0 = padding")
+      .def("decode", &Model::decode, py::arg("x"), py::arg("attention_mask") = py::none(),
+           "x [batch, 1, dim] at the next position: the output [batch, 1, dim]; attention_mask "
+           "[batch, 1] for that position (default 1)")
+      .def(
+          "cache_k",
+          [](py::object self, std::int64_t l) { return self.cast<Model&>().cache(l, false, self); },
+          py::arg("layer") = 0)
+      .def(
+          "cache_v",
+          [](py::object self, std::int64_t l) { return self.cast<Model&>().cache(l, true, self); },
+          py::arg("layer") = 0)
+      .def("attention_weights", &Model::attention_weights, py::arg("layer") = 0)
+      .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
+      .def_property_readonly("args", &Model::args)
+      .def_property_readonly("filled", &Model::filled)
+      .def_property_readonly("threads", &Model::threads)
+      .def_property_readonly("last_input_address", &Model::last_input_address,
+                             "the address of the x the engine read last (zero-copy checks)");
+}

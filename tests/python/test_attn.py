@@ -1,0 +1,168 @@
+"""`import attn` against the CLI (bit for bit), the notebooks' PyTorch classes (the committed
+fixtures, within their tolerance), and its own promises: zero-copy input, errors naming the
+argument, thread counts, Ctrl-C. Run by ctest (python.pytest) with PYTHONPATH=<build>/python."""
+import _thread
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+
+import attn
+import safetensors_np
+
+SOURCE = pathlib.Path(os.environ.get("ATTN_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+GOLDEN = SOURCE / "tests" / "golden"
+CLI = os.environ.get("ATTN_CLI", str(SOURCE / "build" / "apps" / "attn-cli"))
+
+
+def cases(folder):
+    return json.loads((folder / "cases.json").read_text())
+
+
+def run_module(d, case, threads=2, attention_weights=False):
+    """Prefill P positions of the case's input, then N decode steps, as `attn-cli run` does."""
+    args = attn.ModelArgs.from_file(str(d / "config.json"))
+    m = attn.Model(args, weights=str(d / "weights.safetensors"), threads=threads,
+                   attention_weights=attention_weights)
+    inp = safetensors_np.load(d / "input.safetensors")
+    x, P, N = inp["x"], case["prefill"], case["steps"]
+    keep = inp.get("attention_mask")
+    keep = None if keep is None else keep.astype(np.float32)
+    out = {"prefill.output": m.prefill(np.ascontiguousarray(x[:, :P]),
+                                       attention_mask=None if keep is None else keep[:, :P])}
+    if attention_weights:
+        for l in range(args.n_layers):
+            out[f"attn.{l}.prefill"] = m.attention_weights(l)
+    for i in range(1, N + 1):
+        step = np.ascontiguousarray(x[:, P + i - 1:P + i])
+        mask = None if keep is None else np.ascontiguousarray(keep[:, P + i - 1:P + i])
+        out[f"decode.{i}.output"] = m.decode(step, attention_mask=mask)
+        if attention_weights:
+            for l in range(args.n_layers):
+                out[f"attn.{l}.decode.{i}"] = m.attention_weights(l)
+    for l in range(args.n_layers):
+        out[f"cache.{l}.k"] = m.cache_k(l).copy()
+        out[f"cache.{l}.v"] = m.cache_v(l).copy()
+    return out
+
+
+def run_cli(d, case, dump, extra=()):
+    cmd = [CLI, "run", "--config", str(d / "config.json"), "--weights",
+           str(d / "weights.safetensors"), "--input", str(d / "input.safetensors"),
+           "--prefill", str(case["prefill"]), "--steps", str(case["steps"]), "-t", "2",
+           "--dump", str(dump), *extra]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return safetensors_np.load(dump)
+
+
+def test_the_readme_line():
+    y = attn.Model(attn.ModelArgs()).prefill(np.random.randn(1, 7, 18).astype("float32"))
+    assert y.shape == (1, 7, 18) and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("case", cases(GOLDEN), ids=lambda c: c["name"])
+def test_golden_case_equals_the_cli_dump_bit_for_bit(case, tmp_path):
+    d = GOLDEN / case["name"]
+    dump = run_cli(d, case, tmp_path / "dump.safetensors")
+    got = run_module(d, case)
+    for name, value in got.items():
+        assert value.shape == dump[name].shape, name
+        assert np.array_equal(value, dump[name]), name
+    assert set(got) == set(dump) - {"input"}
+
+
+@pytest.mark.parametrize("case", cases(GOLDEN / "notebooks"), ids=lambda c: c["name"])
+def test_notebook_class_against_the_module(case, tmp_path):
+    d = GOLDEN / "notebooks" / case["name"]
+    expected = safetensors_np.load(d / "expected.safetensors")
+    got = run_module(d, case, attention_weights=case["attention_weights"])
+    tol = case["tolerance"]
+    for name, value in expected.items():
+        if name == "input":
+            continue
+        np.testing.assert_allclose(got[name], value, rtol=tol["rtol"], atol=tol["atol"],
+                                   err_msg=name)
+
+
+def test_input_is_read_in_place_and_outputs_are_fresh_arrays():
+    m = attn.Model(attn.ModelArgs(), threads=1)
+    x = np.random.randn(2, 5, 18).astype(np.float32)
+    y = m.prefill(x)
+    assert m.last_input_address == x.ctypes.data
+    assert y.flags.owndata or y.base is not None
+    assert not np.shares_memory(x, y)
+    step = np.random.randn(2, 1, 18).astype(np.float32)
+    m.decode(step)
+    assert m.last_input_address == step.ctypes.data
+    k = m.cache_k(0)
+    assert k.shape == (2, 2, 6, 3)  # [B, n_kv_heads, filled, head_dim], a view of the cache
+
+
+def test_pytorch_cpu_tensors_are_read_in_place():
+    torch = pytest.importorskip("torch")
+    m = attn.Model(attn.ModelArgs(), threads=1)
+    x = torch.randn(1, 4, 18)
+    y = m.prefill(x)
+    assert m.last_input_address == x.data_ptr()
+    assert np.array_equal(y, attn.Model(attn.ModelArgs(), threads=1).prefill(x.numpy()))
+
+
+def test_errors_name_the_argument_and_the_shape():
+    m = attn.Model(attn.ModelArgs())
+    with pytest.raises(TypeError, match="x: expected float32"):
+        m.prefill(np.zeros((1, 3, 18)))
+    with pytest.raises(ValueError, match=r"x: expected shape \[batch, seqlen, 18\], got dim 17"):
+        m.prefill(np.zeros((1, 3, 17), np.float32))
+    with pytest.raises(ValueError, match="got 2 axes"):
+        m.prefill(np.zeros((3, 18), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        m.prefill(np.zeros((1, 18, 3), np.float32).transpose(0, 2, 1))
+    with pytest.raises(ValueError, match="max_seq_len"):
+        m.prefill(np.zeros((1, 18, 18), np.float32))
+    with pytest.raises(ValueError, match="prefill first"):
+        m.decode(np.zeros((1, 1, 18), np.float32))
+    with pytest.raises(ValueError, match="'n_heads'.*not divisible"):
+        attn.ModelArgs(n_heads=5)
+    with pytest.raises(ValueError, match="'rope'"):
+        attn.ModelArgs(rope="sideways")
+    with pytest.raises(ValueError, match="no such file|cannot open"):
+        attn.ModelArgs.from_file("/nonexistent/config.json")
+    with pytest.raises(ValueError, match="attention_weights=True"):
+        m.attention_weights(0)
+
+
+def test_model_args_keep_the_contract_keys():
+    a = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, n_layers=3, block="llama",
+                       rope="interleaved", max_seq_len=32)
+    assert (a.dim, a.n_heads, a.n_kv_heads, a.head_dim, a.n_rep) == (64, 8, 2, 8, 4)
+    d = a.to_dict()
+    assert d["block"] == "llama" and d["max_seq_len"] == 32 and d["head_dim"] == 8
+    hf = attn.ModelArgs.from_file(str(GOLDEN / "hf" / "llama31_gqa_bf16" / "config.json"))
+    assert (hf.dim, hf.n_kv_heads) == (32, 2)
+
+
+def test_thread_counts_give_the_same_bits():
+    args = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, n_layers=2, block="llama",
+                          rope="interleaved", max_seq_len=80)
+    x = np.random.default_rng(1).standard_normal((2, 70, 64)).astype(np.float32)
+    ys = [attn.Model(args, threads=t).prefill(x) for t in (1, 2, 3)]
+    assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], ys[2])
+
+
+def test_ctrl_c_stops_a_long_prefill_and_the_next_call_works():
+    args = attn.ModelArgs(dim=512, n_heads=8, n_kv_heads=8, n_layers=64, block="llama",
+                          rope="half", max_seq_len=1024, max_batch_size=1)
+    m = attn.Model(args, threads=2)
+    x = np.random.default_rng(2).standard_normal((1, 1024, 512)).astype(np.float32)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.prefill(x)
+    timer.join()
+    small = np.ascontiguousarray(x[:, :8])
+    assert np.array_equal(m.prefill(small), attn.Model(args, threads=2).prefill(small))
