@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -100,6 +102,7 @@ class Model {
   std::int64_t filled() const { return pos_; }
   std::uintptr_t last_input_address() const { return last_input_; }
   int threads() const { return m_->rt.threads; }
+  double last_seconds() const { return last_seconds_; }
 
   py::array_t<float> prefill(py::handle x, std::int64_t start_pos, std::optional<std::string> mask,
                              py::object attention_mask) {
@@ -217,7 +220,9 @@ class Model {
     keep_probabilities(B, T, start_pos);
     float* y = out.mutable_data();
     last_input_ = reinterpret_cast<std::uintptr_t>(in.data());
+    const auto t0 = std::chrono::steady_clock::now();
     forward_interruptible(in.data(), B, T, start_pos, y);
+    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     pos_ = start_pos + T;
     batch_ = B;
     return out;
@@ -233,13 +238,30 @@ class Model {
     }
   }
 
-  // The engine on a worker thread, the GIL released; the calling thread looks for Ctrl-C every
-  // 20 ms and, on one, stops the engine between blocks and raises KeyboardInterrupt.
+  // Roughly the call's floating-point operations: what decides whether it is worth a thread.
+  double call_flops(std::int64_t rows, std::int64_t keys) const {
+    const attn::ModelArgs& a = m_->args;
+    const double params = double(m_->weights.bytes) / 2;  // at least: BF16 or wider
+    return 2 * double(rows) * params +
+           4 * double(rows) * double(keys) * double(a.n_heads * a.head_dim() * a.n_layers);
+  }
+
+  // The GIL is released while the engine runs. A short call (a decode step) runs on this thread:
+  // a thread and a wake-up would cost more than it takes. A long one runs on a worker while this
+  // thread looks for Ctrl-C every 20 ms and, on one, stops the engine between blocks and raises
+  // KeyboardInterrupt.
   void forward_interruptible(const float* x, std::int64_t B, std::int64_t T, std::int64_t start_pos,
                              float* y) {
     cancel_ = false;
+    if (call_flops(B * T, start_pos + T) < kInlineFlops) {
+      py::gil_scoped_release release;
+      attn::forward(*m_, x, B, T, start_pos, y);
+      return;
+    }
     std::exception_ptr error;
-    std::atomic<bool> done{false};
+    bool done = false;
+    std::mutex mutex;
+    std::condition_variable finished;
     {
       py::gil_scoped_release release;
       std::thread worker([&] {
@@ -248,23 +270,32 @@ class Model {
         } catch (...) {
           error = std::current_exception();
         }
+        std::lock_guard lock(mutex);
         done = true;
+        finished.notify_one();
       });
-      while (!done) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        if (done) break;
-        if (++polls_ % 20 != 0) continue;
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) {
+      std::unique_lock lock(mutex);
+      while (!finished.wait_for(lock, std::chrono::milliseconds(20), [&] { return done; })) {
+        lock.unlock();
+        bool interrupted = false;
+        {
+          py::gil_scoped_acquire gil;
+          interrupted = PyErr_CheckSignals() != 0;
+        }
+        lock.lock();
+        if (interrupted) {
           cancel_ = true;
           break;
         }
       }
+      lock.unlock();
       worker.join();
     }
     if (cancel_) throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
     if (error) std::rethrow_exception(error);
   }
+
+  static constexpr double kInlineFlops = 2e9;  // ~10-40 ms on one core
 
   std::optional<attn::Transformer> m_;
   std::atomic<bool> cancel_{false};
@@ -272,8 +303,8 @@ class Model {
   std::vector<py::array_t<float>> probs_;
   std::vector<std::uint8_t> keep_;  // [max_batch_size, max_seq_len]: the padding mask so far
   std::int64_t pos_ = 0, batch_ = 0;
-  std::uint64_t polls_ = 0;
   std::uintptr_t last_input_ = 0;
+  double last_seconds_ = 0;
 };
 
 py::dict args_dict(const attn::ModelArgs& a) {
@@ -346,6 +377,8 @@ PYBIND11_MODULE(attn, mod) {
       .def_property_readonly("args", &Model::args)
       .def_property_readonly("filled", &Model::filled)
       .def_property_readonly("threads", &Model::threads)
+      .def_property_readonly("last_seconds", &Model::last_seconds,
+                             "the engine's own time in the last call (forward, GIL released)")
       .def_property_readonly("last_input_address", &Model::last_input_address,
                              "the address of the x the engine read last (zero-copy checks)");
 }

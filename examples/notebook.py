@@ -1,0 +1,178 @@
+"""Notebook 002's TransformerBlock in PyTorch beside attn.Model on the same weights.
+
+    PYTHONPATH=build/python /usr/bin/python3 examples/notebook.py
+
+Needs Debian's python3-torch and python3-numpy. Rebuilds the notebook's ModelArgs, repeat_kv,
+Attention and TransformerBlock (its code, comments in English), draws the block's weights,
+writes them in attn-cli's names, loads them into attn.Model, runs the prefill of 7 positions
+and three decode steps in both, prints the cache shapes the notebook prints and the largest
+difference, and times both.
+"""
+import json
+import math
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import attn
+
+
+@dataclass
+class ModelArgs:
+    dim: int = 18  # embedding size
+    n_layers: int = 1
+    n_heads: int = 6  # query heads
+    n_kv_heads: int = 2  # key/value heads
+    vocab_size: int = -1
+    multiple_of: int = 10
+    norm_eps: float = 1e-5
+    rope_theta: float = 500000
+    max_batch_size: int = 2
+    max_seq_len: int = 17
+    model_parallel_size = 1
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Repeats the KV heads n_rep times to match the query heads."""
+    bs, slen, n_kv_heads, head_dim = x.shape
+    if n_rep == 1:
+        return x
+    return (x[:, :, :, None, :].expand(bs, slen, n_kv_heads, n_rep, head_dim)
+            .reshape(bs, slen, n_kv_heads * n_rep, head_dim))
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.n_kv_heads = args.n_kv_heads
+        self.model_parallel_size = args.model_parallel_size
+        self.n_local_heads = args.n_heads // self.model_parallel_size
+        self.n_local_kv_heads = self.n_kv_heads // self.model_parallel_size
+        self.n_rep = self.n_local_heads // self.n_local_kv_heads
+        self.head_dim = args.dim // args.n_heads
+        self.wq = nn.Linear(args.dim, args.n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(args.n_heads * self.head_dim, args.dim, bias=False)
+        self.cache_k = torch.zeros((args.max_batch_size, args.max_seq_len,
+                                    self.n_local_kv_heads, self.head_dim))
+        self.cache_v = torch.zeros((args.max_batch_size, args.max_seq_len,
+                                    self.n_local_kv_heads, self.head_dim))
+
+    def forward(self, x, start_pos: int, freqs_cis, mask: Optional[torch.Tensor]):
+        bsz, seqlen, _ = x.shape
+        xq, xk, xv = self.wq(x), self.wk(x), self.wv(x)
+        xq = xq.view(bsz, seqlen, self.n_local_heads, self.head_dim)
+        xk = xk.view(bsz, seqlen, self.n_local_kv_heads, self.head_dim)
+        xv = xv.view(bsz, seqlen, self.n_local_kv_heads, self.head_dim)
+        self.cache_k[:bsz, start_pos:start_pos + seqlen] = xk
+        self.cache_v[:bsz, start_pos:start_pos + seqlen] = xv
+        keys = repeat_kv(self.cache_k[:bsz, :start_pos + seqlen], self.n_rep)
+        values = repeat_kv(self.cache_v[:bsz, :start_pos + seqlen], self.n_rep)
+        xq, keys, values = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
+        scores = torch.matmul(xq, keys.transpose(2, 3)) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores += mask
+        scores = F.softmax(scores.float(), dim=-1).type_as(xq)
+        output = torch.matmul(scores, values)
+        output = output.transpose(1, 2).contiguous().view(bsz, seqlen, -1)
+        return self.wo(output)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, layer_id: int, args: ModelArgs):
+        super().__init__()
+        self.attention = Attention(args)
+
+    def forward(self, x, start_pos: int, freqs_cis, mask: Optional[torch.Tensor]):
+        return x + self.attention(x, start_pos, freqs_cis, mask)  # the residual
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def shape(t):
+    return "[" + ", ".join(str(d) for d in t.shape) + "]"
+
+
+def run_torch(block, x, P, N):
+    outs = [block(x[:, :P], start_pos=0, freqs_cis=None, mask=None)]
+    for i in range(N):
+        outs.append(block(x[:, P + i:P + i + 1], start_pos=P + i, freqs_cis=None, mask=None))
+    return outs
+
+
+def run_attn(model, x, P, N):
+    outs = [model.prefill(x[:, :P])]
+    for i in range(N):
+        outs.append(model.decode(np.ascontiguousarray(x[:, P + i:P + i + 1])))
+    return outs
+
+
+def best_seconds(f, repeats=200):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    args = ModelArgs()
+    block = TransformerBlock(0, args)
+    P, N = 7, 3
+    x = torch.randn(1, P + N, args.dim)
+    with tempfile.TemporaryDirectory() as d:
+        weights = f"{d}/block.safetensors"
+        write_safetensors(weights, {f"layers.0.attention.{n}.weight": getattr(block.attention, n).weight
+                                    for n in ("wq", "wk", "wv", "wo")})
+        # The notebook's block: attention only, no RoPE (freqs_cis=None), no mask (mask=None).
+        model = attn.Model(attn.ModelArgs(block="attention", rope="none", mask="none"),
+                           weights=weights, threads=1)
+        xn = x.numpy()
+        with torch.no_grad():
+            expected = run_torch(block, x, P, N)
+        got = run_attn(model, xn, P, N)
+        print("x_src:", shape(x[:, :P]))
+        print("prefill: output", shape(got[0]), "kv cache shape: key:", shape(model.cache_k(0)),
+              "value:", shape(model.cache_v(0)))
+        ck = block.attention.cache_k[:1, :P + N].transpose(1, 2)
+        print(f"torch cache_k[:1, :{P + N}].transpose(1, 2):", shape(ck))
+        worst = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected))
+        worst = max(worst, float(np.abs(model.cache_k(0) - ck.numpy()).max()))
+        print(f"largest difference from PyTorch (outputs and cache_k): {worst:.3g}")
+        with torch.no_grad():
+            t_torch = best_seconds(lambda: run_torch(block, x, P, N))
+
+        def attn_run():
+            model.reset()
+            run_attn(model, xn, P, N)
+
+        t_attn = best_seconds(attn_run)
+        print(f"prefill {P} + {N} decode steps, best of 200: PyTorch {t_torch * 1e6:.1f} us, "
+              f"attn {t_attn * 1e6:.1f} us")
+
+
+if __name__ == "__main__":
+    main()
