@@ -153,10 +153,14 @@ def main():
         xn = x.numpy()
         with torch.no_grad():
             expected = run_torch(block, x, P, N)
-        got = run_attn(model, xn, P, N)
-        print("x_src:", shape(x[:, :P]))
-        print("prefill: output", shape(got[0]), "kv cache shape: key:", shape(model.cache_k(0)),
-              "value:", shape(model.cache_v(0)))
+        got = [model.prefill(xn[:, :P])]
+        print("x_src:", shape(x[:, :P]), "-> output", shape(got[0]))
+        print(f"prefill {P}: kv cache shape: key: {shape(model.cache_k(0))}, "
+              f"value: {shape(model.cache_v(0))}")
+        for i in range(N):
+            got.append(model.decode(np.ascontiguousarray(xn[:, P + i:P + i + 1])))
+            print(f"decode step {i + 1}: kv cache shape: key: {shape(model.cache_k(0))}, "
+                  f"value: {shape(model.cache_v(0))}")
         ck = block.attention.cache_k[:1, :P + N].transpose(1, 2)
         print(f"torch cache_k[:1, :{P + N}].transpose(1, 2):", shape(ck))
         worst = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected))
