@@ -2,97 +2,26 @@
 
     PYTHONPATH=build/python /usr/bin/python3 examples/notebook.py
 
-Needs Debian's python3-torch and python3-numpy. Rebuilds the notebook's ModelArgs, repeat_kv,
-Attention and TransformerBlock (its code, comments in English), draws the block's weights,
+Needs Debian's python3-torch and python3-numpy. Takes the notebook's ModelArgs and
+TransformerBlock as bench/torch_notebook.py rebuilds them in PyTorch, draws the block's weights,
 writes them in attn-cli's names, loads them into attn.Model, runs the prefill of 7 positions
 and three decode steps in both, prints the cache shapes the notebook prints and the largest
 difference, and times both.
 """
 import json
-import math
+import os
 import struct
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import attn
 
-
-@dataclass
-class ModelArgs:
-    dim: int = 18  # embedding size
-    n_layers: int = 1
-    n_heads: int = 6  # query heads
-    n_kv_heads: int = 2  # key/value heads
-    vocab_size: int = -1
-    multiple_of: int = 10
-    norm_eps: float = 1e-5
-    rope_theta: float = 500000
-    max_batch_size: int = 2
-    max_seq_len: int = 17
-    model_parallel_size = 1
-
-
-def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """Repeats the KV heads n_rep times to match the query heads."""
-    bs, slen, n_kv_heads, head_dim = x.shape
-    if n_rep == 1:
-        return x
-    return (x[:, :, :, None, :].expand(bs, slen, n_kv_heads, n_rep, head_dim)
-            .reshape(bs, slen, n_kv_heads * n_rep, head_dim))
-
-
-class Attention(nn.Module):
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.n_kv_heads = args.n_kv_heads
-        self.model_parallel_size = args.model_parallel_size
-        self.n_local_heads = args.n_heads // self.model_parallel_size
-        self.n_local_kv_heads = self.n_kv_heads // self.model_parallel_size
-        self.n_rep = self.n_local_heads // self.n_local_kv_heads
-        self.head_dim = args.dim // args.n_heads
-        self.wq = nn.Linear(args.dim, args.n_heads * self.head_dim, bias=False)
-        self.wk = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
-        self.wv = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
-        self.wo = nn.Linear(args.n_heads * self.head_dim, args.dim, bias=False)
-        self.cache_k = torch.zeros((args.max_batch_size, args.max_seq_len,
-                                    self.n_local_kv_heads, self.head_dim))
-        self.cache_v = torch.zeros((args.max_batch_size, args.max_seq_len,
-                                    self.n_local_kv_heads, self.head_dim))
-
-    def forward(self, x, start_pos: int, freqs_cis, mask: Optional[torch.Tensor]):
-        bsz, seqlen, _ = x.shape
-        xq, xk, xv = self.wq(x), self.wk(x), self.wv(x)
-        xq = xq.view(bsz, seqlen, self.n_local_heads, self.head_dim)
-        xk = xk.view(bsz, seqlen, self.n_local_kv_heads, self.head_dim)
-        xv = xv.view(bsz, seqlen, self.n_local_kv_heads, self.head_dim)
-        self.cache_k[:bsz, start_pos:start_pos + seqlen] = xk
-        self.cache_v[:bsz, start_pos:start_pos + seqlen] = xv
-        keys = repeat_kv(self.cache_k[:bsz, :start_pos + seqlen], self.n_rep)
-        values = repeat_kv(self.cache_v[:bsz, :start_pos + seqlen], self.n_rep)
-        xq, keys, values = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
-        scores = torch.matmul(xq, keys.transpose(2, 3)) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores += mask
-        scores = F.softmax(scores.float(), dim=-1).type_as(xq)
-        output = torch.matmul(scores, values)
-        output = output.transpose(1, 2).contiguous().view(bsz, seqlen, -1)
-        return self.wo(output)
-
-
-class TransformerBlock(nn.Module):
-    def __init__(self, layer_id: int, args: ModelArgs):
-        super().__init__()
-        self.attention = Attention(args)
-
-    def forward(self, x, start_pos: int, freqs_cis, mask: Optional[torch.Tensor]):
-        return x + self.attention(x, start_pos, freqs_cis, mask)  # the residual
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from torch_notebook import ModelArgs, TransformerBlock  # noqa: E402  notebook 002's classes
 
 
 def write_safetensors(path, tensors):
