@@ -319,8 +319,18 @@ PYBIND11_MODULE(attn, mod) {
            "ModelArgs(dim=18, n_heads=6, n_kv_heads=2, ...): the notebook's defaults, any key of "
            "the config contract replaced, validated as a config file is (ValueError)")
       .def_static(
-          "from_file", [](const std::string& path) { return attn::load_config(path); },
-          py::arg("path"), "a Meta params.json-style or Hugging Face config.json file")
+          "from_file",
+          [](const std::string& path, std::int64_t max_seq_len, std::int64_t max_batch_size) {
+            attn::ModelArgs a = attn::load_config(path);
+            attn::ConfigOverrides o;
+            o.max_seq_len = max_seq_len;
+            o.max_batch_size = max_batch_size;
+            attn::apply_overrides(a, o);
+            return a;
+          },
+          py::arg("path"), py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 0,
+          "a Meta params.json-style or Hugging Face config.json file; max_seq_len and "
+          "max_batch_size (0: the file's) size the cache as --max-seq-len and --max-batch do")
       .def("to_dict", &args_dict)
       .def("__repr__",
            [](const attn::ModelArgs& a) {

@@ -143,7 +143,12 @@ def test_model_args_keep_the_contract_keys():
     d = a.to_dict()
     assert d["block"] == "llama" and d["max_seq_len"] == 32 and d["head_dim"] == 8
     hf = attn.ModelArgs.from_file(str(GOLDEN / "hf" / "llama31_gqa_bf16" / "config.json"))
-    assert (hf.dim, hf.n_kv_heads) == (32, 2)
+    assert (hf.dim, hf.n_kv_heads, hf.max_seq_len) == (32, 2, 4096)
+    small = attn.ModelArgs.from_file(str(GOLDEN / "hf" / "llama31_gqa_bf16" / "config.json"),
+                                     max_seq_len=64, max_batch_size=3)
+    assert (small.max_seq_len, small.max_batch_size) == (64, 3)
+    with pytest.raises(ValueError, match="--max-seq-len"):
+        attn.ModelArgs.from_file(str(GOLDEN / "seed_gqa" / "config.json"), max_seq_len=-1)
 
 
 def test_thread_counts_give_the_same_bits():
