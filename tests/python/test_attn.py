@@ -160,10 +160,11 @@ def test_thread_counts_give_the_same_bits():
 
 
 def test_ctrl_c_stops_a_long_prefill_and_the_next_call_works():
-    args = attn.ModelArgs(dim=512, n_heads=8, n_kv_heads=8, n_layers=64, block="llama",
-                          rope="half", max_seq_len=1024, max_batch_size=1)
+    # ~500 GFLOP (seconds) over 64 blocks, 200 MB of weights.
+    args = attn.ModelArgs(dim=256, n_heads=8, n_kv_heads=8, n_layers=64, block="llama",
+                          rope="half", max_seq_len=2048, max_batch_size=1)
     m = attn.Model(args, threads=2)
-    x = np.random.default_rng(2).standard_normal((1, 1024, 512)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((1, 2048, 256)).astype(np.float32)
     # A real SIGINT, as Ctrl-C in a terminal or Jupyter's interrupt button sends.
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
