@@ -27,7 +27,7 @@ using test::TempDir;
 // at once (ctest -j2 runs two of these cases side by side) raced to create /tmp/ompi.<host>.<uid>
 // and the loser failed with "mkdir ... File exists" (Open MPI issue #8510, seen once in CI).
 std::string mpirun(int ranks) {
-  return "ASAN_OPTIONS=detect_leaks=0 timeout 60 " ATTN_MPIEXEC
+  return "ASAN_OPTIONS=detect_leaks=0:$ASAN_OPTIONS timeout 60 " ATTN_MPIEXEC
          " --allow-run-as-root --oversubscribe --mca orte_tmpdir_base " +
          test::temp_dir().string() + " -np " + std::to_string(ranks) + " " ATTN_CLI;
 }
@@ -128,6 +128,29 @@ TEST_CASE("mpi: 2 ranks give the single process's dump on every golden case whos
        {"seed_gqa", "gqa_llama_interleaved_b2", "attention_bias_interleaved",
         "llama_3layers_ffnmult_half", "f16_llama_gqa_interleaved", "mha_llama_interleaved"})
     check_golden(name, 2);
+}
+
+TEST_CASE("mpi: a Hugging Face config.json splits over mpirun's ranks with no key for it") {
+  TempDir tmp;
+  const fs::path d = test::golden_dir() / "hf" / "llama31_gqa_bf16";
+  const std::string args = " run --config " + (d / "config.json").string() + " --weights " +
+                           (d / "model.safetensors.index.json").string() + " --input " +
+                           (d / "input.safetensors").string() +
+                           " --prefill 5 --steps 3 --max-seq-len 16 --dump ";
+  const fs::path single = tmp.path / "single.safetensors", multi = tmp.path / "multi.safetensors";
+  const test::CliResult one = test::run_cli(args + single.string());
+  INFO(one.err);
+  REQUIRE(one.status == 0);
+  const test::CliResult r = test::run_shell(mpirun(2) + args + multi.string());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("model parallel: 2 ranks") != std::string::npos);
+  MESSAGE("mpi hf: " << compare_files(single, multi) << " of tolerance against one process");
+  // --model-parallel says it too, and must agree with mpirun.
+  const test::CliResult three =
+      test::run_shell(mpirun(2) + args + multi.string() + " --model-parallel 3");
+  CHECK(three.status == 2);
+  CHECK(three.err.find("--model-parallel 3") != std::string::npos);
 }
 
 TEST_CASE("mpi: 3 ranks where the heads divide by 3") {
