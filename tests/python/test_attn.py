@@ -73,9 +73,8 @@ def test_golden_case_equals_the_cli_dump_bit_for_bit(case, tmp_path):
     for name, value in got.items():
         assert value.shape == dump[name].shape, name
         assert np.array_equal(value, dump[name]), name
-    assert set(got) == set(dump) - {
-  "input"
-}
+    assert set(got) == set(dump) - {"input"}
+
 
 @pytest.mark.parametrize("case", cases(GOLDEN / "notebooks"), ids=lambda c: c["name"])
 def test_notebook_class_against_the_module(case, tmp_path):
@@ -161,12 +160,12 @@ def test_thread_counts_give_the_same_bits():
 
 
 def test_ctrl_c_stops_a_long_prefill_and_the_next_call_works():
-#~500 GFLOP(seconds) over 64 blocks, 200 MB of weights.
+    # ~500 GFLOP (seconds) over 64 blocks, 200 MB of weights.
     args = attn.ModelArgs(dim=256, n_heads=8, n_kv_heads=8, n_layers=64, block="llama",
                           rope="half", max_seq_len=2048, max_batch_size=1)
     m = attn.Model(args, threads=2)
     x = np.random.default_rng(2).standard_normal((1, 2048, 256)).astype(np.float32)
-#A real SIGINT, as Ctrl - C in a terminal or Jupyter's interrupt button sends.
+    # A real SIGINT, as Ctrl-C in a terminal or Jupyter's interrupt button sends.
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
