@@ -3,6 +3,7 @@
 // that real runs of the CLI measure.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +69,42 @@ TEST_CASE("buffers: make_transformer allocates exactly what plan_buffers sizes")
         CHECK(p.work >= p.xv_at + max_rows * a.n_kv_heads * a.head_dim());
         CHECK(p.work >= 2 * p.h3_at);
       }
+}
+
+// Resident pages of [p, p + bytes), from mincore.
+std::uint64_t resident_bytes(const void* p, std::size_t bytes) {
+  const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(p) / page * page;
+  const std::size_t n = (reinterpret_cast<std::uintptr_t>(p) + bytes - begin + page - 1) / page;
+  std::vector<unsigned char> in(n);
+  REQUIRE(::mincore(reinterpret_cast<void*>(begin), n * page, in.data()) == 0);
+  std::uint64_t r = 0;
+  for (unsigned char c : in) r += (c & 1) ? page : 0;
+  return r;
+}
+
+TEST_CASE("buffers: FloatBuffers read as zeros and cost the pages written, at and around 1 MiB") {
+  const std::size_t edge = attn::kZeroedMapBytes / sizeof(float);
+  for (std::size_t n : {std::size_t(1), edge - 1, edge, edge + 1, 4 * edge}) {
+    CAPTURE(n);
+    attn::FloatBuffer b(n);
+    if (n >= edge) {  // its own mapping (below: calloc's, counted whole by the estimate)
+      CHECK(resident_bytes(b.data(), n * sizeof(float)) == 0);  // nothing written yet
+      b[n / 2] = 1.0f;
+      CHECK(resident_bytes(b.data(), n * sizeof(float)) == std::uint64_t(sysconf(_SC_PAGESIZE)));
+      b[n / 2] = 0.0f;
+    }
+    // Read last: reading maps the zero page, which mincore counts as in core.
+    CHECK(std::all_of(b.begin(), b.end(), [](float v) { return v == 0.0f; }));
+  }
+  // What a run writes: whole pages, one more per part, never more than the buffer.
+  const std::uint64_t cap = std::uint64_t(attn::kZeroedMapBytes) * 4;
+  CHECK(attn::written_bytes(attn::kZeroedMapBytes - 1, 8, 1) == attn::kZeroedMapBytes - 1);
+  CHECK(attn::written_bytes(cap, 8, 1) == 8 * 2 * attn::kPageBytes);
+  CHECK(attn::written_bytes(cap, 8, attn::kPageBytes) == 8 * 2 * attn::kPageBytes);
+  CHECK(attn::written_bytes(cap, 8, attn::kPageBytes + 1) == 8 * 3 * attn::kPageBytes);
+  CHECK(attn::written_bytes(cap, 8, cap) == cap);
+  CHECK(attn::written_bytes(cap, 0, 5) == cap);
 }
 
 TEST_CASE("buffers: a rank's plan is its share, with the partial sums") {
