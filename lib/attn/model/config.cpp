@@ -47,7 +47,7 @@ const std::pair<const char*, const char*> kHfNames[] = {
     {"rope", "head_dim"},
 };
 
-std::string hf_name(const std::string& meta_key) {
+std::string hf_key(const std::string& meta_key) {
   for (const auto& [meta, hf] : kHfNames)
     if (meta_key == meta) return hf;
   return meta_key;
@@ -61,7 +61,7 @@ struct Reader {
 
   // The key as the user's file calls it.
   std::string k(const std::string& meta_key) const {
-    return parent + (hf ? hf_name(meta_key) : meta_key);
+    return parent + (hf ? hf_key(meta_key) : meta_key);
   }
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
@@ -543,7 +543,7 @@ ModelArgs load_config(const std::filesystem::path& path) {
 }
 
 std::string config_key(const ModelArgs& a, const std::string& meta_key) {
-  return a.hugging_face ? hf_name(meta_key) : meta_key;
+  return a.hugging_face ? hf_key(meta_key) : meta_key;
 }
 
 namespace {
