@@ -520,11 +520,7 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
       for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
         parts.push_back({t + " " + p.name, p.bytes, p.reserved});
     }
-    try {
-      attn::check_memory(parts, attn::available_memory());
-    } catch (const attn::InputError& e) {
-      throw attn::InputError(args.source + ": " + e.what());
-    }
+    attn::check_memory(parts, attn::available_memory(), args.source);
     spdlog::info("drawing weights and input");
     x = attn::seeded_input(args, opts, f.seed);
     models.reserve(types.size());

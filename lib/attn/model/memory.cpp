@@ -219,13 +219,16 @@ std::pair<std::uint64_t, const MemoryPart*> total_of(const std::vector<MemoryPar
 
 }  // namespace
 
-void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available) {
+void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available,
+                  const std::string& source) {
+  const std::string from = source.empty() ? "" : source + ": ";
   const auto [total, largest] = total_of(parts, &MemoryPart::bytes);
   if (total > available.bytes) {
     std::ostringstream s;
-    s << "the run needs " << bytes_text(total) << " of memory but " << bytes_text(available.bytes)
-      << " are available (" << available.limit << "); the largest part is the " << largest->name
-      << " (" << bytes_text(largest->bytes) << "). " << parts_text(parts);
+    s << from << "the run needs " << bytes_text(total) << " of memory but "
+      << bytes_text(available.bytes) << " are available (" << available.limit
+      << "); the largest part is the " << largest->name << " (" << bytes_text(largest->bytes)
+      << "). " << parts_text(parts);
     throw InputError(s.str());
   }
   // Buffers sized by the capacity cost only what the run writes, but their whole size is
@@ -233,7 +236,7 @@ void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& a
   const auto [reserved, widest] = total_of(parts, &MemoryPart::reserved);
   if (total + reserved > available.bytes) {
     std::ostringstream s;
-    s << "the run writes " << bytes_text(total) << " but reserves " << bytes_text(reserved)
+    s << from << "the run writes " << bytes_text(total) << " but reserves " << bytes_text(reserved)
       << " more for its capacity, past the " << bytes_text(available.bytes) << " available ("
       << available.limit << "); the largest reservation is the " << widest->name << " ("
       << bytes_text(widest->reserved) << "): lower max_seq_len or max_batch_size (--max-seq-len, "

@@ -58,7 +58,9 @@ AvailableMemory available_memory(const std::filesystem::path& root = "/");
 
 // Sums the parts (overflow-checked) and throws InputError if they need more than `available`,
 // naming the limit, the largest part and what to lower.
-void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available);
+// `source` (the config that asked for the run) leads the message when given.
+void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& available,
+                  const std::string& source = "");
 
 // "1.25 GiB", "312.0 MiB", "4.0 KiB"
 std::string bytes_text(std::uint64_t bytes);

@@ -219,11 +219,7 @@ RunPlan plan_run(RunRequest r) {
     file = open_weights(r.weights, r.shard);
     shape.matrices = matrix_types(r.args, *file);
   }
-  try {
-    check_memory(memory_parts(r.args, shape, r.shard), available_memory());
-  } catch (const InputError& e) {  // which config asked for it
-    throw InputError(r.args.source + ": " + e.what());
-  }
+  check_memory(memory_parts(r.args, shape, r.shard), available_memory(), r.args.source);
   return {std::move(r), std::move(shape), std::move(file)};
 }
 
