@@ -1,0 +1,346 @@
+// Reading tokenizer.json, tokenizer_config.json and generation_config.json into a Tokenizer.
+#include <nlohmann/json.hpp>
+
+#include "attn/error.hpp"
+#include "attn/io/detail/json_checks.hpp"
+#include "attn/io/files.hpp"
+#include "attn/io/text.hpp"
+#include "attn/text/regex.hpp"
+#include "attn/text/tokenizer.hpp"
+
+namespace attn {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// A real vocabulary's file is 2-20 MB (Llama 3's: 9 MB, 280,147 merges, 128,256 pieces).
+constexpr std::uint64_t kMaxTokenizerBytes = std::uint64_t(1) << 28;
+constexpr JsonLimits kTokenizerLimits{64, std::size_t(1) << 24, std::size_t(1) << 22};
+
+// A view of one object of the file, for messages naming the key's full path.
+struct Node {
+  const json& j;
+  std::string path;  // "model.merges"
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(source + ": key '" + path + "': " + what);
+  }
+  bool has(const char* key) const { return j.is_object() && j.contains(key) && !j[key].is_null(); }
+  Node at(const char* key) const {
+    if (!has(key)) Node{j, path.empty() ? key : path + "." + key, source}.fail("is missing");
+    return {j[key], path.empty() ? key : path + "." + key, source};
+  }
+  Node at(std::size_t i) const { return {j[i], path + "[" + std::to_string(i) + "]", source}; }
+  std::string text() const {
+    if (!j.is_string()) fail("expected a string, got " + quoted(j.dump(), 60));
+    return j.get<std::string>();
+  }
+  bool flag(const char* key, bool otherwise) const {
+    if (!has(key)) return otherwise;
+    if (!j[key].is_boolean()) at(key).fail("expected true or false, got " + quoted(j[key].dump(), 60));
+    return j[key].get<bool>();
+  }
+  std::int64_t integer() const {
+    if (!j.is_number_integer()) fail("expected an integer, got " + quoted(j.dump(), 60));
+    return j.get<std::int64_t>();
+  }
+  std::string type() const { return at("type").text(); }
+};
+
+json parse_file(const fs::path& path, const std::string& source) {
+  const std::string text = read_small_file(path, "tokenizer file", kMaxTokenizerBytes);
+  check_json_structure(
+      text, kTokenizerLimits,
+      [&](const JsonStructure&) { throw InputError(source + ": nested too deeply"); },
+      [&](const JsonStructure&, const std::string& key) {
+        throw InputError(source + ": duplicate key " + quoted(key, 60));
+      },
+      [&](const JsonStructure&, const std::string& what) { throw InputError(source + ": " + what); });
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(source + ": not valid JSON: " + e.what());
+  }
+}
+
+std::int32_t checked_id(const Node& n, std::int64_t vocab_limit) {
+  const std::int64_t id = n.integer();
+  if (id < 0 || id >= vocab_limit)
+    n.fail("id " + std::to_string(id) + " is outside [0, " + std::to_string(vocab_limit) + ")");
+  return std::int32_t(id);
+}
+
+void read_vocab(Tokenizer& t, const Node& model) {
+  const Node vocab = model.at("vocab");
+  if (!vocab.j.is_object()) vocab.fail("expected an object of piece: id");
+  for (const auto& [piece, id] : vocab.j.items()) {
+    const std::int32_t i = checked_id({id, vocab.path + "." + piece, t.source}, 1 << 24);
+    t.bpe.vocab.emplace(piece, i);
+    if (std::size_t(i) >= t.pieces.size()) t.pieces.resize(std::size_t(i) + 1);
+    t.pieces[std::size_t(i)] = piece;
+  }
+}
+
+std::pair<std::string, std::string> merge_pair(const Node& m) {
+  if (m.j.is_array() && m.j.size() == 2) return {m.at(std::size_t(0)).text(), m.at(std::size_t(1)).text()};
+  const std::string s = m.text();
+  const auto space = s.find(' ');
+  if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+    m.fail("expected \"left right\" or [left, right], got " + quoted(s, 60));
+  return {s.substr(0, space), s.substr(space + 1)};
+}
+
+void read_merges(Tokenizer& t, const Node& model) {
+  const Node merges = model.at("merges");
+  if (!merges.j.is_array()) merges.fail("expected an array");
+  t.bpe.merges.reserve(merges.j.size());
+  for (std::size_t r = 0; r < merges.j.size(); ++r) {
+    const Node m = merges.at(r);
+    const auto [left, right] = merge_pair(m);
+    const std::int32_t a = t.bpe.find(left), b = t.bpe.find(right), ab = t.bpe.find(left + right);
+    if (a < 0 || b < 0 || ab < 0)
+      m.fail("the merge " + quoted(left + " " + right, 60) + " names a piece the vocabulary lacks");
+    t.bpe.merges.try_emplace(std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b),
+                             Bpe::Merge{std::int32_t(r), ab});
+  }
+}
+
+void read_model(Tokenizer& t, const Node& model) {
+  if (model.type() != "BPE")
+    model.at("type").fail("only \"BPE\" models are supported, got " + quoted(model.type(), 60));
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.has(key) && !model.at(key).text().empty()) model.at(key).fail("is not supported");
+  read_vocab(t, model);
+  read_merges(t, model);
+  t.bpe.byte_fallback = model.flag("byte_fallback", false);
+  t.bpe.fuse_unk = model.flag("fuse_unk", false);
+  t.bpe.ignore_merges = model.flag("ignore_merges", false);
+  if (model.has("unk_token")) t.bpe.unk = t.bpe.find(model.at("unk_token").text());
+  char name[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    t.bpe.bytes[std::size_t(b)] = t.bpe.find(name);
+  }
+}
+
+void read_added(Tokenizer& t, const Node& list) {
+  if (!list.j.is_array()) list.fail("expected an array");
+  for (std::size_t i = 0; i < list.j.size(); ++i) {
+    const Node a = list.at(i);
+    AddedToken tok{a.at("content").text(), checked_id(a.at("id"), 1 << 24), a.flag("special", false),
+                   a.flag("lstrip", false), a.flag("rstrip", false), a.flag("single_word", false)};
+    if (tok.content.empty()) a.at("content").fail("is empty");
+    if (std::size_t(tok.id) >= t.pieces.size()) t.pieces.resize(std::size_t(tok.id) + 1);
+    t.pieces[std::size_t(tok.id)] = tok.content;
+    t.added.push_back(std::move(tok));
+  }
+  std::stable_sort(t.added.begin(), t.added.end(), [](const AddedToken& a, const AddedToken& b) {
+    return a.content.size() > b.content.size();
+  });
+  t.special.assign(t.pieces.size(), false);
+  for (const AddedToken& a : t.added) t.special[std::size_t(a.id)] = a.special;
+}
+
+std::string pattern_text(const Node& step, bool& is_regex) {
+  const Node p = step.at("pattern");
+  is_regex = p.has("Regex");
+  if (is_regex) return p.at("Regex").text();
+  return p.at("String").text();
+}
+
+// A String pattern matched literally by the regex engine: every character escaped.
+std::string escaped_pattern(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}-/").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+TextStep::Behavior behavior(const Node& step) {
+  const std::string b = step.at("behavior").text();
+  if (b == "Isolated") return TextStep::Behavior::isolated;
+  if (b == "Removed") return TextStep::Behavior::removed;
+  if (b == "MergedWithPrevious") return TextStep::Behavior::merged_with_previous;
+  if (b == "MergedWithNext") return TextStep::Behavior::merged_with_next;
+  if (b == "Contiguous") return TextStep::Behavior::contiguous;
+  step.at("behavior").fail("unknown behavior " + quoted(b, 60));
+}
+
+TextStep::Scheme scheme(const Node& step) {
+  if (!step.has("prepend_scheme"))
+    return step.flag("add_prefix_space", true) ? TextStep::Scheme::always : TextStep::Scheme::never;
+  const std::string s = step.at("prepend_scheme").text();
+  if (s == "always") return TextStep::Scheme::always;
+  if (s == "first") return TextStep::Scheme::first;
+  if (s == "never") return TextStep::Scheme::never;
+  step.at("prepend_scheme").fail("unknown scheme " + quoted(s, 60));
+}
+
+// ByteLevel's own split (use_regex): GPT-2's pattern, compiled once.
+std::shared_ptr<const Regex> gpt2_regex() {
+  static const auto re = std::make_shared<const Regex>(
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+      "attn-cli", "GPT-2's pattern");
+  return re;
+}
+
+TextStep read_step(const Node& n, const char* what) {
+  using K = TextStep::Kind;
+  const std::string type = n.type();
+  TextStep s{K::fuse, {}, {}, {}};
+  if (type == "Prepend") {
+    s = {K::prepend, n.at("prepend").text(), {}, {}};
+  } else if (type == "Replace") {
+    bool is_regex = false;
+    s = {K::replace, pattern_text(n, is_regex), n.at("content").text(), {}};
+    if (is_regex) n.at("pattern").fail("a Regex pattern is not supported here, only a String");
+  } else if (type == "Split") {
+    bool is_regex = false;
+    const std::string p = pattern_text(n, is_regex);
+    s.kind = K::split;
+    s.regex = std::make_shared<Regex>(is_regex ? p : escaped_pattern(p), n.source,
+                                      "key '" + n.path + ".pattern'");
+    s.behavior = behavior(n);
+    s.invert = n.flag("invert", false);
+  } else if (type == "ByteLevel") {
+    s.kind = K::byte_level;
+    s.add_prefix_space = n.flag("add_prefix_space", true);
+    s.use_regex = n.flag("use_regex", true);
+    if (s.use_regex) s.regex = gpt2_regex();
+  } else if (type == "Metaspace") {
+    s = {K::metaspace, n.at("replacement").text(), {}, {}};
+    s.scheme = scheme(n);
+    s.split_words = n.flag("split", true);
+  } else if (type == "ByteFallback") {
+    s.kind = K::byte_fallback;
+  } else if (type == "Fuse") {
+    s.kind = K::fuse;
+  } else if (type == "Strip") {
+    s = {K::strip, {}, n.at("content").text(), {}};
+    s.start = n.at("start").integer();
+    s.stop = n.at("stop").integer();
+  } else {
+    n.at("type").fail(std::string("the ") + what + " " + quoted(type, 60) + " is not supported");
+  }
+  return s;
+}
+
+void read_steps(const Node& n, const char* list_key, const char* what, std::vector<TextStep>& out) {
+  if (n.j.is_null()) return;
+  if (n.type() != "Sequence") {
+    out.push_back(read_step(n, what));
+    return;
+  }
+  const Node list = n.at(list_key);
+  if (!list.j.is_array()) list.fail("expected an array");
+  for (std::size_t i = 0; i < list.j.size(); ++i) read_steps(list.at(i), list_key, what, out);
+}
+
+std::int32_t token_id(const Tokenizer& t, const std::string& piece) {
+  for (const AddedToken& a : t.added)
+    if (a.content == piece) return a.id;
+  return t.bpe.find(piece);
+}
+
+void read_template(Tokenizer& t, const Node& p) {
+  const Node single = p.at("single");
+  const Node special = p.at("special_tokens");
+  bool before = true;
+  for (std::size_t i = 0; i < single.j.size(); ++i) {
+    const Node item = single.at(i);
+    if (item.has("Sequence")) {
+      before = false;
+      continue;
+    }
+    const Node ids = special.at(item.at("SpecialToken").at("id").text().c_str()).at("ids");
+    for (std::size_t k = 0; k < ids.j.size(); ++k)
+      (before ? t.prefix : t.suffix).push_back(checked_id(ids.at(k), t.vocab_size()));
+  }
+}
+
+void read_post_processor(Tokenizer& t, const Node& p) {
+  if (p.j.is_null()) return;
+  const std::string type = p.type();
+  if (type == "Sequence") {
+    const Node list = p.at("processors");
+    for (std::size_t i = 0; i < list.j.size(); ++i) read_post_processor(t, list.at(i));
+  } else if (type == "TemplateProcessing") {
+    read_template(t, p);
+  } else if (type != "ByteLevel") {  // ByteLevel's post-processing changes offsets, not ids
+    p.at("type").fail("the post-processor " + quoted(type, 60) + " is not supported");
+  }
+}
+
+// bos_token / eos_token: a string, or an AddedToken object with its content.
+std::int32_t named_token(const Tokenizer& t, const Node& cfg, const char* key) {
+  if (!cfg.has(key)) return -1;
+  const Node n = cfg.at(key);
+  const std::string piece = n.j.is_object() ? n.at("content").text() : n.text();
+  const std::int32_t id = token_id(t, piece);
+  if (id < 0) n.fail("names " + quoted(piece, 60) + ", which the vocabulary lacks");
+  return id;
+}
+
+void read_config(Tokenizer& t, const fs::path& dir) {
+  const fs::path cfg_path = dir / "tokenizer_config.json";
+  if (fs::is_regular_file(cfg_path)) {
+    const std::string source = escape(cfg_path.string());
+    const json j = parse_file(cfg_path, source);
+    const Node cfg{j, "", source};
+    t.bos = named_token(t, cfg, "bos_token");
+    if (const std::int32_t eos = named_token(t, cfg, "eos_token"); eos >= 0) t.eos.push_back(eos);
+    t.clean_up_spaces = cfg.flag("clean_up_tokenization_spaces", false);
+  }
+  const fs::path gen_path = dir / "generation_config.json";
+  if (!fs::is_regular_file(gen_path)) return;
+  const std::string source = escape(gen_path.string());
+  const json j = parse_file(gen_path, source);
+  const Node gen{j, "", source};
+  if (!gen.has("eos_token_id")) return;
+  const Node e = gen.at("eos_token_id");
+  t.eos.clear();
+  if (e.j.is_array())
+    for (std::size_t i = 0; i < e.j.size(); ++i) t.eos.push_back(checked_id(e.at(i), t.vocab_size()));
+  else
+    t.eos.push_back(checked_id(e, t.vocab_size()));
+}
+
+// The space mark ("▁") of a file without a pre-tokenizer that puts it only at the start of pieces.
+std::string word_start(const Tokenizer& t) {
+  std::string mark;
+  for (const TextStep& st : t.normalizer)
+    if (st.kind == TextStep::Kind::replace && st.text == " ") mark = st.content;
+  if (mark.empty() || !t.pre_tokenizer.empty()) return {};
+  for (const auto& [piece, id] : t.bpe.vocab)
+    for (std::size_t k = piece.find(mark, 1); k != std::string::npos; k = piece.find(mark, k + 1))
+      if (piece.compare(k - mark.size(), mark.size(), mark) != 0) return {};
+  return mark;
+}
+
+}  // namespace
+
+Tokenizer load_tokenizer(const fs::path& path) {
+  Tokenizer t;
+  t.source = escape(path.string());
+  const json j = parse_file(path, t.source);
+  const Node root{j, "", t.source};
+  if (!j.is_object()) root.fail("expected an object");
+  read_model(t, root.at("model"));
+  if (root.has("added_tokens")) read_added(t, root.at("added_tokens"));
+  t.special.resize(t.pieces.size(), false);
+  if (root.has("normalizer")) read_steps(root.at("normalizer"), "normalizers", "normalizer", t.normalizer);
+  if (root.has("pre_tokenizer"))
+    read_steps(root.at("pre_tokenizer"), "pretokenizers", "pre-tokenizer", t.pre_tokenizer);
+  if (root.has("decoder")) read_steps(root.at("decoder"), "decoders", "decoder", t.decoder);
+  if (root.has("post_processor")) read_post_processor(t, root.at("post_processor"));
+  read_config(t, path.parent_path());
+  t.word_start = word_start(t);
+  return t;
+}
+
+}  // namespace attn
