@@ -153,6 +153,14 @@ void read_ffn_hidden(const Reader& r, ModelArgs& a) {
     r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
 }
 
+// Meta's params.json for Llama 3.1 and later: the llama3 frequency scaling with the constants
+// of Meta's apply_scaling (factor 8, low 1, high 4, 8192 original positions).
+void read_use_scaled_rope(const Reader& r, ModelArgs& a) {
+  bool scaled = false;
+  boolean(r, "use_scaled_rope", scaled);
+  if (scaled) a.rope_scaling = RopeScaling{8, 1, 4, 8192};
+}
+
 // One row per config key, in reading order (n_kv_heads defaults to n_heads; block sets the
 // defaults of the keys after it): how it is read and how the config event prints it. Parsing,
 // the unknown-key warning and the printed config all come from this table.
@@ -216,6 +224,11 @@ const ConfigKey kConfigKeys[] = {
      [](const ModelArgs& a) -> json { return activation_name(a.activation); }},
     {"norm_first", [](const Reader& r, ModelArgs& a) { boolean(r, "norm_first", a.norm_first); },
      [](const ModelArgs& a) -> json { return a.norm_first; }},
+    {"tie_word_embeddings",
+     [](const Reader& r, ModelArgs& a) { boolean(r, "tie_word_embeddings", a.tie_word_embeddings); },
+     [](const ModelArgs& a) -> json { return a.tie_word_embeddings; }},
+    {"use_scaled_rope", read_use_scaled_rope,
+     [](const ModelArgs& a) -> json { return a.rope_scaling.has_value(); }},
 };
 
 #undef ATTN_INT
@@ -301,11 +314,11 @@ void validate(const Reader& r, const ModelArgs& a) {
   check_split(
       a, [&](const char* key, const std::string& what) { r.fail(key, what); },
       [&](const char* key) { return r.k(key); });
-  if (a.vocab_size == 0 || a.vocab_size < -1)
-    r.fail("vocab_size",
-           "must be -1 (hidden states in and out), got " + std::to_string(a.vocab_size));
-  if (a.vocab_size > 0)
-    r.fail("vocab_size", "token models (embedding and output head) are not supported yet (use -1)");
+  if (a.vocab_size == 0 || a.vocab_size < -1 || a.vocab_size > kMaxSize)
+    r.fail("vocab_size", "must be -1 (hidden states in and out) or in [1, 2^24], got " +
+                             std::to_string(a.vocab_size));
+  if (a.vocab_size > 0 && a.block != Block::llama)
+    r.fail("vocab_size", "a token model needs block \"llama\" (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
   if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
   check_numbers(r, a);
@@ -433,6 +446,9 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   if (const std::string act = r.text("hidden_act", "silu"); act != "silu")
     r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + quoted(act, 60));
   read_hf_rope_scaling(r, a);
+  if (r.j.contains("vocab_size") && !r.j.at("vocab_size").is_null())
+    r.integer("vocab_size", a.vocab_size);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
   const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
                       r.flag("use_sliding_window", true);
   if (window) r.integer("sliding_window", a.sliding_window);
@@ -494,12 +510,14 @@ ModelArgs read_config(const json& j, const std::string& source) {
     read_hf_keys(r, a);
     validate(r, a);
     warn_unknown(j, source, kHfIgnoredKeys);
+    a.checkpoint_layers = a.n_layers;
     return a;
   }
   for (const char* key : {"dim", "n_heads"})
     if (!j.contains(key)) r.fail(key, "required key is missing");
   read_keys(r, a);
   validate(r, a);
+  a.checkpoint_layers = a.n_layers;
   warn_unknown(j, source, model_args_keys());
   warn_unused_for_block(r, a);
   return a;

@@ -45,10 +45,21 @@ struct ModelArgs {
   bool hugging_face = false;
   std::int64_t max_position_embeddings = 0;  // the file's, before the cache's default cap
   bool batch_from_run = false;               // max_batch_size grows to the run's batch
+  // The token model (vocab_size > 0): tok_embeddings [vocab_size, dim] before block 0, norm
+  // and output [vocab_size, dim] after the last (output is tok_embeddings when tied).
+  bool tie_word_embeddings = false;
+  std::int64_t checkpoint_layers = 0;  // the checkpoint's n_layers (--layers A:B keeps B-A)
+  // Set by a run that feeds token ids: which ends of the model it applies (a --layers slice
+  // has the embeddings only if it starts at layer 0, the head only if it ends at the last).
+  bool tokens_in = false, logits_out = false;
 
   std::int64_t head_dim() const { return head_dim_set ? head_dim_set : dim / n_heads; }
   std::int64_t n_rep() const { return n_heads / n_kv_heads; }
   std::int64_t ffn_hidden() const;  // ffn_hidden if set, else Meta's FeedForward hidden size
+  bool has_first_layer() const { return first_layer == 0; }
+  bool has_last_layer() const {
+    return checkpoint_layers == 0 || first_layer + n_layers == checkpoint_layers;
+  }
 };
 
 // The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).

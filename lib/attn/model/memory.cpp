@@ -66,6 +66,12 @@ std::uint64_t weight_bytes(const ModelArgs& a, std::int64_t matrix) {
   std::uint64_t n = 0;
   if (__builtin_mul_overflow(per_layer, std::uint64_t(a.n_layers), &n))
     throw InputError("the weights would need more than 2^64 bytes: lower the sizes");
+  TokenWeights tokens;
+  for (const TensorSpec& s : token_tensor_specs(a, tokens))
+    n = checked_sum({n, checked_product({s.slot.matrix ? matrix : kF32, s.shape[0],
+                                         s.shape.size() == 2 ? s.shape[1] : 1},
+                                        w)},
+                    w);
   return n;
 }
 
@@ -86,6 +92,10 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
     parts.push_back(
         {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
+  if (whole.tokens_in || whole.logits_out) {
+    add("token model activations", {2, r.max_rows, whole.dim, kF32});
+    add("logits", {r.batch, r.all_logits ? T : 1, whole.vocab_size, kF32});
+  }
   add("input", {r.batch, T, whole.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), whole.dim, kF32});
   if (r.dump)  // rank 0 gathers every rank's caches

@@ -34,6 +34,7 @@ struct RunShape {
   // The kernels' set (a Kernels name; "": the best this CPU runs): with AVX-512, prefill packs
   // weights into small panels instead of widening blocks.
   std::string isa = {};
+  bool all_logits = false;  // a token run keeps every position's logits, not each last one
 };
 
 // The product of sizes from the user, in bytes; throws InputError naming `what` on a negative

@@ -131,6 +131,27 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
   layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
 }
 
+// h[rows, dim]: row r is tokens[r]'s embedding, widened from BF16 or F16 (exact).
+void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, float* h) {
+  const ModelArgs& a = m.args;
+  const Matrix& e = m.weights.tokens.tok_embeddings;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t t = tokens[r];
+    if (t < 0 || t >= a.vocab_size)
+      throw InputError("token " + std::to_string(t) + " at index " + std::to_string(r) +
+                       " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")");
+    const Matrix row = e.row(t, a.dim);
+    float* dst = h + r * a.dim;
+    if (row.type == WeightType::f32) {
+      std::memcpy(dst, row.data, std::size_t(a.dim) * sizeof(float));
+      continue;
+    }
+    const auto* src = static_cast<const std::uint16_t*>(row.data);
+    for (std::int64_t i = 0; i < a.dim; ++i)
+      dst[i] = row.type == WeightType::bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+  }
+}
+
 }  // namespace
 
 Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
@@ -150,6 +171,10 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   act.scores = FloatBuffer(std::size_t(plan.scores));  // touched only up to the keys used
   act.pack = buffer(plan.pack);
   act.partial = buffer(plan.partial);
+  if (a.tokens_in || a.logits_out) {
+    act.hidden_in = buffer(plan.xb);
+    act.hidden_out = buffer(plan.xb);
+  }
   return m;
 }
 
@@ -178,6 +203,41 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     }
     check_residual(out, rows, a.dim, l, seqlen, start_pos);
   }
+}
+
+void output_logits(Transformer& m, const float* h, std::int64_t rows, float* logits) {
+  const ModelArgs& a = m.args;
+  float* xb = m.act.xb.data();
+  rmsnorm(m.rt, xb, h, m.weights.tokens.norm, rows, a.dim, float(a.norm_eps));
+  const std::array<Projection, 1> out = {
+      Projection{logits, m.weights.tokens.output, nullptr, a.vocab_size}};
+  linear(m.rt, out, xb, rows, a.dim, m.act.pack.data());
+}
+
+void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
+             std::int64_t start_pos, float* out, bool all_positions) {
+  const ModelArgs& a = m.args;
+  if (!a.tokens_in) throw InputError("forward: this model was built without tok_embeddings");
+  const std::int64_t rows = bsz * seqlen;
+  if (rows > m.act.plan.max_rows)
+    throw InputError("forward: " + std::to_string(rows) + " rows exceed the model's " +
+                     std::to_string(m.act.plan.max_rows));
+  float* x = m.act.hidden_in.data();  // [rows, dim]
+  embed(m, tokens, rows, x);
+  if (!a.logits_out) {
+    forward(m, x, bsz, seqlen, start_pos, out);
+    return;
+  }
+  float* h = m.act.hidden_out.data();  // [rows, dim]
+  forward(m, x, bsz, seqlen, start_pos, h);
+  if (all_positions || seqlen == 1) {
+    output_logits(m, h, rows, out);
+    return;
+  }
+  for (std::int64_t b = 0; b < bsz; ++b)  // each sequence's last position, packed: [bsz, dim]
+    std::memmove(x + b * a.dim, h + ((b + 1) * seqlen - 1) * a.dim,
+                 std::size_t(a.dim) * sizeof(float));
+  output_logits(m, x, bsz, out);
 }
 
 }  // namespace attn

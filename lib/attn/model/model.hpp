@@ -35,6 +35,8 @@ struct Activations {
   FloatBuffer scores;          // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // linear()'s scratch: packed x, or prefill's weight panels
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
+  // A token run (args.tokens_in or logits_out): the embedded input and the blocks' output.
+  std::vector<float> hidden_in, hidden_out;  // [rows, dim] each
 };
 
 struct Transformer {
@@ -66,5 +68,16 @@ Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
 // start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.
 void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out);
+
+// Meta's Transformer.forward(tokens, start_pos): tokens[bsz, seqlen] embedded (args.tokens_in),
+// the blocks as above, then (args.logits_out) norm and output: out = logits [bsz, 1, vocab_size]
+// of each sequence's last position, or [bsz, seqlen, vocab_size] with all_positions. Without
+// logits_out (a --layers slice short of the last layer) out is the hidden state [bsz, seqlen,
+// dim]. Throws InputError for a token outside [0, vocab_size). No allocation.
+void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
+             std::int64_t start_pos, float* out, bool all_positions = false);
+
+// logits[rows, vocab_size] = output(norm(h)) for h[rows, dim]: the head alone.
+void output_logits(Transformer& m, const float* h, std::int64_t rows, float* logits);
 
 }  // namespace attn

@@ -62,8 +62,14 @@ const std::map<std::string, std::string> kHfNames = {
     {"feed_forward.w2.weight", "mlp.down_proj.weight"},
     {"feed_forward.w3.weight", "mlp.up_proj.weight"}};
 
+const std::map<std::string, std::string> kHfTokenNames = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight"},
+    {"norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"}};
+
 // "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight"; "" if none.
 std::string hf_name(const std::string& meta) {
+  if (const auto it = kHfTokenNames.find(meta); it != kHfTokenNames.end()) return it->second;
   const std::size_t dot = meta.find('.', 7);  // after "layers."
   if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
   auto it = kHfNames.find(meta.substr(dot + 1));
@@ -155,6 +161,12 @@ Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const T
   return {copy.data(), type};
 }
 
+bool is_token_tensor(const std::string& name) {
+  for (const auto& [meta, hf] : kHfTokenNames)
+    if (name == meta || name == hf) return true;
+  return false;
+}
+
 bool is_norm_bias(const TensorSpec& s) {
   return s.name.ends_with("norm.bias");
 }
@@ -174,6 +186,34 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& 
   if (args.block == Block::encoder) add_encoder(args, prefix, layer, specs);
   return specs;
 }
+
+std::vector<TensorSpec> token_tensor_specs(const ModelArgs& a, TokenWeights& t) {
+  std::vector<TensorSpec> specs;
+  if (a.tokens_in) specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.tok_embeddings});
+  if (!a.logits_out) return specs;
+  specs.push_back({"norm.weight", {a.dim}, &t.norm});
+  if (!a.tie_word_embeddings) specs.push_back({"output.weight", {a.vocab_size, a.dim}, &t.output});
+  else if (!a.tokens_in) specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.output});
+  return specs;
+}
+
+namespace {
+
+// Every spec a run reads: the layers' (this rank's slices) and the token model's.
+std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w, const Shard& shard) {
+  std::vector<TensorSpec> specs = tensor_specs(args, w.layers, shard);
+  std::vector<TensorSpec> tokens = token_tensor_specs(args, w.tokens);
+  specs.insert(specs.end(), std::make_move_iterator(tokens.begin()),
+               std::make_move_iterator(tokens.end()));
+  return specs;
+}
+
+// Tied: the head reads the embeddings' view.
+void tie(const ModelArgs& a, TransformerWeights& w) {
+  if (a.logits_out && a.tie_word_embeddings && a.tokens_in) w.tokens.output = w.tokens.tok_embeddings;
+}
+
+}  // namespace
 
 std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWeights>& layers,
                                      const Shard& shard) {
@@ -195,10 +235,10 @@ WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard
 
 std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
   Checkpoint& c = source.checkpoint;
-  std::vector<LayerWeights> layers;
+  TransformerWeights w;
   std::vector<WeightType> types;
   check_last_layer(args, c);
-  for (const TensorSpec& s : tensor_specs(args, layers)) {  // a rank's names are the same
+  for (const TensorSpec& s : all_specs(args, w, {})) {  // a rank's names are the same
     const std::string name = stored_name(c, s.name);
     if (!s.slot.matrix || !c.contains(name)) continue;
     const WeightType t = weight_type_of(c.info(name).dtype);
@@ -219,7 +259,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
   Checkpoint& c = w.checkpoint;
   std::set<std::string> used;
   check_last_layer(args, c);
-  for (TensorSpec& s : tensor_specs(args, w.layers, shard)) {
+  for (TensorSpec& s : all_specs(args, w, shard)) {
     // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
     if (per_rank) s.full.clear();
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
@@ -244,9 +284,10 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     w.halves |= m.type != WeightType::f32;
     used.insert(name);
   }
+  tie(args, w);
   std::vector<std::string> unused;  // one summary line, not one warning per tensor
-  for (auto& [name, file] : c.weight_map)
-    if (!used.count(name)) unused.push_back(name);
+  for (auto& [name, file] : c.weight_map)  // the token model's are expected unless a run uses them
+    if (!used.count(name) && !is_token_tensor(name)) unused.push_back(name);
   if (!unused.empty())
     spdlog::warn("{}: {} not used by this config, ignored", c.path,
                  summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
@@ -257,7 +298,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
                                   WeightType matrices) {
   TransformerWeights w;
   std::uint64_t stream = 0;
-  for (const TensorSpec& s : tensor_specs(args, w.layers, shard)) {
+  for (const TensorSpec& s : all_specs(args, w, shard)) {
     const std::int64_t n = numel(s.shape);
     // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
     const std::vector<std::int64_t>& whole = s.full.empty() ? s.shape : s.full;
@@ -290,6 +331,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     }
     w.bytes += std::uint64_t(n * weight_type_bytes(type));
   }
+  tie(args, w);
   return w;
 }
 

@@ -40,8 +40,17 @@ struct LayerWeights {
   const float* b2 = nullptr;                   // [dim]
 };
 
+// The token model around the blocks, as a run that feeds token ids uses it (ModelArgs'
+// tokens_in, logits_out): Meta's tok_embeddings, norm and output.
+struct TokenWeights {
+  Matrix tok_embeddings;        // [vocab_size, dim]: row t is token t's input
+  const float* norm = nullptr;  // [dim]: the RMSNorm after the last block
+  Matrix output;                // [vocab_size, dim]: tok_embeddings itself when tied
+};
+
 struct TransformerWeights {
   std::vector<LayerWeights> layers;
+  TokenWeights tokens;
   Checkpoint checkpoint;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
   std::vector<std::vector<std::uint16_t>> owned_halves;
@@ -54,6 +63,12 @@ struct TransformerWeights {
 // loading, seeding, the memory estimate and the benchmark's shapes and FLOP count all read.
 std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
                                            std::int64_t l = 0);
+
+// The token model's tensors the run uses (none unless args.tokens_in or args.logits_out):
+// tok_embeddings, norm, output, under Meta's names (Hugging Face's: model.embed_tokens, model.norm,
+// lm_head). Tied, output's view is tok_embeddings' (read under that name when the run has no
+// embeddings).
+std::vector<TensorSpec> token_tensor_specs(const ModelArgs& args, TokenWeights& t);
 
 // Every tensor the config needs, in file order (layer by layer); with a shard, its rank's slice.
 std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers,
