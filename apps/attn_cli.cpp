@@ -31,6 +31,7 @@
 #include "attn/version.hpp"
 #include "ranks.hpp"
 #include "workloads/bench.hpp"
+#include "workloads/generate.hpp"
 #include "workloads/heatmap.hpp"
 #include "workloads/trace.hpp"
 
@@ -559,6 +560,61 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
   });
 }
 
+// The prompt, as text or ids, and the tokenizer that reads it: generate's and tokenize's.
+void add_text_input(CLI::App* cmd, attn::TextInput& t) {
+  cmd->add_option("-p,--prompt", t.prompt, "the prompt's text");
+  cmd->add_option("-f,--prompt-file", t.prompt_file, "a file holding the prompt's text")
+      ->check(non_empty);
+  cmd->add_option("--tokens", t.tokens, "the prompt as token ids: 1,15043,29991 or [1, 15043]");
+  cmd->add_option("--tokens-file", t.tokens_file, "a file of token ids (text or JSON)")
+      ->check(non_empty);
+  cmd->add_option("--tokenizer", t.tokenizer,
+                  "Hugging Face tokenizer.json (default: beside the config)")
+      ->check(non_empty);
+  cmd->add_flag("--no-bos", t.no_bos, "no BOS token, whatever the tokenizer file says");
+  cmd->add_flag("--add-bos", t.add_bos, "a BOS token first, whatever the tokenizer file says");
+}
+
+void add_generate(CLI::App* cmd, attn::GenerateFlags& f) {
+  cmd->add_option("--config", f.config, "ModelArgs or Hugging Face config.json with vocab_size "
+                                        "(default: config.json beside the weights)")
+      ->check(non_empty);
+  cmd->add_option("-m,--weights", f.weights, "safetensors weights or a Hugging Face index "
+                                             "(default: drawn from --seed)")
+      ->check(non_empty);
+  add_text_input(cmd, f.text);
+  cmd->add_option("-n,--steps", f.steps, "tokens to generate at most")->capture_default_str();
+  cmd->add_option("--temp", f.sampling.temp, "temperature; 0 is greedy")->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", f.sampling.top_k, "sampling: keep the k likeliest (0: all)")
+      ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
+  cmd->add_option("--top-p", f.sampling.top_p, "sampling: the fewest reaching probability p")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", f.sampling.min_p, "sampling: drop below min-p times the likeliest")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-s,--seed", f.sampling.seed, "seed of the sampler (and of drawn weights)")
+      ->check(seed_in_range)->capture_default_str();
+  cmd->add_option("-c,--max-seq-len", f.max_seq_len, "cache capacity in positions (context)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--ignore-eos", f.ignore_eos, "do not stop at the end-of-sequence token");
+  cmd->add_flag("--json", f.json, "JSON Lines: config, prompt, one event per token, summary");
+  cmd->add_option("--save-session", f.save_session, "write the cache and tokens here at the end")
+      ->check(non_empty);
+  cmd->add_option("--load-session", f.load_session, "continue from a saved session")
+      ->check(non_empty);
+  cmd->add_option("--log-level", f.log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+}
+
+void add_tokenize(CLI::App* cmd, attn::TokenizeFlags& f) {
+  add_text_input(cmd, f.text);
+  cmd->add_flag("--json", f.json, "one object: {\"ids\": [...], \"pieces\": [...]}");
+  cmd->add_flag("--decode", f.decode, "print the text of --tokens / --tokens-file");
+}
+
 // A closed stdout or stderr (`>&-`) would let the next file opened, an output's temporary file,
 // take descriptor 1 or 2 and receive the trace. /dev/null holds the place; a closed stdout
 // also marks std::cout failed, so a run that must print refuses to start.
@@ -699,12 +755,22 @@ int main(int argc, char** argv) {
   CLI::App* bench =
       app.add_subcommand("bench", "time prefill and decode against the machine's limits");
   add_bench(bench, bench_flags);
+  attn::GenerateFlags generate_flags;
+  CLI::App* generate = app.add_subcommand(
+      "generate", "from a prompt to text: the tokenizer and the whole model, token by token");
+  add_generate(generate, generate_flags);
+  attn::TokenizeFlags tokenize_flags;
+  CLI::App* tokenize =
+      app.add_subcommand("tokenize", "text to token ids and back with a tokenizer.json");
+  add_tokenize(tokenize, tokenize_flags);
   add_examples(run, decode, heatmap, bench);
   try {
     app.parse(argc, argv);
     if (run->parsed()) return run_command(run_flags, false, session.shard);
     if (bench->parsed()) return bench_command(bench_flags, session.shard);
     if (heatmap->parsed()) return run_command(heatmap_flags, false, session.shard, true);
+    if (generate->parsed()) return attn::generate_command(generate_flags);
+    if (tokenize->parsed()) return attn::tokenize_command(tokenize_flags);
     return run_command(decode_flags, true, session.shard);
   } catch (const ranks::Quiet& q) {
     return q.status;

@@ -76,33 +76,49 @@ std::int32_t checked_id(const Node& n, std::int64_t vocab_limit) {
 void read_vocab(Tokenizer& t, const Node& model) {
   const Node vocab = model.at("vocab");
   if (!vocab.j.is_object()) vocab.fail("expected an object of piece: id");
+  t.bpe.vocab.reserve(vocab.j.size());
   for (const auto& [piece, id] : vocab.j.items()) {
-    const std::int32_t i = checked_id({id, vocab.path + "." + piece, t.source}, 1 << 24);
+    const std::int32_t i = id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
+                                   id.get<std::int64_t>() < (1 << 24)
+                               ? id.get<std::int32_t>()
+                               : checked_id({id, vocab.path + "." + piece, t.source}, 1 << 24);
     t.bpe.vocab.emplace(piece, i);
     if (std::size_t(i) >= t.pieces.size()) t.pieces.resize(std::size_t(i) + 1);
     t.pieces[std::size_t(i)] = piece;
   }
 }
 
-std::pair<std::string, std::string> merge_pair(const Node& m) {
-  if (m.j.is_array() && m.j.size() == 2) return {m.at(std::size_t(0)).text(), m.at(std::size_t(1)).text()};
-  const std::string s = m.text();
+// A merge as "left right" or [left, right], or false.
+bool merge_pair(const json& m, std::string_view& left, std::string_view& right) {
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+    left = m[0].get_ref<const std::string&>();
+    right = m[1].get_ref<const std::string&>();
+    return true;
+  }
+  if (!m.is_string()) return false;
+  const std::string_view s = m.get_ref<const std::string&>();
   const auto space = s.find(' ');
-  if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-    m.fail("expected \"left right\" or [left, right], got " + quoted(s, 60));
-  return {s.substr(0, space), s.substr(space + 1)};
+  if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) return false;
+  left = s.substr(0, space);
+  right = s.substr(space + 1);
+  return true;
 }
 
 void read_merges(Tokenizer& t, const Node& model) {
   const Node merges = model.at("merges");
   if (!merges.j.is_array()) merges.fail("expected an array");
   t.bpe.merges.reserve(merges.j.size());
+  std::string both;
   for (std::size_t r = 0; r < merges.j.size(); ++r) {
-    const Node m = merges.at(r);
-    const auto [left, right] = merge_pair(m);
-    const std::int32_t a = t.bpe.find(left), b = t.bpe.find(right), ab = t.bpe.find(left + right);
+    std::string_view left, right;
+    if (!merge_pair(merges.j[r], left, right))
+      merges.at(r).fail("expected \"left right\" or [left, right], got " +
+                        quoted(merges.j[r].dump(), 60));
+    both.assign(left).append(right);
+    const std::int32_t a = t.bpe.find(left), b = t.bpe.find(right), ab = t.bpe.find(both);
     if (a < 0 || b < 0 || ab < 0)
-      m.fail("the merge " + quoted(left + " " + right, 60) + " names a piece the vocabulary lacks");
+      merges.at(r).fail("the merge " + quoted(std::string(left) + " " + std::string(right), 60) +
+                        " names a piece the vocabulary lacks");
     t.bpe.merges.try_emplace(std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b),
                              Bpe::Merge{std::int32_t(r), ab});
   }

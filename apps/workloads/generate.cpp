@@ -1,0 +1,282 @@
+#include "workloads/generate.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include "attn/error.hpp"
+#include "attn/io/files.hpp"
+#include "attn/io/text.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/cache_session.hpp"
+#include "attn/model/weights.hpp"
+#include "attn/text/tokenizer.hpp"
+#include "workloads/trace.hpp"
+
+namespace attn {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr std::uint64_t kMaxTextBytes = std::uint64_t(1) << 30;
+
+std::vector<std::int32_t> ids_from_json(const json& j, const std::string& what) {
+  const json& list = j.is_object() && j.contains("ids") ? j["ids"] : j;
+  if (!list.is_array()) throw InputError(what + ": expected a JSON array of token ids");
+  std::vector<std::int32_t> ids;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < 0 ||
+        list[i].get<std::int64_t>() > INT32_MAX)
+      throw InputError(what + ": token " + std::to_string(i) + " is not a token id: " +
+                       quoted(list[i].dump(), 40));
+    ids.push_back(list[i].get<std::int32_t>());
+  }
+  return ids;
+}
+
+std::vector<std::int32_t> ids_from_text(const std::string& text, const std::string& what) {
+  std::vector<std::int32_t> ids;
+  std::size_t i = 0;
+  const auto separator = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (i < text.size()) {
+    while (i < text.size() && separator(text[i])) ++i;
+    if (i == text.size()) break;
+    std::size_t end = i;
+    while (end < text.size() && !separator(text[end])) ++end;
+    std::int32_t id = 0;
+    const auto [p, ec] = std::from_chars(text.data() + i, text.data() + end, id);
+    if (ec != std::errc() || p != text.data() + end || id < 0)
+      throw InputError(what + ": token " + std::to_string(ids.size()) + " is not a token id: " +
+                       quoted(text.substr(i, end - i), 40));
+    ids.push_back(id);
+    i = end;
+  }
+  return ids;
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  return read_small_file(path, what, kMaxTextBytes);
+}
+
+// The prompt as token ids: --tokens / --tokens-file as they are, or the text through the
+// tokenizer.
+std::vector<std::int32_t> prompt_ids(const TextInput& t, const Tokenizer* tok, std::int64_t vocab) {
+  if (!t.tokens.empty()) return parse_token_ids(t.tokens, "--tokens", vocab);
+  if (!t.tokens_file.empty())
+    return parse_token_ids(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
+                           vocab);
+  const bool from_file = !t.prompt_file.empty();
+  if (!tok) return {};
+  const std::string text = from_file ? read_text_file(t.prompt_file, "prompt file") : t.prompt;
+  EncodeOptions o;
+  if (t.no_bos) o.bos = false;
+  if (t.add_bos) o.bos = true;
+  std::vector<std::int32_t> ids = encode(*tok, text, o);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (vocab > 0 && ids[i] >= vocab)
+      throw InputError(tok->source + ": token " + std::to_string(ids[i]) + " (index " +
+                       std::to_string(i) + ") is outside the model's vocabulary of " +
+                       std::to_string(vocab));
+  return ids;
+}
+
+bool wants_text(const TextInput& t) { return !t.prompt.empty() || !t.prompt_file.empty(); }
+
+// Prints the text of the tokens as it grows, holding back an incomplete UTF-8 character
+// (a byte token whose continuation has not come yet).
+struct TextStream {
+  const Tokenizer& tok;
+  std::vector<std::int32_t> ids;
+  std::size_t printed = 0;  // bytes of decode(ids) already out
+
+  std::string next(std::int32_t id) {
+    ids.push_back(id);
+    const std::string text = decode(tok, ids, {false, false});
+    std::size_t end = text.size();
+    if (text.ends_with("\xEF\xBF\xBD")) end -= 3;  // maybe the start of a split character
+    if (end <= printed) return {};
+    std::string out = text.substr(printed, end - printed);
+    printed = end;
+    return out;
+  }
+};
+
+json top_logits(std::span<const float> logits, int n) {
+  std::vector<std::int32_t> ids(logits.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
+  const std::size_t k = std::min<std::size_t>(std::size_t(n), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
+                    [&](std::int32_t a, std::int32_t b) {
+                      return logits[std::size_t(a)] != logits[std::size_t(b)]
+                                 ? logits[std::size_t(a)] > logits[std::size_t(b)]
+                                 : a < b;
+                    });
+  json top = json::array();
+  for (std::size_t i = 0; i < k; ++i)
+    top.push_back({{"id", ids[i]}, {"logit", logits[std::size_t(ids[i])]}});
+  return top;
+}
+
+void print_timing(const Generation& g, double total) {
+  const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
+    std::fprintf(stderr, "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
+                 what, s * 1e3, static_cast<long long>(n), unit, n ? s * 1e3 / double(n) : 0.0,
+                 s > 0 ? double(n) / s : 0.0);
+  };
+  line("prompt eval time", g.prompt_seconds, g.prompt_tokens, "tokens");
+  line("eval time", g.eval_seconds, g.eval_tokens, "runs");
+  std::fprintf(stderr, "%18s = %10.2f ms / %5lld tokens\n", "total time", total * 1e3,
+               static_cast<long long>(g.tokens.size()));
+}
+
+ModelArgs generate_args(const GenerateFlags& f, fs::path& config) {
+  config = f.config;
+  if (config.empty() && !f.weights.empty()) config = fs::path(f.weights).parent_path() / "config.json";
+  if (config.empty()) throw InputError("generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
+  ModelArgs args = load_config(config);
+  ConfigOverrides o;
+  o.max_seq_len = f.max_seq_len;
+  o.max_batch_size = 1;
+  apply_overrides(args, o);
+  if (args.vocab_size <= 0)
+    throw InputError(args.source + ": generate needs a token model (vocab_size > 0, with "
+                                   "tok_embeddings and output), got vocab_size " +
+                     std::to_string(args.vocab_size));
+  if (args.model_parallel_size > 1)
+    throw InputError(args.source + ": generate runs on one process (model_parallel_size 1)");
+  args.tokens_in = args.logits_out = true;
+  return args;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::string& what,
+                                          std::int64_t vocab_size) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  std::vector<std::int32_t> ids;
+  if (first != std::string::npos && (text[first] == '[' || text[first] == '{')) {
+    try {
+      ids = ids_from_json(json::parse(text), what);
+    } catch (const json::exception& e) {
+      throw InputError(what + ": not valid JSON: " + escape(e.what(), 160));
+    }
+  } else {
+    ids = ids_from_text(text, what);
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (vocab_size > 0 && ids[i] >= vocab_size)
+      throw InputError(what + ": token " + std::to_string(ids[i]) + " at index " +
+                       std::to_string(i) + " is outside the vocabulary [0, " +
+                       std::to_string(vocab_size) + ")");
+  return ids;
+}
+
+fs::path tokenizer_path(const TextInput& t, const std::string& config) {
+  if (!t.tokenizer.empty()) return t.tokenizer;
+  if (config.empty()) throw InputError("--tokenizer is needed to read a prompt");
+  return fs::path(config).parent_path() / "tokenizer.json";
+}
+
+int generate_command(const GenerateFlags& f) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  if (!std::cout) throw std::runtime_error("stdout is closed: the text has nowhere to go");
+  const auto t0 = std::chrono::steady_clock::now();
+  fs::path config;
+  const ModelArgs args = generate_args(f, config);
+  std::optional<Tokenizer> tok;
+  if (wants_text(f.text) || f.text.tokenizer.size() || fs::exists(tokenizer_path(f.text, config)))
+    tok = load_tokenizer(tokenizer_path(f.text, config));
+  if (tok && tok->vocab_size() > args.vocab_size)
+    throw InputError(tok->source + ": " + std::to_string(tok->vocab_size()) +
+                     " tokens, more than the model's vocab_size " + std::to_string(args.vocab_size));
+  const std::vector<std::int32_t> prompt = prompt_ids(f.text, tok ? &*tok : nullptr, args.vocab_size);
+  if (prompt.empty() && f.load_session.empty())
+    throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
+  if (std::int64_t(prompt.size()) + f.steps > args.max_seq_len && f.load_session.empty())
+    throw InputError("the prompt's " + std::to_string(prompt.size()) + " tokens and " +
+                     std::to_string(f.steps) + " steps need more than --max-seq-len (-c) " +
+                     std::to_string(args.max_seq_len) + " positions");
+  if (!f.save_session.empty()) check_output(f.save_session, "session");
+  TransformerWeights w = f.weights.empty() ? seeded_weights(args, f.sampling.seed)
+                                           : load_weights(args, fs::path(f.weights));
+  Transformer m = make_transformer(args, std::move(w),
+                                   std::max<std::int64_t>(1, std::int64_t(prompt.size())),
+                                   make_runtime(f.threads));
+  Generation g;
+  if (!f.load_session.empty()) load_session(f.load_session, m, g);
+  std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;
+  std::optional<TextStream> stream;
+  if (tok) stream.emplace(TextStream{*tok, g.tokens});
+  if (f.json) {
+    print_config_json(std::cout, args);
+    std::cout << json{{"event", "prompt"}, {"ids", prompt}, {"positions_before", g.tokens.size()}}.dump() << '\n';
+  } else if (stream) {
+    for (const std::int32_t id : prompt) std::cout << stream->next(id);
+  }
+  std::cout.flush();
+  generate(m, g, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+    const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
+    if (f.json)
+      std::cout << json{{"event", "token"}, {"step", t.step + 1}, {"id", t.id},
+                        {"text", tok ? decode(*tok, {t.id}, {false, false}) : ""},
+                        {"top", top_logits(t.logits, 5)}}
+                       .dump(-1, ' ', false, json::error_handler_t::replace)
+                << '\n';
+    else
+      std::cout << piece;
+    std::cout.flush();
+  });
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (f.json)
+    std::cout << json{{"event", "summary"}, {"prompt_tokens", g.prompt_tokens},
+                      {"prompt_seconds", g.prompt_seconds}, {"eval_tokens", g.eval_tokens},
+                      {"eval_seconds", g.eval_seconds}, {"threads", m.rt.threads},
+                      {"blas_core", blas_core()}}
+                     .dump()
+              << '\n';
+  else
+    std::cout << '\n';
+  std::cout.flush();
+  if (!std::cout) throw std::runtime_error("cannot write the text to stdout");
+  print_timing(g, total);
+  if (!f.save_session.empty()) {
+    OutputFile out = stage_session(f.save_session, m, g);
+    out.commit();
+    spdlog::info("session: {} ({} positions)", escape(f.save_session), g.tokens.size());
+  }
+  return 0;
+}
+
+int tokenize_command(const TokenizeFlags& f) {
+  const Tokenizer tok = load_tokenizer(tokenizer_path(f.text, ""));
+  if (f.decode) {
+    std::vector<std::int32_t> ids = prompt_ids(f.text, nullptr, tok.vocab_size());
+    const std::string text = decode(tok, ids, {false, false});
+    if (f.json)
+      std::cout << json{{"ids", ids}, {"text", text}}.dump() << '\n';
+    else
+      std::cout << text << '\n';
+    return 0;
+  }
+  if (!wants_text(f.text)) throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
+  const std::vector<std::int32_t> ids = prompt_ids(f.text, &tok, tok.vocab_size());
+  if (f.json) {
+    json pieces = json::array();
+    for (const std::int32_t id : ids) pieces.push_back(tok.pieces[std::size_t(id)]);
+    std::cout << json{{"ids", ids}, {"pieces", pieces}}.dump() << '\n';
+  } else {
+    for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    std::cout << '\n';
+  }
+  std::cout.flush();
+  if (!std::cout) throw std::runtime_error("cannot write to stdout");
+  return 0;
+}
+
+}  // namespace attn

@@ -1,0 +1,45 @@
+#pragma once
+// `attn-cli generate` and `attn-cli tokenize`: from a prompt, through the tokenizer and the whole
+// model, to text; and the tokenizer alone, as llama.cpp's llama-tokenize.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attn/model/generate.hpp"
+
+namespace attn {
+
+struct TextInput {
+  std::string prompt, prompt_file, tokens, tokens_file, tokenizer;
+  bool no_bos = false, add_bos = false;
+};
+
+struct GenerateFlags {
+  std::string config, weights, log_level = "warn";
+  TextInput text;
+  std::int64_t steps = 32, max_seq_len = 0;
+  Sampling sampling;
+  int threads = 0;
+  bool json = false, ignore_eos = false;
+  std::string save_session, load_session;
+};
+
+// "1,15043 29991" or "[1, 15043]" or {"ids": [...]}: ids, each checked to be in [0, vocab_size)
+// when vocab_size > 0. `what` names the flag or file in messages.
+std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::string& what,
+                                          std::int64_t vocab_size);
+
+// The tokenizer file a run uses: --tokenizer, or tokenizer.json beside the config.
+std::filesystem::path tokenizer_path(const TextInput& t, const std::string& config);
+
+int generate_command(const GenerateFlags& f);
+
+struct TokenizeFlags {
+  TextInput text;
+  bool json = false, decode = false;
+};
+int tokenize_command(const TokenizeFlags& f);
+
+}  // namespace attn

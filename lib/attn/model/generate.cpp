@@ -1,0 +1,101 @@
+#include "attn/model/generate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "attn/error.hpp"
+#include "attn/model/rng.hpp"
+
+namespace attn {
+
+namespace {
+
+struct Candidate {
+  std::int32_t id;
+  float logit;
+  double p = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// p = softmax(logit / temp) over the candidates (sorted by logit, highest first).
+void softmax(std::vector<Candidate>& c, double temp) {
+  double sum = 0;
+  for (Candidate& x : c) sum += x.p = std::exp((double(x.logit) - double(c[0].logit)) / temp);
+  for (Candidate& x : c) x.p /= sum;
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+  return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+}  // namespace
+
+std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw) {
+  if (s.temp <= 0) return argmax(logits);
+  std::vector<Candidate> c(logits.size());
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = {std::int32_t(i), logits[i]};
+  const auto higher = [](const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  };
+  const std::size_t k = s.top_k > 0 ? std::min(c.size(), std::size_t(s.top_k)) : c.size();
+  std::partial_sort(c.begin(), c.begin() + std::ptrdiff_t(k), c.end(), higher);
+  c.resize(k);
+  softmax(c, 1.0);
+  std::size_t keep = c.size();
+  double cum = 0;
+  for (std::size_t i = 0; i < c.size(); ++i)  // top-p: the fewest that reach p
+    if ((cum += c[i].p) >= s.top_p) {
+      keep = i + 1;
+      break;
+    }
+  c.resize(keep);
+  const double floor = s.min_p * c[0].p;
+  c.erase(std::remove_if(c.begin() + 1, c.end(), [&](const Candidate& x) { return x.p < floor; }),
+          c.end());
+  softmax(c, s.temp);
+  const double u = (uniform_pm1(s.seed, 0x5a4d, draw) + 1.0) / 2.0;  // [0, 1)
+  cum = 0;
+  for (const Candidate& x : c)
+    if ((cum += x.p) > u) return x.id;
+  return c.back().id;
+}
+
+void generate(Transformer& m, Generation& g, std::span<const std::int32_t> prompt,
+              std::int64_t steps, const Sampling& s, std::span<const std::int32_t> stop,
+              bool feed_last, const std::function<void(const Generated&)>& on_token) {
+  const std::int64_t vocab = m.args.vocab_size;
+  if (prompt.empty() && g.logits.empty())
+    throw InputError("generate: no prompt and no saved logits to continue from");
+  g.logits.resize(std::size_t(vocab));
+  if (!prompt.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    forward(m, prompt.data(), 1, std::int64_t(prompt.size()), std::int64_t(g.tokens.size()),
+            g.logits.data());
+    g.prompt_seconds += seconds_since(t0);
+    g.prompt_tokens += std::int64_t(prompt.size());
+    g.tokens.insert(g.tokens.end(), prompt.begin(), prompt.end());
+  }
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::int64_t pos = std::int64_t(g.tokens.size());
+    const std::int32_t id = sample(g.logits, s, std::uint64_t(pos));
+    on_token({id, step, g.logits});
+    const bool last = step + 1 == steps || std::find(stop.begin(), stop.end(), id) != stop.end();
+    if (last && !feed_last) break;
+    if (pos + 1 > m.args.max_seq_len)
+      throw InputError("the cache is full at " + std::to_string(pos) +
+                       " positions: --max-seq-len (-c) for more");
+    const auto t0 = std::chrono::steady_clock::now();
+    forward(m, &id, 1, 1, pos, g.logits.data());
+    g.eval_seconds += seconds_since(t0);
+    ++g.eval_tokens;
+    g.tokens.push_back(id);
+    if (last) break;
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,46 @@
+#pragma once
+// From token ids to more token ids: the prompt's prefill, then one token at a time, each chosen
+// from the last position's logits, greedily (the default: bit-reproducible) or drawn after
+// llama.cpp's sampler chain (top-k, top-p, min-p, then the temperature).
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "attn/model/model.hpp"
+
+namespace attn {
+
+struct Sampling {
+  double temp = 0;  // 0: greedy (the argmax, the lowest id on ties)
+  std::int64_t top_k = 40;
+  double top_p = 0.95, min_p = 0.05;
+  std::uint64_t seed = 42;
+};
+
+// The token to take from logits[vocab]; `draw` numbers the draw (the position it fills), so
+// that a run continued from a saved session draws what one run would have.
+std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw);
+
+struct Generation {
+  std::vector<std::int32_t> tokens;  // every token whose keys and values the cache holds
+  std::vector<float> logits;         // [vocab_size]: the last position's, to choose the next
+  double prompt_seconds = 0, eval_seconds = 0;
+  std::int64_t prompt_tokens = 0, eval_tokens = 0;  // positions computed in each phase
+};
+
+struct Generated {
+  std::int32_t id;
+  std::int64_t step;            // 0-based
+  std::span<const float> logits;  // the logits it was chosen from
+};
+
+// Feeds `prompt` after g.tokens (a prefill at position g.tokens.size()), then chooses up to
+// `steps` tokens, calling on_token after each; stops after a token of `stop`. Each chosen token is
+// fed back before the next choice; the last one too when feed_last (a session to save must hold
+// the logits that follow it). m's cache must hold g.tokens (a fresh model: none).
+void generate(Transformer& m, Generation& g, std::span<const std::int32_t> prompt,
+              std::int64_t steps, const Sampling& s, std::span<const std::int32_t> stop,
+              bool feed_last, const std::function<void(const Generated&)>& on_token);
+
+}  // namespace attn

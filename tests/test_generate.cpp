@@ -1,0 +1,142 @@
+// attn-cli generate on the golden token models (tests/golden/model, make_model.py's float64
+// reference): the greedy chain from the command line, sessions split across processes, bad ids
+// and mismatched sessions refused with exit 2.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attn/io/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+fs::path model_dir(const std::string& name) { return test::golden_dir() / "model" / name; }
+
+std::vector<std::int32_t> expected_ints(const std::string& name, const std::string& tensor) {
+  const attn::SafetensorsFile f = attn::open_safetensors(model_dir(name) / "expected.safetensors");
+  const attn::TensorInfo& t = f.info(tensor);
+  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
+  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
+  return v;
+}
+
+std::string ids_text(const std::vector<std::int32_t>& ids, std::size_t from, std::size_t n) {
+  std::string s;
+  for (std::size_t i = from; i < from + n; ++i) {
+    if (i > from) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+std::string model_flags(const std::string& name) {
+  const std::string weights = name.starts_with("hf") ? "model.safetensors" : "weights.safetensors";
+  return "--config " + (model_dir(name) / "config.json").string() + " -m " +
+         (model_dir(name) / weights).string() + " -t 2";
+}
+
+// The token events' ids and the JSON text of each token's top logits (the bits, as printed).
+struct Tokens {
+  std::vector<std::int32_t> ids;
+  std::vector<std::string> tops;
+};
+
+Tokens tokens_of(const std::string& out) {
+  Tokens t;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const json e = json::parse(line);
+    if (e["event"] != "token") continue;
+    t.ids.push_back(e["id"]);
+    t.tops.push_back(e["top"].dump());
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("generate: the greedy chain of every golden token model, from the command line") {
+  for (const std::string name : {"meta_f32", "hf_untied_f32", "hf_tied_bf16"}) {
+    INFO(name);
+    const std::vector<std::int32_t> prompt = expected_ints(name, "tokens"),
+                                    greedy = expected_ints(name, "greedy");
+    const test::CliResult r = test::run_cli("generate " + model_flags(name) + " --tokens " +
+                                            ids_text(prompt, 0, prompt.size()) + " -n 32 --json");
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(tokens_of(r.out).ids == std::vector<std::int32_t>(greedy.begin(), greedy.begin() + 32));
+    CHECK(r.err.find("prompt eval time") != std::string::npos);
+    CHECK(r.err.find("tokens per second") != std::string::npos);
+  }
+}
+
+TEST_CASE("generate: a session saved after k steps and continued gives the bits of one run") {
+  const std::string name = "hf_tied_bf16", flags = model_flags(name);
+  const std::vector<std::int32_t> prompt = expected_ints(name, "tokens");
+  const std::string tokens = " --tokens " + ids_text(prompt, 0, prompt.size());
+  const test::CliResult one = test::run_cli("generate " + flags + tokens + " -n 20 --json");
+  REQUIRE_MESSAGE(one.status == 0, one.err);
+  const Tokens whole = tokens_of(one.out);
+  REQUIRE(whole.ids.size() == 20);
+  for (const int k : {1, 7, 19}) {
+    INFO("split after " << k << " steps");
+    const fs::path s = test::temp_path("session" + std::to_string(k) + ".safetensors");
+    const test::CliResult a = test::run_cli("generate " + flags + tokens + " -n " +
+                                            std::to_string(k) + " --json --save-session " + s.string());
+    REQUIRE_MESSAGE(a.status == 0, a.err);
+    const test::CliResult b = test::run_cli("generate " + flags + " -n " + std::to_string(20 - k) +
+                                            " --json --load-session " + s.string());
+    REQUIRE_MESSAGE(b.status == 0, b.err);
+    Tokens split = tokens_of(a.out);
+    const Tokens rest = tokens_of(b.out);
+    split.ids.insert(split.ids.end(), rest.ids.begin(), rest.ids.end());
+    split.tops.insert(split.tops.end(), rest.tops.begin(), rest.tops.end());
+    CHECK(split.ids == whole.ids);
+    CHECK(split.tops == whole.tops);  // the logits' bits, as JSON prints them
+  }
+  SUBCASE("sampling with a seed continues the same draws") {
+    const std::string sampling = " --temp 0.9 --top-k 20 --seed 7";
+    const test::CliResult full = test::run_cli("generate " + flags + tokens + sampling + " -n 12 --json");
+    const fs::path s = test::temp_path("sampled.safetensors");
+    const test::CliResult a = test::run_cli("generate " + flags + tokens + sampling +
+                                            " -n 5 --json --save-session " + s.string());
+    const test::CliResult b = test::run_cli("generate " + flags + sampling +
+                                            " -n 7 --json --load-session " + s.string());
+    REQUIRE((full.status == 0 && a.status == 0 && b.status == 0));
+    std::vector<std::int32_t> split = tokens_of(a.out).ids;
+    for (const std::int32_t id : tokens_of(b.out).ids) split.push_back(id);
+    CHECK(split == tokens_of(full.out).ids);
+  }
+}
+
+TEST_CASE("generate: sessions of another config or other weights, and bad ids, are refused") {
+  const std::string name = "hf_tied_bf16";
+  const fs::path s = test::temp_path("refused.safetensors");
+  REQUIRE(test::run_cli("generate " + model_flags(name) + " --tokens 1,2,3 -n 2 --save-session " +
+                        s.string()).status == 0);
+  const test::CliResult other_config =
+      test::run_cli("generate " + model_flags("hf_untied_f32") + " -n 1 --load-session " + s.string());
+  CHECK(other_config.status == 2);
+  CHECK(other_config.err.find("does not match this run: key '") != std::string::npos);
+  const test::CliResult other_weights = test::run_cli(
+      "generate --config " + (model_dir(name) / "config.json").string() + " -n 1 --load-session " +
+      s.string());
+  CHECK(other_weights.status == 2);
+  CHECK(other_weights.err.find("other weights") != std::string::npos);
+  const test::CliResult bad = test::run_cli("generate " + model_flags(name) + " --tokens 1,2,300 -n 1");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--tokens: token 300 at index 2 is outside the vocabulary [0, 300)") !=
+        std::string::npos);
+  const test::CliResult junk = test::run_cli("generate " + model_flags(name) + " --tokens 1,x -n 1");
+  CHECK(junk.status == 2);
+  CHECK(junk.err.find("token 1 is not a token id: 'x'") != std::string::npos);
+  const test::CliResult blocks = test::run_cli("generate --config " +
+                                               (test::source_dir() / "configs" / "gqa.json").string() +
+                                               " --tokens 1 -n 1");
+  CHECK(blocks.status == 2);
+  CHECK(blocks.err.find("needs a token model") != std::string::npos);
+}
