@@ -50,6 +50,11 @@ struct Flags {
   std::int64_t layer = 0;                                          // heatmap
   std::string png;                                                 // heatmap --out
   std::vector<std::string> weight_types = {"f32", "bf16", "f16"};  // bench
+  attn::TextInput text;  // token input: a prompt or ids instead of --input
+  bool all_logits = false;
+  CLI::Option* prefill_option = nullptr;
+  std::int64_t batch_row = 0;  // heatmap
+  std::string scale;           // heatmap: linear, sqrt, log; empty: by the number of positions
 };
 
 // CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
@@ -83,7 +88,9 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
                   "split every layer across K MPI ranks (default: the config's; for a Hugging "
                   "Face config.json, mpirun's number of ranks)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--prefill", f.run.prefill, "positions in the prefill P")->capture_default_str();
+  f.prefill_option = cmd->add_option("--prefill", f.run.prefill,
+                                     "positions in the prefill P (token input: all but the steps)")
+                         ->capture_default_str();
   cmd->add_option("-n,--steps", f.run.steps, "decode steps N after the prefill")
       ->capture_default_str();
   cmd->add_option("-s,--seed", f.seed, "seed for weights and input")
@@ -106,6 +113,21 @@ void add_attention_options(CLI::App* cmd, Flags& f) {
                 "print the attention weights after each step's trace line (small runs)");
 }
 
+// The prompt, as text or ids, and the tokenizer that reads it: generate's and tokenize's.
+void add_text_input(CLI::App* cmd, attn::TextInput& t) {
+  cmd->add_option("-p,--prompt", t.prompt, "the prompt's text (run: one sequence each)");
+  cmd->add_option("-f,--prompt-file", t.prompt_file, "a file holding the prompt's text")
+      ->check(non_empty);
+  cmd->add_option("--tokens", t.tokens, "the prompt as token ids: 1,15043,29991 or [1, 15043]");
+  cmd->add_option("--tokens-file", t.tokens_file, "a file of token ids (text or JSON)")
+      ->check(non_empty);
+  cmd->add_option("--tokenizer", t.tokenizer,
+                  "Hugging Face tokenizer.json (default: beside the config)")
+      ->check(non_empty);
+  cmd->add_flag("--no-bos", t.no_bos, "no BOS token, whatever the tokenizer file says");
+  cmd->add_flag("--add-bos", t.add_bos, "a BOS token first, whatever the tokenizer file says");
+}
+
 void add_common(CLI::App* cmd, Flags& f) {
   add_model_options(cmd, f, "the seed notebook's GQA");
   cmd->add_option("--input", f.input,
@@ -117,6 +139,9 @@ void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_option("--dump", f.dump, "write inputs, outputs and caches to this safetensors file")
       ->check(non_empty);
   add_attention_options(cmd, f);
+  add_text_input(cmd, f.text);
+  cmd->add_flag("--all-logits", f.all_logits,
+                "token input: every prefill position's logits in the dump, not the last");
 }
 
 // "A:B" -> [A, B): a range of the checkpoint's layers, both written out and not negative.
@@ -177,11 +202,19 @@ std::optional<attn::WeightsSource> open_weights(const Flags& f, const attn::Mode
 }
 
 // The request the flags make: the config with its overrides, the shape, the files.
-attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep_attention) {
+attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep_attention,
+                             const attn::PromptTokens& prompt) {
   attn::RunRequest r;
   r.args = model_args(f, attn::seed_args, shard);
+  r.tokens = prompt.sequences;
+  r.all_logits = f.all_logits;
+
   if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   r.opts = f.run;
+  std::int64_t longest = 0;
+  for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
+  if (!r.tokens.empty() && f.prefill_option->count() == 0)
+    r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
   r.batch_given = f.input.empty() || f.batch_option->count() > 0;
   r.weights = f.weights;
   r.input = f.input;
@@ -203,20 +236,50 @@ void check_print_attention(const attn::RunRequest& r) {
         "--dump F, or fewer positions");
 }
 
+// The heatmap's sequence, scale, padding and token labels (a prompt's pieces, or its ids).
+attn::HeatmapOptions heatmap_options(const Flags& f, const attn::Session& se,
+                                     const attn::PromptTokens& prompt) {
+  const attn::RunOptions& o = se.request.opts;
+  const std::int64_t T = o.prefill + o.steps;
+  attn::HeatmapOptions h{f.batch_row,
+                         f.scale.empty() ? attn::default_scale(T) : attn::parse_scale(f.scale),
+                         {},
+                         {},
+                         se.request.args.first_layer};
+  if (!se.inspect.attention_mask.empty())
+    h.keep.assign(se.inspect.attention_mask.begin() + f.batch_row * T,
+                  se.inspect.attention_mask.begin() + (f.batch_row + 1) * T);
+  if (prompt.sequences.empty()) return h;
+  const std::vector<std::int32_t>& ids = prompt.sequences[std::size_t(f.batch_row)];
+  for (std::int64_t t = 0; t < T; ++t) {
+    if (t >= std::int64_t(ids.size())) {
+      h.labels.push_back("");  // padding
+      continue;
+    }
+    const std::int32_t id = ids[std::size_t(t)];
+    h.labels.push_back(prompt.tokenizer ? attn::token_bytes(*prompt.tokenizer, id)
+                                        : std::to_string(id));
+  }
+  return h;
+}
+
 int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool heatmap = false) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
   std::optional<attn::Session> session;
+  attn::PromptTokens prompt;
   // Every rank sets up, then all agree on one status before any collective.
   ranks::set_up(shard, [&] {
     if (shard.rank == 0 && !std::cout)  // see keep_standard_streams
       throw std::runtime_error(
           "stdout is closed: the trace has nowhere to go (send it to "
           "/dev/null to discard it)");
-    attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap));
+    if (f.text.given()) prompt = attn::prompt_tokens(f.text, f.config, 0);
+    attn::RunPlan plan =
+        attn::plan_run(run_request(f, shard, f.print_attention || heatmap, prompt));
     if (f.print_attention) check_print_attention(plan.request);
     if (heatmap) {
-      attn::check_heatmap(plan.request.args, plan.request.opts, f.layer);
+      attn::check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
       if (shard.rank == 0) attn::check_output(f.png, "PNG");
     }
     session.emplace(attn::open_session(std::move(plan)));
@@ -249,15 +312,18 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
     };
     check_stdout();
     std::vector<attn::OutputFile> outputs;
+    std::string png_size;
     if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
       outputs.push_back(std::move(*dump));
     if (heatmap && shard.rank == 0) {
-      const attn::Image img = attn::render_heatmap(args, se.request.opts, se.out, f.layer);
+      const attn::Image img =
+          attn::render_heatmap(args, se.request.opts, se.out, f.layer, heatmap_options(f, se, prompt));
       outputs.push_back(attn::stage_png(f.png, img));
-      spdlog::info("heatmap: {} ({} x {})", attn::escape(f.png), img.width, img.height);
+      png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
     }
     check_stdout();
     for (attn::OutputFile& o : outputs) o.commit();
+    if (!png_size.empty()) std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
     return 0;
   });
 }
@@ -560,21 +626,6 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
   });
 }
 
-// The prompt, as text or ids, and the tokenizer that reads it: generate's and tokenize's.
-void add_text_input(CLI::App* cmd, attn::TextInput& t) {
-  cmd->add_option("-p,--prompt", t.prompt, "the prompt's text");
-  cmd->add_option("-f,--prompt-file", t.prompt_file, "a file holding the prompt's text")
-      ->check(non_empty);
-  cmd->add_option("--tokens", t.tokens, "the prompt as token ids: 1,15043,29991 or [1, 15043]");
-  cmd->add_option("--tokens-file", t.tokens_file, "a file of token ids (text or JSON)")
-      ->check(non_empty);
-  cmd->add_option("--tokenizer", t.tokenizer,
-                  "Hugging Face tokenizer.json (default: beside the config)")
-      ->check(non_empty);
-  cmd->add_flag("--no-bos", t.no_bos, "no BOS token, whatever the tokenizer file says");
-  cmd->add_flag("--add-bos", t.add_bos, "a BOS token first, whatever the tokenizer file says");
-}
-
 void add_generate(CLI::App* cmd, attn::GenerateFlags& f) {
   cmd->add_option("--config", f.config, "ModelArgs or Hugging Face config.json with vocab_size "
                                         "(default: config.json beside the weights)")
@@ -749,7 +800,13 @@ int main(int argc, char** argv) {
   CLI::App* heatmap = app.add_subcommand(
       "heatmap", "run, then draw one layer's attention weights: a PNG panel per query head");
   add_common(heatmap, heatmap_flags);
-  heatmap->add_option("--layer", heatmap_flags.layer, "the layer to draw")->capture_default_str();
+  heatmap->add_option("--layer", heatmap_flags.layer, "the layer to draw (of those run)")
+      ->capture_default_str();
+  heatmap->add_option("--batch-row", heatmap_flags.batch_row, "the sequence to draw")
+      ->capture_default_str();
+  heatmap->add_option("--scale", heatmap_flags.scale,
+                      "linear, sqrt or log (default: by positions: linear to 16, sqrt to 64, log)")
+      ->check(CLI::IsMember({"linear", "sqrt", "log"}));
   heatmap->add_option("--out", heatmap_flags.png, "the PNG to write")->required();
   Flags bench_flags;
   CLI::App* bench =

@@ -390,7 +390,7 @@ TEST_CASE("cli: --json stdout holds only JSON lines, the summary last, logs on s
   // An unknown key makes a warning; trace-level logging makes more: all of it must go to stderr.
   const fs::path cfg = dir.path / "extra_key.json";
   write_text(cfg, R"({"dim": 16, "n_heads": 4, "n_kv_heads": 2, "max_batch_size": 2,
-    "max_seq_len": 16, "rope": "half", "block": "llama", "use_scaled_rope": true})");
+    "max_seq_len": 16, "rope": "half", "block": "llama", "use_fancy_rope": true})");
   for (const std::string& cmd : {"run --json --log-level trace --config " + q(cfg),
                                  "decode --json --steps 2 --config " + q(cfg),
                                  std::string("run --json --log-level trace")}) {
@@ -404,7 +404,7 @@ TEST_CASE("cli: --json stdout holds only JSON lines, the summary last, logs on s
     CHECK(ev.back().at("event") == "summary");
     for (std::size_t i = 0; i + 1 < ev.size(); ++i) CHECK(ev[i].at("event") != "summary");
     if (cmd.find("extra_key") != std::string::npos)
-      CHECK(r.err.find("use_scaled_rope") != std::string::npos);
+      CHECK(r.err.find("use_fancy_rope") != std::string::npos);
   }
 }
 

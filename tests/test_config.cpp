@@ -303,10 +303,33 @@ TEST_CASE("config: model_parallel_size must divide n_heads, n_kv_heads and the F
         1);
 }
 
-TEST_CASE("config: vocab_size other than -1 is refused (token models are not supported)") {
-  check_refused(seed_with(R"("vocab_size": 32000)"), {"vocab_size"});
-  check_refused(seed_with(R"("vocab_size": 1)"), {"vocab_size"});
+TEST_CASE("config: vocab_size is -1 or a token model's, on block llama only") {
+  check_refused(seed_with(R"("block": "attention", "vocab_size": 32000)"),
+                {"vocab_size", "block \"llama\""});
+  check_refused(seed_with(R"("vocab_size": 0)"), {"vocab_size"});
+  check_refused(seed_with(R"("vocab_size": -2)"), {"vocab_size"});
   CHECK(attn::parse_config(seed_with(R"("vocab_size": -1)"), kSrc).vocab_size == -1);
+  const std::string llama = R"({"dim": 64, "n_heads": 4, "block": "llama", "vocab_size": )";
+  CHECK(attn::parse_config(llama + "32000}", kSrc).vocab_size == 32000);
+  check_refused(llama + "16777217}", {"vocab_size", "2^24"});
+}
+
+TEST_CASE("config: Meta's params.json as published (Llama 3.1 8B) is read as it is") {
+  CapturedLog log;
+  const attn::ModelArgs a = attn::parse_config(
+      R"({"dim": 4096, "ffn_dim_multiplier": 1.3, "multiple_of": 1024, "n_heads": 32,
+          "n_kv_heads": 8, "n_layers": 32, "norm_eps": 1e-05, "rope_theta": 500000.0,
+          "use_scaled_rope": true, "vocab_size": 128256})",
+      kSrc);
+  CHECK_MESSAGE(log.text.str().empty(), log.text.str());
+  CHECK(a.vocab_size == 128256);
+  CHECK(a.ffn_hidden() == 14336);
+  REQUIRE(a.rope_scaling.has_value());  // Meta's apply_scaling constants
+  CHECK(a.rope_scaling->factor == 8);
+  CHECK(a.rope_scaling->low_freq_factor == 1);
+  CHECK(a.rope_scaling->high_freq_factor == 4);
+  CHECK(a.rope_scaling->original_max_position_embeddings == 8192);
+  CHECK(a.tie_word_embeddings == false);
 }
 
 TEST_CASE("config: each size below 1 is refused, naming the key") {
@@ -330,12 +353,12 @@ TEST_CASE("config: a negative norm_eps is refused but zero is accepted") {
 TEST_CASE("config: an unknown key is accepted with a warning naming it") {
   CapturedLog log;
   const attn::ModelArgs a =
-      attn::parse_config(seed_with(R"("use_scaled_rope": true, "max_seq_len": 9)"), kSrc);
+      attn::parse_config(seed_with(R"("use_fancy_rope": true, "max_seq_len": 9)"), kSrc);
   CHECK(a.dim == 18);
   CHECK(a.n_kv_heads == 2);
   CHECK(a.max_seq_len == 9);
   const std::string logged = log.text.str();
-  CHECK_MESSAGE(logged.find("use_scaled_rope") != std::string::npos, "log: ", logged);
+  CHECK_MESSAGE(logged.find("use_fancy_rope") != std::string::npos, "log: ", logged);
   CHECK_MESSAGE(logged.find(kSrc) != std::string::npos, "log: ", logged);
 }
 

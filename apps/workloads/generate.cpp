@@ -64,29 +64,69 @@ std::string read_text_file(const std::string& path, const char* what) {
   return read_small_file(path, what, kMaxTextBytes);
 }
 
-// The prompt as token ids: --tokens / --tokens-file as they are, or the text through the
-// tokenizer.
-std::vector<std::int32_t> prompt_ids(const TextInput& t, const Tokenizer* tok, std::int64_t vocab) {
-  if (!t.tokens.empty()) return parse_token_ids(t.tokens, "--tokens", vocab);
-  if (!t.tokens_file.empty())
-    return parse_token_ids(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
-                           vocab);
-  const bool from_file = !t.prompt_file.empty();
-  if (!tok) return {};
-  const std::string text = from_file ? read_text_file(t.prompt_file, "prompt file") : t.prompt;
+// Token ids as text: sequences separated by ';' or lines, ids by commas or spaces; or JSON: an
+// array of ids, an array of such arrays, or {"ids": ...}.
+std::vector<std::vector<std::int32_t>> parse_sequences(const std::string& text,
+                                                       const std::string& what, std::int64_t vocab) {
+  std::vector<std::vector<std::int32_t>> out;
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[' &&
+      text.find('[', first + 1) < text.find(']', first + 1)) {
+    json j;
+    try {
+      j = json::parse(text);
+    } catch (const json::exception& e) {
+      throw InputError(what + ": not valid JSON: " + escape(e.what(), 160));
+    }
+    for (std::size_t b = 0; b < j.size(); ++b)
+      out.push_back(parse_token_ids(j[b].dump(), what + " sequence " + std::to_string(b), vocab));
+    return out;
+  }
+  if (first != std::string::npos && (text[first] == '[' || text[first] == '{'))
+    return {parse_token_ids(text, what, vocab)};
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const std::size_t end = std::min(text.find_first_of(";\n", from), text.size());
+    const std::string part = text.substr(from, end - from);
+    if (part.find_first_not_of(" \t\r,") != std::string::npos)
+      out.push_back(parse_token_ids(part, out.empty() && end == text.size()
+                                              ? what
+                                              : what + " sequence " + std::to_string(out.size()),
+                                    vocab));
+    from = end + 1;
+  }
+  return out;
+}
+
+bool wants_text(const TextInput& t) { return !t.prompt.empty() || !t.prompt_file.empty(); }
+
+std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
+                                        const std::string& text, std::int64_t vocab) {
   EncodeOptions o;
   if (t.no_bos) o.bos = false;
   if (t.add_bos) o.bos = true;
-  std::vector<std::int32_t> ids = encode(*tok, text, o);
+  std::vector<std::int32_t> ids = encode(tok, text, o);
   for (std::size_t i = 0; i < ids.size(); ++i)
     if (vocab > 0 && ids[i] >= vocab)
-      throw InputError(tok->source + ": token " + std::to_string(ids[i]) + " (index " +
+      throw InputError(tok.source + ": token " + std::to_string(ids[i]) + " (index " +
                        std::to_string(i) + ") is outside the model's vocabulary of " +
                        std::to_string(vocab));
   return ids;
 }
 
-bool wants_text(const TextInput& t) { return !t.prompt.empty() || !t.prompt_file.empty(); }
+// The single sequence generate and tokenize take.
+std::vector<std::int32_t> prompt_ids(const TextInput& t, const Tokenizer* tok, std::int64_t vocab) {
+  if (t.prompt.size() > 1) throw InputError("one --prompt at a time here");
+  if (!t.tokens.empty()) return parse_token_ids(t.tokens, "--tokens", vocab);
+  if (!t.tokens_file.empty())
+    return parse_token_ids(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
+                           vocab);
+  if (!tok || !wants_text(t)) return {};
+  return encode_prompt(*tok, t,
+                       t.prompt_file.empty() ? t.prompt[0]
+                                             : read_text_file(t.prompt_file, "prompt file"),
+                       vocab);
+}
 
 // Prints the text of the tokens as it grows, holding back an incomplete UTF-8 character
 // (a byte token whose continuation has not come yet).
@@ -106,22 +146,6 @@ struct TextStream {
     return out;
   }
 };
-
-json top_logits(std::span<const float> logits, int n) {
-  std::vector<std::int32_t> ids(logits.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
-  const std::size_t k = std::min<std::size_t>(std::size_t(n), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
-                    [&](std::int32_t a, std::int32_t b) {
-                      return logits[std::size_t(a)] != logits[std::size_t(b)]
-                                 ? logits[std::size_t(a)] > logits[std::size_t(b)]
-                                 : a < b;
-                    });
-  json top = json::array();
-  for (std::size_t i = 0; i < k; ++i)
-    top.push_back({{"id", ids[i]}, {"logit", logits[std::size_t(ids[i])]}});
-  return top;
-}
 
 void print_timing(const Generation& g, double total) {
   const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
@@ -177,6 +201,24 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
   return ids;
 }
 
+PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::int64_t vocab) {
+  const int kinds = !t.prompt.empty() + !t.prompt_file.empty() + !t.tokens.empty() +
+                    !t.tokens_file.empty();
+  if (kinds > 1)
+    throw InputError("give one of --prompt, --prompt-file, --tokens and --tokens-file");
+  PromptTokens p;
+  if (!t.tokens.empty()) p.sequences = parse_sequences(t.tokens, "--tokens", vocab);
+  if (!t.tokens_file.empty())
+    p.sequences = parse_sequences(read_text_file(t.tokens_file, "tokens file"),
+                                  escape(t.tokens_file), vocab);
+  const fs::path path = tokenizer_path(t, config);
+  if (wants_text(t) || !t.tokenizer.empty() || fs::exists(path)) p.tokenizer = load_tokenizer(path);
+  if (!t.prompt_file.empty())
+    p.sequences.push_back(encode_prompt(*p.tokenizer, t, read_text_file(t.prompt_file, "prompt file"), vocab));
+  for (const std::string& text : t.prompt) p.sequences.push_back(encode_prompt(*p.tokenizer, t, text, vocab));
+  return p;
+}
+
 fs::path tokenizer_path(const TextInput& t, const std::string& config) {
   if (!t.tokenizer.empty()) return t.tokenizer;
   if (config.empty()) throw InputError("--tokenizer is needed to read a prompt");
@@ -225,7 +267,7 @@ int generate_command(const GenerateFlags& f) {
     if (f.json)
       std::cout << json{{"event", "token"}, {"step", t.step + 1}, {"id", t.id},
                         {"text", tok ? decode(*tok, {t.id}, {false, false}) : ""},
-                        {"top", top_logits(t.logits, 5)}}
+                        {"top", top_logits(t.logits.data(), std::int64_t(t.logits.size()), 5)}}
                        .dump(-1, ' ', false, json::error_handler_t::replace)
                 << '\n';
     else

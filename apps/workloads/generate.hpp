@@ -8,13 +8,28 @@
 #include <vector>
 
 #include "attn/model/generate.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace attn {
 
 struct TextInput {
-  std::string prompt, prompt_file, tokens, tokens_file, tokenizer;
+  std::vector<std::string> prompt;  // one sequence each
+  std::string prompt_file, tokens, tokens_file, tokenizer;
   bool no_bos = false, add_bos = false;
+
+  bool given() const {
+    return !prompt.empty() || !prompt_file.empty() || !tokens.empty() || !tokens_file.empty();
+  }
 };
+
+// The token sequences a run's text input makes (--tokens "1,2;3,4" and a tokens file's lines or
+// JSON array of arrays give several; so do several --prompt), with the tokenizer that read
+// them, if any (kept for labels and decoding). `config` locates the default tokenizer.json.
+struct PromptTokens {
+  std::vector<std::vector<std::int32_t>> sequences;
+  std::optional<Tokenizer> tokenizer;
+};
+PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::int64_t vocab_size);
 
 struct GenerateFlags {
   std::string config, weights, log_level = "warn";

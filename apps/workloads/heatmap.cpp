@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "workloads/font.hpp"
+#include "workloads/label_font.hpp"
 
 namespace attn {
 
@@ -64,32 +66,122 @@ std::string head_label(const ModelArgs& a, std::int64_t h) {
   return "HEAD " + std::to_string(h) + " KV " + std::to_string(h / a.n_rep());
 }
 
-// Probability of query row r (prefill rows, then decode steps) for key j of head h, batch 0;
+// Probability of query row r (prefill rows, then decode steps) for key j of head h, batch row b;
 // negative where the row does not score that key.
-float probability(const RunOptions& o, const RunOutputs& out, std::size_t layer, std::int64_t h,
-                  std::int64_t r, std::int64_t j) {
+float probability(const RunOptions& o, const RunOutputs& out, std::size_t layer, std::int64_t H,
+                  std::int64_t b, std::int64_t h, std::int64_t r, std::int64_t j) {
   const std::int64_t P = o.prefill;
-  if (r < P) return j < P ? out.attn_prefill[layer][std::size_t((h * P + r) * P + j)] : -1;
+  if (r < P)
+    return j < P ? out.attn_prefill[layer][std::size_t(((b * H + h) * P + r) * P + j)] : -1;
   const std::int64_t i = r - P + 1, keys = P + i;
-  return j < keys ? out.attn_decode[std::size_t(i - 1)][layer][std::size_t(h * keys + j)] : -1;
+  return j < keys ? out.attn_decode[std::size_t(i - 1)][layer][std::size_t((b * H + h) * keys + j)]
+                  : -1;
+}
+
+float scaled(float p, HeatmapScale s) {
+  if (s == HeatmapScale::sqrt) return std::sqrt(p);
+  if (s == HeatmapScale::log) return (std::log10(std::max(p, 1e-4f)) + 4) / 4;
+  return p;
+}
+
+const char* scale_name(HeatmapScale s) {
+  return s == HeatmapScale::linear ? "LINEAR" : s == HeatmapScale::sqrt ? "SQRT" : "LOG";
+}
+
+constexpr Rgb kCausal = {228, 228, 228}, kPadded = {250, 200, 200};
+constexpr int kMaxLabel = 90;  // pixels: longer token texts are cut
+
+// The labels' pixel height for cells of `cell` pixels, and every how many positions one is
+// drawn so that they do not overlap.
+int label_px(int cell) { return std::clamp(cell - 2, 9, 12); }
+std::int64_t label_every(int cell) { return (label_px(cell) + 1 + cell - 1) / cell; }
+
+// s escaped, cut to at most kMaxLabel pixels (with "..."), as the axes show it.
+std::string fit_label(const LabelFont* f, const std::string& s, int px) {
+  std::string t = escape(s, 40);
+  const auto width = [&](const std::string& x) {
+    return f ? label_width(*f, x, px) : int(x.size()) * (kGlyphWidth + 1);
+  };
+  while (t.size() > 1 && width(t) > kMaxLabel) {
+    t.pop_back();
+    while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
+    if (width(t + "...") <= kMaxLabel) return t + "...";
+  }
+  return t;
+}
+
+// The widest label, for the room beside and below each panel.
+int labels_room(const HeatmapOptions& o, int cell) {
+  if (o.labels.empty()) return 0;
+  const LabelFont* f = label_font();
+  int w = 0;
+  for (const std::string& l : o.labels) {
+    const std::string t = fit_label(f, l, label_px(cell));
+    w = std::max(w, f ? label_width(*f, t, label_px(cell)) : int(t.size()) * (kGlyphWidth + 1));
+  }
+  return w + 6;
+}
+
+void draw_axis_label(Image& img, const std::string& s, int x, int y, int px, bool vertical) {
+  const LabelFont* f = label_font();
+  const std::string t = fit_label(f, s, px);
+  if (f) {
+    draw_label(img, *f, x, y, t, px, vertical);
+    return;
+  }
+  std::string upper;  // the bitmap font's capitals
+  for (const char c : t) upper += char(std::toupper(static_cast<unsigned char>(c)));
+  text(img, x, vertical ? y - kGlyphHeight : y, upper);
+}
+
+// Token labels: queries down the left of the panel, keys below it (read bottom to top).
+void draw_labels(Image& img, const HeatmapLayout& l, const HeatmapOptions& o, int x0, int y0,
+                 std::int64_t T) {
+  const int px = label_px(l.cell), room = labels_room(o, l.cell);
+  const std::int64_t every = label_every(l.cell);
+  for (std::int64_t t = 0; t < T && t < std::int64_t(o.labels.size()); t += every) {
+    const int centre = int(t) * l.cell + l.cell / 2;
+    const std::string& s = o.labels[std::size_t(t)];
+    const LabelFont* f = label_font();
+    const int w = f ? label_width(*f, fit_label(f, s, px), px) : 0;
+    draw_axis_label(img, s, x0 - 4 - w, y0 + centre - px / 2 - 1, px, false);
+    draw_axis_label(img, s, x0 + centre - px / 2, y0 + l.panel + room, px, true);
+    fill(img, x0 - 3, y0 + centre, 2, 1, {0, 0, 0});        // ticks
+    fill(img, x0 + centre, y0 + l.panel + 1, 1, 2, {0, 0, 0});
+  }
 }
 
 }  // namespace
 
-HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions) {
+HeatmapScale default_scale(std::int64_t positions) {
+  return positions <= 16 ? HeatmapScale::linear
+         : positions <= 64 ? HeatmapScale::sqrt
+                           : HeatmapScale::log;
+}
+
+HeatmapScale parse_scale(const std::string& name) {
+  if (name == "linear") return HeatmapScale::linear;
+  if (name == "sqrt") return HeatmapScale::sqrt;
+  if (name == "log") return HeatmapScale::log;
+  throw InputError("--scale: expected linear, sqrt or log, got " + quoted(name, 40));
+}
+
+HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions,
+                             const HeatmapOptions& o) {
   HeatmapLayout l;
   const int T = int(std::max<std::int64_t>(positions, 1));
   l.cell = std::clamp(256 / T, 1, 24);  // at most kHeatmapPositions positions: <= 512 px
   l.panel = T * l.cell;
+  const int room = labels_room(o, l.cell);  // token labels left of and below each panel
   // GQA: one row of panels per KV head, so the heads that share it sit side by side.
   const std::int64_t n_rep = a.n_rep();
   l.columns = int(n_rep > 1 && n_rep <= 8 ? n_rep : std::min<std::int64_t>(a.n_heads, 4));
-  const int pitch_x = std::max(l.panel, text_width(head_label(a, a.n_heads - 1))) + kMargin;
-  const int pitch_y = kLabel + l.panel + kMargin;
+  const int pitch_x = room + std::max(l.panel, text_width(head_label(a, a.n_heads - 1))) + kMargin;
+  const int pitch_y = kLabel + l.panel + room + kMargin;
   const int rows = int((a.n_heads + l.columns - 1) / l.columns);
   const int top = kMargin + kTitle;
   for (std::int64_t h = 0; h < a.n_heads; ++h) {
-    l.panel_x.push_back(kMargin + int(h % l.columns) * pitch_x);
+    l.panel_x.push_back(kMargin + room + int(h % l.columns) * pitch_x);
     l.panel_y.push_back(top + kLabel + int(h / l.columns) * pitch_y);
   }
   const int grid_w = l.columns * pitch_x + kBar + 3 * kAdvance;
@@ -99,13 +191,14 @@ HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions) {
 }
 
 Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& out,
-                     std::int64_t layer) {
+                     std::int64_t layer, const HeatmapOptions& opts) {
   const std::int64_t T = o.prefill + o.steps;
-  const HeatmapLayout l = heatmap_layout(a, T);
+  const HeatmapLayout l = heatmap_layout(a, T, opts);
   Image img{l.width, l.height,
             std::vector<std::uint8_t>(std::size_t(l.width) * std::size_t(l.height) * 3, 255)};
-  const std::string title = "LAYER " + std::to_string(layer) + "  MASK " +
-                            (a.mask == Mask::causal ? "CAUSAL" : "NONE") + "  BATCH ROW 0";
+  const std::string title = "LAYER " + std::to_string(opts.first_layer + layer) + "  MASK " +
+                            (a.mask == Mask::causal ? "CAUSAL" : "NONE") + "  BATCH ROW " +
+                            std::to_string(opts.batch_row) + "  " + scale_name(opts.scale);
   const std::string sub = "QUERIES DOWN: PREFILL " + std::to_string(o.prefill) + ", THEN " +
                           std::to_string(o.steps) + " DECODE STEPS. KEYS ACROSS.";
   text(img, kMargin, kMargin, title.substr(0, kTitleChars));
@@ -116,10 +209,14 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
     text(img, x0, y0 - kLabel, head_label(a, h));
     for (std::int64_t r = 0; r < T; ++r)
       for (std::int64_t j = 0; j < T; ++j) {
-        const float p = probability(o, out, L, h, r, j);
+        const float p = probability(o, out, L, a.n_heads, opts.batch_row, h, r, j);
+        const bool padded =
+            !opts.keep.empty() && (!opts.keep[std::size_t(j)] || !opts.keep[std::size_t(r)]);
+        const bool hidden = p < 0 || (a.mask == Mask::causal && j > r);
         fill(img, x0 + int(j) * l.cell, y0 + int(r) * l.cell, l.cell, l.cell,
-             p < 0 ? Rgb{200, 200, 200} : colour(p));
+             padded ? kPadded : hidden ? kCausal : colour(scaled(p, opts.scale)));
       }
+    if (!opts.labels.empty()) draw_labels(img, l, opts, x0, y0, T);
   }
   // The colour scale beside the first row of panels: 1 at the top, 0 at the bottom.
   const int bx = l.panel_x[std::size_t(l.columns - 1)] +
@@ -128,11 +225,15 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
   for (int y = 0; y < bh; ++y)
     fill(img, bx, by + y, kBar, 1, colour(1.0f - float(y) / float(bh - 1)));
   text(img, bx + kBar + 4, by, "1");
-  text(img, bx + kBar + 4, by + bh - kLine, "0");
+  text(img, bx + kBar + 4, by + bh - kLine, opts.scale == HeatmapScale::log ? "1E-4" : "0");
   return img;
 }
 
-void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer) {
+void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer,
+                   std::int64_t batch_row) {
+  if (batch_row < 0 || batch_row >= o.batch)
+    throw InputError("--batch-row " + std::to_string(batch_row) + " is out of range: the batch has " +
+                     std::to_string(o.batch) + " sequence(s)");
   if (o.prefill + o.steps > kHeatmapPositions)
     throw InputError("heatmap: " + std::to_string(o.prefill + o.steps) +
                      " positions are too many to draw (at most " +

@@ -4,6 +4,7 @@
 // buffer here; encoded by stb_image_write (Debian's libstb).
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "attn/io/output.hpp"
@@ -21,23 +22,44 @@ struct HeatmapLayout {
   std::vector<int> panel_x, panel_y;  // [n_heads]: each panel's top-left corner
 };
 
-HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions);
+enum class HeatmapScale { linear, sqrt, log };
+
+// What a heatmap shows beyond the probabilities: which sequence, the colour scale, the token of
+// each position (a prompt's pieces: its axes' labels), the padding, the checkpoint's layer index.
+struct HeatmapOptions {
+  std::int64_t batch_row = 0;
+  HeatmapScale scale = HeatmapScale::linear;
+  std::vector<std::string> labels;  // [P+N]: the token at each position, or none
+  std::vector<std::uint8_t> keep;   // [P+N]: batch_row's padding mask (1: real), or none
+  std::int64_t first_layer = 0;     // --layers A:B's A: drawn layer l is the checkpoint's A + l
+};
+
+// The scale a run of `positions` is drawn in unless --scale says: linear up to 16 positions,
+// sqrt up to 64, log past it (probabilities near 1/positions are not all dark).
+HeatmapScale default_scale(std::int64_t positions);
+HeatmapScale parse_scale(const std::string& name);  // linear, sqrt, log; InputError otherwise
+
+HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions,
+                             const HeatmapOptions& o = {});
 
 struct Image {
   int width = 0, height = 0;
   std::vector<std::uint8_t> rgb;  // [height, width, 3]
 };
 
-// The probabilities of `layer`, batch row 0, from a run that kept them (Inspect's
-// attention_weights). Cells a query does not score (prefill rows past P) are grey.
+// The probabilities of `layer`, batch row o.batch_row, from a run that kept them (Inspect's
+// attention_weights). Keys a query does not see are drawn apart from small weights: light grey
+// where the causal mask hides them, pink where they are padding.
 Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& out,
-                     std::int64_t layer);
+                     std::int64_t layer, const HeatmapOptions& opts = {});
 
 // Most positions (prefill + steps) a heatmap draws: a panel stays within 512 x 512 pixels.
 inline constexpr std::int64_t kHeatmapPositions = 512;
 
-// Refuses (InputError) a --layer out of range or more than kHeatmapPositions, before any work.
-void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer);
+// Refuses (InputError) a --layer or --batch-row out of range or more than kHeatmapPositions,
+// before any work.
+void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer,
+                   std::int64_t batch_row = 0);
 
 // Encodes as PNG into a temporary file beside `path` (attn/io/output.hpp), uncommitted: the
 // caller renames it into place when the whole run has succeeded.

@@ -1,5 +1,6 @@
 #include "workloads/trace.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -70,6 +71,19 @@ void print_summary_text(std::ostream& os, const Summary& s) {
      << "threads = " << s.threads << ", OpenBLAS core = " << s.blas_core << "\n";
 }
 
+json top_logits(const float* logits, std::int64_t vocab, int n) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(vocab));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
+  const std::size_t k = std::min<std::size_t>(std::size_t(n), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
+                    [&](std::int32_t a, std::int32_t b) {
+                      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+                    });
+  json top = json::array();
+  for (std::size_t i = 0; i < k; ++i) top.push_back({{"id", ids[i]}, {"logit", logits[ids[i]]}});
+  return top;
+}
+
 void print_config_json(std::ostream& os, const ModelArgs& a) {
   json j = {{"event", "config"},
             {"head_dim", a.head_dim()},
@@ -95,6 +109,11 @@ void print_event_json(std::ostream& os, const Event& e) {
   j["local_cache_k"] = e.local_cache_k;
   j["local_cache_v"] = e.local_cache_v;
   j["ms"] = e.seconds * 1e3;
+  if (e.logits) {  // each sequence's next token, from its last position
+    json next = json::array();
+    for (std::int64_t b = 0; b < e.input[0]; ++b) next.push_back(top_logits(e.logits + b * e.vocab, e.vocab, 5));
+    j["top_logits"] = std::move(next);
+  }
   os << j.dump() << "\n";
 }
 

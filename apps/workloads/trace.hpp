@@ -3,6 +3,7 @@
 // JSON Lines for scripts.
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct Summary {
 void print_config_text(std::ostream& os, const ModelArgs& a);
 void print_event_text(std::ostream& os, const Event& e, bool decode_only);
 void print_summary_text(std::ostream& os, const Summary& s);
+
+// The n highest logits of logits[vocab] as [{"id", "logit"}], highest first (ties: lower id).
+nlohmann::json top_logits(const float* logits, std::int64_t vocab, int n);
 
 void print_config_json(std::ostream& os, const ModelArgs& a);
 void print_event_json(std::ostream& os, const Event& e);

@@ -131,27 +131,6 @@ void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, fl
   layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
 }
 
-// h[rows, dim]: row r is tokens[r]'s embedding, widened from BF16 or F16 (exact).
-void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, float* h) {
-  const ModelArgs& a = m.args;
-  const Matrix& e = m.weights.tokens.tok_embeddings;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t t = tokens[r];
-    if (t < 0 || t >= a.vocab_size)
-      throw InputError("token " + std::to_string(t) + " at index " + std::to_string(r) +
-                       " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")");
-    const Matrix row = e.row(t, a.dim);
-    float* dst = h + r * a.dim;
-    if (row.type == WeightType::f32) {
-      std::memcpy(dst, row.data, std::size_t(a.dim) * sizeof(float));
-      continue;
-    }
-    const auto* src = static_cast<const std::uint16_t*>(row.data);
-    for (std::int64_t i = 0; i < a.dim; ++i)
-      dst[i] = row.type == WeightType::bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
-  }
-}
-
 }  // namespace
 
 Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
@@ -202,6 +181,26 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
       attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
     }
     check_residual(out, rows, a.dim, l, seqlen, start_pos);
+  }
+}
+
+void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, float* h) {
+  const ModelArgs& a = m.args;
+  const Matrix& e = m.weights.tokens.tok_embeddings;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t t = tokens[r];
+    if (t < 0 || t >= a.vocab_size)
+      throw InputError("token " + std::to_string(t) + " at index " + std::to_string(r) +
+                       " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")");
+    const Matrix row = e.row(t, a.dim);
+    float* dst = h + r * a.dim;
+    if (row.type == WeightType::f32) {
+      std::memcpy(dst, row.data, std::size_t(a.dim) * sizeof(float));
+      continue;
+    }
+    const auto* src = static_cast<const std::uint16_t*>(row.data);
+    for (std::int64_t i = 0; i < a.dim; ++i)
+      dst[i] = row.type == WeightType::bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
   }
 }
 

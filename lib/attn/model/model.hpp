@@ -77,6 +77,10 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out, bool all_positions = false);
 
+// h[rows, dim]: row r is tokens[r]'s embedding, widened from BF16 or F16 (exact). Throws
+// InputError for a token outside [0, vocab_size).
+void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, float* h);
+
 // logits[rows, vocab_size] = output(norm(h)) for h[rows, dim]: the head alone.
 void output_logits(Transformer& m, const float* h, std::int64_t rows, float* logits);
 

@@ -73,6 +73,28 @@ void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t 
   }
 }
 
+// Each sequence's last real prefill position, [B, dim], gathered into rows for the head.
+void last_rows(const std::vector<float>& h, const Inspect& inspect, std::int64_t B, std::int64_t P,
+               std::int64_t dim, float* rows) {
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t t = inspect.last_prefill.empty() ? P - 1 : inspect.last_prefill[std::size_t(b)];
+    std::memcpy(rows + b * dim, h.data() + (b * P + t) * dim, std::size_t(dim) * sizeof(float));
+  }
+}
+
+void prefill_logits(Transformer& m, const Inspect& inspect, std::int64_t B, std::int64_t P,
+                    RunOutputs& out, std::vector<float>& rows) {
+  const std::int64_t V = m.args.vocab_size;
+  if (inspect.all_logits) {
+    out.prefill_logits.resize(std::size_t(B * P * V));
+    output_logits(m, out.prefill_output.data(), B * P, out.prefill_logits.data());
+    return;
+  }
+  out.prefill_logits.resize(std::size_t(B * V));
+  last_rows(out.prefill_output, inspect, B, P, m.args.dim, rows.data());
+  output_logits(m, rows.data(), B, out.prefill_logits.data());
+}
+
 }  // namespace
 
 void check_capacity(const ModelArgs& a, const RunOptions& o) {
@@ -119,6 +141,8 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   out.decode_output.resize(std::size_t(N * B * dim));
   out.decode_seconds.resize(std::size_t(N));
   std::vector<float> xin(std::size_t(B * std::max<std::int64_t>(P, 1) * dim));  // [B, P, dim]
+  const bool logits = m.args.logits_out;
+  if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
@@ -129,7 +153,9 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
+    if (logits) prefill_logits(m, inspect, B, P, out, xin);
     Event e = make_event(m, Event::Kind::prefill, B, 0, P);
+    if (logits && !inspect.all_logits) e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
     on_event(e);
   }
@@ -141,7 +167,12 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
     out.decode_seconds[std::size_t(i - 1)] = seconds_since(t0);
+    if (logits)
+      output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
+                    out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1);
+    if (logits)
+      e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size, e.vocab = m.args.vocab_size;
     e.step = i;
     e.seconds = out.decode_seconds[std::size_t(i - 1)];
     on_event(e);
@@ -185,14 +216,61 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
                          {B, a.n_heads, 1, P + i},
                          out.attn_decode[std::size_t(i - 1)][std::size_t(l)].data()});
   }
+  if (!out.prefill_logits.empty())
+    tensors.push_back({"prefill.logits",
+                       {B, std::int64_t(out.prefill_logits.size()) / (B * a.vocab_size), a.vocab_size},
+                       out.prefill_logits.data()});
+  for (std::int64_t i = 1; i <= N && !out.decode_logits.empty(); ++i)
+    tensors.push_back({"decode." + std::to_string(i) + ".logits",
+                       {B, 1, a.vocab_size},
+                       out.decode_logits.data() + (i - 1) * B * a.vocab_size});
   OutputFile file(path, "dump");
   write_safetensors(file, tensors);
   return file;
 }
 
+namespace {
+
+// A token run's request: the model's ends it applies, the batch from the sequences, the ids
+// checked against the vocabulary.
+void plan_tokens(RunRequest& r) {
+  ModelArgs& a = r.args;
+  if (a.vocab_size <= 0)
+    throw InputError(a.source + ": token input needs a token model (vocab_size > 0, with "
+                                "tok_embeddings, norm and output); this config has vocab_size " +
+                     std::to_string(a.vocab_size));
+  if (!r.input.empty()) throw InputError("--input and token input: give one of them");
+  if (r.shard.size > 1) throw InputError("token input runs on one process (model_parallel_size 1)");
+  if (!a.has_first_layer())
+    throw InputError("--layers " + std::to_string(a.first_layer) + ":" +
+                     std::to_string(a.first_layer + a.n_layers) +
+                     ": token input needs the embeddings, which feed layer 0");
+  a.tokens_in = true;
+  a.logits_out = a.has_last_layer();
+  r.opts.batch = std::int64_t(r.tokens.size());
+  std::size_t longest = 0;
+  for (std::size_t b = 0; b < r.tokens.size(); ++b) {
+    if (r.tokens[b].empty()) throw InputError("token sequence " + std::to_string(b) + " is empty");
+    longest = std::max(longest, r.tokens[b].size());
+    for (std::size_t i = 0; i < r.tokens[b].size(); ++i)
+      if (r.tokens[b][i] < 0 || r.tokens[b][i] >= a.vocab_size)
+        throw InputError("token " + std::to_string(r.tokens[b][i]) + " at index " +
+                         std::to_string(i) + (r.tokens.size() > 1 ? " of sequence " + std::to_string(b) : "") +
+                         " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ") of " +
+                         a.source);
+  }
+  if (r.opts.prefill + r.opts.steps > std::int64_t(longest))
+    throw InputError("the prompt has " + std::to_string(longest) + " tokens: --prefill " +
+                     std::to_string(r.opts.prefill) + " + --steps " + std::to_string(r.opts.steps) +
+                     " need more");
+}
+
+}  // namespace
+
 RunPlan plan_run(RunRequest r) {
   RunOptions& o = r.opts;
   check_shard(r.args, r.shard);
+  if (!r.tokens.empty()) plan_tokens(r);
   if (!r.input.empty() && !r.batch_given) o.batch = input_batch(r.input);
   // A Hugging Face config has no batch size: the cache holds the run's.
   if (r.args.batch_from_run && o.batch > r.args.max_batch_size && o.batch <= (1 << 24))
@@ -205,7 +283,7 @@ RunPlan plan_run(RunRequest r) {
         "--attention-weights, --print-attention and heatmap need one process "
         "(model_parallel_size "
         "1): each rank holds only its own heads' probabilities");
-  check_attention_weights(r.args, o, {{}, r.attention_weights});
+  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});
   RunShape shape{o.batch,
                  o.prefill,
                  o.steps,
@@ -214,6 +292,7 @@ RunPlan plan_run(RunRequest r) {
                  !r.dump.empty()};
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
+  shape.all_logits = r.all_logits;
   std::optional<WeightsSource> file;
   if (!r.weights.empty()) {
     file = open_weights(r.weights, r.shard);
@@ -223,16 +302,46 @@ RunPlan plan_run(RunRequest r) {
   return {std::move(r), std::move(shape), std::move(file)};
 }
 
+namespace {
+
+// x [B, P+N, dim]: each sequence's embeddings, right-padded with zeros; a ragged batch's padding
+// mask, and each sequence's last real prefill position.
+std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspect& inspect) {
+  const std::int64_t B = r.opts.batch, T = r.opts.prefill + r.opts.steps, dim = m.args.dim;
+  std::vector<float> x(std::size_t(B * T * dim));
+  bool ragged = false;
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::vector<std::int32_t>& t = r.tokens[std::size_t(b)];
+    const std::int64_t n = std::min<std::int64_t>(T, std::int64_t(t.size()));
+    embed(m, t.data(), n, x.data() + b * T * dim);
+    ragged = ragged || n < T;
+    inspect.last_prefill.push_back(std::max<std::int64_t>(0, std::min(n, r.opts.prefill) - 1));
+  }
+  if (ragged) {
+    inspect.attention_mask.assign(std::size_t(B * T), 0);
+    for (std::int64_t b = 0; b < B; ++b)
+      std::fill_n(inspect.attention_mask.begin() + b * T,
+                  std::min<std::int64_t>(T, std::int64_t(r.tokens[std::size_t(b)].size())), 1);
+  }
+  return x;
+}
+
+}  // namespace
+
 Session open_session(RunPlan plan) {
   RunRequest& r = plan.request;
-  Inspect inspect{{}, r.attention_weights};
-  std::vector<float> x = r.input.empty() ? seeded_input(r.args, r.opts, r.seed)
-                                         : load_input(r.input, r.args, r.opts, r.batch_given);
-  if (!r.input.empty()) inspect.attention_mask = load_attention_mask(r.input, r.opts);
+  Inspect inspect{{}, r.attention_weights, r.all_logits, {}};
+  std::vector<float> x;
+  if (r.tokens.empty()) {
+    x = r.input.empty() ? seeded_input(r.args, r.opts, r.seed)
+                        : load_input(r.input, r.args, r.opts, r.batch_given);
+    if (!r.input.empty()) inspect.attention_mask = load_attention_mask(r.input, r.opts);
+  }
   TransformerWeights w = plan.weights ? load_weights(r.args, std::move(*plan.weights), r.shard)
                                       : seeded_weights(r.args, r.seed, r.shard);
   Transformer m = make_transformer(r.args, std::move(w), plan.shape.max_rows,
                                    make_runtime(plan.shape.threads), r.shard);
+  if (!r.tokens.empty()) x = embed_tokens(m, r, inspect);
   return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
 }
 

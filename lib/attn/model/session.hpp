@@ -23,6 +23,8 @@ namespace attn {
 struct Inspect {
   std::vector<std::uint8_t> attention_mask;  // [B, P+N], 1 = real position; empty: all real
   bool attention_weights = false;
+  bool all_logits = false;              // every prefill position's logits, not the last
+  std::vector<std::int64_t> last_prefill;  // [B]: each sequence's last real prefill position
 };
 
 // What the loop reports after the prefill and after each decode step, with the shapes the
@@ -40,6 +42,8 @@ struct Event {
   std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
   double seconds = 0;
   Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
+  const float* logits = nullptr;        // a token run's: [B, vocab] of each last position
+  std::int64_t vocab = 0;
 };
 
 struct RunOutputs {
@@ -51,6 +55,10 @@ struct RunOutputs {
   // [B, n_heads, 1, P+i].
   std::vector<std::vector<float>> attn_prefill;
   std::vector<std::vector<std::vector<float>>> attn_decode;
+  // A token run whose model has the output head (args.logits_out): the logits of each sequence's
+  // last prefill position [B, vocab_size] (with all_logits every prefill position,
+  // [B, P, vocab_size]), and of each decode step [N, B, vocab_size].
+  std::vector<float> prefill_logits, decode_logits;
 };
 
 // What --attention-weights stores may not exceed this: refused before any work.
@@ -89,6 +97,11 @@ struct RunRequest {
   bool attention_weights = false;       // keep the probabilities (to print or draw them)
   bool dump_attention_weights = false;  // and write them to the dump
   Shard shard;                          // model parallel: this rank's part
+  // Token input (instead of `input`): B sequences of ids, ragged ones right-padded with the
+  // padding mask, so each real token keeps its position. The embeddings apply if the layers
+  // start at 0, the output head if they end at the last.
+  std::vector<std::vector<std::int32_t>> tokens;
+  bool all_logits = false;  // every prefill position's logits
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read
@@ -107,7 +120,7 @@ RunPlan plan_run(RunRequest request);
 struct Session {
   RunRequest request;
   Inspect inspect;
-  std::vector<float> x;  // [B, P+N, dim]
+  std::vector<float> x;  // [B, P+N, dim]: the input, or a token run's embeddings
   Transformer model;
   RunOutputs out;
 };

@@ -236,13 +236,13 @@ int fallback_byte(const std::string& piece) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-void byte_fallback(Words& tokens) {
+void byte_fallback(Words& tokens, bool repair = true) {
   Words out;
   std::string bytes;
   std::size_t count = 0;
   const auto flush = [&] {
     if (!count) return;
-    const bool ok = valid_utf8(bytes) == bytes;
+    const bool ok = !repair || valid_utf8(bytes) == bytes;
     if (ok) {
       out.push_back(bytes);
     } else {
@@ -266,7 +266,7 @@ void byte_fallback(Words& tokens) {
   tokens = std::move(out);
 }
 
-void from_byte_level(Words& tokens) {
+void from_byte_level(Words& tokens, bool repair = true) {
   std::string bytes;
   for (const std::string& tok : tokens) {
     std::string mapped;
@@ -278,7 +278,7 @@ void from_byte_level(Words& tokens) {
     }
     bytes += all ? mapped : tok;
   }
-  tokens.assign(1, valid_utf8(bytes));
+  tokens.assign(1, repair ? valid_utf8(bytes) : bytes);
 }
 
 void strip(const TextStep& st, std::string& tok) {
@@ -291,13 +291,13 @@ void strip(const TextStep& st, std::string& tok) {
     tok.erase(tok.size() - c.size());
 }
 
-void run_decoder(const Tokenizer& t, Words& tokens) {
+void run_decoder(const Tokenizer& t, Words& tokens, bool repair = true) {
   using K = TextStep::Kind;
   for (const TextStep& st : t.decoder) {
     if (st.kind == K::replace) {
       for (std::string& tok : tokens) replace_all(tok, st.text, st.content);
     } else if (st.kind == K::byte_fallback) {
-      byte_fallback(tokens);
+      byte_fallback(tokens, repair);
     } else if (st.kind == K::fuse) {
       std::string all;
       for (const std::string& tok : tokens) all += tok;
@@ -305,7 +305,7 @@ void run_decoder(const Tokenizer& t, Words& tokens) {
     } else if (st.kind == K::strip) {
       for (std::string& tok : tokens) strip(st, tok);
     } else if (st.kind == K::byte_level) {
-      from_byte_level(tokens);
+      from_byte_level(tokens, repair);
     } else if (st.kind == K::metaspace) {
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         replace_all(tokens[i], st.text, " ");
@@ -364,6 +364,15 @@ std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids, con
   }
   text = valid_utf8(text);
   if (o.clean_up_spaces.value_or(t.clean_up_spaces)) clean_up(text);
+  return text;
+}
+
+std::string token_bytes(const Tokenizer& t, std::int32_t id) {
+  if (id < 0 || id >= t.vocab_size()) return {};
+  Words tokens = {t.pieces[std::size_t(id)]};
+  run_decoder(t, tokens, /*repair=*/false);
+  std::string text;
+  for (const std::string& tok : tokens) text += tok;
   return text;
 }
 

@@ -87,4 +87,8 @@ struct DecodeOptions {
 std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
                    const DecodeOptions& o = {});
 
+// One token's text as its bytes, not made valid UTF-8: a byte token of a character split over
+// several tokens shows its own byte (for labels, escaped by the caller), not U+FFFD.
+std::string token_bytes(const Tokenizer& t, std::int32_t id);
+
 }  // namespace attn
