@@ -75,12 +75,12 @@ std::string non_empty(const std::string& value) {
 void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_config) {
   cmd->add_option("--config", f.config, "ModelArgs JSON (default: " + default_config + ")")
       ->check(non_empty);
-  cmd->add_option("--weights", f.weights,
+  cmd->add_option("-m,--weights", f.weights,
                   "safetensors weights, or a Hugging Face model.safetensors.index.json "
                   "(default: drawn from --seed)")
       ->check(non_empty);
   cmd->add_option("--layers", f.layers, "run the checkpoint's layers A..B-1 only, as A:B");
-  cmd->add_option("--max-seq-len", f.overrides.max_seq_len, "cache capacity in positions")
+  cmd->add_option("-c,--max-seq-len", f.overrides.max_seq_len, "cache capacity in positions")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("--max-batch", f.overrides.max_batch_size, "cache capacity in sequences")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));

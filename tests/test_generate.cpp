@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -139,4 +140,85 @@ TEST_CASE("generate: sessions of another config or other weights, and bad ids, a
                                                " --tokens 1 -n 1");
   CHECK(blocks.status == 2);
   CHECK(blocks.err.find("needs a token model") != std::string::npos);
+}
+
+namespace {
+
+std::vector<float> dump_tensor(const fs::path& path, const std::string& name) {
+  const attn::SafetensorsFile f = attn::open_safetensors(path);
+  std::vector<float> storage;
+  const float* p = attn::tensor_as_f32(f, name, storage);
+  return std::vector<float>(p, p + f.info(name).numel());
+}
+
+std::vector<float> expected_floats(const std::string& name, const std::string& tensor) {
+  return dump_tensor(model_dir(name) / "expected.safetensors", tensor);
+}
+
+}  // namespace
+
+TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teacher-forced steps") {
+  const std::string name = "meta_f32";
+  const std::vector<std::int32_t> prompt = expected_ints(name, "tokens"),
+                                  greedy = expected_ints(name, "greedy");
+  std::vector<std::int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), greedy.begin(), greedy.begin() + 3);
+  const fs::path dump = test::temp_path("tokens_dump.safetensors");
+  const test::CliResult r =
+      test::run_cli("run " + model_flags(name) + " --tokens " +
+                    ids_text(tokens, 0, tokens.size()) + " -n 3 --all-logits --dump " + dump.string());
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::vector<float> logits = expected_floats(name, "logits"),
+                           steps = expected_floats(name, "greedy_logits");
+  const std::int64_t V = 128;
+  const test::Tolerance tol{1e-4, 1e-4};  // cases.json's
+  const std::vector<float> got = dump_tensor(dump, "prefill.logits");  // [1, 7, V]
+  REQUIRE(got.size() == logits.size());
+  CHECK(test::compare(got.data(), logits.data(), std::int64_t(got.size()), tol).failures == 0);
+  for (int i = 1; i <= 3; ++i) {  // step i fed greedy[i-1]: the reference chose greedy[i] from it
+    const std::vector<float> step = dump_tensor(dump, "decode." + std::to_string(i) + ".logits");
+    REQUIRE(std::int64_t(step.size()) == V);
+    CHECK(test::compare(step.data(), steps.data() + i * V, V, tol).failures == 0);
+  }
+}
+
+TEST_CASE("run --tokens: a ragged batch is right-padded; each row's logits are its own run's") {
+  const std::string name = "meta_bf16", flags = model_flags(name);
+  const std::vector<std::int32_t> both = expected_ints(name, "tokens");  // [2, 7]
+  const std::string a = ids_text(both, 0, 7), b = ids_text(both, 7, 4);
+  const auto logits = [&](const std::string& tokens, const std::string& file) {
+    const fs::path dump = test::temp_path(file);
+    const test::CliResult r = test::run_cli("run " + flags + " --tokens '" + tokens +
+                                            "' -n 0 --all-logits --dump " + dump.string());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    return dump_tensor(dump, "prefill.logits");
+  };
+  const std::vector<float> batch = logits(a + ";" + b, "ragged.safetensors");  // [2, 7, V]
+  const std::vector<float> one = logits(a, "row0.safetensors"), two = logits(b, "row1.safetensors");
+  const std::int64_t V = 250;
+  REQUIRE(std::int64_t(batch.size()) == 2 * 7 * V);
+  const test::Tolerance tol{1e-5, 1e-5};
+  CHECK(test::compare(batch.data(), one.data(), 7 * V, tol).failures == 0);
+  CHECK(test::compare(batch.data() + 7 * V, two.data(), 4 * V, tol).failures == 0);
+}
+
+TEST_CASE("run --tokens: ids, files and slices refused with the flag, file or key named") {
+  const std::string flags = model_flags("hf_tied_bf16");
+  const fs::path file = test::temp_path("ids.json");
+  std::ofstream(file) << "[[1, 2, 3], [4, 5]]";
+  const test::CliResult ok = test::run_cli("run " + flags + " --tokens-file " + file.string() + " -n 1 --json");
+  CHECK_MESSAGE(ok.status == 0, ok.err);
+  CHECK(ok.out.find("\"input\":[2,2,") != std::string::npos);  // B 2, P = 3 - 1
+  std::ofstream(file) << "[[1, 2, 3], [4, 300]]";
+  const test::CliResult bad = test::run_cli("run " + flags + " --tokens-file " + file.string());
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("sequence 1") != std::string::npos);
+  const test::CliResult slice = test::run_cli("run " + flags + " --layers 1:2 --tokens 1,2,3");
+  CHECK(slice.status == 2);
+  CHECK(slice.err.find("token input needs the embeddings") != std::string::npos);
+  const test::CliResult both = test::run_cli("run " + flags + " --tokens 1,2 -p hi");
+  CHECK(both.status == 2);
+  const test::CliResult blocks = test::run_cli("run --tokens 1,2,3");  // the seed config: no vocab
+  CHECK(blocks.status == 2);
+  CHECK(blocks.err.find("token input needs a token model") != std::string::npos);
 }

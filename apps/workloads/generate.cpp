@@ -135,11 +135,15 @@ struct TextStream {
   std::vector<std::int32_t> ids;
   std::size_t printed = 0;  // bytes of decode(ids) already out
 
+  // The bytes of decode(ids) that are final: a trailing U+FFFD may be a split character's start.
+  static std::size_t settled(const std::string& text) {
+    return text.size() - (text.ends_with("\xEF\xBF\xBD") ? 3 : 0);
+  }
+
   std::string next(std::int32_t id) {
     ids.push_back(id);
     const std::string text = decode(tok, ids, {false, false});
-    std::size_t end = text.size();
-    if (text.ends_with("\xEF\xBF\xBD")) end -= 3;  // maybe the start of a split character
+    const std::size_t end = settled(text);
     if (end <= printed) return {};
     std::string out = text.substr(printed, end - printed);
     printed = end;
@@ -211,8 +215,10 @@ PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::i
   if (!t.tokens_file.empty())
     p.sequences = parse_sequences(read_text_file(t.tokens_file, "tokens file"),
                                   escape(t.tokens_file), vocab);
-  const fs::path path = tokenizer_path(t, config);
-  if (wants_text(t) || !t.tokenizer.empty() || fs::exists(path)) p.tokenizer = load_tokenizer(path);
+  // Ids need no tokenizer, but one that is named or beside the config labels them.
+  const bool beside = !config.empty() && fs::exists(fs::path(config).parent_path() / "tokenizer.json");
+  if (wants_text(t) || !t.tokenizer.empty() || beside)
+    p.tokenizer = load_tokenizer(tokenizer_path(t, config));
   if (!t.prompt_file.empty())
     p.sequences.push_back(encode_prompt(*p.tokenizer, t, read_text_file(t.prompt_file, "prompt file"), vocab));
   for (const std::string& text : t.prompt) p.sequences.push_back(encode_prompt(*p.tokenizer, t, text, vocab));
@@ -231,9 +237,9 @@ int generate_command(const GenerateFlags& f) {
   const auto t0 = std::chrono::steady_clock::now();
   fs::path config;
   const ModelArgs args = generate_args(f, config);
-  std::optional<Tokenizer> tok;
-  if (wants_text(f.text) || f.text.tokenizer.size() || fs::exists(tokenizer_path(f.text, config)))
-    tok = load_tokenizer(tokenizer_path(f.text, config));
+  std::optional<Tokenizer> tok;  // needed for text; used, if there is one, to print ids as text
+  if (wants_text(f.text) || !f.text.tokenizer.empty() || fs::exists(tokenizer_path(f.text, config.string())))
+    tok = load_tokenizer(tokenizer_path(f.text, config.string()));
   if (tok && tok->vocab_size() > args.vocab_size)
     throw InputError(tok->source + ": " + std::to_string(tok->vocab_size()) +
                      " tokens, more than the model's vocab_size " + std::to_string(args.vocab_size));
@@ -253,8 +259,9 @@ int generate_command(const GenerateFlags& f) {
   Generation g;
   if (!f.load_session.empty()) load_session(f.load_session, m, g);
   std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;
-  std::optional<TextStream> stream;
-  if (tok) stream.emplace(TextStream{*tok, g.tokens});
+  std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
+  if (tok)
+    stream.emplace(TextStream{*tok, g.tokens, TextStream::settled(decode(*tok, g.tokens, {false, false}))});
   if (f.json) {
     print_config_json(std::cout, args);
     std::cout << json{{"event", "prompt"}, {"ids", prompt}, {"positions_before", g.tokens.size()}}.dump() << '\n';

@@ -355,6 +355,7 @@ Tokenizer load_tokenizer(const fs::path& path) {
   if (root.has("decoder")) read_steps(root.at("decoder"), "decoders", "decoder", t.decoder);
   if (root.has("post_processor")) read_post_processor(t, root.at("post_processor"));
   read_config(t, path.parent_path());
+  if (t.bos < 0 && !t.prefix.empty()) t.bos = t.prefix.front();  // the template's first token
   t.word_start = word_start(t);
   return t;
 }
