@@ -13,6 +13,7 @@
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/session.hpp"
+#include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -96,6 +97,21 @@ TEST_CASE("fuzz regressions: Hugging Face config.json and the overrides") {
       o.max_seq_len = bytes[0] & 1 ? 64 : 0;
       o.model_parallel_size = (bytes[0] >> 1) & 3;
       attn::apply_overrides(a, o);
+    });
+  }
+}
+
+TEST_CASE("fuzz regressions: tokenizer.json and a text through it") {
+  const auto files = regressions("tokenizer");
+  CHECK(!files.empty());
+  for (const fs::path& p : files) {
+    const std::string bytes = slurp(p);  // the file, then after a NUL the text (fuzz_tokenizer.cpp)
+    const std::size_t nul = bytes.find('\0');
+    accepted_or_refused(p, [&] {
+      const attn::Tokenizer t = attn::parse_tokenizer(bytes.substr(0, nul), "tokenizer.json");
+      const std::vector<std::int32_t> ids =
+          attn::encode(t, nul == std::string::npos ? "Hello world" : bytes.substr(nul + 1));
+      attn::decode(t, ids);
     });
   }
 }

@@ -69,6 +69,9 @@ struct Tokenizer {
 // read or does not support.
 Tokenizer load_tokenizer(const std::filesystem::path& path);
 
+// tokenizer.json's text alone (no files beside it); `source` names it in messages.
+Tokenizer parse_tokenizer(const std::string& json_text, const std::string& source);
+
 struct EncodeOptions {
   bool add_special_tokens = true;  // the post-processor's template
   std::optional<bool> bos;         // true: BOS first even if the template has none; false: none

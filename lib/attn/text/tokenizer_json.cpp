@@ -18,6 +18,9 @@ namespace fs = std::filesystem;
 // A real vocabulary's file is 2-20 MB (Llama 3's: 9 MB, 280,147 merges, 128,256 pieces).
 constexpr std::uint64_t kMaxTokenizerBytes = std::uint64_t(1) << 28;
 constexpr JsonLimits kTokenizerLimits{64, std::size_t(1) << 24, std::size_t(1) << 22};
+// Ids up to 2^22 (the largest real vocabularies hold about 2^18): a file's ids size the table
+// of pieces, so a stray large one must not cost gigabytes.
+constexpr std::int64_t kMaxId = std::int64_t(1) << 22;
 
 // A view of one object of the file, for messages naming the key's full path.
 struct Node {
@@ -50,8 +53,7 @@ struct Node {
   std::string type() const { return at("type").text(); }
 };
 
-json parse_file(const fs::path& path, const std::string& source) {
-  const std::string text = read_small_file(path, "tokenizer file", kMaxTokenizerBytes);
+json parse_text(const std::string& text, const std::string& source) {
   check_json_structure(
       text, kTokenizerLimits,
       [&](const JsonStructure&) { throw InputError(source + ": nested too deeply"); },
@@ -62,8 +64,12 @@ json parse_file(const fs::path& path, const std::string& source) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw InputError(source + ": not valid JSON: " + e.what());
+    throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
   }
+}
+
+json parse_file(const fs::path& path, const std::string& source) {
+  return parse_text(read_small_file(path, "tokenizer file", kMaxTokenizerBytes), source);
 }
 
 std::int32_t checked_id(const Node& n, std::int64_t vocab_limit) {
@@ -79,9 +85,9 @@ void read_vocab(Tokenizer& t, const Node& model) {
   t.bpe.vocab.reserve(vocab.j.size());
   for (const auto& [piece, id] : vocab.j.items()) {
     const std::int32_t i = id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
-                                   id.get<std::int64_t>() < (1 << 24)
+                                   id.get<std::int64_t>() < kMaxId
                                ? id.get<std::int32_t>()
-                               : checked_id({id, vocab.path + "." + piece, t.source}, 1 << 24);
+                               : checked_id({id, vocab.path + "." + piece, t.source}, kMaxId);
     t.bpe.vocab.emplace(piece, i);
     if (std::size_t(i) >= t.pieces.size()) t.pieces.resize(std::size_t(i) + 1);
     t.pieces[std::size_t(i)] = piece;
@@ -146,7 +152,7 @@ void read_added(Tokenizer& t, const Node& list) {
   if (!list.j.is_array()) list.fail("expected an array");
   for (std::size_t i = 0; i < list.j.size(); ++i) {
     const Node a = list.at(i);
-    AddedToken tok{a.at("content").text(), checked_id(a.at("id"), 1 << 24), a.flag("special", false),
+    AddedToken tok{a.at("content").text(), checked_id(a.at("id"), kMaxId), a.flag("special", false),
                    a.flag("lstrip", false), a.flag("rstrip", false), a.flag("single_word", false)};
     if (tok.content.empty()) a.at("content").fail("is empty");
     if (std::size_t(tok.id) >= t.pieces.size()) t.pieces.resize(std::size_t(tok.id) + 1);
@@ -338,12 +344,7 @@ std::string word_start(const Tokenizer& t) {
   return mark;
 }
 
-}  // namespace
-
-Tokenizer load_tokenizer(const fs::path& path) {
-  Tokenizer t;
-  t.source = escape(path.string());
-  const json j = parse_file(path, t.source);
+void read_tokenizer(Tokenizer& t, const json& j) {
   const Node root{j, "", t.source};
   if (!j.is_object()) root.fail("expected an object");
   read_model(t, root.at("model"));
@@ -354,9 +355,37 @@ Tokenizer load_tokenizer(const fs::path& path) {
     read_steps(root.at("pre_tokenizer"), "pretokenizers", "pre-tokenizer", t.pre_tokenizer);
   if (root.has("decoder")) read_steps(root.at("decoder"), "decoders", "decoder", t.decoder);
   if (root.has("post_processor")) read_post_processor(t, root.at("post_processor"));
-  read_config(t, path.parent_path());
+}
+
+void finish(Tokenizer& t) {
   if (t.bos < 0 && !t.prefix.empty()) t.bos = t.prefix.front();  // the template's first token
   t.word_start = word_start(t);
+}
+
+}  // namespace
+
+Tokenizer parse_tokenizer(const std::string& json_text, const std::string& source) {
+  Tokenizer t;
+  t.source = source;
+  try {
+    read_tokenizer(t, parse_text(json_text, source));
+  } catch (const json::exception& e) {  // a type the readers did not foresee: still the file's
+    throw InputError(source + ": a value of the wrong type: " + escape(e.what(), 160));
+  }
+  finish(t);
+  return t;
+}
+
+Tokenizer load_tokenizer(const fs::path& path) {
+  Tokenizer t;
+  t.source = escape(path.string());
+  try {
+    read_tokenizer(t, parse_file(path, t.source));
+    read_config(t, path.parent_path());
+  } catch (const json::exception& e) {
+    throw InputError(t.source + ": a value of the wrong type: " + escape(e.what(), 160));
+  }
+  finish(t);
   return t;
 }
 
