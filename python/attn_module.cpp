@@ -1,5 +1,6 @@
 // `import attn`: the engine from Python, as the notebooks use their classes. ModelArgs with the
-// CLI's validation, Model.prefill / decode over the KV cache, cache views, attention weights.
+// CLI's validation, Model.prefill / decode over the KV cache, cache views, attention weights;
+// for a token model Model.forward(tokens) -> logits and Model.generate, and Tokenizer.
 // Inputs are read in place (buffer protocol, or numpy.asarray for PyTorch CPU tensors); outputs
 // are NumPy arrays the engine writes into. The GIL is released while the engine runs, and
 // Ctrl-C (SIGINT) stops a long forward call between blocks.
@@ -20,8 +21,10 @@
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
+#include "attn/model/generate.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
+#include "attn/text/tokenizer.hpp"
 #include "attn/version.hpp"
 
 namespace py = pybind11;
@@ -87,9 +90,10 @@ Floats floats(py::handle obj, const char* name, int ndim, const std::string& exp
 
 class Model {
  public:
-  Model(const attn::ModelArgs& args, std::optional<std::string> weights, std::uint64_t seed,
+  Model(attn::ModelArgs args, std::optional<std::string> weights, std::uint64_t seed,
         int threads, bool attention_weights)
       : keep_probs_(attention_weights) {
+    args.tokens_in = args.logits_out = args.vocab_size > 0;  // a token model: forward(tokens) too
     if (args.model_parallel_size > 1)
       throw py::value_error("model_parallel_size > 1 runs under mpirun with attn-cli");
     attn::TransformerWeights w =
@@ -164,7 +168,72 @@ class Model {
     m_->mask.keep = nullptr;
   }
 
+  // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
+  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
+  py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
+                                    std::int64_t start_pos, bool all_positions) {
+    const attn::ModelArgs& a = m_->args;
+    require_token_model();
+    const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
+    std::vector<std::int32_t> flat;
+    for (const auto& row : tokens) {
+      if (std::int64_t(row.size()) != T)
+        throw py::value_error("tokens: every sequence must have the same length (pad them)");
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
+    if (B < 1 || B > a.max_batch_size || T < 1 || start_pos < 0 || start_pos + T > a.max_seq_len)
+      throw py::value_error("tokens: [" + std::to_string(B) + ", " + std::to_string(T) +
+                            "] at start_pos " + std::to_string(start_pos) +
+                            " does not fit the cache (max_batch_size " +
+                            std::to_string(a.max_batch_size) + ", max_seq_len " +
+                            std::to_string(a.max_seq_len) + ")");
+    if (start_pos == 0) m_->mask.keep = nullptr;
+    const std::int64_t rows = all_positions ? T : 1;
+    py::array_t<float> out({py::ssize_t(B), py::ssize_t(rows), py::ssize_t(a.vocab_size)});
+    float* y = out.mutable_data();
+    keep_probabilities(B, T, start_pos);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      py::gil_scoped_release release;
+      attn::forward(*m_, flat.data(), B, T, start_pos, y, all_positions);
+    }
+    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    pos_ = start_pos + T;
+    batch_ = B;
+    return out;
+  }
+
+  // From the prompt, at position 0: up to `steps` new ids (greedy unless temp > 0), stopping
+  // after an id of `stop`.
+  std::vector<std::int32_t> generate(const std::vector<std::int32_t>& prompt, std::int64_t steps,
+                                     double temp, std::int64_t top_k, double top_p, double min_p,
+                                     std::uint64_t seed, const std::vector<std::int32_t>& stop) {
+    require_token_model();
+    if (prompt.empty()) throw py::value_error("generate: the prompt is empty");
+    if (std::int64_t(prompt.size()) > m_->act.plan.max_rows ||
+        std::int64_t(prompt.size()) + steps > m_->args.max_seq_len)
+      throw py::value_error("generate: the prompt and steps do not fit max_seq_len " +
+                            std::to_string(m_->args.max_seq_len));
+    reset();
+    attn::Generation g;
+    std::vector<std::int32_t> out;
+    {
+      py::gil_scoped_release release;
+      attn::generate(*m_, g, prompt, steps, attn::Sampling{temp, top_k, top_p, min_p, seed}, stop,
+                     false, [&](const attn::Generated& t) { out.push_back(t.id); });
+    }
+    pos_ = std::int64_t(g.tokens.size());
+    batch_ = 1;
+    return out;
+  }
+
  private:
+  void require_token_model() const {
+    if (m_->args.vocab_size <= 0)
+      throw py::value_error("a token model is needed (vocab_size > 0, with tok_embeddings, norm "
+                            "and output); this one reads hidden states (prefill, decode)");
+  }
+
   static attn::Mask mask_kind(const std::string& mask) {
     if (mask == "causal") return attn::Mask::causal;
     if (mask == "none") return attn::Mask::none;
@@ -346,7 +415,39 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("max_batch_size", &attn::ModelArgs::max_batch_size)
       .def_readonly("max_seq_len", &attn::ModelArgs::max_seq_len)
       .def_readonly("norm_eps", &attn::ModelArgs::norm_eps)
-      .def_readonly("rope_theta", &attn::ModelArgs::rope_theta);
+      .def_readonly("rope_theta", &attn::ModelArgs::rope_theta)
+      .def_readonly("vocab_size", &attn::ModelArgs::vocab_size);
+  py::class_<attn::Tokenizer>(mod, "Tokenizer")
+      .def(py::init([](const std::string& path) { return attn::load_tokenizer(path); }),
+           py::arg("path"),
+           "a Hugging Face tokenizer.json (with tokenizer_config.json and "
+           "generation_config.json beside it, if there)")
+      .def(
+          "encode",
+          [](const attn::Tokenizer& t, const std::string& text, bool add_special_tokens,
+             std::optional<bool> bos) {
+            return attn::encode(t, text, {add_special_tokens, bos});
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true, py::arg("bos") = py::none(),
+          "the ids of text; bos True/False puts BOS first or leaves it out whatever the file says")
+      .def(
+          "decode",
+          [](const attn::Tokenizer& t, const std::vector<std::int32_t>& ids,
+             bool skip_special_tokens, std::optional<bool> clean_up) {
+            return attn::decode(t, ids, {skip_special_tokens, clean_up});
+          },
+          py::arg("ids"), py::arg("skip_special_tokens") = false,
+          py::arg("clean_up_tokenization_spaces") = py::none())
+      .def(
+          "token_bytes",
+          [](const attn::Tokenizer& t, std::int32_t id) {
+            return py::bytes(attn::token_bytes(t, id));
+          },
+          py::arg("id"), "one token's text as bytes (a split character's byte, not U+FFFD)")
+      .def_property_readonly("vocab_size", &attn::Tokenizer::vocab_size)
+      .def_readonly("bos_id", &attn::Tokenizer::bos)
+      .def_readonly("eos_ids", &attn::Tokenizer::eos)
+      .def_readonly("pieces", &attn::Tokenizer::pieces);
   py::class_<Model>(mod, "Model")
       .def(py::init<const attn::ModelArgs&, std::optional<std::string>, std::uint64_t, int, bool>(),
            py::arg("args"), py::arg("weights") = py::none(), py::arg("seed") = 42,
@@ -371,6 +472,28 @@ PYBIND11_MODULE(attn, mod) {
           py::arg("layer") = 0)
       .def("attention_weights", &Model::attention_weights, py::arg("layer") = 0)
       .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
+      .def(
+          "forward",
+          [](Model& m, py::object tokens, std::int64_t start_pos, bool all_positions) {
+            std::vector<std::vector<std::int32_t>> rows;
+            py::object t = py::module_::import("numpy").attr("asarray")(tokens);
+            if (py::cast<int>(t.attr("ndim")) == 1) t = t.attr("reshape")(1, -1);
+            if (py::cast<int>(t.attr("ndim")) != 2)
+              throw py::value_error("tokens: expected ids [seqlen] or [batch, seqlen]");
+            for (py::handle row : t.attr("tolist")())
+              rows.push_back(row.cast<std::vector<std::int32_t>>());
+            return m.forward_tokens(rows, start_pos, all_positions);
+          },
+          py::arg("tokens"), py::arg("start_pos") = 0, py::arg("all_positions") = false,
+          "Meta's Transformer.forward(tokens, start_pos): ids [batch, seqlen] (or [seqlen]) -> "
+          "logits [batch, 1, vocab_size] of the last position ([batch, seqlen, vocab_size] with "
+          "all_positions); the cache keeps them, as prefill does")
+      .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = 32,
+           py::arg("temp") = 0.0, py::arg("top_k") = 40, py::arg("top_p") = 0.95,
+           py::arg("min_p") = 0.05, py::arg("seed") = 42,
+           py::arg("stop") = std::vector<std::int32_t>{},
+           "ids generated after the prompt's ids, as attn-cli generate chooses them (greedy "
+           "unless temp > 0), stopping after an id in stop")
       .def_property_readonly("args", &Model::args)
       .def_property_readonly("filled", &Model::filled)
       .def_property_readonly("threads", &Model::threads)

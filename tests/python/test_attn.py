@@ -173,3 +173,55 @@ def test_ctrl_c_stops_a_long_prefill_and_the_next_call_works():
     timer.join()
     small = np.ascontiguousarray(x[:, :8])
     assert np.array_equal(m.prefill(small), attn.Model(args, threads=2).prefill(small))
+
+
+MODEL = GOLDEN / "model"
+
+
+@pytest.mark.parametrize("case", cases(MODEL), ids=lambda c: c["name"])
+def test_token_model_forward_and_generate_match_the_reference(case):
+    """make_model.py's float64 Transformer.forward: every position's logits within the case's
+    tolerance, and the 32-step greedy chain id for id."""
+    d = MODEL / case["name"]
+    m = attn.Model(attn.ModelArgs.from_file(str(d / case["config"])),
+                   weights=str(d / case["weights"]), threads=2)
+    e = safetensors_np.load(d / "expected.safetensors")
+    logits = m.forward(e["tokens"], all_positions=True)
+    tol = case["tolerance"]
+    np.testing.assert_allclose(logits, e["logits"], rtol=tol["rtol"], atol=tol["atol"])
+    assert m.filled == e["tokens"].shape[1]
+    for b in range(e["tokens"].shape[0]):
+        assert m.generate(e["tokens"][b].tolist(), steps=32) == e["greedy"][b].tolist()
+
+
+def test_forward_needs_a_token_model():
+    with pytest.raises(ValueError, match="token model"):
+        attn.Model(attn.ModelArgs()).forward([1, 2, 3])
+
+
+def _byte_level_tokenizer(path):
+    """GPT-2's shape: every byte a printable character (id = the byte) and three merges."""
+    printable = [*range(33, 127), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        chars[b] = chr(b) if b in printable else chr(256 + extra)
+        extra += b not in printable
+    vocab = {chars[b]: b for b in range(256)}
+    vocab.update({"Ġt": 256, "he": 257, "Ġthe": 258})
+    path.write_text(json.dumps({
+        "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab, "merges": [["Ġ", "t"], ["h", "e"], ["Ġt", "he"]]}}))
+
+
+def test_tokenizer_encodes_and_decodes(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    _byte_level_tokenizer(path)
+    t = attn.Tokenizer(str(path))
+    assert t.encode("the the") == [116, 257, 258]  # "the" -> t he; " the" -> Ġt he -> Ġthe
+    assert t.decode([116, 257, 258]) == "the the"
+    assert t.token_bytes(0xF0) == b"\xf0"
+    assert t.vocab_size == 259
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        attn.Tokenizer(str(tmp_path / "missing" / "tokenizer.json"))
