@@ -13,6 +13,7 @@
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/cache_session.hpp"
+#include "attn/model/memory.hpp"
 #include "attn/model/weights.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "workloads/trace.hpp"
@@ -251,11 +252,18 @@ int generate_command(const GenerateFlags& f) {
                      std::to_string(f.steps) + " steps need more than --max-seq-len (-c) " +
                      std::to_string(args.max_seq_len) + " positions");
   if (!f.save_session.empty()) check_output(f.save_session, "session");
-  TransformerWeights w = f.weights.empty() ? seeded_weights(args, f.sampling.seed)
-                                           : load_weights(args, fs::path(f.weights));
-  Transformer m = make_transformer(args, std::move(w),
-                                   std::max<std::int64_t>(1, std::int64_t(prompt.size())),
-                                   make_runtime(f.threads));
+  const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
+  RunShape shape{1, std::int64_t(prompt.size()), f.steps, rows, f.threads < 1 ? cores() : f.threads,
+                 false};
+  std::optional<WeightsSource> source;  // headers read, nothing mapped: the estimate comes first
+  if (!f.weights.empty()) {
+    source = open_weights(fs::path(f.weights));
+    shape.matrices = matrix_types(args, *source);
+  }
+  check_memory(memory_parts(args, shape, {}), available_memory(), args.source);
+  TransformerWeights w = source ? load_weights(args, std::move(*source))
+                                : seeded_weights(args, f.sampling.seed);
+  Transformer m = make_transformer(args, std::move(w), rows, make_runtime(shape.threads));
   Generation g;
   if (!f.load_session.empty()) load_session(f.load_session, m, g);
   std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;
