@@ -182,7 +182,7 @@ TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teac
   }
 }
 
-TEST_CASE("run --tokens: a ragged batch is right-padded; each row's logits are its own run's") {
+TEST_CASE("run --tokens: a ragged batch is right-padded, each row's logits its own run's") {
   const std::string name = "meta_bf16", flags = model_flags(name);
   const std::vector<std::int32_t> both = expected_ints(name, "tokens");  // [2, 7]
   const std::string a = ids_text(both, 0, 7), b = ids_text(both, 7, 4);

@@ -1,4 +1,5 @@
 #include "attn/io/safetensors.hpp"
+#include "attn/io/utf8.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -118,33 +119,11 @@ std::uint16_t read_le16(const std::uint8_t* p) {
 // Offset of the first byte that breaks UTF-8 (as Rust's str::from_utf8 defines it: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or npos.
 std::size_t utf8_error_offset(std::span<const std::uint8_t> s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const std::uint8_t b = s[i];
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    std::uint8_t lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (s.size() - i < len || s[i + 1] < lo || s[i + 1] > hi) return i;
-    for (std::size_t k = 2; k < len; ++k) {
-      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return i;
-    }
-    i += len;
+  const std::string_view v(reinterpret_cast<const char*>(s.data()), s.size());
+  for (std::size_t i = 0; i < v.size();) {
+    const std::size_t n = utf8_sequence(v, i);
+    if (n == 0) return i;
+    i += n;
   }
   return std::string_view::npos;
 }

@@ -1,5 +1,7 @@
 #include "attn/io/text.hpp"
 
+#include "attn/io/utf8.hpp"
+
 namespace attn {
 
 namespace {
@@ -12,20 +14,13 @@ void hex_byte(std::string& out, unsigned char u) {
   out += kHex[u & 15];
 }
 
-// The length of the valid UTF-8 sequence at s[i] and its code point, or 0 if it is not one
-// (stray continuation bytes, overlong forms, surrogates, past U+10FFFF, cut short).
+// The length of the valid UTF-8 sequence at s[i] and its code point, or 0 if it is not one.
 std::size_t utf8_at(std::string_view s, std::size_t i, char32_t& cp) {
+  const std::size_t n = utf8_sequence(s, i);
+  if (n == 0) return 0;
   const auto u = static_cast<unsigned char>(s[i]);
-  const std::size_t n = u >= 0xf0 && u <= 0xf4 ? 4 : u >= 0xe0 ? 3 : u >= 0xc2 ? 2 : 0;
-  if (n == 0 || (n == 3 && u > 0xef) || i + n > s.size()) return 0;
-  cp = u & (0x7f >> n);
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto c = static_cast<unsigned char>(s[i + k]);
-    if ((c & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (c & 0x3f);
-  }
-  const char32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  cp = n == 1 ? u : u & (0x7f >> n);
+  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
   return n;
 }
 

@@ -2,39 +2,11 @@
 
 #include <array>
 
+#include "attn/io/utf8.hpp"
+
 namespace attn {
 
 namespace {
-
-// The length of the well-formed sequence at s[i] (Unicode table 3-7), or 0 with `bad` set to
-// the maximal subpart's length (at least 1): the bytes one U+FFFD replaces.
-std::size_t well_formed(std::string_view s, std::size_t i, std::size_t& bad) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  bad = 1;
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (std::size_t k = 1; k < n; ++k) {
-    if (i + k >= s.size()) return 0;
-    const unsigned char lo_k = k == 1 ? lo : 0x80, hi_k = k == 1 ? hi : 0xBF;
-    if (b(k) < lo_k || b(k) > hi_k) return 0;
-    bad = k + 1;
-  }
-  return n;
-}
 
 constexpr std::array<std::array<char32_t, 2>, 10> kWhiteSpace = {{{0x09, 0x0D},
                                                                   {0x20, 0x20},
@@ -74,7 +46,7 @@ std::string valid_utf8(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     std::size_t bad = 1;
-    const std::size_t n = well_formed(s, i, bad);
+    const std::size_t n = utf8_sequence(s, i, &bad);
     if (n) {
       out.append(s.substr(i, n));
       i += n;
