@@ -51,7 +51,7 @@ struct Flags {
   std::string png;                                                 // heatmap --out
   std::vector<std::string> weight_types = {"f32", "bf16", "f16"};  // bench
   attn::TextInput text;  // token input: a prompt or ids instead of --input
-  bool all_logits = false;
+  bool all_logits = false, logits = false;
   CLI::Option* prefill_option = nullptr;
   std::int64_t batch_row = 0;  // heatmap
   std::string scale;           // heatmap: linear, sqrt, log; empty: by the number of positions
@@ -142,6 +142,9 @@ void add_common(CLI::App* cmd, Flags& f) {
   add_text_input(cmd, f.text);
   cmd->add_flag("--all-logits", f.all_logits,
                 "token input: every prefill position's logits in the dump, not the last");
+  cmd->add_flag("--logits", f.logits,
+                "token input with --layers A:B short of the last layer: apply the final norm and "
+                "output head after layer B-1 anyway (a logit lens)");
 }
 
 // "A:B" -> [A, B): a range of the checkpoint's layers, both written out and not negative.
@@ -208,6 +211,7 @@ attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep
   r.args = model_args(f, attn::seed_args, shard);
   r.tokens = prompt.sequences;
   r.all_logits = f.all_logits;
+  r.logits = f.logits;
 
   if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   r.opts = f.run;
@@ -664,6 +668,9 @@ void add_tokenize(CLI::App* cmd, attn::TokenizeFlags& f) {
   add_text_input(cmd, f.text);
   cmd->add_flag("--json", f.json, "one object: {\"ids\": [...], \"pieces\": [...]}");
   cmd->add_flag("--decode", f.decode, "print the text of --tokens / --tokens-file");
+  cmd->add_option("--log-level", f.log_level, "info: the encoding's speed on stderr")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
 }
 
 // A closed stdout or stderr (`>&-`) would let the next file opened, an output's temporary file,

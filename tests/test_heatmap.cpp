@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <stb_image.h>
 
+#include <array>
 #include <cstring>
 #include <fstream>
 
@@ -121,4 +122,41 @@ TEST_CASE("cli: --print-attention prints each step's weights after its trace lin
   CHECK(prefill < first);
   CHECK(first < decode);
   CHECK(decode < last);
+}
+
+TEST_CASE("heatmap from token ids: labelled axes, --batch-row, --scale, the wrote line") {
+  const std::filesystem::path dir = test::golden_dir() / "model" / "hf_tied_bf16";
+  const std::string model = "--config " + (dir / "config.json").string() + " -m " +
+                            (dir / "model.safetensors").string();
+  const auto png_path = test::temp_path("attn_heatmap_tokens.png");
+  const test::CliResult r = test::run_cli("heatmap " + model +
+                                          " --tokens '5,6,7,8,9,10,11,12,13;5,6,7' -n 1 "
+                                          "--batch-row 1 --scale log --out " + png_path.string());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const Png png = read_png(png_path);
+  attn::ModelArgs a = attn::load_config(dir / "config.json");
+  attn::HeatmapOptions o;
+  for (int id = 5; id <= 13; ++id) o.labels.push_back(id <= 7 ? std::to_string(id) : "");
+  const attn::HeatmapLayout labelled = attn::heatmap_layout(a, 9, o),
+                            plain = attn::heatmap_layout(a, 9);
+  CHECK(png.w == labelled.width);
+  CHECK(png.h == labelled.height);
+  CHECK(labelled.height > plain.height);  // room for the keys' labels below each panel
+  CHECK(r.err.find("wrote " + png_path.string() + " (" + std::to_string(png.w) + " x " +
+                   std::to_string(png.h) + ")") != std::string::npos);
+  // Batch row 1 is 3 tokens of 9: its padded keys and queries are pink, the causal mask's grey.
+  const auto pixel = [&](int x, int y) {
+    const std::size_t at = (std::size_t(y) * std::size_t(png.w) + std::size_t(x)) * 3;
+    return std::array<int, 3>{png.rgb[at], png.rgb[at + 1], png.rgb[at + 2]};
+  };
+  const int x0 = labelled.panel_x[0], y0 = labelled.panel_y[0], c = labelled.cell;
+  CHECK(pixel(x0 + 8 * c + c / 2, y0 + c / 2) == std::array<int, 3>{250, 200, 200});  // padded key
+  CHECK(pixel(x0 + 2 * c + c / 2, y0 + c / 2) == std::array<int, 3>{228, 228, 228});  // future key
+  CHECK(pixel(x0 + c / 2, y0 + c / 2) != std::array<int, 3>{228, 228, 228});
+  for (const char* bad : {"--batch-row 2", "--scale cubic"}) {
+    const test::CliResult b = test::run_cli("heatmap " + model + " --tokens '5,6,7;5' -n 1 " +
+                                            bad + " --out " + png_path.string() + ".x");
+    CHECK_MESSAGE(b.status == 2, bad);
+  }
 }

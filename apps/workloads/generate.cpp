@@ -152,6 +152,18 @@ struct TextStream {
   }
 };
 
+// generate --json's prefill event: the prompt's ids and the cache after it, as run's events.
+void print_prefill_json(const ModelArgs& a, const std::vector<std::int32_t>& prompt,
+                        std::int64_t before, double seconds) {
+  const std::int64_t filled = before + std::int64_t(prompt.size());
+  const std::vector<std::int64_t> cache = {1, a.n_kv_heads, filled, a.head_dim()};
+  std::cout << json{{"event", "prefill"}, {"ids", prompt}, {"start_pos", before},
+                    {"seqlen", prompt.size()}, {"cache_k", cache}, {"cache_v", cache},
+                    {"ms", seconds * 1e3}}
+                   .dump()
+            << '\n';
+}
+
 void print_timing(const Generation& g, double total) {
   const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
     std::fprintf(stderr, "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
@@ -270,15 +282,16 @@ int generate_command(const GenerateFlags& f) {
   std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (tok)
     stream.emplace(TextStream{*tok, g.tokens, TextStream::settled(decode(*tok, g.tokens, {false, false}))});
+  const std::int64_t before = std::int64_t(g.tokens.size());  // a loaded session's positions
   if (f.json) {
     print_config_json(std::cout, args);
-    std::cout << json{{"event", "prompt"}, {"ids", prompt}, {"positions_before", g.tokens.size()}}.dump() << '\n';
   } else if (stream) {
     for (const std::int32_t id : prompt) std::cout << stream->next(id);
   }
   std::cout.flush();
   generate(m, g, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
     const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
+    if (f.json && t.step == 0) print_prefill_json(args, prompt, before, g.prompt_seconds);
     if (f.json)
       std::cout << json{{"event", "token"}, {"step", t.step + 1}, {"id", t.id},
                         {"text", tok ? decode(*tok, {t.id}, {false, false}) : ""},
@@ -311,6 +324,7 @@ int generate_command(const GenerateFlags& f) {
 }
 
 int tokenize_command(const TokenizeFlags& f) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
   const Tokenizer tok = load_tokenizer(tokenizer_path(f.text, ""));
   if (f.decode) {
     std::vector<std::int32_t> ids = prompt_ids(f.text, nullptr, tok.vocab_size());
@@ -322,7 +336,15 @@ int tokenize_command(const TokenizeFlags& f) {
     return 0;
   }
   if (!wants_text(f.text)) throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
-  const std::vector<std::int32_t> ids = prompt_ids(f.text, &tok, tok.vocab_size());
+  if (f.text.prompt.size() > 1) throw InputError("one --prompt at a time here");
+  const std::string text = f.text.prompt_file.empty()
+                               ? f.text.prompt[0]
+                               : read_text_file(f.text.prompt_file, "prompt file");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::int32_t> ids = encode_prompt(tok, f.text, text, tok.vocab_size());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("tokenize: {} bytes, {} ids in {:.4f} s ({:.1f} MB/s, one thread)", text.size(),
+               ids.size(), s, s > 0 ? double(text.size()) / s / 1e6 : 0.0);
   if (f.json) {
     json pieces = json::array();
     for (const std::int32_t id : ids) pieces.push_back(tok.pieces[std::size_t(id)]);

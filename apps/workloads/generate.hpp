@@ -54,6 +54,7 @@ int generate_command(const GenerateFlags& f);
 struct TokenizeFlags {
   TextInput text;
   bool json = false, decode = false;
+  std::string log_level = "warn";  // info: the encoding's bytes, ids and MB/s on stderr
 };
 int tokenize_command(const TokenizeFlags& f);
 

@@ -146,7 +146,11 @@ void draw_labels(Image& img, const HeatmapLayout& l, const HeatmapOptions& o, in
     const int w = f ? label_width(*f, fit_label(f, s, px), px) : 0;
     draw_axis_label(img, s, x0 - 4 - w, y0 + centre - px / 2 - 1, px, false);
     draw_axis_label(img, s, x0 + centre - px / 2, y0 + l.panel + room, px, true);
-    fill(img, x0 - 3, y0 + centre, 2, 1, {0, 0, 0});        // ticks
+  }
+  // A tick at every position up to 64, past that at the labelled ones.
+  for (std::int64_t t = 0; t < T; t += T <= 64 ? 1 : every) {
+    const int centre = int(t) * l.cell + l.cell / 2;
+    fill(img, x0 - 3, y0 + centre, 2, 1, {0, 0, 0});
     fill(img, x0 + centre, y0 + l.panel + 1, 1, 2, {0, 0, 0});
   }
 }

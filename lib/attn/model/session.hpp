@@ -102,6 +102,7 @@ struct RunRequest {
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
   bool all_logits = false;  // every prefill position's logits
+  bool logits = false;      // the head after a --layers slice that stops short of the last layer
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read
