@@ -320,14 +320,15 @@ int run_command(const Flags& f, bool decode_only, const attn::Shard& shard, bool
     if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
       outputs.push_back(std::move(*dump));
     if (heatmap && shard.rank == 0) {
-      const attn::Image img =
-          attn::render_heatmap(args, se.request.opts, se.out, f.layer, heatmap_options(f, se, prompt));
+      const attn::Image img = attn::render_heatmap(args, se.request.opts, se.out, f.layer,
+                                                   heatmap_options(f, se, prompt));
       outputs.push_back(attn::stage_png(f.png, img));
       png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
     }
     check_stdout();
     for (attn::OutputFile& o : outputs) o.commit();
-    if (!png_size.empty()) std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
+    if (!png_size.empty())
+      std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
     return 0;
   });
 }
@@ -631,24 +632,31 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
 }
 
 void add_generate(CLI::App* cmd, attn::GenerateFlags& f) {
-  cmd->add_option("--config", f.config, "ModelArgs or Hugging Face config.json with vocab_size "
-                                        "(default: config.json beside the weights)")
+  cmd->add_option("--config", f.config,
+                  "ModelArgs or Hugging Face config.json with vocab_size "
+                  "(default: config.json beside the weights)")
       ->check(non_empty);
-  cmd->add_option("-m,--weights", f.weights, "safetensors weights or a Hugging Face index "
-                                             "(default: drawn from --seed)")
+  cmd->add_option("-m,--weights", f.weights,
+                  "safetensors weights or a Hugging Face index "
+                  "(default: drawn from --seed)")
       ->check(non_empty);
   add_text_input(cmd, f.text);
   cmd->add_option("-n,--steps", f.steps, "tokens to generate at most")->capture_default_str();
-  cmd->add_option("--temp", f.sampling.temp, "temperature; 0 is greedy")->capture_default_str()
+  cmd->add_option("--temp", f.sampling.temp, "temperature; 0 is greedy")
+      ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", f.sampling.top_k, "sampling: keep the k likeliest (0: all)")
-      ->capture_default_str()->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
   cmd->add_option("--top-p", f.sampling.top_p, "sampling: the fewest reaching probability p")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", f.sampling.min_p, "sampling: drop below min-p times the likeliest")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("-s,--seed", f.sampling.seed, "seed of the sampler (and of drawn weights)")
-      ->check(seed_in_range)->capture_default_str();
+      ->check(seed_in_range)
+      ->capture_default_str();
   cmd->add_option("-c,--max-seq-len", f.max_seq_len, "cache capacity in positions (context)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
@@ -811,8 +819,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   heatmap->add_option("--batch-row", heatmap_flags.batch_row, "the sequence to draw")
       ->capture_default_str();
-  heatmap->add_option("--scale", heatmap_flags.scale,
-                      "linear, sqrt or log (default: by positions: linear to 16, sqrt to 64, log)")
+  heatmap
+      ->add_option("--scale", heatmap_flags.scale,
+                   "linear, sqrt or log (default: by positions: linear to 16, sqrt to 64, log)")
       ->check(CLI::IsMember({"linear", "sqrt", "log"}));
   heatmap->add_option("--out", heatmap_flags.png, "the PNG to write")->required();
   Flags bench_flags;

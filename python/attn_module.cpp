@@ -90,8 +90,8 @@ Floats floats(py::handle obj, const char* name, int ndim, const std::string& exp
 
 class Model {
  public:
-  Model(attn::ModelArgs args, std::optional<std::string> weights, std::uint64_t seed,
-        int threads, bool attention_weights)
+  Model(attn::ModelArgs args, std::optional<std::string> weights, std::uint64_t seed, int threads,
+        bool attention_weights)
       : keep_probs_(attention_weights) {
     args.tokens_in = args.logits_out = args.vocab_size > 0;  // a token model: forward(tokens) too
     if (args.model_parallel_size > 1)
@@ -230,8 +230,9 @@ class Model {
  private:
   void require_token_model() const {
     if (m_->args.vocab_size <= 0)
-      throw py::value_error("a token model is needed (vocab_size > 0, with tok_embeddings, norm "
-                            "and output); this one reads hidden states (prefill, decode)");
+      throw py::value_error(
+          "a token model is needed (vocab_size > 0, with tok_embeddings, norm "
+          "and output); this one reads hidden states (prefill, decode)");
   }
 
   static attn::Mask mask_kind(const std::string& mask) {

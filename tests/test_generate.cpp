@@ -16,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path model_dir(const std::string& name) { return test::golden_dir() / "model" / name; }
+fs::path model_dir(const std::string& name) {
+  return test::golden_dir() / "model" / name;
+}
 
 std::vector<std::int32_t> expected_ints(const std::string& name, const std::string& tensor) {
   const attn::SafetensorsFile f = attn::open_safetensors(model_dir(name) / "expected.safetensors");
@@ -86,8 +88,9 @@ TEST_CASE("generate: a session saved after k steps and continued gives the bits 
   for (const int k : {1, 7, 19}) {
     INFO("split after " << k << " steps");
     const fs::path s = test::temp_path("session" + std::to_string(k) + ".safetensors");
-    const test::CliResult a = test::run_cli("generate " + flags + tokens + " -n " +
-                                            std::to_string(k) + " --json --save-session " + s.string());
+    const test::CliResult a =
+        test::run_cli("generate " + flags + tokens + " -n " + std::to_string(k) +
+                      " --json --save-session " + s.string());
     REQUIRE_MESSAGE(a.status == 0, a.err);
     const test::CliResult b = test::run_cli("generate " + flags + " -n " + std::to_string(20 - k) +
                                             " --json --load-session " + s.string());
@@ -101,12 +104,13 @@ TEST_CASE("generate: a session saved after k steps and continued gives the bits 
   }
   SUBCASE("sampling with a seed continues the same draws") {
     const std::string sampling = " --temp 0.9 --top-k 20 --seed 7";
-    const test::CliResult full = test::run_cli("generate " + flags + tokens + sampling + " -n 12 --json");
+    const test::CliResult full =
+        test::run_cli("generate " + flags + tokens + sampling + " -n 12 --json");
     const fs::path s = test::temp_path("sampled.safetensors");
     const test::CliResult a = test::run_cli("generate " + flags + tokens + sampling +
                                             " -n 5 --json --save-session " + s.string());
-    const test::CliResult b = test::run_cli("generate " + flags + sampling +
-                                            " -n 7 --json --load-session " + s.string());
+    const test::CliResult b =
+        test::run_cli("generate " + flags + sampling + " -n 7 --json --load-session " + s.string());
     REQUIRE((full.status == 0 && a.status == 0 && b.status == 0));
     std::vector<std::int32_t> split = tokens_of(a.out).ids;
     for (const std::int32_t id : tokens_of(b.out).ids) split.push_back(id);
@@ -118,26 +122,29 @@ TEST_CASE("generate: sessions of another config or other weights, and bad ids, a
   const std::string name = "hf_tied_bf16";
   const fs::path s = test::temp_path("refused.safetensors");
   REQUIRE(test::run_cli("generate " + model_flags(name) + " --tokens 1,2,3 -n 2 --save-session " +
-                        s.string()).status == 0);
-  const test::CliResult other_config =
-      test::run_cli("generate " + model_flags("hf_untied_f32") + " -n 1 --load-session " + s.string());
+                        s.string())
+              .status == 0);
+  const test::CliResult other_config = test::run_cli("generate " + model_flags("hf_untied_f32") +
+                                                     " -n 1 --load-session " + s.string());
   CHECK(other_config.status == 2);
   CHECK(other_config.err.find("does not match this run: key '") != std::string::npos);
-  const test::CliResult other_weights = test::run_cli(
-      "generate --config " + (model_dir(name) / "config.json").string() + " -n 1 --load-session " +
-      s.string());
+  const test::CliResult other_weights =
+      test::run_cli("generate --config " + (model_dir(name) / "config.json").string() +
+                    " -n 1 --load-session " + s.string());
   CHECK(other_weights.status == 2);
   CHECK(other_weights.err.find("other weights") != std::string::npos);
-  const test::CliResult bad = test::run_cli("generate " + model_flags(name) + " --tokens 1,2,300 -n 1");
+  const test::CliResult bad =
+      test::run_cli("generate " + model_flags(name) + " --tokens 1,2,300 -n 1");
   CHECK(bad.status == 2);
   CHECK(bad.err.find("--tokens: token 300 at index 2 is outside the vocabulary [0, 300)") !=
         std::string::npos);
-  const test::CliResult junk = test::run_cli("generate " + model_flags(name) + " --tokens 1,x -n 1");
+  const test::CliResult junk =
+      test::run_cli("generate " + model_flags(name) + " --tokens 1,x -n 1");
   CHECK(junk.status == 2);
   CHECK(junk.err.find("token 1 is not a token id: 'x'") != std::string::npos);
-  const test::CliResult blocks = test::run_cli("generate --config " +
-                                               (test::source_dir() / "configs" / "gqa.json").string() +
-                                               " --tokens 1 -n 1");
+  const test::CliResult blocks =
+      test::run_cli("generate --config " + (test::source_dir() / "configs" / "gqa.json").string() +
+                    " --tokens 1 -n 1");
   CHECK(blocks.status == 2);
   CHECK(blocks.err.find("needs a token model") != std::string::npos);
 }
@@ -165,13 +172,13 @@ TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teac
   tokens.insert(tokens.end(), greedy.begin(), greedy.begin() + 3);
   const fs::path dump = test::temp_path("tokens_dump.safetensors");
   const test::CliResult r =
-      test::run_cli("run " + model_flags(name) + " --tokens " +
-                    ids_text(tokens, 0, tokens.size()) + " -n 3 --all-logits --dump " + dump.string());
+      test::run_cli("run " + model_flags(name) + " --tokens " + ids_text(tokens, 0, tokens.size()) +
+                    " -n 3 --all-logits --dump " + dump.string());
   REQUIRE_MESSAGE(r.status == 0, r.err);
   const std::vector<float> logits = expected_floats(name, "logits"),
                            steps = expected_floats(name, "greedy_logits");
   const std::int64_t V = 128;
-  const test::Tolerance tol{1e-4, 1e-4};  // cases.json's
+  const test::Tolerance tol{1e-4, 1e-4};                               // cases.json's
   const std::vector<float> got = dump_tensor(dump, "prefill.logits");  // [1, 7, V]
   REQUIRE(got.size() == logits.size());
   CHECK(test::compare(got.data(), logits.data(), std::int64_t(got.size()), tol).failures == 0);
@@ -206,7 +213,8 @@ TEST_CASE("run --tokens: ids, files and slices refused with the flag, file or ke
   const std::string flags = model_flags("hf_tied_bf16");
   const fs::path file = test::temp_path("ids.json");
   std::ofstream(file) << "[[1, 2, 3], [4, 5]]";
-  const test::CliResult ok = test::run_cli("run " + flags + " --tokens-file " + file.string() + " -n 1 --json");
+  const test::CliResult ok =
+      test::run_cli("run " + flags + " --tokens-file " + file.string() + " -n 1 --json");
   CHECK_MESSAGE(ok.status == 0, ok.err);
   CHECK(ok.out.find("\"input\":[2,2,") != std::string::npos);  // B 2, P = 3 - 1
   std::ofstream(file) << "[[1, 2, 3], [4, 300]]";

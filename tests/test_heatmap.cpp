@@ -126,12 +126,13 @@ TEST_CASE("cli: --print-attention prints each step's weights after its trace lin
 
 TEST_CASE("heatmap from token ids: labelled axes, --batch-row, --scale, the wrote line") {
   const std::filesystem::path dir = test::golden_dir() / "model" / "hf_tied_bf16";
-  const std::string model = "--config " + (dir / "config.json").string() + " -m " +
-                            (dir / "model.safetensors").string();
+  const std::string model =
+      "--config " + (dir / "config.json").string() + " -m " + (dir / "model.safetensors").string();
   const auto png_path = test::temp_path("attn_heatmap_tokens.png");
   const test::CliResult r = test::run_cli("heatmap " + model +
                                           " --tokens '5,6,7,8,9,10,11,12,13;5,6,7' -n 1 "
-                                          "--batch-row 1 --scale log --out " + png_path.string());
+                                          "--batch-row 1 --scale log --out " +
+                                          png_path.string());
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Png png = read_png(png_path);
@@ -155,8 +156,8 @@ TEST_CASE("heatmap from token ids: labelled axes, --batch-row, --scale, the wrot
   CHECK(pixel(x0 + 2 * c + c / 2, y0 + c / 2) == std::array<int, 3>{228, 228, 228});  // future key
   CHECK(pixel(x0 + c / 2, y0 + c / 2) != std::array<int, 3>{228, 228, 228});
   for (const char* bad : {"--batch-row 2", "--scale cubic"}) {
-    const test::CliResult b = test::run_cli("heatmap " + model + " --tokens '5,6,7;5' -n 1 " +
-                                            bad + " --out " + png_path.string() + ".x");
+    const test::CliResult b = test::run_cli("heatmap " + model + " --tokens '5,6,7;5' -n 1 " + bad +
+                                            " --out " + png_path.string() + ".x");
     CHECK_MESSAGE(b.status == 2, bad);
   }
 }

@@ -68,7 +68,8 @@ void check_case(const nlohmann::json& c, const std::string& isa, int threads) {
   const test::Diff d = test::compare(logits.data(), e.logits, B * T * V, tol);
   CHECK_MESSAGE(d.failures == 0, "prefill logits: worst ratio " << d.worst_ratio);
   std::vector<std::int32_t> next(static_cast<std::size_t>(B));
-  for (std::int64_t b = 0; b < B; ++b) next[std::size_t(b)] = argmax(&logits[std::size_t(((b + 1) * T - 1) * V)], V);
+  for (std::int64_t b = 0; b < B; ++b)
+    next[std::size_t(b)] = argmax(&logits[std::size_t(((b + 1) * T - 1) * V)], V);
   std::vector<float> step(static_cast<std::size_t>(B * V));
   for (std::int64_t s = 0; s < steps; ++s) {
     for (std::int64_t b = 0; b < B; ++b) {
@@ -76,14 +77,16 @@ void check_case(const nlohmann::json& c, const std::string& isa, int threads) {
       REQUIRE(next[std::size_t(b)] == e.greedy[std::size_t(b * steps + s)]);
     }
     attn::forward(m, next.data(), B, 1, T + s, step.data());
-    for (std::int64_t b = 0; b < B; ++b) next[std::size_t(b)] = argmax(&step[std::size_t(b * V)], V);
+    for (std::int64_t b = 0; b < B; ++b)
+      next[std::size_t(b)] = argmax(&step[std::size_t(b * V)], V);
     if (s + 1 < steps) {
       // step s+1's logits are greedy_logits[:, s+1]: the reference's choice came from them
       std::vector<float> want(std::size_t(B * V));
       for (std::int64_t b = 0; b < B; ++b)
         std::copy_n(e.greedy_logits + (b * steps + s + 1) * V, V, want.begin() + b * V);
       const test::Diff ds = test::compare(step.data(), want.data(), B * V, tol);
-      CHECK_MESSAGE(ds.failures == 0, "step " << s + 1 << " logits: worst ratio " << ds.worst_ratio);
+      CHECK_MESSAGE(ds.failures == 0,
+                    "step " << s + 1 << " logits: worst ratio " << ds.worst_ratio);
     }
   }
 }

@@ -31,37 +31,37 @@ json sentencepiece_style() {
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     vocab[name] = 3 + b;
   }
-  const char* pieces[] = {"▁", "h", "e", "l", "o", "▁h", "ll", "▁he", "llo", "▁hello", "w", "r", "d"};
+  const char* pieces[] = {"▁",   "h",   "e",      "l", "o", "▁h", "ll",
+                          "▁he", "llo", "▁hello", "w", "r", "d"};
   for (int i = 0; i < 13; ++i) vocab[pieces[i]] = 259 + i;
-  return {
-      {"added_tokens",
-       {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-        {{"id", 1}, {"content", "<s>"}, {"special", true}},
-        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
-      {"normalizer",
-       {{"type", "Sequence"},
-        {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", "▁"}},
-          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
-      {"pre_tokenizer", nullptr},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}}}}}}},
-      {"decoder",
-       {{"type", "Sequence"},
-        {"decoders",
-         {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-          {{"type", "ByteFallback"}},
-          {{"type", "Fuse"}},
-          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
-      {"model",
-       {{"type", "BPE"},
-        {"unk_token", "<unk>"},
-        {"byte_fallback", true},
-        {"fuse_unk", true},
-        {"vocab", vocab},
-        {"merges", {"▁ h", "l l", "▁h e", "ll o", "▁he llo"}}}}};
+  return {{"added_tokens",
+           {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+            {{"id", 1}, {"content", "<s>"}, {"special", true}},
+            {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "Prepend"}, {"prepend", "▁"}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+            {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}}}}}}},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders",
+             {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+              {{"type", "ByteFallback"}},
+              {{"type", "Fuse"}},
+              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model",
+           {{"type", "BPE"},
+            {"unk_token", "<unk>"},
+            {"byte_fallback", true},
+            {"fuse_unk", true},
+            {"vocab", vocab},
+            {"merges", {"▁ h", "l l", "▁h e", "ll o", "▁he llo"}}}}};
 }
 
 // GPT-2's shape: every byte as a printable character (id = the byte), three merges.
@@ -71,13 +71,17 @@ json byte_level() {
   vocab["Ġt"] = 256;
   vocab["he"] = 257;
   vocab["Ġthe"] = 258;
-  return {{"added_tokens", json::array()},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"post_processor", {{"type", "ByteLevel"}}},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"Ġ", "t"}), json::array({"h", "e"}),
-                                         json::array({"Ġt", "he"})})}}}};
+  return {
+      {"added_tokens", json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", {{"type", "ByteLevel"}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", json::array({json::array({"Ġ", "t"}), json::array({"h", "e"}),
+                                json::array({"Ġt", "he"})})}}}};
 }
 
 }  // namespace
@@ -142,7 +146,8 @@ TEST_CASE("tokenizer: files it cannot read are refused, naming the file and the 
   j["model"].erase("vocab");
   refused(j, {"model.vocab", "missing"});
   j = byte_level();
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  j["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   refused(j, {"pre_tokenizer.pattern"});
   j = byte_level();
   j["normalizer"] = {{"type", "NFKC"}};

@@ -1,7 +1,7 @@
 #include "workloads/generate.hpp"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -34,8 +34,8 @@ std::vector<std::int32_t> ids_from_json(const json& j, const std::string& what) 
   for (std::size_t i = 0; i < list.size(); ++i) {
     if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < 0 ||
         list[i].get<std::int64_t>() > INT32_MAX)
-      throw InputError(what + ": token " + std::to_string(i) + " is not a token id: " +
-                       quoted(list[i].dump(), 40));
+      throw InputError(what + ": token " + std::to_string(i) +
+                       " is not a token id: " + quoted(list[i].dump(), 40));
     ids.push_back(list[i].get<std::int32_t>());
   }
   return ids;
@@ -44,7 +44,9 @@ std::vector<std::int32_t> ids_from_json(const json& j, const std::string& what) 
 std::vector<std::int32_t> ids_from_text(const std::string& text, const std::string& what) {
   std::vector<std::int32_t> ids;
   std::size_t i = 0;
-  const auto separator = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  const auto separator = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  };
   while (i < text.size()) {
     while (i < text.size() && separator(text[i])) ++i;
     if (i == text.size()) break;
@@ -53,8 +55,8 @@ std::vector<std::int32_t> ids_from_text(const std::string& text, const std::stri
     std::int32_t id = 0;
     const auto [p, ec] = std::from_chars(text.data() + i, text.data() + end, id);
     if (ec != std::errc() || p != text.data() + end || id < 0)
-      throw InputError(what + ": token " + std::to_string(ids.size()) + " is not a token id: " +
-                       quoted(text.substr(i, end - i), 40));
+      throw InputError(what + ": token " + std::to_string(ids.size()) +
+                       " is not a token id: " + quoted(text.substr(i, end - i), 40));
     ids.push_back(id);
     i = end;
   }
@@ -68,7 +70,8 @@ std::string read_text_file(const std::string& path, const char* what) {
 // Token ids as text: sequences separated by ';' or lines, ids by commas or spaces; or JSON: an
 // array of ids, an array of such arrays, or {"ids": ...}.
 std::vector<std::vector<std::int32_t>> parse_sequences(const std::string& text,
-                                                       const std::string& what, std::int64_t vocab) {
+                                                       const std::string& what,
+                                                       std::int64_t vocab) {
   std::vector<std::vector<std::int32_t>> out;
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[' &&
@@ -90,16 +93,19 @@ std::vector<std::vector<std::int32_t>> parse_sequences(const std::string& text,
     const std::size_t end = std::min(text.find_first_of(";\n", from), text.size());
     const std::string part = text.substr(from, end - from);
     if (part.find_first_not_of(" \t\r,") != std::string::npos)
-      out.push_back(parse_token_ids(part, out.empty() && end == text.size()
-                                              ? what
-                                              : what + " sequence " + std::to_string(out.size()),
+      out.push_back(parse_token_ids(part,
+                                    out.empty() && end == text.size()
+                                        ? what
+                                        : what + " sequence " + std::to_string(out.size()),
                                     vocab));
     from = end + 1;
   }
   return out;
 }
 
-bool wants_text(const TextInput& t) { return !t.prompt.empty() || !t.prompt_file.empty(); }
+bool wants_text(const TextInput& t) {
+  return !t.prompt.empty() || !t.prompt_file.empty();
+}
 
 std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
                                         const std::string& text, std::int64_t vocab) {
@@ -123,10 +129,9 @@ std::vector<std::int32_t> prompt_ids(const TextInput& t, const Tokenizer* tok, s
     return parse_token_ids(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
                            vocab);
   if (!tok || !wants_text(t)) return {};
-  return encode_prompt(*tok, t,
-                       t.prompt_file.empty() ? t.prompt[0]
-                                             : read_text_file(t.prompt_file, "prompt file"),
-                       vocab);
+  return encode_prompt(
+      *tok, t, t.prompt_file.empty() ? t.prompt[0] : read_text_file(t.prompt_file, "prompt file"),
+      vocab);
 }
 
 // Prints the text of the tokens as it grows, holding back an incomplete UTF-8 character
@@ -157,7 +162,7 @@ void print_prefill_json(const ModelArgs& a, const std::vector<std::int32_t>& pro
                         std::int64_t before, double seconds) {
   const std::int64_t filled = before + std::int64_t(prompt.size());
   const std::vector<std::int64_t> cache = {1, a.n_kv_heads, filled, a.head_dim()};
-  std::cout << json{{"event", "prefill"}, {"ids", prompt}, {"start_pos", before},
+  std::cout << json{{"event", "prefill"},      {"ids", prompt},    {"start_pos", before},
                     {"seqlen", prompt.size()}, {"cache_k", cache}, {"cache_v", cache},
                     {"ms", seconds * 1e3}}
                    .dump()
@@ -166,7 +171,8 @@ void print_prefill_json(const ModelArgs& a, const std::vector<std::int32_t>& pro
 
 void print_timing(const Generation& g, double total) {
   const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
-    std::fprintf(stderr, "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
+    std::fprintf(stderr,
+                 "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
                  what, s * 1e3, static_cast<long long>(n), unit, n ? s * 1e3 / double(n) : 0.0,
                  s > 0 ? double(n) / s : 0.0);
   };
@@ -178,16 +184,20 @@ void print_timing(const Generation& g, double total) {
 
 ModelArgs generate_args(const GenerateFlags& f, fs::path& config) {
   config = f.config;
-  if (config.empty() && !f.weights.empty()) config = fs::path(f.weights).parent_path() / "config.json";
-  if (config.empty()) throw InputError("generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
+  if (config.empty() && !f.weights.empty())
+    config = fs::path(f.weights).parent_path() / "config.json";
+  if (config.empty())
+    throw InputError(
+        "generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
   ModelArgs args = load_config(config);
   ConfigOverrides o;
   o.max_seq_len = f.max_seq_len;
   o.max_batch_size = 1;
   apply_overrides(args, o);
   if (args.vocab_size <= 0)
-    throw InputError(args.source + ": generate needs a token model (vocab_size > 0, with "
-                                   "tok_embeddings and output), got vocab_size " +
+    throw InputError(args.source +
+                     ": generate needs a token model (vocab_size > 0, with "
+                     "tok_embeddings and output), got vocab_size " +
                      std::to_string(args.vocab_size));
   if (args.model_parallel_size > 1)
     throw InputError(args.source + ": generate runs on one process (model_parallel_size 1)");
@@ -219,22 +229,25 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
 }
 
 PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::int64_t vocab) {
-  const int kinds = !t.prompt.empty() + !t.prompt_file.empty() + !t.tokens.empty() +
-                    !t.tokens_file.empty();
+  const int kinds =
+      !t.prompt.empty() + !t.prompt_file.empty() + !t.tokens.empty() + !t.tokens_file.empty();
   if (kinds > 1)
     throw InputError("give one of --prompt, --prompt-file, --tokens and --tokens-file");
   PromptTokens p;
   if (!t.tokens.empty()) p.sequences = parse_sequences(t.tokens, "--tokens", vocab);
   if (!t.tokens_file.empty())
-    p.sequences = parse_sequences(read_text_file(t.tokens_file, "tokens file"),
-                                  escape(t.tokens_file), vocab);
+    p.sequences =
+        parse_sequences(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file), vocab);
   // Ids need no tokenizer, but one that is named or beside the config labels them.
-  const bool beside = !config.empty() && fs::exists(fs::path(config).parent_path() / "tokenizer.json");
+  const bool beside =
+      !config.empty() && fs::exists(fs::path(config).parent_path() / "tokenizer.json");
   if (wants_text(t) || !t.tokenizer.empty() || beside)
     p.tokenizer = load_tokenizer(tokenizer_path(t, config));
   if (!t.prompt_file.empty())
-    p.sequences.push_back(encode_prompt(*p.tokenizer, t, read_text_file(t.prompt_file, "prompt file"), vocab));
-  for (const std::string& text : t.prompt) p.sequences.push_back(encode_prompt(*p.tokenizer, t, text, vocab));
+    p.sequences.push_back(
+        encode_prompt(*p.tokenizer, t, read_text_file(t.prompt_file, "prompt file"), vocab));
+  for (const std::string& text : t.prompt)
+    p.sequences.push_back(encode_prompt(*p.tokenizer, t, text, vocab));
   return p;
 }
 
@@ -251,12 +264,15 @@ int generate_command(const GenerateFlags& f) {
   fs::path config;
   const ModelArgs args = generate_args(f, config);
   std::optional<Tokenizer> tok;  // needed for text; used, if there is one, to print ids as text
-  if (wants_text(f.text) || !f.text.tokenizer.empty() || fs::exists(tokenizer_path(f.text, config.string())))
+  if (wants_text(f.text) || !f.text.tokenizer.empty() ||
+      fs::exists(tokenizer_path(f.text, config.string())))
     tok = load_tokenizer(tokenizer_path(f.text, config.string()));
   if (tok && tok->vocab_size() > args.vocab_size)
     throw InputError(tok->source + ": " + std::to_string(tok->vocab_size()) +
-                     " tokens, more than the model's vocab_size " + std::to_string(args.vocab_size));
-  const std::vector<std::int32_t> prompt = prompt_ids(f.text, tok ? &*tok : nullptr, args.vocab_size);
+                     " tokens, more than the model's vocab_size " +
+                     std::to_string(args.vocab_size));
+  const std::vector<std::int32_t> prompt =
+      prompt_ids(f.text, tok ? &*tok : nullptr, args.vocab_size);
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
   if (std::int64_t(prompt.size()) + f.steps > args.max_seq_len && f.load_session.empty())
@@ -265,23 +281,24 @@ int generate_command(const GenerateFlags& f) {
                      std::to_string(args.max_seq_len) + " positions");
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  RunShape shape{1, std::int64_t(prompt.size()), f.steps, rows, f.threads < 1 ? cores() : f.threads,
-                 false};
+  RunShape shape{1,    std::int64_t(prompt.size()),         f.steps,
+                 rows, f.threads < 1 ? cores() : f.threads, false};
   std::optional<WeightsSource> source;  // headers read, nothing mapped: the estimate comes first
   if (!f.weights.empty()) {
     source = open_weights(fs::path(f.weights));
     shape.matrices = matrix_types(args, *source);
   }
   check_memory(memory_parts(args, shape, {}), available_memory(), args.source);
-  TransformerWeights w = source ? load_weights(args, std::move(*source))
-                                : seeded_weights(args, f.sampling.seed);
+  TransformerWeights w =
+      source ? load_weights(args, std::move(*source)) : seeded_weights(args, f.sampling.seed);
   Transformer m = make_transformer(args, std::move(w), rows, make_runtime(shape.threads));
   Generation g;
   if (!f.load_session.empty()) load_session(f.load_session, m, g);
   std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;
   std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (tok)
-    stream.emplace(TextStream{*tok, g.tokens, TextStream::settled(decode(*tok, g.tokens, {false, false}))});
+    stream.emplace(
+        TextStream{*tok, g.tokens, TextStream::settled(decode(*tok, g.tokens, {false, false}))});
   const std::int64_t before = std::int64_t(g.tokens.size());  // a loaded session's positions
   if (f.json) {
     print_config_json(std::cout, args);
@@ -289,24 +306,30 @@ int generate_command(const GenerateFlags& f) {
     for (const std::int32_t id : prompt) std::cout << stream->next(id);
   }
   std::cout.flush();
-  generate(m, g, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
-    const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
-    if (f.json && t.step == 0) print_prefill_json(args, prompt, before, g.prompt_seconds);
-    if (f.json)
-      std::cout << json{{"event", "token"}, {"step", t.step + 1}, {"id", t.id},
-                        {"text", tok ? decode(*tok, {t.id}, {false, false}) : ""},
-                        {"top", top_logits(t.logits.data(), std::int64_t(t.logits.size()), 5)}}
-                       .dump(-1, ' ', false, json::error_handler_t::replace)
-                << '\n';
-    else
-      std::cout << piece;
-    std::cout.flush();
-  });
+  generate(
+      m, g, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+        const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
+        if (f.json && t.step == 0) print_prefill_json(args, prompt, before, g.prompt_seconds);
+        if (f.json)
+          std::cout << json{{"event", "token"},
+                            {"step", t.step + 1},
+                            {"id", t.id},
+                            {"text", tok ? decode(*tok, {t.id}, {false, false}) : ""},
+                            {"top", top_logits(t.logits.data(), std::int64_t(t.logits.size()), 5)}}
+                           .dump(-1, ' ', false, json::error_handler_t::replace)
+                    << '\n';
+        else
+          std::cout << piece;
+        std::cout.flush();
+      });
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (f.json)
-    std::cout << json{{"event", "summary"}, {"prompt_tokens", g.prompt_tokens},
-                      {"prompt_seconds", g.prompt_seconds}, {"eval_tokens", g.eval_tokens},
-                      {"eval_seconds", g.eval_seconds}, {"threads", m.rt.threads},
+    std::cout << json{{"event", "summary"},
+                      {"prompt_tokens", g.prompt_tokens},
+                      {"prompt_seconds", g.prompt_seconds},
+                      {"eval_tokens", g.eval_tokens},
+                      {"eval_seconds", g.eval_seconds},
+                      {"threads", m.rt.threads},
                       {"blas_core", blas_core()}}
                      .dump()
               << '\n';
@@ -335,7 +358,8 @@ int tokenize_command(const TokenizeFlags& f) {
       std::cout << text << '\n';
     return 0;
   }
-  if (!wants_text(f.text)) throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
+  if (!wants_text(f.text))
+    throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
   if (f.text.prompt.size() > 1) throw InputError("one --prompt at a time here");
   const std::string text = f.text.prompt_file.empty()
                                ? f.text.prompt[0]

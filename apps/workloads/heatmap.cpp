@@ -93,8 +93,12 @@ constexpr int kMaxLabel = 90;  // pixels: longer token texts are cut
 
 // The labels' pixel height for cells of `cell` pixels, and every how many positions one is
 // drawn so that they do not overlap.
-int label_px(int cell) { return std::clamp(cell - 2, 9, 12); }
-std::int64_t label_every(int cell) { return (label_px(cell) + 1 + cell - 1) / cell; }
+int label_px(int cell) {
+  return std::clamp(cell - 2, 9, 12);
+}
+std::int64_t label_every(int cell) {
+  return (label_px(cell) + 1 + cell - 1) / cell;
+}
 
 // s escaped, cut to at most kMaxLabel pixels (with "..."), as the axes show it.
 std::string fit_label(const LabelFont* f, const std::string& s, int px) {
@@ -158,7 +162,7 @@ void draw_labels(Image& img, const HeatmapLayout& l, const HeatmapOptions& o, in
 }  // namespace
 
 HeatmapScale default_scale(std::int64_t positions) {
-  return positions <= 16 ? HeatmapScale::linear
+  return positions <= 16   ? HeatmapScale::linear
          : positions <= 64 ? HeatmapScale::sqrt
                            : HeatmapScale::log;
 }
@@ -170,8 +174,7 @@ HeatmapScale parse_scale(const std::string& name) {
   throw InputError("--scale: expected linear, sqrt or log, got " + quoted(name, 40));
 }
 
-HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions,
-                             const HeatmapOptions& o) {
+HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions, const HeatmapOptions& o) {
   HeatmapLayout l;
   const int T = int(std::max<std::int64_t>(positions, 1));
   l.cell = std::clamp(256 / T, 1, 24);  // at most kHeatmapPositions positions: <= 512 px
@@ -218,7 +221,9 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
             !opts.keep.empty() && (!opts.keep[std::size_t(j)] || !opts.keep[std::size_t(r)]);
         const bool hidden = p < 0 || (a.mask == Mask::causal && j > r);
         fill(img, x0 + int(j) * l.cell, y0 + int(r) * l.cell, l.cell, l.cell,
-             padded ? kPadded : hidden ? kCausal : colour(scaled(p, opts.scale)));
+             padded   ? kPadded
+             : hidden ? kCausal
+                      : colour(scaled(p, opts.scale)));
       }
     if (!opts.labels.empty()) draw_labels(img, l, opts, x0, y0, T);
   }
@@ -236,8 +241,8 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
 void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer,
                    std::int64_t batch_row) {
   if (batch_row < 0 || batch_row >= o.batch)
-    throw InputError("--batch-row " + std::to_string(batch_row) + " is out of range: the batch has " +
-                     std::to_string(o.batch) + " sequence(s)");
+    throw InputError("--batch-row " + std::to_string(batch_row) +
+                     " is out of range: the batch has " + std::to_string(o.batch) + " sequence(s)");
   if (o.prefill + o.steps > kHeatmapPositions)
     throw InputError("heatmap: " + std::to_string(o.prefill + o.steps) +
                      " positions are too many to draw (at most " +

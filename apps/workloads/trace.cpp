@@ -111,7 +111,8 @@ void print_event_json(std::ostream& os, const Event& e) {
   j["ms"] = e.seconds * 1e3;
   if (e.logits) {  // each sequence's next token, from its last position
     json next = json::array();
-    for (std::int64_t b = 0; b < e.input[0]; ++b) next.push_back(top_logits(e.logits + b * e.vocab, e.vocab, 5));
+    for (std::int64_t b = 0; b < e.input[0]; ++b)
+      next.push_back(top_logits(e.logits + b * e.vocab, e.vocab, 5));
     j["top_logits"] = std::move(next);
   }
   os << j.dump() << "\n";

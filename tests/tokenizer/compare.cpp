@@ -45,8 +45,8 @@ void differ(Counts& c, const std::string& name, const std::string& what, const j
   if (++c.differences <= 10)
     std::cerr << "DIFF " << name << " " << what << "\n  got:  "
               << got.dump(-1, ' ', true, json::error_handler_t::replace).substr(0, 400)
-              << "\n  want: " << want.dump(-1, ' ', true, json::error_handler_t::replace).substr(0, 400)
-              << "\n";
+              << "\n  want: "
+              << want.dump(-1, ' ', true, json::error_handler_t::replace).substr(0, 400) << "\n";
 }
 
 void compare_item(const attn::Tokenizer& t, const json& item, const json& ref, Counts& c) {
@@ -59,14 +59,18 @@ void compare_item(const attn::Tokenizer& t, const json& item, const json& ref, C
   c.bytes += text.size();
   c.ids += ids.size();
   if (json(ids) != ref["ids"]) differ(c, name, "ids", ids, ref["ids"]);
-  if (json(plain) != ref["no_special_ids"]) differ(c, name, "no_special_ids", plain, ref["no_special_ids"]);
+  if (json(plain) != ref["no_special_ids"])
+    differ(c, name, "no_special_ids", plain, ref["no_special_ids"]);
   if (ref.contains("decode_error")) return;  // tokenizers.js cannot decode [] (the empty string)
   const std::vector<std::int32_t> want = ref["ids"].get<std::vector<std::int32_t>>();
   const std::string decoded = attn::decode(t, want), raw = attn::decode(t, want, {false, false}),
                     skip = attn::decode(t, want, {true, false});
-  if (decoded != ref["decoded"].get<std::string>()) differ(c, name, "decoded", decoded, ref["decoded"]);
-  if (raw != ref["decoded_raw"].get<std::string>()) differ(c, name, "decoded_raw", raw, ref["decoded_raw"]);
-  if (skip != ref["decoded_skip"].get<std::string>()) differ(c, name, "decoded_skip", skip, ref["decoded_skip"]);
+  if (decoded != ref["decoded"].get<std::string>())
+    differ(c, name, "decoded", decoded, ref["decoded"]);
+  if (raw != ref["decoded_raw"].get<std::string>())
+    differ(c, name, "decoded_raw", raw, ref["decoded_raw"]);
+  if (skip != ref["decoded_skip"].get<std::string>())
+    differ(c, name, "decoded_skip", skip, ref["decoded_skip"]);
 }
 
 }  // namespace
@@ -88,10 +92,11 @@ int main(int argc, char** argv) {
       }
       compare_item(t, item, ref, c);
     }
-    std::printf("%s: %zu strings, %zu bytes, %zu ids compared (and decoded 3 ways): %zu differences; "
-                "encoding %.1f MB/s\n",
-                argv[1], c.strings, c.bytes, c.ids, c.differences,
-                double(c.bytes) / c.encode_seconds / 1e6);
+    std::printf(
+        "%s: %zu strings, %zu bytes, %zu ids compared (and decoded 3 ways): %zu differences; "
+        "encoding %.1f MB/s\n",
+        argv[1], c.strings, c.bytes, c.ids, c.differences,
+        double(c.bytes) / c.encode_seconds / 1e6);
     return c.strings > 0 && c.differences == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "tokenizer_compare: " << e.what() << "\n";

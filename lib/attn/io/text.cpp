@@ -20,7 +20,8 @@ std::size_t utf8_at(std::string_view s, std::size_t i, char32_t& cp) {
   if (n == 0) return 0;
   const auto u = static_cast<unsigned char>(s[i]);
   cp = n == 1 ? u : u & (0x7f >> n);
-  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+  for (std::size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
   return n;
 }
 

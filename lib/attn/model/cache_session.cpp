@@ -84,7 +84,8 @@ std::vector<std::int32_t> read_tokens(const SafetensorsFile& f, const ModelArgs&
     throw InputError(f.path + ": metadata 'tokens' is not a JSON array of ids");
   }
   for (const std::int32_t t : tokens)
-    if (t < 0 || t >= a.vocab_size) throw InputError(f.path + ": token " + std::to_string(t) + " is outside the vocabulary");
+    if (t < 0 || t >= a.vocab_size)
+      throw InputError(f.path + ": token " + std::to_string(t) + " is outside the vocabulary");
   return tokens;
 }
 
@@ -111,7 +112,8 @@ std::string weights_fingerprint(const Transformer& m) {
   Digest d;
   for (std::size_t l = 0; l < m.weights.layers.size(); ++l) {
     LayerWeights views = m.weights.layers[l];  // the specs' slots point into this copy
-    for (const TensorSpec& s : layer_tensor_specs(m.local, views, std::int64_t(l))) add_tensor(d, s);
+    for (const TensorSpec& s : layer_tensor_specs(m.local, views, std::int64_t(l)))
+      add_tensor(d, s);
   }
   TokenWeights tokens = m.weights.tokens;
   for (const TensorSpec& s : token_tensor_specs(m.args, tokens)) add_tensor(d, s);
@@ -146,7 +148,8 @@ OutputFile stage_session(const std::filesystem::path& path, const Transformer& m
 void load_session(const std::filesystem::path& path, Transformer& m, Generation& g) {
   const SafetensorsFile f = open_safetensors(path);
   if (meta(f, "format") != kFormat)
-    throw InputError(f.path + ": not an attn-cli session (format " + quoted(meta(f, "format"), 60) + ")");
+    throw InputError(f.path + ": not an attn-cli session (format " + quoted(meta(f, "format"), 60) +
+                     ")");
   check_config(f.path, meta(f, "config"), m.args);
   if (const std::string w = weights_fingerprint(m); meta(f, "weights") != w)
     differs(f.path, "it was computed with other weights (fingerprint " +
@@ -160,7 +163,8 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
   read_cache(f, "cache_v", m, filled);
   const TensorInfo& t = f.info("logits");
   if (t.dtype != Dtype::F32 || t.shape != std::vector<std::int64_t>{m.args.vocab_size})
-    throw InputError(f.path + ": tensor 'logits': expected F32 [" + std::to_string(m.args.vocab_size) + "]");
+    throw InputError(f.path + ": tensor 'logits': expected F32 [" +
+                     std::to_string(m.args.vocab_size) + "]");
   std::vector<float> storage;
   const float* logits = tensor_as_f32(f, "logits", storage);
   g.logits.assign(logits, logits + m.args.vocab_size);

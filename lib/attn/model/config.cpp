@@ -225,7 +225,9 @@ const ConfigKey kConfigKeys[] = {
     {"norm_first", [](const Reader& r, ModelArgs& a) { boolean(r, "norm_first", a.norm_first); },
      [](const ModelArgs& a) -> json { return a.norm_first; }},
     {"tie_word_embeddings",
-     [](const Reader& r, ModelArgs& a) { boolean(r, "tie_word_embeddings", a.tie_word_embeddings); },
+     [](const Reader& r, ModelArgs& a) {
+       boolean(r, "tie_word_embeddings", a.tie_word_embeddings);
+     },
      [](const ModelArgs& a) -> json { return a.tie_word_embeddings; }},
     {"use_scaled_rope", read_use_scaled_rope,
      [](const ModelArgs& a) -> json { return a.rope_scaling.has_value(); }},

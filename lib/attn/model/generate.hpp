@@ -31,7 +31,7 @@ struct Generation {
 
 struct Generated {
   std::int32_t id;
-  std::int64_t step;            // 0-based
+  std::int64_t step;              // 0-based
   std::span<const float> logits;  // the logits it was chosen from
 };
 

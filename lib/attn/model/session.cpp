@@ -77,7 +77,8 @@ void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t 
 void last_rows(const std::vector<float>& h, const Inspect& inspect, std::int64_t B, std::int64_t P,
                std::int64_t dim, float* rows) {
   for (std::int64_t b = 0; b < B; ++b) {
-    const std::int64_t t = inspect.last_prefill.empty() ? P - 1 : inspect.last_prefill[std::size_t(b)];
+    const std::int64_t t =
+        inspect.last_prefill.empty() ? P - 1 : inspect.last_prefill[std::size_t(b)];
     std::memcpy(rows + b * dim, h.data() + (b * P + t) * dim, std::size_t(dim) * sizeof(float));
   }
 }
@@ -155,7 +156,8 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     out.prefill_seconds = seconds_since(t0);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
     Event e = make_event(m, Event::Kind::prefill, B, 0, P);
-    if (logits && !inspect.all_logits) e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
+    if (logits && !inspect.all_logits)
+      e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
     on_event(e);
   }
@@ -172,7 +174,8 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1);
     if (logits)
-      e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size, e.vocab = m.args.vocab_size;
+      e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size,
+      e.vocab = m.args.vocab_size;
     e.step = i;
     e.seconds = out.decode_seconds[std::size_t(i - 1)];
     on_event(e);
@@ -217,9 +220,10 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
                          out.attn_decode[std::size_t(i - 1)][std::size_t(l)].data()});
   }
   if (!out.prefill_logits.empty())
-    tensors.push_back({"prefill.logits",
-                       {B, std::int64_t(out.prefill_logits.size()) / (B * a.vocab_size), a.vocab_size},
-                       out.prefill_logits.data()});
+    tensors.push_back(
+        {"prefill.logits",
+         {B, std::int64_t(out.prefill_logits.size()) / (B * a.vocab_size), a.vocab_size},
+         out.prefill_logits.data()});
   for (std::int64_t i = 1; i <= N && !out.decode_logits.empty(); ++i)
     tensors.push_back({"decode." + std::to_string(i) + ".logits",
                        {B, 1, a.vocab_size},
@@ -236,8 +240,9 @@ namespace {
 void plan_tokens(RunRequest& r) {
   ModelArgs& a = r.args;
   if (a.vocab_size <= 0)
-    throw InputError(a.source + ": token input needs a token model (vocab_size > 0, with "
-                                "tok_embeddings, norm and output); this config has vocab_size " +
+    throw InputError(a.source +
+                     ": token input needs a token model (vocab_size > 0, with "
+                     "tok_embeddings, norm and output); this config has vocab_size " +
                      std::to_string(a.vocab_size));
   if (!r.input.empty()) throw InputError("--input and token input: give one of them");
   if (r.shard.size > 1) throw InputError("token input runs on one process (model_parallel_size 1)");
@@ -254,10 +259,10 @@ void plan_tokens(RunRequest& r) {
     longest = std::max(longest, r.tokens[b].size());
     for (std::size_t i = 0; i < r.tokens[b].size(); ++i)
       if (r.tokens[b][i] < 0 || r.tokens[b][i] >= a.vocab_size)
-        throw InputError("token " + std::to_string(r.tokens[b][i]) + " at index " +
-                         std::to_string(i) + (r.tokens.size() > 1 ? " of sequence " + std::to_string(b) : "") +
-                         " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ") of " +
-                         a.source);
+        throw InputError(
+            "token " + std::to_string(r.tokens[b][i]) + " at index " + std::to_string(i) +
+            (r.tokens.size() > 1 ? " of sequence " + std::to_string(b) : "") +
+            " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ") of " + a.source);
   }
   if (r.opts.prefill + r.opts.steps > std::int64_t(longest))
     throw InputError("the prompt has " + std::to_string(longest) + " tokens: --prefill " +

@@ -23,7 +23,7 @@ namespace attn {
 struct Inspect {
   std::vector<std::uint8_t> attention_mask;  // [B, P+N], 1 = real position; empty: all real
   bool attention_weights = false;
-  bool all_logits = false;              // every prefill position's logits, not the last
+  bool all_logits = false;                 // every prefill position's logits, not the last
   std::vector<std::int64_t> last_prefill;  // [B]: each sequence's last real prefill position
 };
 
@@ -42,7 +42,7 @@ struct Event {
   std::vector<const float*> attn;      // per layer [B, n_heads, seqlen, start_pos+seqlen], or empty
   double seconds = 0;
   Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
-  const float* logits = nullptr;        // a token run's: [B, vocab] of each last position
+  const float* logits = nullptr;       // a token run's: [B, vocab] of each last position
   std::int64_t vocab = 0;
 };
 

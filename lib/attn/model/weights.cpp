@@ -189,18 +189,22 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& 
 
 std::vector<TensorSpec> token_tensor_specs(const ModelArgs& a, TokenWeights& t) {
   std::vector<TensorSpec> specs;
-  if (a.tokens_in) specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.tok_embeddings});
+  if (a.tokens_in)
+    specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.tok_embeddings});
   if (!a.logits_out) return specs;
   specs.push_back({"norm.weight", {a.dim}, &t.norm});
-  if (!a.tie_word_embeddings) specs.push_back({"output.weight", {a.vocab_size, a.dim}, &t.output});
-  else if (!a.tokens_in) specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.output});
+  if (!a.tie_word_embeddings)
+    specs.push_back({"output.weight", {a.vocab_size, a.dim}, &t.output});
+  else if (!a.tokens_in)
+    specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.output});
   return specs;
 }
 
 namespace {
 
 // Every spec a run reads: the layers' (this rank's slices) and the token model's.
-std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w, const Shard& shard) {
+std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w,
+                                  const Shard& shard) {
   std::vector<TensorSpec> specs = tensor_specs(args, w.layers, shard);
   std::vector<TensorSpec> tokens = token_tensor_specs(args, w.tokens);
   specs.insert(specs.end(), std::make_move_iterator(tokens.begin()),
@@ -210,7 +214,8 @@ std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w, 
 
 // Tied: the head reads the embeddings' view.
 void tie(const ModelArgs& a, TransformerWeights& w) {
-  if (a.logits_out && a.tie_word_embeddings && a.tokens_in) w.tokens.output = w.tokens.tok_embeddings;
+  if (a.logits_out && a.tie_word_embeddings && a.tokens_in)
+    w.tokens.output = w.tokens.tok_embeddings;
 }
 
 }  // namespace
@@ -285,7 +290,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     used.insert(name);
   }
   tie(args, w);
-  std::vector<std::string> unused;  // one summary line, not one warning per tensor
+  std::vector<std::string> unused;         // one summary line, not one warning per tensor
   for (auto& [name, file] : c.weight_map)  // the token model's are expected unless a run uses them
     if (!used.count(name) && !is_token_tensor(name)) unused.push_back(name);
   if (!unused.empty())

@@ -77,8 +77,8 @@ void Bpe::encode_word(std::string_view word, std::vector<std::int32_t>& ids) con
     Symbol& left = syms[std::size_t(c.pos)];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = syms[std::size_t(left.next)];
-    const auto it = merges.find(std::uint64_t(std::uint32_t(left.id)) << 32 |
-                                std::uint32_t(right.id));
+    const auto it =
+        merges.find(std::uint64_t(std::uint32_t(left.id)) << 32 | std::uint32_t(right.id));
     if (it == merges.end() || it->second.id != c.id) continue;  // stale: a neighbour changed
     left.id = c.id;
     right.alive = false;

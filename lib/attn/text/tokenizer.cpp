@@ -133,8 +133,9 @@ void split_word(const TextStep& st, const std::string& s, Words& out) {
   } else {
     for (const Span& sp : spans) {
       if (st.behavior == Behavior::removed && sp.match) continue;
-      const bool extend = (st.behavior == Behavior::merged_with_previous && sp.match && !previous) ||
-                          (st.behavior == Behavior::contiguous && sp.match && previous);
+      const bool extend =
+          (st.behavior == Behavior::merged_with_previous && sp.match && !previous) ||
+          (st.behavior == Behavior::contiguous && sp.match && previous);
       visit(sp, extend, false);
       previous = sp.match;
     }
@@ -153,8 +154,8 @@ std::string to_byte_level(std::string_view w) {
 void metaspace(const TextStep& st, std::string w, bool at_start, Words& out) {
   replace_all(w, " ", st.text);
   const bool starts = w.compare(0, st.text.size(), st.text) == 0;
-  if (!starts && (st.scheme == TextStep::Scheme::always ||
-                  (st.scheme == TextStep::Scheme::first && at_start)))
+  if (!starts &&
+      (st.scheme == TextStep::Scheme::always || (st.scheme == TextStep::Scheme::first && at_start)))
     w.insert(0, st.text);
   if (!st.split_words) {
     out.push_back(std::move(w));
@@ -198,8 +199,10 @@ Words pre_tokenize(const Tokenizer& t, std::string s, bool at_start) {
       } else if (st.kind == TextStep::Kind::byte_level) {
         if (st.add_prefix_space && w.compare(0, 1, " ") != 0) w = " " + w;
         Words parts;
-        if (st.use_regex) split_word(st, w, parts);
-        else parts.push_back(std::move(w));
+        if (st.use_regex)
+          split_word(st, w, parts);
+        else
+          parts.push_back(std::move(w));
         for (const std::string& p : parts) next.push_back(to_byte_level(p));
       } else {
         throw InputError(t.source + ": this step cannot be a pre-tokenizer");
@@ -320,38 +323,50 @@ void run_decoder(const Tokenizer& t, Words& tokens, bool repair = true) {
 
 // transformers' clean_up_tokenization: no space before punctuation and English contractions.
 void clean_up(std::string& s) {
-  for (const auto& [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","},
-                                 {" ' ", "'"}, {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"},
-                                 {" 've", "'ve"}, {" 're", "'re"}})
+  for (const auto& [from, to] : {std::pair{" .", "."},
+                                 {" ?", "?"},
+                                 {" !", "!"},
+                                 {" ,", ","},
+                                 {" ' ", "'"},
+                                 {" n't", "n't"},
+                                 {" 'm", "'m"},
+                                 {" 's", "'s"},
+                                 {" 've", "'ve"},
+                                 {" 're", "'re"}})
     replace_all(s, from, to);
 }
 
 }  // namespace
 
-std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text, const EncodeOptions& o) {
+std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
+                                 const EncodeOptions& o) {
   const std::string s = valid_utf8(text);
   std::vector<std::int32_t> ids;
   if (o.add_special_tokens) ids = t.prefix;
-  if (o.bos && *o.bos && t.bos >= 0 && (ids.empty() || ids.front() != t.bos)) ids.insert(ids.begin(), t.bos);
+  if (o.bos && *o.bos && t.bos >= 0 && (ids.empty() || ids.front() != t.bos))
+    ids.insert(ids.begin(), t.bos);
   if (o.bos && !*o.bos) std::erase(ids, t.bos);
   WordCache cache;
   for (const Segment& seg : split_added(t, s)) {
-    if (seg.added >= 0) ids.push_back(seg.added);
-    else encode_segment(t, seg, cache, ids);
+    if (seg.added >= 0)
+      ids.push_back(seg.added);
+    else
+      encode_segment(t, seg, cache, ids);
   }
   if (o.add_special_tokens) ids.insert(ids.end(), t.suffix.begin(), t.suffix.end());
   return ids;
 }
 
-std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids, const DecodeOptions& o) {
+std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
+                   const DecodeOptions& o) {
   Words tokens;
   tokens.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::int32_t id = ids[i];
     if (id < 0 || id >= t.vocab_size())
       throw InputError("token id " + std::to_string(id) + " at index " + std::to_string(i) +
-                       " is outside the vocabulary [0, " + std::to_string(t.vocab_size()) + ") of " +
-                       t.source);
+                       " is outside the vocabulary [0, " + std::to_string(t.vocab_size()) +
+                       ") of " + t.source);
     if (o.skip_special_tokens && t.special[std::size_t(id)]) continue;
     tokens.push_back(t.pieces[std::size_t(id)]);
   }

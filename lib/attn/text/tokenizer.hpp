@@ -28,14 +28,19 @@ struct AddedToken {
 // One step of the normalizer, pre-tokenizer or decoder, as the file declares it.
 struct TextStep {
   enum class Kind {
-    prepend, replace,                          // normalizers (replace is a decoder too)
-    split, byte_level, metaspace,              // pre-tokenizers (byte_level, metaspace: decoders)
-    byte_fallback, fuse, strip                 // decoders
+    prepend,
+    replace,  // normalizers (replace is a decoder too)
+    split,
+    byte_level,
+    metaspace,  // pre-tokenizers (byte_level, metaspace: decoders)
+    byte_fallback,
+    fuse,
+    strip  // decoders
   };
   enum class Behavior { isolated, removed, merged_with_previous, merged_with_next, contiguous };
   enum class Scheme { always, first, never };  // Metaspace's prepend_scheme
   Kind kind;
-  std::string text, content;          // prepend/replace: pattern -> content; metaspace: "▁"
+  std::string text, content;           // prepend/replace: pattern -> content; metaspace: "▁"
   std::shared_ptr<const Regex> regex;  // split (a String pattern is compiled escaped)
   Behavior behavior = Behavior::isolated;
   bool invert = false;

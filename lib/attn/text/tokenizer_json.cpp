@@ -43,7 +43,8 @@ struct Node {
   }
   bool flag(const char* key, bool otherwise) const {
     if (!has(key)) return otherwise;
-    if (!j[key].is_boolean()) at(key).fail("expected true or false, got " + quoted(j[key].dump(), 60));
+    if (!j[key].is_boolean())
+      at(key).fail("expected true or false, got " + quoted(j[key].dump(), 60));
     return j[key].get<bool>();
   }
   std::int64_t integer() const {
@@ -60,7 +61,9 @@ json parse_text(const std::string& text, const std::string& source) {
       [&](const JsonStructure&, const std::string& key) {
         throw InputError(source + ": duplicate key " + quoted(key, 60));
       },
-      [&](const JsonStructure&, const std::string& what) { throw InputError(source + ": " + what); });
+      [&](const JsonStructure&, const std::string& what) {
+        throw InputError(source + ": " + what);
+      });
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -84,10 +87,10 @@ void read_vocab(Tokenizer& t, const Node& model) {
   if (!vocab.j.is_object()) vocab.fail("expected an object of piece: id");
   t.bpe.vocab.reserve(vocab.j.size());
   for (const auto& [piece, id] : vocab.j.items()) {
-    const std::int32_t i = id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
-                                   id.get<std::int64_t>() < kMaxId
-                               ? id.get<std::int32_t>()
-                               : checked_id({id, vocab.path + "." + piece, t.source}, kMaxId);
+    const std::int32_t i =
+        id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < kMaxId
+            ? id.get<std::int32_t>()
+            : checked_id({id, vocab.path + "." + piece, t.source}, kMaxId);
     t.bpe.vocab.emplace(piece, i);
     if (std::size_t(i) >= t.pieces.size()) t.pieces.resize(std::size_t(i) + 1);
     t.pieces[std::size_t(i)] = piece;
@@ -152,8 +155,9 @@ void read_added(Tokenizer& t, const Node& list) {
   if (!list.j.is_array()) list.fail("expected an array");
   for (std::size_t i = 0; i < list.j.size(); ++i) {
     const Node a = list.at(i);
-    AddedToken tok{a.at("content").text(), checked_id(a.at("id"), kMaxId), a.flag("special", false),
-                   a.flag("lstrip", false), a.flag("rstrip", false), a.flag("single_word", false)};
+    AddedToken tok{a.at("content").text(),   checked_id(a.at("id"), kMaxId),
+                   a.flag("special", false), a.flag("lstrip", false),
+                   a.flag("rstrip", false),  a.flag("single_word", false)};
     if (tok.content.empty()) a.at("content").fail("is empty");
     if (std::size_t(tok.id) >= t.pieces.size()) t.pieces.resize(std::size_t(tok.id) + 1);
     t.pieces[std::size_t(tok.id)] = tok.content;
@@ -206,8 +210,8 @@ TextStep::Scheme scheme(const Node& step) {
 // ByteLevel's own split (use_regex): GPT-2's pattern, compiled once.
 std::shared_ptr<const Regex> gpt2_regex() {
   static const auto re = std::make_shared<const Regex>(
-      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
-      "attn-cli", "GPT-2's pattern");
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", "attn-cli",
+      "GPT-2's pattern");
   return re;
 }
 
@@ -327,7 +331,8 @@ void read_config(Tokenizer& t, const fs::path& dir) {
   const Node e = gen.at("eos_token_id");
   t.eos.clear();
   if (e.j.is_array())
-    for (std::size_t i = 0; i < e.j.size(); ++i) t.eos.push_back(checked_id(e.at(i), t.vocab_size()));
+    for (std::size_t i = 0; i < e.j.size(); ++i)
+      t.eos.push_back(checked_id(e.at(i), t.vocab_size()));
   else
     t.eos.push_back(checked_id(e, t.vocab_size()));
 }
@@ -350,7 +355,8 @@ void read_tokenizer(Tokenizer& t, const json& j) {
   read_model(t, root.at("model"));
   if (root.has("added_tokens")) read_added(t, root.at("added_tokens"));
   t.special.resize(t.pieces.size(), false);
-  if (root.has("normalizer")) read_steps(root.at("normalizer"), "normalizers", "normalizer", t.normalizer);
+  if (root.has("normalizer"))
+    read_steps(root.at("normalizer"), "normalizers", "normalizer", t.normalizer);
   if (root.has("pre_tokenizer"))
     read_steps(root.at("pre_tokenizer"), "pretokenizers", "pre-tokenizer", t.pre_tokenizer);
   if (root.has("decoder")) read_steps(root.at("decoder"), "decoders", "decoder", t.decoder);

@@ -68,7 +68,8 @@ char32_t next_code_point(std::string_view s, std::size_t& i) {
   const std::size_t n = code_point_bytes(s, i);
   const auto c = static_cast<unsigned char>(s[i]);
   char32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
-  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  for (std::size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   i += n;
   return cp;
 }
@@ -97,8 +98,12 @@ bool is_white_space(char32_t c) {
   return false;
 }
 
-const std::string& byte_to_unicode(unsigned char b) { return byte_map().to_unicode[b]; }
+const std::string& byte_to_unicode(unsigned char b) {
+  return byte_map().to_unicode[b];
+}
 
-int unicode_to_byte(char32_t c) { return c < 512 ? byte_map().to_byte[c] : -1; }
+int unicode_to_byte(char32_t c) {
+  return c < 512 ? byte_map().to_byte[c] : -1;
+}
 
 }  // namespace attn
