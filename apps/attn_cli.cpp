@@ -217,6 +217,11 @@ attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep
   r.opts = f.run;
   std::int64_t longest = 0;
   for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
+  if (!r.tokens.empty() && f.batch_option->count() > 0 &&
+      f.run.batch != std::int64_t(r.tokens.size()))
+    throw attn::InputError("--batch " + std::to_string(f.run.batch) +
+                           ": token input's batch is its " + std::to_string(r.tokens.size()) +
+                           " sequence(s)");
   if (!r.tokens.empty() && f.prefill_option->count() == 0)
     r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
   r.batch_given = f.input.empty() || f.batch_option->count() > 0;

@@ -105,6 +105,19 @@ TEST_CASE("tokenizer: SentencePiece-style BPE, merges by rank, byte fallback, ad
   CHECK(t.bos == 1);  // no tokenizer_config.json beside it: the template's first token
 }
 
+TEST_CASE("tokenizer: tokenizer_config.json's add_bos_token and add_eos_token, as transformers") {
+  const auto path = write_json("sp_config", sentencepiece_style());
+  std::ofstream(path.parent_path() / "tokenizer_config.json")
+      << R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "add_bos_token": false,
+            "add_eos_token": true})";
+  const attn::Tokenizer t = attn::load_tokenizer(path);
+  CHECK(t.bos == 1);
+  CHECK(t.eos == Ids{2});
+  CHECK(attn::encode(t, "hello") == Ids{268, 2});
+  CHECK(attn::encode(t, "hello", {true, true}) == Ids{1, 268, 2});  // --add-bos wins
+  CHECK(attn::encode(t, "hello", {false, {}}) == Ids{268});
+}
+
 TEST_CASE("tokenizer: byte-level BPE after GPT-2's pre-tokenizer") {
   const attn::Tokenizer t = attn::load_tokenizer(write_json("bl", byte_level()));
   // "the the" splits as "the", " the" -> "the", "Ġthe": t he | Ġt he -> Ġthe.

@@ -94,7 +94,8 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   if (whole.tokens_in || whole.logits_out) {
     add("token model activations", {2, r.max_rows, whole.dim, kF32});
-    add("logits", {r.batch, r.all_logits ? T : 1, whole.vocab_size, kF32});
+    // The prefill's (each sequence's last position, or all of them) and every decode step's.
+    add("logits", {r.batch, (r.all_logits ? r.prefill : 1) + r.steps, whole.vocab_size, kF32});
   }
   add("input", {r.batch, T, whole.dim, kF32});
   add("outputs", {r.batch, T + std::max<std::int64_t>(r.prefill, 1), whole.dim, kF32});

@@ -343,9 +343,10 @@ std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
   const std::string s = valid_utf8(text);
   std::vector<std::int32_t> ids;
   if (o.add_special_tokens) ids = t.prefix;
-  if (o.bos && *o.bos && t.bos >= 0 && (ids.empty() || ids.front() != t.bos))
+  const std::optional<bool> bos = o.bos ? o.bos : o.add_special_tokens ? t.add_bos : std::nullopt;
+  if (bos && *bos && t.bos >= 0 && (ids.empty() || ids.front() != t.bos))
     ids.insert(ids.begin(), t.bos);
-  if (o.bos && !*o.bos) std::erase(ids, t.bos);
+  if (bos && !*bos) std::erase(ids, t.bos);
   WordCache cache;
   for (const Segment& seg : split_added(t, s)) {
     if (seg.added >= 0)
@@ -353,7 +354,13 @@ std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
     else
       encode_segment(t, seg, cache, ids);
   }
-  if (o.add_special_tokens) ids.insert(ids.end(), t.suffix.begin(), t.suffix.end());
+  if (!o.add_special_tokens) return ids;
+  std::vector<std::int32_t> suffix = t.suffix;
+  const std::int32_t eos = t.eos.empty() ? -1 : t.eos.front();
+  if (t.add_eos && *t.add_eos && eos >= 0 && (suffix.empty() || suffix.back() != eos))
+    suffix.push_back(eos);
+  if (t.add_eos && !*t.add_eos) std::erase(suffix, eos);
+  ids.insert(ids.end(), suffix.begin(), suffix.end());
   return ids;
 }
 

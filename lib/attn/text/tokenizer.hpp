@@ -61,6 +61,9 @@ struct Tokenizer {
   std::int32_t bos = -1;                     // tokenizer_config's bos_token, or -1
   std::vector<std::int32_t> eos;             // generation_config's eos_token_id(s), or eos_token
   bool clean_up_spaces = false;              // tokenizer_config's clean_up_tokenization_spaces
+  // tokenizer_config's add_bos_token / add_eos_token where it says: BOS first and EOS last, or
+  // neither, whatever the template does (as transformers' LlamaTokenizerFast rebuilds it).
+  std::optional<bool> add_bos, add_eos;
   // SentencePiece-style files have no pre-tokenizer: a whole line is one BPE word. When no piece
   // of the vocabulary has this space mark after another character, no merge can cross into a run
   // of them, and the word is cut before each run with the same result (found at load; or empty).

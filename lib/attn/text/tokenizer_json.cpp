@@ -321,6 +321,8 @@ void read_config(Tokenizer& t, const fs::path& dir) {
     t.bos = named_token(t, cfg, "bos_token");
     if (const std::int32_t eos = named_token(t, cfg, "eos_token"); eos >= 0) t.eos.push_back(eos);
     t.clean_up_spaces = cfg.flag("clean_up_tokenization_spaces", false);
+    if (cfg.has("add_bos_token")) t.add_bos = cfg.flag("add_bos_token", false);
+    if (cfg.has("add_eos_token")) t.add_eos = cfg.flag("add_eos_token", false);
   }
   const fs::path gen_path = dir / "generation_config.json";
   if (!fs::is_regular_file(gen_path)) return;
