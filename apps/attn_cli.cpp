@@ -13,7 +13,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <ostream>
@@ -24,6 +26,7 @@
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/kernels/probe.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/session.hpp"
@@ -357,11 +360,53 @@ attn::WeightType weight_type(const std::string& name) {
                          : attn::WeightType::f32;
 }
 
+// "2026-11-25T09:40:13Z": when a benchmark ran, for its JSON.
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// bench's progress on stderr: a bar redrawn in place on a terminal, one line per phase otherwise
+// (a log, a CI job). Rank 0 only.
+struct BenchProgress {
+  bool shown = true;
+  bool tty = ::isatty(STDERR_FILENO) != 0;
+  std::string phase;
+  bool drawn = false;  // a bar is on the current line
+
+  void line(const std::string& text) {
+    if (!shown) return;
+    if (drawn) std::fputc('\n', stderr);
+    drawn = false;
+    std::fprintf(stderr, "bench: %s\n", text.c_str());
+  }
+  void operator()(const char* p, std::int64_t done, std::int64_t total) {
+    if (!shown) return;
+    if (!tty) {
+      if (phase != p) line(std::string(p) + " (" + std::to_string(total) + ")");
+      phase = p;
+      return;
+    }
+    constexpr int kWidth = 30;
+    const int full = total > 0 ? int(kWidth * done / total) : 0;
+    std::fprintf(
+        stderr, "\rbench: %-8s [%s%s] %lld/%lld", p, std::string(std::size_t(full), '#').c_str(),
+        std::string(std::size_t(kWidth - full), ' ').c_str(), (long long)done, (long long)total);
+    std::fflush(stderr);
+    drawn = true;
+    phase = p;
+  }
+};
+
 // Decode at several batch sizes, as llama.cpp's batched-bench: B sequences, one row each per
 // step; the ratio is to batch 1's median step in the same rounds.
-void print_batched(const attn::BenchResult& r, const attn::Runtime& rt) {
+void print_batched(std::FILE* out, const attn::BenchResult& r, const attn::Runtime& rt) {
   const double b1 = r.step_ms[r.step_ms.size() / 2];
-  std::fprintf(stderr,
+  std::fprintf(out,
                "batched decode, %s weights, %lld steps each, same rounds (isa %s; stream read "
                "pattern: %s):\n"
                "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
@@ -370,7 +415,7 @@ void print_batched(const attn::BenchResult& r, const attn::Runtime& rt) {
   for (const attn::BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
     const double med = d.step_ms[n / 2];
-    std::fprintf(stderr, "  %5lld  %8.2f %6.2f %6.2f  %8.2f  %8.1f  %10.2fx\n", (long long)d.batch,
+    std::fprintf(out, "  %5lld  %8.2f %6.2f %6.2f  %8.2f  %8.1f  %10.2fx\n", (long long)d.batch,
                  med, d.step_ms[n / 10], d.step_ms[n * 9 / 10], 1e3 / med,
                  1e3 * double(d.batch) / med, med / b1);
   }
@@ -422,15 +467,14 @@ nlohmann::json weight_type_json(const attn::BenchResult& r, const attn::BenchRes
 }
 
 // The weight types side by side, each against its own streaming read and the first type.
-void print_weight_types(const nlohmann::json& types) {
-  std::fprintf(stderr,
+void print_weight_types(std::FILE* out, const nlohmann::json& types) {
+  std::fprintf(out,
                "weight types, same rounds (vs: the first row's rate):\n"
                "  type   prefill pos/s  GFLOP/s  of FMA peak   decode steps/s   GB/s  of its "
                "stream  weights MB  decode vs  prefill vs\n");
   for (const nlohmann::json& t : types)
     std::fprintf(
-        stderr,
-        "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
+        out, "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
         t["weight_type"].get<std::string>().c_str(), t["prefill_positions_per_s"].get<double>(),
         t["prefill_gflops"].get<double>(), 100 * t["prefill_fraction_of_fma_peak"].get<double>(),
         t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(),
@@ -438,8 +482,10 @@ void print_weight_types(const nlohmann::json& types) {
         t["decode_vs_first"].get<double>(), t["prefill_vs_first"].get<double>());
 }
 
+// The report: the tables on stdout, or with --json one object on stdout and the tables on stderr.
 void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runtime& rt, bool json,
                  const nlohmann::json& extra = {}) {
+  std::FILE* out = json ? stderr : stdout;
   const attn::BenchResult& r = results.front();
   const auto& l = r.limits;
   nlohmann::json types = nlohmann::json::array();
@@ -450,7 +496,7 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
   const double gbs = r.weight_bytes / (med * 1e-3) / 1e9;
   const double matmul_rate = r.prefill_matmul_gflop / pf_s;
   std::fprintf(
-      stderr,
+      out,
       "%s weights:\n"
       "prompt eval time = %10.2f ms / %5lld positions (%8.2f ms per position, %8.2f "
       "positions per second)\n"
@@ -468,10 +514,15 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
       med * double(r.steps), (long long)r.steps, med, p10, p90, 1e3 / med, gbs,
       r.weight_bytes / 1e6, 100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024,
       rt.threads, attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
-  print_weight_types(types);
-  for (const attn::BenchResult& t : results) print_batched(t, rt);
+  print_weight_types(out, types);
+  for (const attn::BenchResult& t : results) print_batched(out, t, rt);
+  std::fflush(out);
   if (!json) return;
-  nlohmann::json j = {{"prefill_positions", r.prefill},
+  nlohmann::json j = {{"version", ATTN_VERSION},
+                      {"cpu", attn::cpu_name()},
+                      {"kernels", rt.kernels->name},
+                      {"date", utc_now()},
+                      {"prefill_positions", r.prefill},
                       {"prefill_ms", pf_s * 1e3},
                       {"prefill_positions_per_s", double(r.prefill) / pf_s},
                       {"prefill_gflops", pf_gflops},
@@ -506,12 +557,12 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
   std::cout << j.dump() << "\n";
 }
 
-void print_bench_parallel(const nlohmann::json& mp, std::int64_t dim) {
+void print_bench_parallel(std::FILE* out, const nlohmann::json& mp, std::int64_t dim) {
   std::string rss;
   for (std::size_t i = 0; i < mp.at("peak_rss_mb_per_rank").size(); ++i)
     rss += (i ? ", rank " : "rank ") + std::to_string(i) + " " +
            std::to_string(int(mp["peak_rss_mb_per_rank"][i].get<double>() + 0.5)) + " MB";
-  std::fprintf(stderr,
+  std::fprintf(out,
                "model parallel = %d ranks (%s), weights per rank %.1f MB\n"
                "       allreduce = %8.3f ms per step (%.1f%% of a step; %lld allreduces of %lld "
                "floats), %.2f ms in the prefill (%.1f%%)\n"
@@ -569,6 +620,8 @@ nlohmann::json bench_parallel(const attn::BenchResult& r, const attn::Transforme
 int bench_command(const Flags& f, const attn::Shard& shard) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
+  BenchProgress progress;
+  progress.shown = shard.rank == 0;
   const attn::RunOptions opts{1, f.run.prefill, f.run.steps};
   // The batched rows decode up to 16 sequences; the cache holds them at the bench's positions
   // only, so it stays small.
@@ -598,7 +651,8 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
         parts.push_back({t + " " + p.name, p.bytes, p.reserved});
     }
     attn::check_memory(parts, attn::available_memory(), args.source);
-    spdlog::info("drawing weights and input");
+    progress.line("drawing the weights (" + std::to_string(types.size()) +
+                  " weight type(s)) and the input");
     x = attn::seeded_input(args, opts, f.seed);
     models.reserve(types.size());
     for (const std::string& t : types) {
@@ -613,10 +667,9 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     std::vector<attn::Transformer*> ms;
     for (attn::Transformer& m : models) ms.push_back(&m);
     attn::Transformer& m = models.front();
-    spdlog::info("running the workload");
-    std::vector<attn::BenchResult> results =
-        attn::bench_workload(ms, x, f.run.prefill, f.run.steps, attn::kBenchBatches);
-    spdlog::info("measuring the machine's limits");
+    std::vector<attn::BenchResult> results = attn::bench_workload(
+        ms, x, f.run.prefill, f.run.steps, attn::kBenchBatches, std::ref(progress));
+    progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak");
     attn::MachineLimits machine;
     attn::measure_limits(m, f.run.prefill, machine);
     for (attn::BenchResult& r : results) {  // the stream read stays each type's own
@@ -630,8 +683,9 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     if (shard.rank != 0) return 0;
     const nlohmann::json mp =
         shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
+    progress.line("done");
     print_bench(results, m.rt, f.json, mp);
-    if (shard.size > 1) print_bench_parallel(mp, m.args.dim);
+    if (shard.size > 1) print_bench_parallel(f.json ? stderr : stdout, mp, m.args.dim);
     return 0;
   });
 }

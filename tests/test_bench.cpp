@@ -56,6 +56,28 @@ TEST_CASE("bench: one JSON object with the workload's and the machine's figures"
   CHECK(types[0].at("decode_vs_first") == 1.0);
   CHECK(types[1].at("weight_bytes").get<double>() < types[0].at("weight_bytes").get<double>());
   CHECK(types[0].at("decode_ms_median") == j.at("decode_ms_median"));
+  // What ran where and when.
+  CHECK(j.at("version").get<std::string>().find('.') != std::string::npos);
+  CHECK(!j.at("cpu").get<std::string>().empty());
+  CHECK(j.at("kernels") == j.at("matmul_isa"));
+  CHECK(j.at("date").get<std::string>().size() == 20);  // 2026-11-25T09:40:13Z
+  // Progress on stderr, a line per phase when stderr is not a terminal.
+  for (const char* phase : {"bench: warm-up", "bench: prefill", "bench: decode", "bench: done"}) {
+    CAPTURE(phase);
+    CHECK(r.err.find(phase) != std::string::npos);
+  }
+}
+
+TEST_CASE("bench: without --json the tables go to stdout") {
+  const test::CliResult r = test::run_cli(
+      "bench --config " + (test::source_dir() / "configs" / "llama-tiny.json").string() +
+      " --prefill 4 --steps 2 --threads 1 --weight-types f32");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("prompt eval time") != std::string::npos);
+  CHECK(r.out.find("batched decode") != std::string::npos);
+  CHECK(r.err.find("prompt eval time") == std::string::npos);
+  CHECK(r.err.find("bench: done") != std::string::npos);
 }
 
 TEST_CASE("bench: --weight-types picks the types, and a file runs as it is") {

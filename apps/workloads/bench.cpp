@@ -118,7 +118,11 @@ void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, B
 
 std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
                                         const std::vector<float>& x, std::int64_t P, std::int64_t N,
-                                        const std::vector<std::int64_t>& batches) {
+                                        const std::vector<std::int64_t>& batches,
+                                        const BenchProgress& progress) {
+  const auto report = [&](const char* phase, std::int64_t done, std::int64_t total) {
+    if (progress) progress(phase, done, total);
+  };
   const std::int64_t dim = models.front()->args.dim, T = P + N;
   std::int64_t max_batch = 1;
   for (std::int64_t B : batches) max_batch = std::max(max_batch, B);
@@ -140,6 +144,7 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
     r.step_ms.reserve(std::size_t(N));
     for (std::int64_t B : batches) r.batched.push_back({B, {}});
     for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
+    report("warm-up", std::int64_t(k), std::int64_t(models.size()));
     warm_up(m, x, P, T, out);
     mats.push_back(weight_matrices(m));
   }
@@ -149,6 +154,8 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
     for (std::size_t k = 0; k < models.size(); ++k) {
       Transformer& m = *models[k];
       BenchResult& r = results[k];
+      report("prefill", pass * std::int64_t(models.size()) + std::int64_t(k),
+             kPrefillPasses * std::int64_t(models.size()));
       const auto t0 = Clock::now();
       const double reduced = m.allreduce_seconds;
       forward(m, x.data(), 1, P, 0, out.data());
@@ -163,7 +170,7 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
   // same position as batch 1's; the other sequences' cache rows before it are zeros, which
   // attention reads all the same.
   std::vector<std::vector<double>> stream(models.size() * read_patterns().size());
-  for (std::int64_t i = 0; i < N; ++i)
+  for (std::int64_t i = 0; i < N; ++i, report("decode", i, N))
     for (std::size_t k = 0; k < models.size(); ++k)
       decode_round(*models[k], x, xb, mats[k], P + i, std::size_t(i) % read_patterns().size(),
                    results[k], &stream[k * read_patterns().size()], out);

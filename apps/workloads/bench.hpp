@@ -2,6 +2,7 @@
 // The benchmark behind `attn-cli bench`: the workload (prefill, then decode steps) and, in the
 // same run, the machine's limits it is measured against.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,9 +53,13 @@ double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool 
 // a streaming read of its own weights' bytes (limits.stream_gbs, each read pattern in turn) and
 // one step at each of `batches` (the caches must hold the largest), so that the models and
 // batch sizes are compared in the same moments.
+// progress(phase, done, total) is called as the work goes: "warm-up" per model, "prefill" per
+// pass and model, "decode" per round.
+using BenchProgress = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
 std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
                                         const std::vector<float>& x, std::int64_t P, std::int64_t N,
-                                        const std::vector<std::int64_t>& batches = {});
+                                        const std::vector<std::int64_t>& batches = {},
+                                        const BenchProgress& progress = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iterator>
 #include <vector>
 
@@ -113,6 +114,27 @@ double fma_peak_gflops(int threads, std::string& set) {
       if (g > best) best = g, set = k->name;
     }
   return best;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string name, family, model;
+  const auto value = [](const std::string& line) {
+    const std::size_t colon = line.find(':');
+    return colon == std::string::npos ? std::string()
+                                      : line.substr(line.find_first_not_of(' ', colon + 1));
+  };
+  for (std::string line;
+       std::getline(in, line) && (name.empty() || family.empty() || model.empty());) {
+    if (line.starts_with("model name"))
+      name = value(line);
+    else if (line.starts_with("cpu family"))
+      family = value(line);
+    else if (line.starts_with("model\t") || line.starts_with("model "))
+      model = value(line);
+  }
+  if (name.empty()) return "unknown CPU";
+  return family.empty() ? name : name + " (family " + family + ", model " + model + ")";
 }
 
 }  // namespace attn

@@ -38,4 +38,8 @@ double sgemm_seconds(std::span<const StreamMatrix> mats, std::int64_t P, int thr
 // (`set`: its name), each the best of a few rounds.
 double fma_peak_gflops(int threads, std::string& set);
 
+// The CPU as /proc/cpuinfo names it, with its family and model numbers ("AMD EPYC (family 26,
+// model 2)"), for the benchmarks' reports; "unknown CPU" if it cannot be read.
+std::string cpu_name();
+
 }  // namespace attn
