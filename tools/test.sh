@@ -3,7 +3,7 @@
 # kernels are picked at run time, as an installed package runs them), then one clang build for
 # this CPU with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's instrumentation,
 # which runs every test again and then each fuzz harness for a short fixed time
-# (ATTN_FUZZ_SECONDS, default 20). One sanitized build instead of two (sanitized tests, then
+# (ATTN_FUZZ_SECONDS, default 15). One sanitized build instead of two (sanitized tests, then
 # fuzzers) keeps CI near 15 minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +22,4 @@ build() {  # <dir> <cmake flags...>
 }
 build build-test-release -DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF -DATTN_BENCH=ON
 build build-test-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON
-fuzz/run.sh build-test-sanitize "${ATTN_FUZZ_SECONDS:-20}"
+fuzz/run.sh build-test-sanitize "${ATTN_FUZZ_SECONDS:-15}"
