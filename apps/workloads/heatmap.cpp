@@ -100,36 +100,49 @@ std::int64_t label_every(int cell) {
   return (label_px(cell) + 1 + cell - 1) / cell;
 }
 
+// Pixels of s at a height of px: the TrueType font's, or the bitmap font's.
+int text_px(const LabelFont* f, const std::string& s, int px) {
+  return f ? label_width(*f, s, px) : int(s.size()) * (kGlyphWidth + 1);
+}
+
 // s escaped, cut to at most kMaxLabel pixels (with "..."), as the axes show it.
 std::string fit_label(const LabelFont* f, const std::string& s, int px) {
   std::string t = escape(s, 40);
-  const auto width = [&](const std::string& x) {
-    return f ? label_width(*f, x, px) : int(x.size()) * (kGlyphWidth + 1);
-  };
-  while (t.size() > 1 && width(t) > kMaxLabel) {
+  while (t.size() > 1 && text_px(f, t, px) > kMaxLabel) {
     t.pop_back();
     while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();
-    if (width(t + "...") <= kMaxLabel) return t + "...";
+    if (text_px(f, t + "...", px) <= kMaxLabel) return t + "...";
   }
   return t;
 }
 
-// The widest label, for the room beside and below each panel.
-int labels_room(const HeatmapOptions& o, int cell) {
-  if (o.labels.empty()) return 0;
+struct Label {
+  std::string text;  // as drawn
+  int width;         // pixels
+};
+
+// Every position's label fitted once for cells of `cell` pixels.
+std::vector<Label> fitted_labels(const HeatmapOptions& o, int cell) {
   const LabelFont* f = label_font();
-  int w = 0;
+  const int px = label_px(cell);
+  std::vector<Label> out;
   for (const std::string& l : o.labels) {
-    const std::string t = fit_label(f, l, label_px(cell));
-    w = std::max(w, f ? label_width(*f, t, label_px(cell)) : int(t.size()) * (kGlyphWidth + 1));
+    std::string t = fit_label(f, l, px);
+    const int w = text_px(f, t, px);
+    out.push_back({std::move(t), w});
   }
-  return w + 6;
+  return out;
 }
 
-void draw_axis_label(Image& img, const std::string& s, int x, int y, int px, bool vertical) {
-  const LabelFont* f = label_font();
-  const std::string t = fit_label(f, s, px);
-  if (f) {
+// The room beside and below each panel: the widest label.
+int labels_room(const std::vector<Label>& labels) {
+  int w = 0;
+  for (const Label& l : labels) w = std::max(w, l.width);
+  return labels.empty() ? 0 : w + 6;
+}
+
+void draw_axis_label(Image& img, const std::string& t, int x, int y, int px, bool vertical) {
+  if (const LabelFont* f = label_font()) {
     draw_label(img, *f, x, y, t, px, vertical);
     return;
   }
@@ -139,17 +152,15 @@ void draw_axis_label(Image& img, const std::string& s, int x, int y, int px, boo
 }
 
 // Token labels: queries down the left of the panel, keys below it (read bottom to top).
-void draw_labels(Image& img, const HeatmapLayout& l, const HeatmapOptions& o, int x0, int y0,
-                 std::int64_t T) {
-  const int px = label_px(l.cell), room = labels_room(o, l.cell);
+void draw_labels(Image& img, const HeatmapLayout& l, const std::vector<Label>& labels, int x0,
+                 int y0, std::int64_t T) {
+  const int px = label_px(l.cell);
   const std::int64_t every = label_every(l.cell);
-  for (std::int64_t t = 0; t < T && t < std::int64_t(o.labels.size()); t += every) {
+  for (std::int64_t t = 0; t < T && t < std::int64_t(labels.size()); t += every) {
     const int centre = int(t) * l.cell + l.cell / 2;
-    const std::string& s = o.labels[std::size_t(t)];
-    const LabelFont* f = label_font();
-    const int w = f ? label_width(*f, fit_label(f, s, px), px) : 0;
-    draw_axis_label(img, s, x0 - 4 - w, y0 + centre - px / 2 - 1, px, false);
-    draw_axis_label(img, s, x0 + centre - px / 2, y0 + l.panel + room, px, true);
+    const Label& s = labels[std::size_t(t)];
+    draw_axis_label(img, s.text, x0 - 4 - s.width, y0 + centre - px / 2 - 1, px, false);
+    draw_axis_label(img, s.text, x0 + centre - px / 2, y0 + l.panel + l.label_room, px, true);
   }
   // A tick at every position up to 64, past that at the labelled ones.
   for (std::int64_t t = 0; t < T; t += T <= 64 ? 1 : every) {
@@ -179,7 +190,8 @@ HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions, const H
   const int T = int(std::max<std::int64_t>(positions, 1));
   l.cell = std::clamp(256 / T, 1, 24);  // at most kHeatmapPositions positions: <= 512 px
   l.panel = T * l.cell;
-  const int room = labels_room(o, l.cell);  // token labels left of and below each panel
+  // Token labels left of and below each panel.
+  const int room = l.label_room = labels_room(fitted_labels(o, l.cell));
   // GQA: one row of panels per KV head, so the heads that share it sit side by side.
   const std::int64_t n_rep = a.n_rep();
   l.columns = int(n_rep > 1 && n_rep <= 8 ? n_rep : std::min<std::int64_t>(a.n_heads, 4));
@@ -201,6 +213,7 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
                      std::int64_t layer, const HeatmapOptions& opts) {
   const std::int64_t T = o.prefill + o.steps;
   const HeatmapLayout l = heatmap_layout(a, T, opts);
+  const std::vector<Label> labels = fitted_labels(opts, l.cell);
   Image img{l.width, l.height,
             std::vector<std::uint8_t>(std::size_t(l.width) * std::size_t(l.height) * 3, 255)};
   const std::string title = "LAYER " + std::to_string(opts.first_layer + layer) + "  MASK " +
@@ -225,7 +238,7 @@ Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& 
              : hidden ? kCausal
                       : colour(scaled(p, opts.scale)));
       }
-    if (!opts.labels.empty()) draw_labels(img, l, opts, x0, y0, T);
+    if (!labels.empty()) draw_labels(img, l, labels, x0, y0, T);
   }
   // The colour scale beside the first row of panels: 1 at the top, 0 at the bottom.
   const int bx = l.panel_x[std::size_t(l.columns - 1)] +

@@ -19,6 +19,7 @@ struct HeatmapLayout {
   int cell = 0;                       // pixels per query x key cell
   int panel = 0;                      // panel side: positions * cell
   int columns = 0;                    // panels per row of the grid
+  int label_room = 0;                 // token labels' room left of and below each panel
   std::vector<int> panel_x, panel_y;  // [n_heads]: each panel's top-left corner
 };
 

@@ -12,21 +12,15 @@ namespace attn {
 
 namespace {
 
-struct Candidate {
-  std::int32_t id;
-  float logit;
-  double p = 0;
-};
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // p = softmax(logit / temp) over the candidates (sorted by logit, highest first).
-void softmax(std::vector<Candidate>& c, double temp) {
+void softmax(std::vector<SampleCandidate>& c, double temp) {
   double sum = 0;
-  for (Candidate& x : c) sum += x.p = std::exp((double(x.logit) - double(c[0].logit)) / temp);
-  for (Candidate& x : c) x.p /= sum;
+  for (SampleCandidate& x : c) sum += x.p = std::exp((double(x.logit) - double(c[0].logit)) / temp);
+  for (SampleCandidate& x : c) x.p /= sum;
 }
 
 std::int32_t argmax(std::span<const float> logits) {
@@ -35,11 +29,12 @@ std::int32_t argmax(std::span<const float> logits) {
 
 }  // namespace
 
-std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw) {
+std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw,
+                    std::vector<SampleCandidate>& c) {
   if (s.temp <= 0) return argmax(logits);
-  std::vector<Candidate> c(logits.size());
+  c.resize(logits.size());  // allocates on the first draw only
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = {std::int32_t(i), logits[i]};
-  const auto higher = [](const Candidate& a, const Candidate& b) {
+  const auto higher = [](const SampleCandidate& a, const SampleCandidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
   };
   const std::size_t k = s.top_k > 0 ? std::min(c.size(), std::size_t(s.top_k)) : c.size();
@@ -55,12 +50,13 @@ std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint6
     }
   c.resize(keep);
   const double floor = s.min_p * c[0].p;
-  c.erase(std::remove_if(c.begin() + 1, c.end(), [&](const Candidate& x) { return x.p < floor; }),
-          c.end());
+  c.erase(
+      std::remove_if(c.begin() + 1, c.end(), [&](const SampleCandidate& x) { return x.p < floor; }),
+      c.end());
   softmax(c, s.temp);
   const double u = (uniform_pm1(s.seed, 0x5a4d, draw) + 1.0) / 2.0;  // [0, 1)
   cum = 0;
-  for (const Candidate& x : c)
+  for (const SampleCandidate& x : c)
     if ((cum += x.p) > u) return x.id;
   return c.back().id;
 }
@@ -82,7 +78,7 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
   }
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t pos = std::int64_t(g.tokens.size());
-    const std::int32_t id = sample(g.logits, s, std::uint64_t(pos));
+    const std::int32_t id = sample(g.logits, s, std::uint64_t(pos), g.candidates);
     on_token({id, step, g.logits});
     const bool last = step + 1 == steps || std::find(stop.begin(), stop.end(), id) != stop.end();
     if (last && !feed_last) break;

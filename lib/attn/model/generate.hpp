@@ -18,13 +18,23 @@ struct Sampling {
   std::uint64_t seed = 42;
 };
 
+// A token the sampler still considers, with its probability.
+struct SampleCandidate {
+  std::int32_t id;
+  float logit;
+  double p = 0;
+};
+
 // The token to take from logits[vocab]; `draw` numbers the draw (the position it fills), so
-// that a run continued from a saved session draws what one run would have.
-std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw);
+// that a run continued from a saved session draws what one run would have. `scratch` holds the
+// candidates (sized once: a step allocates nothing).
+std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw,
+                    std::vector<SampleCandidate>& scratch);
 
 struct Generation {
-  std::vector<std::int32_t> tokens;  // every token whose keys and values the cache holds
-  std::vector<float> logits;         // [vocab_size]: the last position's, to choose the next
+  std::vector<std::int32_t> tokens;         // every token whose keys and values the cache holds
+  std::vector<float> logits;                // [vocab_size]: the last position's, to choose the next
+  std::vector<SampleCandidate> candidates;  // the sampler's scratch
   double prompt_seconds = 0, eval_seconds = 0;
   std::int64_t prompt_tokens = 0, eval_tokens = 0;  // positions computed in each phase
 };

@@ -192,15 +192,7 @@ void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, 
     if (t < 0 || t >= a.vocab_size)
       throw InputError("token " + std::to_string(t) + " at index " + std::to_string(r) +
                        " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")");
-    const Matrix row = e.row(t, a.dim);
-    float* dst = h + r * a.dim;
-    if (row.type == WeightType::f32) {
-      std::memcpy(dst, row.data, std::size_t(a.dim) * sizeof(float));
-      continue;
-    }
-    const auto* src = static_cast<const std::uint16_t*>(row.data);
-    for (std::int64_t i = 0; i < a.dim; ++i)
-      dst[i] = row.type == WeightType::bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+    widen_to_f32(m.rt, e.row(t, a.dim), 1, a.dim, h + r * a.dim);
   }
 }
 
