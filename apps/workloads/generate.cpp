@@ -121,17 +121,20 @@ std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t
   return ids;
 }
 
-// The single sequence generate and tokenize take.
-std::vector<std::int32_t> prompt_ids(const TextInput& t, const Tokenizer* tok, std::int64_t vocab) {
-  if (t.prompt.size() > 1) throw InputError("one --prompt at a time here");
-  if (!t.tokens.empty()) return parse_token_ids(t.tokens, "--tokens", vocab);
+// The one sequence generate and tokenize --decode take (none: a session continues).
+std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> sequences) {
+  if (sequences.size() > 1)
+    throw InputError("one sequence at a time here, got " + std::to_string(sequences.size()));
+  return sequences.empty() ? std::vector<std::int32_t>{} : std::move(sequences.front());
+}
+
+// --tokens / --tokens-file as sequences of ids.
+std::vector<std::vector<std::int32_t>> id_sequences(const TextInput& t, std::int64_t vocab) {
+  if (!t.tokens.empty()) return parse_sequences(t.tokens, "--tokens", vocab);
   if (!t.tokens_file.empty())
-    return parse_token_ids(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
+    return parse_sequences(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file),
                            vocab);
-  if (!tok || !wants_text(t)) return {};
-  return encode_prompt(
-      *tok, t, t.prompt_file.empty() ? t.prompt[0] : read_text_file(t.prompt_file, "prompt file"),
-      vocab);
+  return {};
 }
 
 // Prints the text of the tokens as it grows, holding back an incomplete UTF-8 character
@@ -234,10 +237,7 @@ PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::i
   if (kinds > 1)
     throw InputError("give one of --prompt, --prompt-file, --tokens and --tokens-file");
   PromptTokens p;
-  if (!t.tokens.empty()) p.sequences = parse_sequences(t.tokens, "--tokens", vocab);
-  if (!t.tokens_file.empty())
-    p.sequences =
-        parse_sequences(read_text_file(t.tokens_file, "tokens file"), escape(t.tokens_file), vocab);
+  p.sequences = id_sequences(t, vocab);
   // Ids need no tokenizer, but one that is named or beside the config labels them.
   const bool beside =
       !config.empty() && fs::exists(fs::path(config).parent_path() / "tokenizer.json");
@@ -263,16 +263,14 @@ int generate_command(const GenerateFlags& f) {
   const auto t0 = std::chrono::steady_clock::now();
   fs::path config;
   const ModelArgs args = generate_args(f, config);
-  std::optional<Tokenizer> tok;  // needed for text; used, if there is one, to print ids as text
-  if (wants_text(f.text) || !f.text.tokenizer.empty() ||
-      fs::exists(tokenizer_path(f.text, config.string())))
-    tok = load_tokenizer(tokenizer_path(f.text, config.string()));
+  // The tokenizer is needed for text; used, if there is one, to print ids as text.
+  PromptTokens p = prompt_tokens(f.text, config.string(), args.vocab_size);
+  const std::optional<Tokenizer>& tok = p.tokenizer;
   if (tok && tok->vocab_size() > args.vocab_size)
     throw InputError(tok->source + ": " + std::to_string(tok->vocab_size()) +
                      " tokens, more than the model's vocab_size " +
                      std::to_string(args.vocab_size));
-  const std::vector<std::int32_t> prompt =
-      prompt_ids(f.text, tok ? &*tok : nullptr, args.vocab_size);
+  const std::vector<std::int32_t> prompt = one_sequence(std::move(p.sequences));
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
   if (std::int64_t(prompt.size()) + f.steps > args.max_seq_len && f.load_session.empty())
@@ -350,7 +348,7 @@ int tokenize_command(const TokenizeFlags& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   const Tokenizer tok = load_tokenizer(tokenizer_path(f.text, ""));
   if (f.decode) {
-    std::vector<std::int32_t> ids = prompt_ids(f.text, nullptr, tok.vocab_size());
+    const std::vector<std::int32_t> ids = one_sequence(id_sequences(f.text, tok.vocab_size()));
     const std::string text = decode(tok, ids, {false, false});
     if (f.json)
       std::cout << json{{"ids", ids}, {"text", text}}.dump() << '\n';
