@@ -426,15 +426,24 @@ def draw_weights(args: ModelArgs, dtype: str) -> dict:
 # --------------------------------------------------------------------------------------
 # safetensors, by hand (no python package): <u64 LE header len><JSON header><data>
 # --------------------------------------------------------------------------------------
-ST_DTYPE = {torch.float32: ("F32", 4), torch.float16: ("F16", 2), torch.bfloat16: ("BF16", 2)}
+ST_DTYPE = {torch.float32: ("F32", 4), torch.float16: ("F16", 2), torch.bfloat16: ("BF16", 2),
+            torch.int32: ("I32", 4)}  # I32: make_model.py's token ids
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
     t = t.contiguous()
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16: reinterpret the bits
         return t.view(torch.int16).numpy().astype("<i2").tobytes()
-    np_dtype = {torch.float32: "<f4", torch.float16: "<f2"}[t.dtype]
+    np_dtype = {torch.float32: "<f4", torch.float16: "<f2", torch.int32: "<i4"}[t.dtype]
     return t.numpy().astype(np_dtype).tobytes()
+
+
+def print_table(hdr, rows) -> None:
+    """The summary the generators print: a header and rows, in aligned columns."""
+    table = [hdr] + [tuple(str(v) for v in r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(hdr))]
+    for r in table:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
 
 
 def write_safetensors(path: str, tensors: dict) -> None:
@@ -627,7 +636,8 @@ def make_case(c: Case) -> dict:
             assert back[k].dtype == tensors[k].dtype and torch.equal(back[k], tensors[k]), (path, k)
     assert torch.equal(files["expected.safetensors"]["input"], x)
 
-    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    # This script's files only: the per-rank weights beside them are another script's.
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if ".rank" not in f)
     assert size < 200_000, f"{c.name}: {size} bytes"
     return dict(size=size, full_err=full_err, naive_err=naive_err, tol_use=tol_use,
                 max_abs=max(v.abs().max().item() for v in dump.values()))
@@ -658,10 +668,7 @@ def main():
 
     hdr = ("case", "block", "rope", "dim/H/Hkv/D", "L", "bias", "ffn", "B/P/N", "P+N/max",
            "dtype", "bytes", "full-pf", "naive", "f32/tol", "max|y|")
-    table = [hdr] + [tuple(str(v) for v in r) for r in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(hdr))]
-    for r in table:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    print_table(hdr, rows)
     total = sum(r[10] for r in rows) + os.path.getsize(os.path.join(HERE, "cases.json"))
     print(f"\n{len(rows)} cases, {total} bytes of fixtures; tolerance rtol {RTOL} atol {ATOL}")
     print("full-pf: max |prefill(P+N) - (prefill P + N decodes)| in float64 (asserted < 1e-12)")

@@ -59,10 +59,9 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import make_golden  # noqa: E402
-from make_golden import (DT, RTOL, ST_DTYPE, TORCH_DTYPE, ModelArgs, RMSNorm,  # noqa: E402
-                         build_model, draw_weights, naive_reference, read_safetensors,
-                         write_safetensors)
+from make_golden import (DT, RTOL, TORCH_DTYPE, ModelArgs, RMSNorm,  # noqa: E402
+                         build_model, draw_weights, naive_reference, print_table,
+                         read_safetensors, write_safetensors)
 from make_hf import hf_config, hf_name  # noqa: E402
 
 OUT = os.path.join(HERE, "model")
@@ -78,20 +77,6 @@ MAX_CASE_BYTES = 200_000
 # blocks (~3e-7 relative) reaches the logits as ~3e-6 absolute even for logits near 0: a
 # float32 PyTorch run used up to 0.31 of atol 1e-5. With atol 1e-4 it uses < 0.04.
 LOGITS_RTOL, LOGITS_ATOL = RTOL, 1e-4
-
-# make_golden's safetensors writer/reader handle float dtypes only; the token ids are I32.
-# Extend its dtype table and wrap its tensor_bytes (looked up at call time by write_safetensors).
-ST_DTYPE.setdefault(torch.int32, ("I32", 4))
-_float_tensor_bytes = make_golden.tensor_bytes
-
-
-def _tensor_bytes(t: torch.Tensor) -> bytes:
-    if t.dtype == torch.int32:
-        return t.contiguous().numpy().astype("<i4").tobytes()
-    return _float_tensor_bytes(t)
-
-
-make_golden.tensor_bytes = _tensor_bytes
 
 HEAD_NAMES = ("tok_embeddings.weight", "norm.weight", "output.weight")
 HF_HEAD_NAMES = {"tok_embeddings.weight": "model.embed_tokens.weight",
@@ -341,10 +326,7 @@ def main():
         f.write("\n")
     hdr = ("case", "layout", "tied", "dtype", "B", "vocab", "seed", "bytes", "margin", "full",
            "naive", "f32/tol", "max|logit|")
-    table = [hdr] + rows
-    widths = [max(len(r[i]) for r in table) for i in range(len(hdr))]
-    for r in table:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    print_table(hdr, rows)
     print(f"margin: min (top1 - top2) / max(|top1|, 1) over the greedy steps (asserted >= {MARGIN})")
     print("full: max |cached prefill+decodes - one uncached prefill| (asserted < 1e-9)")
     print("naive: max |reference - numpy per-position reference| (asserted < 1e-9)")
