@@ -323,11 +323,12 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("vocab_size", "a token model needs block \"llama\" (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
   if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
+  // Before check_numbers, which computes the FFN width from it (a float to integer conversion).
+  if (a.ffn_dim_multiplier && !(*a.ffn_dim_multiplier > 0 && *a.ffn_dim_multiplier <= 64))
+    r.fail("ffn_dim_multiplier", "must be in (0, 64]");
   check_numbers(r, a);
   if (a.sliding_window && a.sliding_window < a.max_seq_len)
     r.fail("sliding_window", window_text(a));
-  if (a.ffn_dim_multiplier && (*a.ffn_dim_multiplier <= 0 || *a.ffn_dim_multiplier > 64))
-    r.fail("ffn_dim_multiplier", "must be in (0, 64]");
   if (a.ffn_hidden_set > kMaxSize)
     r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set) + " (at most 2^24)");
   if (a.block == Block::encoder && !a.attention_bias)
@@ -466,8 +467,12 @@ std::int64_t ModelArgs::ffn_hidden() const {
   if (ffn_hidden_set > 0) return ffn_hidden_set;
   std::int64_t h = 4 * dim;
   h = 2 * h / 3;
-  if (ffn_dim_multiplier)
-    h = static_cast<std::int64_t>(*ffn_dim_multiplier * static_cast<double>(h));
+  if (ffn_dim_multiplier) {
+    // Clamped before the conversion: a multiplier from a file can be anything (NaN, 1e300), and
+    // a width past 2^40 is refused by every caller all the same.
+    const double p = *ffn_dim_multiplier * static_cast<double>(h), cap = 0x1p40;
+    h = !(p < cap) ? std::int64_t(cap) : !(p > -cap) ? -std::int64_t(cap) : std::int64_t(p);
+  }
   return multiple_of * ((h + multiple_of - 1) / multiple_of);
 }
 
