@@ -46,6 +46,7 @@ struct Flags {
   attn::RunOptions run;
   std::uint64_t seed = 42;
   int threads = attn::cores();
+  std::string compute = "f32";  // --compute
   bool json = false;
   CLI::Option* batch_option = nullptr;
   std::string mask;  // empty: the config's
@@ -72,6 +73,15 @@ std::string seed_in_range(const std::string& value) {
 // An empty path must not quietly mean "no file" (drawn weights, the built-in config).
 std::string non_empty(const std::string& value) {
   return value.empty() ? "must not be empty (leave the option out for the default)" : "";
+}
+
+// --compute: exact F32 products (the default), or BF16 weights times x rounded to BF16.
+void add_compute_option(CLI::App* cmd, std::string& compute) {
+  cmd->add_option("--compute", compute,
+                  "f32: exact (default); bf16: BF16 weights times activations rounded to BF16 "
+                  "(vdpbf16ps, AVX512-BF16; see docs/perf/bf16-compute.md)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
 }
 
 // The options `run`, `decode` and `bench` share.
@@ -101,6 +111,7 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
       ->capture_default_str();
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
+  add_compute_option(cmd, f.compute);
   cmd->add_option("--log-level", f.log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
@@ -233,6 +244,7 @@ attn::RunRequest run_request(const Flags& f, const attn::Shard& shard, bool keep
   r.dump = f.dump;
   r.seed = f.seed;
   r.threads = f.threads;
+  r.compute = attn::parse_compute(f.compute);
   r.attention_weights = keep_attention;
   r.dump_attention_weights = f.attention_weights;
   r.shard = shard;
@@ -463,7 +475,11 @@ nlohmann::json weight_type_json(const attn::BenchResult& r, const attn::BenchRes
           {"weight_bytes", r.weight_bytes},
           {"decode_vs_first", median_ms(first.step_ms) / med},
           {"prefill_vs_first", first.prefill_seconds / pf_s},
-          {"batched_decode", batched_json(r)}};
+          {"batched_decode", batched_json(r)},
+          {"compute_error", r.compute_error ? nlohmann::json{{"max_abs", r.compute_error->max_abs},
+                                                             {"max_rel", r.compute_error->max_rel},
+                                                             {"rms_rel", r.compute_error->rms_rel}}
+                                            : nlohmann::json()}};
 }
 
 // The weight types side by side, each against its own streaming read and the first type.
@@ -516,11 +532,19 @@ void print_bench(const std::vector<attn::BenchResult>& results, const attn::Runt
       rt.threads, attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
   print_weight_types(out, types);
   for (const attn::BenchResult& t : results) print_batched(out, t, rt);
+  for (const attn::BenchResult& t : results)
+    if (t.compute_error)
+      std::fprintf(out,
+                   "--compute bf16, %s weights, against the exact path (the prefill's output): "
+                   "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
+                   t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
+                   t.compute_error->rms_rel);
   std::fflush(out);
   if (!json) return;
   nlohmann::json j = {{"version", ATTN_VERSION},
                       {"cpu", attn::cpu_name()},
                       {"kernels", rt.kernels->name},
+                      {"compute", attn::compute_name(rt.compute)},
                       {"date", utc_now()},
                       {"prefill_positions", r.prefill},
                       {"prefill_ms", pf_s * 1e3},
@@ -660,7 +684,9 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
                                         : attn::seeded_weights(args, f.seed, shard, weight_type(t));
       models.push_back(attn::make_transformer(args, std::move(w),
                                               std::max(f.run.prefill, max_batch),
-                                              attn::make_runtime(f.threads), shard));
+                                              attn::make_runtime(f.threads, attn::kParallelFlops,
+                                                                 "", attn::parse_compute(f.compute)),
+                                              shard));
     }
   });
   return ranks::or_abort(shard, [&] {
@@ -669,6 +695,12 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     attn::Transformer& m = models.front();
     std::vector<attn::BenchResult> results = attn::bench_workload(
         ms, x, f.run.prefill, f.run.steps, attn::kBenchBatches, std::ref(progress));
+    if (m.rt.compute == attn::Compute::bf16) {
+      progress.line("--compute bf16 against the exact path (one prefill each way)");
+      for (std::size_t i = 0; i < results.size(); ++i)
+        if (results[i].weight_type == "BF16")
+          results[i].compute_error = attn::compute_error(*ms[i], x, f.run.prefill);
+    }
     progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak");
     attn::MachineLimits machine;
     attn::measure_limits(m, f.run.prefill, machine);
@@ -720,6 +752,7 @@ void add_generate(CLI::App* cmd, attn::GenerateFlags& f) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("-t,--threads", f.threads, "threads (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
+  add_compute_option(cmd, f.compute);
   cmd->add_flag("--ignore-eos", f.ignore_eos, "do not stop at the end-of-sequence token");
   cmd->add_flag("--json", f.json, "JSON Lines: config, prompt, one event per token, summary");
   cmd->add_option("--save-session", f.save_session, "write the cache and tokens here at the end")

@@ -3,8 +3,9 @@
 // AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
 // rows, candidates interleaved, best of reps.
 // Built with -DATTN_BENCH=ON: build/bench/bench_batch_rows
-// First argument: threads. With 1 thread the times are the thread's CPU time, which a machine
-// shared with other jobs inflates far less than wall time (time slices taken by others).
+// Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] M... With 1 thread the times are
+// the thread's CPU time, which a machine shared with other jobs inflates far less than wall time
+// (time slices taken by others).
 #include <cblas.h>
 #include <omp.h>
 
@@ -42,21 +43,43 @@ double now() {
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const int threads = std::atoi(argv[1]);
-  const attn::Runtime rt = attn::make_runtime(threads);
+  attn::WeightType type = attn::WeightType::f32;
+  attn::Compute compute = attn::Compute::f32;
+  int first = 2;
+  for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
+    const std::string flag = argv[first], value = argv[first + 1];
+    if (flag == "--type")
+      type = value == "bf16"  ? attn::WeightType::bf16
+             : value == "f16" ? attn::WeightType::f16
+                              : attn::WeightType::f32;
+    else if (flag == "--compute")
+      compute = attn::parse_compute(value);
+  }
+  const attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
   g_cpu_time = threads == 1;
+  // The weights in `type` (16-bit types in the low halves of the same floats' storage).
   std::vector<std::vector<float>> w;
-  for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
+  for (const Shape& s : kShapes) {
+    w.emplace_back(std::size_t(s.n * s.k), 0.01f);
+    if (type != attn::WeightType::f32) {
+      auto* h = reinterpret_cast<std::uint16_t*>(w.back().data());
+      for (std::int64_t i = 0; i < s.n * s.k; ++i)
+        h[i] = type == attn::WeightType::bf16 ? attn::f32_to_bf16(0.01f) : attn::f32_to_f16(0.01f);
+    }
+  }
   const std::int64_t maxM = 64;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
   std::vector<float> pack(
-      std::size_t(attn::scratch_floats(maxM, 14336, threads, false, *rt.kernels)));
+      std::size_t(attn::scratch_floats(maxM, 14336, threads, true, *rt.kernels, compute)));
   const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
-  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time\n", rt.kernels->name,
-              attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall");
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s\n",
+              rt.kernels->name, attn::blas_core().c_str(), threads,
+              g_cpu_time ? "thread CPU" : "wall", attn::weight_type_name(type),
+              attn::compute_name(compute));
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
   double b1 = 0;
-  for (int a = 2; a < argc; ++a) {
+  for (int a = first; a < argc; ++a) {
     const std::int64_t M = std::atoi(argv[a]);
     double best[2] = {1e30, 1e30};
     for (int rep = 0; rep < 7; ++rep)
@@ -65,7 +88,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < std::size(kShapes); ++i) {
           const Shape s = kShapes[i];
           if (c == 0) {
-            const attn::Projection p{y.data(), w[i].data(), nullptr, s.n};
+            const attn::Projection p{y.data(), attn::Matrix(w[i].data(), type), nullptr, s.n};
             attn::linear(rt, {&p, 1}, x.data(), M, s.k, pack.data());
           } else {
 #pragma omp parallel num_threads(threads)
@@ -73,8 +96,9 @@ int main(int argc, char** argv) {
               const int t = omp_get_thread_num(), nt = omp_get_num_threads();
               const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;
               if (gemm)
-                attn::gemm_avx512(w[i].data() + n0 * s.k, s.k, x.data(), M, s.k, y.data() + n0, s.n,
-                                  n1 - n0, false, panels.data() + t * attn::gemm_panel_floats());
+                attn::gemm_avx512(attn::Matrix(w[i].data(), type).at(n0 * s.k), s.k, x.data(), M,
+                                  s.k, y.data() + n0, s.n, n1 - n0, false,
+                                  panels.data() + t * attn::gemm_panel_floats());
               else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n1 - n0),
                             blasint(s.k), 1.0f, x.data(), blasint(s.k), w[i].data() + n0 * s.k,

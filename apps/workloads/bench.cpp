@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <span>
 
@@ -195,6 +196,28 @@ void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
   l.fma_gflops = fma_peak_gflops(m.rt.threads, l.fma_isa);
+}
+
+ComputeError compute_error(Transformer& m, const std::vector<float>& x, std::int64_t P) {
+  const std::int64_t n = P * m.args.dim;
+  std::vector<float> got(static_cast<std::size_t>(n)), exact(got.size());  // [1, P, dim]
+  forward(m, x.data(), 1, P, 0, got.data());
+  const Compute compute = m.rt.compute;
+  m.rt.compute = Compute::f32;  // the scratch was sized for bf16, which needs more
+  forward(m, x.data(), 1, P, 0, exact.data());
+  m.rt.compute = compute;
+  double peak = 0, sq_err = 0, sq = 0;
+  ComputeError e;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(got[std::size_t(i)]) - exact[std::size_t(i)]);
+    e.max_abs = std::max(e.max_abs, d);
+    peak = std::max(peak, std::fabs(double(exact[std::size_t(i)])));
+    sq_err += d * d;
+    sq += double(exact[std::size_t(i)]) * exact[std::size_t(i)];
+  }
+  e.max_rel = peak > 0 ? e.max_abs / peak : 0;
+  e.rms_rel = sq > 0 ? std::sqrt(sq_err / sq) : 0;
+  return e;
 }
 
 }  // namespace attn

@@ -3,6 +3,7 @@
 // same run, the machine's limits it is measured against.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ struct BatchedDecode {
 // The batch sizes `attn-cli bench` decodes at, like llama.cpp's batched-bench.
 inline const std::vector<std::int64_t> kBenchBatches = {1, 2, 4, 8, 16};
 
+// --compute bf16 against the exact path: one prefill's output both ways on the same model.
+struct ComputeError {
+  double max_abs = 0;  // the largest |bf16 - exact|
+  double max_rel = 0;  // that over the largest |exact|
+  double rms_rel = 0;  // RMS of the differences over the RMS of the exact output
+};
+
 struct BenchResult {
   std::string weight_type;  // of the matrices: "F32", "BF16" or "F16"
   std::int64_t prefill = 0, steps = 0;
@@ -44,6 +52,7 @@ struct BenchResult {
   MachineLimits limits;
   // Model parallel: time in the allreduces (this rank), in the prefill and over all steps.
   double prefill_allreduce_seconds = 0, decode_allreduce_seconds = 0;
+  std::optional<ComputeError> compute_error;  // BF16 weights under --compute bf16
 };
 
 double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
@@ -63,6 +72,9 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);
+
+// The prefill of x's first P positions with m's compute (bf16) and with F32 compute, compared.
+ComputeError compute_error(Transformer& m, const std::vector<float>& x, std::int64_t P);
 
 long peak_rss_kb();
 

@@ -281,6 +281,7 @@ int generate_command(const GenerateFlags& f) {
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
   RunShape shape{1,    std::int64_t(prompt.size()),         f.steps,
                  rows, f.threads < 1 ? cores() : f.threads, false};
+  shape.compute = parse_compute(f.compute);
   std::optional<WeightsSource> source;  // headers read, nothing mapped: the estimate comes first
   if (!f.weights.empty()) {
     source = open_weights(fs::path(f.weights));
@@ -289,7 +290,8 @@ int generate_command(const GenerateFlags& f) {
   check_memory(memory_parts(args, shape, {}), available_memory(), args.source);
   TransformerWeights w =
       source ? load_weights(args, std::move(*source)) : seeded_weights(args, f.sampling.seed);
-  Transformer m = make_transformer(args, std::move(w), rows, make_runtime(shape.threads));
+  Transformer m = make_transformer(
+      args, std::move(w), rows, make_runtime(shape.threads, kParallelFlops, "", shape.compute));
   Generation g;
   if (!f.load_session.empty()) load_session(f.load_session, m, g);
   std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;

@@ -37,6 +37,7 @@ struct GenerateFlags {
   std::int64_t steps = 32, max_seq_len = 0;
   Sampling sampling;
   int threads = 0;
+  std::string compute = "f32";  // --compute
   bool json = false, ignore_eos = false;
   std::string save_session, load_session;
 };

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/claims.hpp"
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
@@ -80,20 +81,35 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
   }
 }
 
-// One thread's share of one projection. xp: x packed, for the batched kernel, or deinterleaved,
-// for the BF16 gemv; scratch: the thread's panel or widening buffer, for prefill.
-void product(const Kernels& kernels, const Projection& p, const float* x, const float* xp,
-             std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
-             bool accumulate) {
-  const std::int64_t n = n1 - n0;
+// x as the products read it: x [M, K] itself; xp, x packed for the batched kernel or
+// deinterleaved for the BF16 gemv; xb, x rounded to BF16 for BF16 weights under compute bf16
+// (packed for decode, row by row for prefill), else null.
+struct Input {
+  const float* x;
+  const float* xp;
+  const std::uint16_t* xb;
+  std::int64_t M, K;
+};
+
+// One thread's share of one projection; scratch: the thread's panel or widening buffer, for
+// prefill.
+void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
+             std::int64_t n1, float* scratch, bool accumulate) {
+  const std::int64_t n = n1 - n0, M = in.M, K = in.K;
   if (n <= 0) return;
   const TypedKernels& k = kernels.of[int(p.w.type)];
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
+  const float *x = in.x, *xp = in.xp;
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
   // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
-  if (M == 1)
+  if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows)
+    batch_bf16_dot(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
+  else if (in.xb && p.w.type == WeightType::bf16)
+    gemm_bf16_dot(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate,
+                  scratch);
+  else if (M == 1)
     k.gemv(w, ldw, x, xp, p.out + n0, n, K, accumulate);
   else if (M <= kBatchRows)
     k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
@@ -106,8 +122,8 @@ void product(const Kernels& kernels, const Projection& p, const float* x, const 
 
 // Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
 // so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
-void linear_rows(const Kernels& kernels, std::span<const Projection> projections, const float* x,
-                 const float* xp, std::int64_t M, std::int64_t K, bool accumulate) {
+void linear_rows(const Kernels& kernels, std::span<const Projection> projections, const Input& in,
+                 bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
 #pragma omp for schedule(dynamic, 1)
@@ -116,7 +132,7 @@ void linear_rows(const Kernels& kernels, std::span<const Projection> projections
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(kernels, p, x, xp, M, K, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
+        product(kernels, p, in, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
                 accumulate);
         break;
       }
@@ -136,8 +152,7 @@ std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
 // their own stretch, panels (48 rows) from the back of another's. Static halves lost about 5%
 // of a prefill to waiting (perf: libgomp's barrier) when a neighbour slowed one core.
 void prefill_claimed(const Kernels& kernels, std::span<const Projection> projections,
-                     const float* x, std::int64_t M, std::int64_t K, float* scratch,
-                     bool accumulate, int threads) {
+                     const Input& in, float* scratch, bool accumulate, int threads) {
   std::array<std::int64_t, RowClaims::kMaxProjections + 1> bounds{};
   const std::size_t n_bounds = projections.size() + 1;
   if (n_bounds > bounds.size()) throw std::logic_error("linear: over 8 projections in one call");
@@ -146,10 +161,10 @@ void prefill_claimed(const Kernels& kernels, std::span<const Projection> project
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    float* own = scratch + t * prefill_floats(kernels, K);
+    float* own = scratch + t * prefill_floats(kernels, in.K);
     for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
-      product(kernels, projections[b.part], x, nullptr, M, K, b.begin - bounds[b.part],
-              b.end - bounds[b.part], own, accumulate);
+      product(kernels, projections[b.part], in, b.begin - bounds[b.part], b.end - bounds[b.part],
+              own, accumulate);
   }
 }
 
@@ -164,38 +179,65 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
 }
 
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            const Kernels& kernels) {
+                            const Kernels& kernels, Compute compute) {
   // The packed rows (M <= kBatchRows) and the prefill buffers (M > kBatchRows) are never needed
   // by the same call, so they share the buffer. widen_rows(K) * K <= max(16 K, kWidenFloats).
-  const std::int64_t pack = pack_floats(std::min(max_rows, kBatchRows), k_max);
-  if (max_rows <= kBatchRows) return pack;
-  const std::int64_t prefill = kernels.own_gemm ? gemm_panel_floats()
-                               : halves         ? std::max(16 * k_max, kWidenFloats)
-                                                : 0;
-  return std::max(pack, threads * prefill);
+  // x in BF16 (compute bf16) lies after them.
+  const std::int64_t rows = std::min(max_rows, kBatchRows);
+  const std::int64_t pack = std::max(pack_floats(1, k_max), pack_floats(rows, k_max));
+  const std::int64_t prefill = max_rows <= kBatchRows ? 0
+                               : kernels.own_gemm     ? gemm_panel_floats()
+                               : halves               ? std::max(16 * k_max, kWidenFloats)
+                                                      : 0;
+  std::int64_t bf16 = 0;
+  if (compute == Compute::bf16)
+    bf16 = std::max(packed_bf16_elements(rows, k_max),
+                    max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
+  return std::max(pack, threads * prefill) + (bf16 + 1) / 2;
 }
+
+namespace {
+
+// x for the products of one call (Input), in the caller's scratch: packed or deinterleaved F32
+// at its start, BF16 after the F32 part (compute bf16 with BF16 weights; on avx512 only).
+Input prepare_input(const Runtime& rt, std::span<const Projection> projections, const float* x,
+                    std::int64_t M, std::int64_t K, float* scratch) {
+  Input in{x, nullptr, nullptr, M, K};
+  const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
+  if (M >= 2 && M <= kBatchRows) in.xp = pack_rows(x, M, K, scratch);
+  if (M == 1 && any_bf16(projections) && !bf16) {
+    deinterleave(x, K, rt.kernels->lanes, scratch);
+    in.xp = scratch;
+  }
+  if (!bf16) return in;
+  const std::int64_t f32 = M <= kBatchRows ? std::max(pack_floats(1, K), pack_floats(M, K))
+                                           : rt.threads * prefill_floats(*rt.kernels, K);
+  auto* xb = reinterpret_cast<std::uint16_t*>(scratch + f32);
+  if (M <= kBatchRows)
+    pack_bf16(x, M, K, xb);
+  else
+    round_bf16(x, M, K, xb);
+  in.xb = xb;
+  return in;
+}
+
+}  // namespace
 
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate) {
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const Kernels& kernels = *rt.kernels;
-  // xp: x packed for the batched kernel, or deinterleaved for BF16 rows in the gemv.
-  const float* xp = nullptr;
-  if (M >= 2 && M <= kBatchRows) xp = pack_rows(x, M, K, scratch);
-  if (M == 1 && any_bf16(projections)) {
-    deinterleave(x, K, kernels.lanes, scratch);
-    xp = scratch;
-  }
+  const Input in = prepare_input(rt, projections, x, M, K, scratch);
   // Waking a second thread costs microseconds, more than a small product takes.
   const bool parallel = rt.worth_parallel(flops);
   if (M > kBatchRows && kernels.own_gemm)
-    return prefill_claimed(kernels, projections, x, M, K, scratch, accumulate,
+    return prefill_claimed(kernels, projections, in, scratch, accumulate,
                            parallel ? rt.threads : 1);
 #pragma omp parallel num_threads(rt.threads) if (parallel)
   {
     if (M <= kBatchRows) {
-      linear_rows(kernels, projections, x, xp, M, K, accumulate);
+      linear_rows(kernels, projections, in, accumulate);
     } else {
       // Prefill on OpenBLAS: one share per thread and projection, exactly half the rows, in
       // fixed blocks (OpenBLAS rounds differently when a matrix's rows are split differently).
@@ -204,7 +246,7 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
       float* own = scratch ? scratch + t * prefill_floats(kernels, K) : nullptr;
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, t, nt);
-        product(kernels, p, x, nullptr, M, K, n0, n1, own, accumulate);
+        product(kernels, p, in, n0, n1, own, accumulate);
       }
     }
   }

@@ -44,14 +44,16 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
 // on `threads` threads with `kernels`: the packed rows, and
-// the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers.
+// the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers;
+// with compute bf16, x rounded to BF16 besides.
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            const Kernels& kernels);
+                            const Kernels& kernels, Compute compute = Compute::f32);
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// scratch: scratch_floats(M, K, rt.threads, halves, *rt.kernels) floats.
+// scratch: scratch_floats(M, K, rt.threads, halves, *rt.kernels, rt.compute) floats. BF16
+// weights under rt.compute bf16 run the BF16 kernels (detail/bf16_dot.hpp); the rest exactly.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
 

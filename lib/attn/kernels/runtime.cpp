@@ -6,11 +6,13 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/kernels.hpp"
 
 namespace attn {
 
-Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view kernels) {
+Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view kernels,
+                     Compute compute) {
   openblas_set_num_threads(1);
   Runtime rt;
   rt.threads = threads < 1 ? cores() : threads;
@@ -18,7 +20,23 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
   rt.kernels = kernels.empty() ? &best_kernels() : find_kernels(kernels);
   if (!rt.kernels)
     throw InputError("kernel set '" + std::string(kernels) + "' is not supported by this CPU");
+  rt.compute = compute;
+  if (compute == Compute::bf16 && !has_bf16_dot())
+    throw InputError("--compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have");
+  if (compute == Compute::bf16 && !rt.kernels->own_gemm)
+    throw InputError(std::string("--compute bf16 runs with the avx512 kernels only, not ") +
+                     rt.kernels->name);
   return rt;
+}
+
+Compute parse_compute(std::string_view name) {
+  if (name == "f32") return Compute::f32;
+  if (name == "bf16") return Compute::bf16;
+  throw InputError("--compute: expected f32 or bf16, got '" + std::string(name) + "'");
+}
+
+const char* compute_name(Compute compute) {
+  return compute == Compute::bf16 ? "bf16" : "f32";
 }
 
 int cores() {

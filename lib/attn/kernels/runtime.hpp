@@ -17,19 +17,29 @@ namespace attn {
 // slower than 1-thread ones, with 16-20 ms stalls; products this small take ~10 us alone).
 inline constexpr std::int64_t kParallelFlops = 1 << 22;
 
+// How products with BF16 weights compute: f32, exactly (the weights widened; the default), or
+// bf16, the activations rounded to BF16 and multiplied by vdpbf16ps (detail/bf16_dot.hpp).
+enum class Compute { f32, bf16 };
+
 struct Runtime {
   int threads = 1;
   std::int64_t parallel_flops = kParallelFlops;  // 0: every parallel path runs (tests do this)
   const Kernels* kernels = &generic_kernels();   // resolved once, by make_runtime
+  Compute compute = Compute::f32;
 
   bool worth_parallel(std::int64_t flops) const { return threads > 1 && flops > parallel_flops; }
 };
 
 // threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
-// throws InputError. Pins OpenBLAS to one thread per call: OpenMP owns the cores, and two
+// throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16 or with a kernel set
+// other than avx512. Pins OpenBLAS to one thread per call: OpenMP owns the cores, and two
 // spinning pools on the same cores cost milliseconds per hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
-                     std::string_view kernels = "");
+                     std::string_view kernels = "", Compute compute = Compute::f32);
+
+// "f32" or "bf16" (InputError otherwise), and back.
+Compute parse_compute(std::string_view name);
+const char* compute_name(Compute compute);
 
 // The machine's cores, as OpenMP counts them.
 int cores();

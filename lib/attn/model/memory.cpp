@@ -86,7 +86,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
     parts.push_back({name, checked_product(factors, name)});
   };
   parts.push_back({"weights", weight_bytes(a, matrix_bytes(r.matrices))});
-  const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa);
+  const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa, r.compute);
   const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt, any_halves(r.matrices));
   for (const BufferPlan::Part& p : plan.parts(r.batch, T))
     parts.push_back(

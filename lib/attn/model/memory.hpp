@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/kernels/runtime.hpp"
 #include "attn/matrix.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
@@ -34,6 +35,7 @@ struct RunShape {
   // The kernels' set (a Kernels name; "": the best this CPU runs): with AVX-512, prefill packs
   // weights into small panels instead of widening blocks.
   std::string isa = {};
+  Compute compute = Compute::f32;  // bf16: products of BF16 weights keep x in BF16 besides
   bool all_logits = false;  // a token run keeps every position's logits, not each last one
 };
 

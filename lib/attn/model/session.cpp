@@ -298,6 +298,7 @@ RunPlan plan_run(RunRequest r) {
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.all_logits = r.all_logits;
+  shape.compute = r.compute;
   std::optional<WeightsSource> file;
   if (!r.weights.empty()) {
     file = open_weights(r.weights, r.shard);
@@ -345,7 +346,7 @@ Session open_session(RunPlan plan) {
   TransformerWeights w = plan.weights ? load_weights(r.args, std::move(*plan.weights), r.shard)
                                       : seeded_weights(r.args, r.seed, r.shard);
   Transformer m = make_transformer(r.args, std::move(w), plan.shape.max_rows,
-                                   make_runtime(plan.shape.threads), r.shard);
+                                   make_runtime(plan.shape.threads, kParallelFlops, "", r.compute), r.shard);
   if (!r.tokens.empty()) x = embed_tokens(m, r, inspect);
   return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
 }

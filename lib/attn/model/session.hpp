@@ -94,6 +94,7 @@ struct RunRequest {
   std::filesystem::path dump;     // empty: no dump
   std::uint64_t seed = 42;
   int threads = 0;                      // < 1: one per core
+  Compute compute = Compute::f32;       // bf16: BF16 weights times x rounded to BF16 (opt-in)
   bool attention_weights = false;       // keep the probabilities (to print or draw them)
   bool dump_attention_weights = false;  // and write them to the dump
   Shard shard;                          // model parallel: this rank's part

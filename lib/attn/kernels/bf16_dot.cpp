@@ -1,0 +1,342 @@
+#include "attn/kernels/detail/bf16_dot.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "attn/kernels/detail/gemm.hpp"
+#include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/detail/transpose.hpp"
+#include "attn/kernels/matmul.hpp"
+
+namespace attn {
+
+namespace {
+
+std::int64_t round_up(std::int64_t v, std::int64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+}  // namespace
+
+std::int64_t packed_bf16_elements(std::int64_t M, std::int64_t K) {
+  return M * round_up(K, 32);
+}
+
+std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K) {
+  return M * round_up(K, 2);
+}
+
+#if defined(__x86_64__)
+
+bool has_bf16_dot() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool avx512bw = (b & bit_AVX512F) && (b & bit_AVX512BW);
+  return avx512bw && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
+namespace {
+
+#define ATTN_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+// Keeps v in a register: GCC would otherwise fold the load into every vdpbf16ps that uses it.
+template <typename V>
+[[gnu::always_inline]] inline void pin(V& v) {
+  asm("" : "+v"(v));
+}
+
+ATTN_BF16 inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, __m512bh(a), __m512bh(b));
+}
+
+// 16 floats rounded to BF16, nearest even (vcvtneps2bf16), into out[0:16].
+ATTN_BF16 inline void round16(__m512 v, std::uint16_t* out) {
+  const __m256bh h = _mm512_cvtneps_pbh(v);
+  std::memcpy(out, &h, sizeof h);
+}
+
+// Columns per step of a weight row group when x's rows go in several groups: R rows of 2 KB
+// stay in L1 while each group of x's rows passes over them, as in the F32 kernel (kStepCols).
+constexpr std::int64_t kStep = 1024;
+// Weight rows per register block, at most (the accumulators' spill area).
+constexpr int kMaxR = 8;
+
+// acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (multiples of 32): xp is the packed x at its
+// first row, M the rows of the packing, acc [R, M, 16] at the first row. Tail: the one block
+// past K (K not a multiple of 32), its weights read masked (x is zero there, w's row may end).
+template <int R, int C, bool Tail>
+ATTN_BF16 inline void dot_span(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
+                               std::int64_t M, std::int64_t K, std::int64_t k0, std::int64_t k1,
+                               __m512 (&a)[R][C], const Stream* prefetch) {
+  const Stream stream = prefetch ? *prefetch : Stream{0, 0, 0};
+  const __mmask32 live = Tail ? __mmask32((1ull << (K - k0)) - 1) : ~__mmask32(0);
+  for (std::int64_t k = k0; k < k1; k += 32) {
+    const std::uint16_t* xk = xp + k * M;  // block k / 32 starts at (k / 32) * M * 32
+    const std::int64_t ahead = stream.ahead<Bf16>(k, ldw);
+    __m512i xv[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512i t = _mm512_loadu_si512(xk + c * 32);
+      pin(t);  // through a temporary: pinning the array's element put the array on the stack
+      xv[c] = t;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512i wv = Tail ? _mm512_maskz_loadu_epi16(live, w + r * ldw + k)
+                        : _mm512_loadu_si512(w + r * ldw + k);
+      pin(wv);
+      if (prefetch) prefetch_at(w + r * ldw + k, ahead);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) a[r][c] = dot(a[r][c], wv, xv[c]);
+    }
+  }
+}
+
+// dot_span over k0..k1 with the accumulators in registers, loaded from and stored to acc.
+template <int R, int C>
+ATTN_BF16 inline void dot_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
+                                std::int64_t M, std::int64_t K, std::int64_t k0, std::int64_t k1,
+                                float* acc, const Stream* prefetch) {
+  __m512 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = _mm512_loadu_ps(acc + (r * M + c) * 16);
+  const std::int64_t whole = std::min(k1, K / 32 * 32);
+  if (k0 < whole) dot_span<R, C, false>(w, ldw, xp, M, K, k0, whole, a, prefetch);
+  if (whole < k1) dot_span<R, C, true>(w, ldw, xp, M, K, std::max(k0, whole), k1, a, prefetch);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + (r * M + c) * 16, a[r][c]);
+}
+
+// dot_block for c (1..C) input rows, the count known only at run time.
+template <int R, int C>
+ATTN_BF16 inline void dot_block_upto(int c, const Bf16* w, std::int64_t ldw,
+                                     const std::uint16_t* xp, std::int64_t M, std::int64_t K,
+                                     std::int64_t k0, std::int64_t k1, float* acc,
+                                     const Stream* prefetch) {
+  if constexpr (C > 1)
+    if (c < C) return dot_block_upto<R, C - 1>(c, w, ldw, xp, M, K, k0, k1, acc, prefetch);
+  dot_block<R, C>(w, ldw, xp, M, K, k0, k1, acc, prefetch);
+}
+
+// R rows of w against all M rows of x over k0..k1: part[r * M + m] +=, x's rows in groups of at
+// most C as even as they come.
+template <int R, int C>
+ATTN_BF16 void rows_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
+                          std::int64_t K, std::int64_t k0, std::int64_t k1, float* part) {
+  alignas(64) float acc[kMaxR * kBatchRows * 16];  // [R, M, 16] lane sums
+  std::fill(acc, acc + R * M * 16, 0.0f);
+  const std::int64_t groups = (M + C - 1) / C;
+  const Stream stream{k0, k1, R};
+  const std::int64_t step = groups == 1 ? k1 - k0 : kStep;
+  for (std::int64_t s0 = k0; s0 < k1; s0 += step) {
+    const std::int64_t s1 = std::min(k1, s0 + step);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+      dot_block_upto<R, C>(int(m1 - m0), w, ldw, xp + m0 * 32, M, K, s0, s1, acc + m0 * 16,
+                           g == 0 ? &stream : nullptr);
+    }
+  }
+  for (std::int64_t i = 0; i < R * M; ++i) {
+    float s = 0;
+    for (int l = 0; l < 16; ++l) s += acc[i * 16 + l];
+    part[i] += s;
+  }
+}
+
+// batch_bf16_dot with the register blocking R x C.
+template <int R, int C>
+ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,
+                          std::int64_t n, bool accumulate) {
+  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
+  std::fill(part, part + n * M, 0.0f);
+  const std::int64_t k32 = round_up(K, 32);
+  // x's packed columns kept hot in L2 across the 64-row block: 256 KB of them at a time.
+  const std::int64_t kc = std::max(kStep, (std::int64_t(1) << 17) / M / kStep * kStep);
+  for (std::int64_t k0 = 0; k0 < k32; k0 += kc) {
+    const std::int64_t k1 = std::min(k32, k0 + kc);
+    std::int64_t r = 0;
+    for (; r + R <= n; r += R) rows_block<R, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+    if constexpr (R > 4)
+      for (; r + 4 <= n; r += 4)
+        rows_block<4, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<1, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+  }
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t r = 0; r < n; ++r)
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+// The prefill tile: kMR rows of x by kNR features, as gemm_avx512's; per pair of columns 3 panel
+// loads, 8 broadcasts of a row's pair, 24 vdpbf16ps.
+constexpr int kMR = 8;
+constexpr int kNV = 3;
+constexpr std::int64_t kNR = 16 * kNV;
+static_assert(kGemmNC % kNR == 0);
+
+// Columns ahead of the block being packed that its rows are asked for: gemm.cpp's 48 floats.
+constexpr std::int64_t kPackAhead = 96;
+
+// nr <= kNR rows of w (ldw apart), columns k0..k0 + kc, into panel [pairs, kNR]: each element
+// the pair (w[i][2p], w[i][2p + 1]) as 32 bits, low half first; rows past nr and columns past kc
+// zero. Whole 16 x 16 blocks of pairs go through registers.
+ATTN_BF16 void pack_pairs(const Bf16* w, std::int64_t ldw, std::int64_t nr, std::int64_t kc,
+                          std::uint32_t* panel) {
+  const std::int64_t pairs = (kc + 1) / 2;
+  std::int64_t p = 0;
+  for (; 2 * (p + 16) <= kc; p += 16)
+    for (int g = 0; g < kNV; ++g) {
+      const std::int64_t rows = std::clamp<std::int64_t>(nr - 16 * g, 0, 16);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        const Bf16* row = w + (16 * g + i) * ldw + 2 * p;
+        if (i < rows) prefetch_at(row, kPackAhead);
+        r[i] = i < rows ? _mm512_castsi512_ps(_mm512_loadu_si512(row)) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int c = 0; c < 16; ++c) _mm512_storeu_ps(panel + (p + c) * kNR + 16 * g, r[c]);
+    }
+  for (; p < pairs; ++p)
+    for (std::int64_t i = 0; i < kNR; ++i) {
+      std::uint32_t v = 0;
+      if (i < nr) {
+        v = w[i * ldw + 2 * p].bits;
+        if (2 * p + 1 < kc) v |= std::uint32_t(w[i * ldw + 2 * p + 1].bits) << 16;
+      }
+      panel[p * kNR + i] = v;
+    }
+}
+
+// out[mr, features under mask] (= | +=) xb[mr, pairs] . panel[pairs, kNR], xb's rows ldx apart.
+template <int MR>
+ATTN_BF16 void tile(std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx,
+                    const std::uint32_t* panel, float* out, std::int64_t ldo, const __mmask16* mask,
+                    bool add) {
+  __m512 c[MR][kNV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    __m512i b[kNV];
+    for (int j = 0; j < kNV; ++j) b[j] = _mm512_loadu_si512(panel + p * kNR + 16 * j);
+    for (int i = 0; i < MR; ++i) {
+      std::uint32_t pair;
+      std::memcpy(&pair, x + i * ldx + 2 * p, sizeof pair);
+      const __m512i a = _mm512_set1_epi32(int(pair));
+      for (int j = 0; j < kNV; ++j) c[i][j] = dot(c[i][j], a, b[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kNV; ++j) {
+      float* o = out + i * ldo + 16 * j;
+      const __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask[j], o), c[i][j]) : c[i][j];
+      _mm512_mask_storeu_ps(o, mask[j], v);
+    }
+}
+
+template <int MR>
+ATTN_BF16 void tile_upto(int mr, std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx,
+                         const std::uint32_t* panel, float* out, std::int64_t ldo,
+                         const __mmask16* mask, bool add) {
+  if constexpr (MR > 1)
+    if (mr < MR) return tile_upto<MR - 1>(mr, pairs, x, ldx, panel, out, ldo, mask, add);
+  tile<MR>(pairs, x, ldx, panel, out, ldo, mask, add);
+}
+
+}  // namespace
+
+ATTN_BF16 void pack_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xp) {
+  const std::int64_t k32 = round_up(K, 32);
+  for (std::int64_t k = 0; k < k32; k += 32)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t h = 0; h < 32; h += 16) {
+        const std::int64_t live = std::clamp<std::int64_t>(K - k - h, 0, 16);
+        const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << live) - 1), x + m * K + k + h);
+        round16(v, xp + k * M + m * 32 + h);
+      }
+}
+
+ATTN_BF16 void round_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xb) {
+  const std::int64_t k2 = round_up(K, 2);
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t k = 0; k < k2; k += 16) {
+      const std::int64_t live = std::min<std::int64_t>(K - k, 16);
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << live) - 1), x + m * K + k);
+      const __m256bh h = _mm512_cvtneps_pbh(v);
+      const std::int64_t out = std::min<std::int64_t>(k2 - k, 16);  // the row's last pair
+      std::memcpy(xb + m * k2 + k, &h, std::size_t(out) * sizeof(std::uint16_t));
+    }
+}
+
+void batch_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
+                    std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
+  switch (M) {
+    case 1:
+      return batch_rows<8, 1>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+    case 2:
+      return batch_rows<8, 2>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+    case 3:
+      return batch_rows<8, 3>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+    default:
+      return batch_rows<6, 4>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+  }
+}
+
+ATTN_BF16 void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb,
+                             std::int64_t M, std::int64_t K, float* out, std::int64_t ldo,
+                             std::int64_t n, bool accumulate, float* panel_floats) {
+  if (K == 0 && !accumulate)
+    for (std::int64_t m = 0; m < M; ++m) std::fill(out + m * ldo, out + m * ldo + n, 0.0f);
+  auto* panel = reinterpret_cast<std::uint32_t*>(panel_floats);
+  const std::int64_t ldx = round_up(K, 2);
+  for (std::int64_t n0 = 0; n0 < n; n0 += kGemmNC) {
+    const std::int64_t nc = std::min(kGemmNC, n - n0);
+    for (std::int64_t k0 = 0; k0 < K; k0 += 2 * kGemmKC) {
+      const std::int64_t kc = std::min(2 * kGemmKC, K - k0), pairs = (kc + 1) / 2;
+      for (std::int64_t j = 0; j < nc; j += kNR)
+        pack_pairs(w + (n0 + j) * ldw + k0, ldw, std::min(kNR, nc - j), kc, panel + j * pairs);
+      for (std::int64_t m = 0; m < M; m += kMR)
+        for (std::int64_t j = 0; j < nc; j += kNR) {
+          __mmask16 mask[kNV];
+          for (int v = 0; v < kNV; ++v) {
+            const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
+            mask[v] = __mmask16((1u << live) - 1);
+          }
+          tile_upto<kMR>(int(std::min<std::int64_t>(kMR, M - m)), pairs, xb + m * ldx + k0, ldx,
+                         panel + j * pairs, out + m * ldo + n0 + j, ldo, mask,
+                         accumulate || k0 > 0);
+        }
+    }
+  }
+}
+
+#undef ATTN_BF16
+
+#else
+
+bool has_bf16_dot() {
+  return false;
+}
+void pack_bf16(const float*, std::int64_t, std::int64_t, std::uint16_t*) {
+  throw std::logic_error("pack_bf16 called on a CPU without AVX512-BF16");
+}
+void round_bf16(const float*, std::int64_t, std::int64_t, std::uint16_t*) {
+  throw std::logic_error("round_bf16 called on a CPU without AVX512-BF16");
+}
+void batch_bf16_dot(const Bf16*, std::int64_t, const std::uint16_t*, std::int64_t, std::int64_t,
+                    float*, std::int64_t, std::int64_t, bool) {
+  throw std::logic_error("batch_bf16_dot called on a CPU without AVX512-BF16");
+}
+void gemm_bf16_dot(const Bf16*, std::int64_t, const std::uint16_t*, std::int64_t, std::int64_t,
+                   float*, std::int64_t, std::int64_t, bool, float*) {
+  throw std::logic_error("gemm_bf16_dot called on a CPU without AVX512-BF16");
+}
+
+#endif
+
+}  // namespace attn
