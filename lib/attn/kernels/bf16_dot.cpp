@@ -47,7 +47,7 @@ namespace {
 
 // Keeps v in a register: GCC would otherwise fold the load into every vdpbf16ps that uses it.
 template <typename V>
-[[gnu::always_inline]] inline void pin(V& v) {
+[[gnu::always_inline]] ATTN_BF16 inline void pin(V& v) {
   asm("" : "+v"(v));
 }
 
