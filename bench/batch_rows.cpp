@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
         h[i] = type == attn::WeightType::bf16 ? attn::f32_to_bf16(0.01f) : attn::f32_to_f16(0.01f);
     }
   }
-  const std::int64_t maxM = 64;
+  const std::int64_t maxM = 512;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
   std::vector<float> pack(
       std::size_t(attn::scratch_floats(maxM, 14336, threads, true, *rt.kernels, compute)));

@@ -151,9 +151,9 @@ ATTN_BF16 void rows_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
 
 // batch_bf16_dot with the register blocking R x C.
 template <int R, int C>
-ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
-                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,
-                          std::int64_t n, bool accumulate) {
+ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
+                          std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,
+                          bool accumulate) {
   float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
   const std::int64_t k32 = round_up(K, 32);
@@ -164,8 +164,7 @@ ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
     std::int64_t r = 0;
     for (; r + R <= n; r += R) rows_block<R, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
     if constexpr (R > 4)
-      for (; r + 4 <= n; r += 4)
-        rows_block<4, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+      for (; r + 4 <= n; r += 4) rows_block<4, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
     for (; r < n; ++r) rows_block<1, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
   }
   for (std::int64_t m = 0; m < M; ++m)
@@ -300,8 +299,15 @@ ATTN_BF16 void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_
       const std::int64_t kc = std::min(2 * kGemmKC, K - k0), pairs = (kc + 1) / 2;
       for (std::int64_t j = 0; j < nc; j += kNR)
         pack_pairs(w + (n0 + j) * ldw + k0, ldw, std::min(kNR, nc - j), kc, panel + j * pairs);
+      const bool last_k = k0 + 2 * kGemmKC >= K;
+      const std::int64_t n_next = last_k ? n0 + kGemmNC : n0,
+                         k_next = last_k ? 0 : k0 + 2 * kGemmKC;
+      ChunkPrefetch<Bf16> ahead(
+          w, ldw, n_next, k_next, std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
+          std::min(2 * kGemmKC, K - k_next), (M + kMR - 1) / kMR * ((nc + kNR - 1) / kNR));
       for (std::int64_t m = 0; m < M; m += kMR)
         for (std::int64_t j = 0; j < nc; j += kNR) {
+          ahead.step();
           __mmask16 mask[kNV];
           for (int v = 0; v < kNV; ++v) {
             const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);

@@ -96,8 +96,14 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* x, std::i
       const std::int64_t kc = std::min(kGemmKC, K - k0);
       for (std::int64_t j = 0; j < nc; j += kNR)
         pack_panel(w + (n0 + j) * ldw + k0, ldw, std::min(kNR, nc - j), kc, panel + j * kc);
+      const bool last_k = k0 + kGemmKC >= K;
+      const std::int64_t n_next = last_k ? n0 + kGemmNC : n0, k_next = last_k ? 0 : k0 + kGemmKC;
+      ChunkPrefetch<T> ahead(
+          w, ldw, n_next, k_next, std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
+          std::min(kGemmKC, K - k_next), (M + kMR - 1) / kMR * ((nc + kNR - 1) / kNR));
       for (std::int64_t m = 0; m < M; m += kMR)
         for (std::int64_t j = 0; j < nc; j += kNR) {
+          ahead.step();
           __mmask16 mask[kNV];
           for (int v = 0; v < kNV; ++v) {
             const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
