@@ -74,3 +74,29 @@ TEST_CASE("runtime: make_runtime picks the threads and a kernel set this CPU run
   CHECK_FALSE(attn::make_runtime(1).worth_parallel(1 << 30));  // one thread: never a region
   CHECK(attn::make_runtime(2, 0).worth_parallel(1));
 }
+
+// Prefill on OpenBLAS (the avx2 and generic sets) splits each projection's rows among the
+// threads; its bits depend on where each sgemm call's rows start (3 threads once differed from 1
+// on OpenBLAS's Zen core). Shapes whose shares meet inside a block of widen_rows(K).
+TEST_CASE("runtime: 1, 2, 3 and 4 threads give the same bits on every kernel set this CPU runs") {
+  attn::ModelArgs a = small_llama();
+  a.dim = 64;
+  a.n_heads = 8;
+  for (const char* set : {"generic", "avx2", "avx512"}) {
+    if (!attn::find_kernels(set)) continue;
+    CAPTURE(std::string(set));
+    const std::vector<float> x = attn::seeded_input(a, {2, 70, 3}, 1);
+    auto run_on = [&](int threads) {
+      const attn::Runtime rt = attn::make_runtime(threads, 0, set);
+      attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 2), 2 * 70, rt);
+      return attn::run(m, x, {2, 70, 3}, [](const attn::Event&) {});
+    };
+    const attn::RunOutputs one = run_on(1);
+    for (int threads : {2, 3, 4}) {
+      CAPTURE(threads);
+      const attn::RunOutputs r = run_on(threads);
+      CHECK(r.prefill_output == one.prefill_output);
+      CHECK(r.decode_output == one.decode_output);
+    }
+  }
+}

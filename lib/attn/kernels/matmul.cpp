@@ -21,11 +21,13 @@ namespace attn {
 
 namespace {
 
-// Rows of w for thread t of nt, aligned to 16 so each slice starts on a cache-line multiple.
-std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, int t, int nt) {
-  const std::int64_t blocks = (n + 15) / 16;
+// Rows of w for thread t of nt, in whole blocks of `block` rows counted from row 0: each
+// thread count then makes the same sgemm calls on the same rows, and OpenBLAS's bits depend on
+// where a call's columns start and end.
+std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, std::int64_t block, int t, int nt) {
+  const std::int64_t blocks = (n + block - 1) / block;
   const std::int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
-  return {std::min(n, b0 * 16), std::min(n, b1 * 16)};
+  return {std::min(n, b0 * block), std::min(n, b1 * block)};
 }
 
 // x [K] deinterleaved for BF16 rows: in each block of 2V, the even columns, then the odd ones.
@@ -239,13 +241,13 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
     if (M <= kBatchRows) {
       linear_rows(kernels, projections, in, accumulate);
     } else {
-      // Prefill on OpenBLAS: one share per thread and projection, exactly half the rows, in
-      // fixed blocks (OpenBLAS rounds differently when a matrix's rows are split differently).
+      // Prefill on OpenBLAS: one share per thread and projection, in the blocks of rows
+      // prefill_product calls sgemm on, wherever the threads' shares meet.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       // F32 weights on OpenBLAS need no scratch: it may be null, and null + offset is UB.
       float* own = scratch ? scratch + t * prefill_floats(kernels, K) : nullptr;
       for (const Projection& p : projections) {
-        auto [n0, n1] = slice(p.n, t, nt);
+        auto [n0, n1] = slice(p.n, widen_rows(K), t, nt);
         product(kernels, p, in, n0, n1, own, accumulate);
       }
     }
