@@ -13,7 +13,8 @@
 #define ATTN_FLATTEN __attribute__((flatten))
 
 // batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
-// and a weight vector share the register file. With 16 registers (AVX2, SSE), 4 x 3. With 32
+// and a weight vector share the register file. With 16 registers, 4 x 3 (generic) or 3 x 3 and
+// 4 x 2 (AVX2, whose 4 x 3 spilled: see ATTN_BATCH_AVX2). With 32
 // (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
 // spills a few): more weight streams in flight while the FMAs run. From 9 rows on, groups of up to
 // 6 under 4 weight rows. Each blocking is the fastest measured for its M (docs/perf/kernels.md).
@@ -36,13 +37,32 @@
     batch_rows<W, R, C, false>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
   }
 
-// The batched kernels of a set with 16 vector registers (AVX2, SSE): 4 x 3 for every M.
+// The batched kernels of a set with 16 vector registers compiled without FMA (generic): 4 x 3
+// for every M.
 #define ATTN_BATCH_NARROW(name, target, W, T)                                               \
   ATTN_BATCH(name, target, W, T, 4, 3, false)                                               \
   void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
                           std::int64_t n, bool accumulate) {                                \
     batch_##name##_##T##_4x3(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                   \
+  }
+
+// AVX2's, by M: 4 x 2 at 2 and 4 rows, 3 x 3 otherwise. 4 x 3 (12 accumulators, 3 x vectors and
+// a weight vector: all 16 registers) spilled accumulators through the stack in the loop and ran
+// at 35-40% of the FMA peak on Zen 3 against 45-60% for these (docs/perf/batched-decode.md).
+#define ATTN_BATCH_AVX2(name, target, W, T)                                                 \
+  ATTN_BATCH(name, target, W, T, 4, 2, true)                                                \
+  ATTN_BATCH_GROUPED(name, target, W, T, 4, 2)                                              \
+  ATTN_BATCH(name, target, W, T, 3, 3, true)                                                \
+  ATTN_BATCH_GROUPED(name, target, W, T, 3, 3)                                              \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
+                          std::int64_t n, bool accumulate) {                                \
+    auto f = M == 2   ? batch_##name##_##T##_4x2                                            \
+             : M == 3 ? batch_##name##_##T##_3x3                                            \
+             : M == 4 ? batch_##name##_##T##_4x2_groups                                     \
+                      : batch_##name##_##T##_3x3_groups;                                    \
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
   }
 
 // The batched kernels of a set with 32 (AVX-512), chosen by M. From 8 rows on, x's rows go in

@@ -410,16 +410,16 @@ template <int W, typename T>
 // acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
 // the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
-// serves C input rows, each input vector R weight rows.
-template <int W, int R, int C, typename T>
+// serves C input rows, each input vector R weight rows. Ahead: also ask for the weights `stream`
+// reads next into L2 (a template flag: a branch in the loop cost AVX2 a register).
+template <int W, int R, int C, bool Ahead, typename T>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
-                                             float* acc, const Stream* prefetch) {
+                                             float* acc, Stream stream) {
   using V = typename Vec<W>::type;
   V a[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * W);
-  const Stream stream = prefetch ? *prefetch : Stream{0, 0, 0};  // in registers
   for (std::int64_t k = k0; k < k1; k += kPack) {
     const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
 #pragma GCC unroll 4
@@ -438,8 +438,10 @@ template <int W, int R, int C, typename T>
         V wv;
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
-        if (prefetch) prefetch_at(w + r * ldw + k + s, ahead);
-        prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
+        if (s == 0) {  // once per kPack block: a line of F32 weights
+          if constexpr (Ahead) prefetch_at(w + r * ldw + k + s, ahead);
+          prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
+        }
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
       }
@@ -450,14 +452,13 @@ template <int W, int R, int C, typename T>
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
-template <int W, int R, int C, typename T>
+template <int W, int R, int C, bool Ahead, typename T>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
                                                   const float* xp, std::int64_t M, std::int64_t k0,
-                                                  std::int64_t k1, float* acc,
-                                                  const Stream* prefetch) {
+                                                  std::int64_t k1, float* acc, Stream stream) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<W, R, C - 1>(c, w, ldw, xp, M, k0, k1, acc, prefetch);
-  dot_block<W, R, C>(w, ldw, xp, M, k0, k1, acc, prefetch);
+    if (c < C) return dot_block_upto<W, R, C - 1, Ahead>(c, w, ldw, xp, M, k0, k1, acc, stream);
+  dot_block<W, R, C, Ahead>(w, ldw, xp, M, k0, k1, acc, stream);
 }
 
 // Columns per step of a weight row group when x's rows go in several groups: R rows of this many
@@ -490,10 +491,13 @@ template <int W, int R, int C, bool Exact, typename T>
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
       // The first group reads the weights from memory, the others from L1: it asks for the next.
       if constexpr (Exact)
-        dot_block<W, R, C>(w, ldw, xp, M, s0, s1, acc, &stream);
+        dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream);
+      else if (g == 0)
+        dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
+                                      acc + m0 * W, stream);
       else
-        dot_block_upto<W, R, C>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1, acc + m0 * W,
-                                g == 0 ? &stream : nullptr);
+        dot_block_upto<W, R, C, false>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
+                                       acc + m0 * W, stream);
     }
   }
   for (std::int64_t i = 0; i < R * M; ++i) {
