@@ -1,0 +1,94 @@
+// The batched decode kernel fed from cache: one kernel set's batch (M = 2..32) and gemv (M = 1)
+// on 64 weight rows of 1024 columns (256 KB of F32: L2), repeated, against the set's FMA peak,
+// one thread, thread CPU time (a shared machine's time slices do not count). What the register
+// blocking alone achieves; bench_batch_rows and `attn-cli bench` measure it fed from memory.
+// Built with -DATTN_BENCH=ON: build/bench/bench_batch_kernel
+// Arguments: [kernel set: avx512|avx2|generic, default the best] [--type f32|bf16|f16] [M...]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/kernels.hpp"
+#include "attn/matrix.hpp"
+#include "attn/model/rng.hpp"
+
+namespace {
+
+double cpu_now() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+constexpr std::int64_t kRows = 64, kCols = 1024, kReps = 2000;
+
+// x [M, K] packed as matmul.cpp packs it: [K / kPack, M, kPack].
+std::vector<float> pack(const std::vector<float>& x, std::int64_t M) {
+  std::vector<float> p(std::size_t(M * kCols));
+  for (std::int64_t b = 0; b < kCols / attn::kPack; ++b)
+    for (std::int64_t m = 0; m < M; ++m)
+      std::memcpy(&p[std::size_t((b * M + m) * attn::kPack)],
+                  &x[std::size_t(m * kCols + b * attn::kPack)], attn::kPack * sizeof(float));
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const attn::Kernels* k = &attn::best_kernels();
+  int type = 0;
+  std::vector<std::int64_t> rows;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--type" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      type = t == "bf16" ? 1 : t == "f16" ? 2 : 0;
+    } else if (attn::find_kernels(a)) {
+      k = attn::find_kernels(a);
+    } else {
+      rows.push_back(std::stoll(a));
+    }
+  }
+  if (rows.empty()) rows = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+  std::vector<float> w(kRows * kCols), x(32 * kCols), y(32 * kRows);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(attn::uniform_pm1(1, 0, i));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(2, 0, i));
+  std::vector<std::uint16_t> h(w.size());  // the same weights as BF16 or F16 bits
+  for (std::size_t i = 0; i < w.size(); ++i)
+    h[i] = type == 2 ? attn::f32_to_f16(w[i]) : attn::f32_to_bf16(w[i]);
+  const void* wp = type ? static_cast<const void*>(h.data()) : w.data();
+
+  const std::int64_t iters = 20'000'000;
+  double t0 = cpu_now();
+  volatile double sink = k->fma_loop(iters);
+  (void)sink;
+  const double peak = double(iters) * 12 * k->width * 2 / (cpu_now() - t0) / 1e9;
+  std::printf("kernels %s, %s weights, 1 thread, FMA peak %.1f GFLOP/s\n", k->name,
+              type == 2   ? "F16"
+              : type == 1 ? "BF16"
+                          : "F32",
+              peak);
+  std::printf("   M   GFLOP/s  of peak\n");
+  for (std::int64_t M : rows) {
+    if (M < 1 || M > 32) continue;
+    const std::vector<float> xp = pack(x, M);
+    double best = 1e9;
+    for (int rep = 0; rep < 7; ++rep) {
+      t0 = cpu_now();
+      for (std::int64_t i = 0; i < kReps; ++i)
+        if (M == 1)
+          k->of[type].gemv(wp, kCols, x.data(), x.data(), y.data(), kRows, kCols, false);
+        else
+          k->of[type].batch(wp, kCols, xp.data(), x.data(), M, kCols, y.data(), kRows, kRows,
+                            false);
+      best = std::min(best, cpu_now() - t0);
+    }
+    const double gflops = 2.0 * double(M * kRows * kCols * kReps) / best / 1e9;
+    std::printf("%4lld  %8.1f  %6.0f%%\n", static_cast<long long>(M), gflops, 100 * gflops / peak);
+  }
+}
