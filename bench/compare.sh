@@ -452,12 +452,13 @@ print(f"attn-cli vs llama.cpp, one Llama-3-8B layer (dim 4096, 32 heads, 8 KV he
       f"{c0['threads']} threads; each tool's best of {rounds} round(s), the tools taking turns")
 print(f"CPU: {lscpu()}; attn-cli {c0['version']}: kernels {c0['kernels']}, OpenBLAS core "
       f"{c0['openblas_core']}, OPENBLAS_CORETYPE={coretype}")
-print(f"llama.cpp: node-llama-cpp@3.22.1's sources ({commit}, build {lpp0.get('build_number', '?')}"
-      f", GGML_NATIVE=ON), backend {lpp0.get('backends', '?')}, cpu_info "
-      f"\"{lpp0.get('cpu_info', '?')}\", flash_attn {lpp0.get('flash_attn', '?')}, KV cache "
+fa = {-1: "auto", 0: "off", 1: "on"}
+print(f"llama.cpp: node-llama-cpp@3.22.1's sources (commit {commit}, GGML_NATIVE=ON), backend "
+      f"{lpp0.get('backends', '?')}, cpu_info \"{lpp0.get('cpu_info', '?')}\", flash_attn "
+      f"{fa.get(lpp0.get('flash_attn'), lpp0.get('flash_attn'))}, KV cache "
       f"{lpp0.get('type_k', '?')}/{lpp0.get('type_v', '?')}, n_batch {lpp0.get('n_batch', '?')}, "
       f"n_ubatch {lpp0.get('n_ubatch', '?')}; batched-bench -c {c_ctx} -pps -ntg {lbb0['tg']} "
-      f"(flash_attn {lbb0['flash_attn']})")
+      f"(flash_attn {fa.get(lbb0['flash_attn'], lbb0['flash_attn'])})")
 print("the GGUF layer has the same shape and distribution as attn-cli's drawn layer, not its "
       "values (timing only)")
 if not compute_bf16:
