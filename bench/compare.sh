@@ -326,6 +326,8 @@ llama_part() {
   # batched-bench's context: every sequence's prompt and tokens (the KV cache is per sequence)
   c_ctx=$((16 * (prefill + ntg)))
   local -a cli_shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
+  local load0
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
   # run_cli NAME ARGS...: one attn-cli bench process, its JSON in $tmp/NAME.json
   run_cli() {
@@ -371,10 +373,10 @@ llama_part() {
   done
 
   "$py" - "$tmp" "$rounds" "$compute_bf16" "${OPENBLAS_CORETYPE-unset}" "$lsrc" "$c_ctx" \
-    "$(date -R)" "$((SECONDS - start))" <<'EOF'
+    "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, subprocess, sys
 
-tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took = sys.argv[1:]
+tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1 = sys.argv[1:]
 rounds, compute_bf16 = int(rounds), compute_bf16 == "1"
 R = range(1, rounds + 1)
 BATCHES = (1, 2, 4, 8, 16)
@@ -474,7 +476,8 @@ print("attn-cli: prefill the best of 3 passes, decode the median step of "
       f"; llama.cpp: llama-bench pp the best of 3 repetitions, tg the mean of "
       f"{lb_test('llama.f32.1.tg.json')['n_gen']} tokens after a {c0['prefill_positions']}-token "
       f"depth, batched-bench S_TG (B x {lbb0['tg']} tokens over their time, prompt shared)")
-print(f"date: {date}; compare took {took} s")
+print(f"date: {date}; compare took {took} s; load average (1, 5, 15 min) {load0} before the "
+      f"rounds, {load1} after (a shared machine: other work slows either tool)")
 EOF
 }
 

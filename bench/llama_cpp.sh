@@ -70,7 +70,8 @@ if [ ! -d "$src/.git" ]; then
   echo "== cloning llama/gitRelease.bundle into $src" >&2
   rm -rf "$src" "$src.tmp" "$cache/package"
   tar -xzf "$tgz" -C "$cache" package/llama/gitRelease.bundle
-  git clone --quiet "$cache/package/llama/gitRelease.bundle" "$src.tmp" >&2
+  git -c advice.detachedHead=false clone --quiet "$cache/package/llama/gitRelease.bundle" \
+    "$src.tmp" >&2
   if ! git -C "$src.tmp" rev-parse --verify --quiet HEAD >/dev/null; then
     # a bundle without HEAD: check out its first ref
     ref=$(git bundle list-heads "$cache/package/llama/gitRelease.bundle" | awk 'NR == 1 {print $1}')
