@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# attn-cli vs PyTorch eager (Debian's python3-torch) on the same work, in one go:
+# attn-cli vs PyTorch eager (Debian's python3-torch) and vs llama.cpp on the same work, in one go:
 #   1. one Llama-3-8B layer: `attn-cli bench --json` (F32, BF16 and F16 weights, decode steps
 #      interleaved in the same rounds), `attn-cli bench --json --weight-types bf16` (a BF16-only
 #      process, for its peak RSS) and bench/torch_layer.py --json --dtype float32 and bfloat16
 #      (same prefill, steps and threads);
 #   2. the seed notebook's workload as whole processes, import/startup included:
 #      `attn-cli run` (best and median of 20) vs bench/torch_notebook.py (best and median of 5),
-#      with hyperfine if installed, else a loop around `date +%s%N`.
-# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N]   (defaults 2, 512, 128)
-# Progress and the tools' own logs go to stderr, the tables to stdout, ending with issue 10's
-# targets, each PASS or MISS against figures of this same run (a MISS does not change the exit
-# status). Exit status is non-zero if any benchmark fails. OPENBLAS_CORETYPE is passed through
-# untouched and reported.
+#      with hyperfine if installed, else a loop around `date +%s%N`;
+#   3. llama.cpp (built once by bench/llama_cpp.sh from npm's node-llama-cpp, the layer written
+#      as GGUF by bench/gguf_layer.py): per weight type F32, BF16, F16 and per round,
+#      `attn-cli bench --weight-types T` and llama.cpp's `llama-bench` (prefill P: -p P -n 0,
+#      best of 3 repetitions; decode at depth P: -p 0 -n N -d P, one repetition) and
+#      `llama-batched-bench` (-npp P -ntg G -npl 1,2,4,8,16 -pps, S_TG t/s) take turns (the
+#      order swapped every other time), then `attn-cli bench --compute bf16 --weight-types bf16`
+#      (on CPUs with AVX512-BF16) next to llama.cpp's BF16 rows. Each tool's figure is its best
+#      round. One markdown table: | | attn-cli | llama.cpp | ratio |, ratio = attn-cli/llama.cpp.
+#      Skipped with a message when llama.cpp can't be built because npm is unreachable.
+# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch]   (defaults 2, 512, 128, 3, min(32, N))
+# Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
+# 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
+# exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
+# Exit status is non-zero if any benchmark fails. OPENBLAS_CORETYPE is passed through untouched
+# and reported.
 set -Eeuo pipefail
 trap 'echo "compare.sh: failed: $BASH_COMMAND" >&2' ERR
 
@@ -20,17 +30,22 @@ usage() {
   exit 2
 }
 
-threads=2 prefill=512 steps=128
+threads=2 prefill=512 steps=128 rounds=3 ntg="" torch=1 llama=1
 while [ $# -gt 0 ]; do
   case "$1" in
+    --no-llama) llama=0 && shift && continue ;;
+    --llama-only | --no-torch) torch=0 && shift && continue ;;
     --threads) threads=${2-} ;;
     --prefill) prefill=${2-} ;;
     --steps) steps=${2-} ;;
+    --rounds) rounds=${2-} ;;
+    --ntg) ntg=${2-} ;;
     *) usage ;;
   esac
   [[ ${2-} =~ ^[1-9][0-9]*$ ]] || usage
   shift 2
 done
+[ -n "$ntg" ] || ntg=$((steps < 32 ? steps : 32))
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 py=/usr/bin/python3
@@ -45,6 +60,8 @@ if [ ! -x "$cli" ]; then
   cmake --build build -j2 >&2
 fi
 
+# -- parts 1 and 2: attn-cli against PyTorch eager
+torch_part() {
 shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
 echo "== attn-cli bench ${shape[*]}" >&2
 "$cli" bench --json "${shape[@]}" >"$tmp/bench_cli.json"
@@ -281,3 +298,198 @@ print(f"threads: attn-cli {c['threads']}, torch {t['threads']} (OpenBLAS {t['ope
       f"{tb['peak_rss_mb']:.0f} (bfloat16)")
 print(f"date: {date}; compare took {took} s")
 EOF
+}
+
+# -- part 3: attn-cli against llama.cpp
+llama_part() {
+  local lbin lsrc rc=0 cache r i k t first model c_ctx
+  local -a ggufs types=(f32 bf16 f16)
+  echo "== bench/llama_cpp.sh (builds llama.cpp once; long the first time)" >&2
+  lbin=$(bench/llama_cpp.sh) || rc=$?
+  if [ "$rc" = 3 ]; then
+    echo "compare.sh: llama.cpp could not be fetched (npm or its registry unreachable); the" \
+      "llama.cpp comparison is skipped"
+    return 0
+  elif [ "$rc" != 0 ]; then
+    echo "compare.sh: bench/llama_cpp.sh failed (exit $rc)" >&2
+    return "$rc"
+  fi
+  lsrc=$(bench/llama_cpp.sh --src)
+  cache=${lbin%/build/bin}
+  echo "== bench/gguf_layer.py (cached in $cache/gguf)" >&2
+  "$py" bench/gguf_layer.py --llama-src "$lsrc" --out "$cache/gguf" --types f32,bf16,f16 \
+    >"$tmp/ggufs"
+  mapfile -t ggufs <"$tmp/ggufs"
+  # --compute bf16 needs AVX512-BF16 (attn-cli refuses it otherwise)
+  local compute_bf16=0
+  grep -qw avx512_bf16 /proc/cpuinfo && compute_bf16=1
+  # batched-bench's context: every sequence's prompt and tokens (the KV cache is per sequence)
+  c_ctx=$((16 * (prefill + ntg)))
+  local -a cli_shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
+  local load0
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+
+  # run_cli NAME ARGS...: one attn-cli bench process, its JSON in $tmp/NAME.json
+  run_cli() {
+    local name=$1
+    shift
+    echo "== attn-cli bench --json ${cli_shape[*]} $*" >&2
+    "$cli" bench --json "${cli_shape[@]}" "$@" >"$tmp/$name.json"
+  }
+  # run_llama NAME MODEL: llama-bench's prefill and decode rows and batched-bench's, into
+  # $tmp/NAME.pp.json, NAME.tg.json, NAME.bb.jsonl
+  run_llama() {
+    local name=$1 model=$2
+    echo "== llama-bench -m ${model##*/} -t $threads -p $prefill -n 0 -r 3" >&2
+    "$lbin/llama-bench" -m "$model" -t "$threads" -p "$prefill" -n 0 -r 3 -o json \
+      >"$tmp/$name.pp.json"
+    echo "== llama-bench -m ${model##*/} -t $threads -p 0 -n $steps -d $prefill -r 1" >&2
+    "$lbin/llama-bench" -m "$model" -t "$threads" -p 0 -n "$steps" -d "$prefill" -r 1 -o json \
+      >"$tmp/$name.tg.json"
+    echo "== llama-batched-bench -m ${model##*/} -t $threads -c $c_ctx -npp $prefill" \
+      "-ntg $ntg -npl 1,2,4,8,16 -pps" >&2
+    "$lbin/llama-batched-bench" -m "$model" -t "$threads" -c "$c_ctx" -npp "$prefill" \
+      -ntg "$ntg" -npl 1,2,4,8,16 -pps --output-format jsonl >"$tmp/$name.bb.log" 2>&1 || {
+      cat "$tmp/$name.bb.log" >&2
+      return 1
+    }
+    grep '^{"n_kv_max"' "$tmp/$name.bb.log" >"$tmp/$name.bb.jsonl"
+  }
+
+  # Rounds: per weight type, attn-cli and llama.cpp take turns, attn-cli first on even turns.
+  k=0
+  for ((r = 1; r <= rounds; r++)); do
+    for i in 0 1 2; do
+      t=${types[i]} model=${ggufs[i]}
+      echo "== round $r of $rounds, ${t^^} weights" >&2
+      if ((k++ % 2 == 0)); then first=cli; else first=llama; fi
+      if [ "$first" = cli ]; then run_cli "cli.$t.$r" --weight-types "$t"; fi
+      run_llama "llama.$t.$r" "$model"
+      if [ "$first" = llama ]; then run_cli "cli.$t.$r" --weight-types "$t"; fi
+      if [ "$t" = bf16 ] && [ "$compute_bf16" = 1 ]; then
+        run_cli "cli.bf16c.$r" --weight-types bf16 --compute bf16
+      fi
+    done
+  done
+
+  "$py" - "$tmp" "$rounds" "$compute_bf16" "${OPENBLAS_CORETYPE-unset}" "$lsrc" "$c_ctx" \
+    "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+import json, subprocess, sys
+
+tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1 = sys.argv[1:]
+rounds, compute_bf16 = int(rounds), compute_bf16 == "1"
+R = range(1, rounds + 1)
+BATCHES = (1, 2, 4, 8, 16)
+
+
+def load(name):
+    with open(f"{tmp}/{name}") as f:
+        return json.load(f)
+
+
+def cli(t, r):
+    return load(f"cli.{t}.{r}.json")
+
+
+def lb_test(name):
+    """llama-bench's one test of a -o json run."""
+    tests = load(name)
+    assert len(tests) == 1, name
+    return tests[0]
+
+
+def bb_rows(name):
+    with open(f"{tmp}/{name}") as f:
+        return {j["pl"]: j for j in map(json.loads, f)}
+
+
+def best(values):
+    return max(values)
+
+
+# figures: (label, attn-cli rate, llama.cpp rate), each the best of the rounds
+rows = []
+for t in ("f32", "bf16", "f16"):
+    w = lambda r: cli(t, r)["weight_types"][0]  # noqa: E731
+    pp = best(w(r)["prefill_positions_per_s"] for r in R)
+    lpp = best(max(lb_test(f"llama.{t}.{r}.pp.json")["samples_ts"]) for r in R)
+    p = cli(t, 1)["prefill_positions"]
+    rows.append((f"prefill {p}, {t.upper()} weights (positions/s)", pp, lpp))
+for t in ("f32", "bf16", "f16"):
+    w = lambda r: cli(t, r)["weight_types"][0]  # noqa: E731
+    tg = best(w(r)["decode_steps_per_s"] for r in R)
+    ltg = best(lb_test(f"llama.{t}.{r}.tg.json")["avg_ts"] for r in R)
+    p = cli(t, 1)["prefill_positions"]
+    rows.append((f"decode at depth {p}, {t.upper()} (steps/s)", tg, ltg))
+for t in ("f32", "bf16", "f16"):
+    for b in BATCHES:
+        ours = best(d["tokens_per_s"] for r in R for d in cli(t, r)["weight_types"][0]
+                    ["batched_decode"] if d["batch"] == b)
+        theirs = best(bb_rows(f"llama.{t}.{r}.bb.jsonl")[b]["speed_tg"] for r in R)
+        rows.append((f"batched decode B={b}, {t.upper()} (tokens/s)", ours, theirs))
+if compute_bf16:
+    w = lambda r: load(f"cli.bf16c.{r}.json")["weight_types"][0]  # noqa: E731
+    p = cli("bf16", 1)["prefill_positions"]
+    rows.append((f"--compute bf16: prefill {p}, BF16 (positions/s)",
+                 best(w(r)["prefill_positions_per_s"] for r in R),
+                 best(max(lb_test(f"llama.bf16.{r}.pp.json")["samples_ts"]) for r in R)))
+    for b in BATCHES:
+        rows.append((f"--compute bf16: batched decode B={b}, BF16 (tokens/s)",
+                     best(d["tokens_per_s"] for r in R for d in w(r)["batched_decode"]
+                          if d["batch"] == b),
+                     best(bb_rows(f"llama.bf16.{r}.bb.jsonl")[b]["speed_tg"] for r in R)))
+
+
+def lscpu():
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    f = dict(l.split(":", 1) for l in out.splitlines() if ":" in l)
+    g = lambda k: f.get(k, "?").strip()  # noqa: E731
+    return f"{g('Model name')} (family {g('CPU family')}, model {g('Model')})"
+
+
+c0, lpp0, lbb0 = cli("f32", 1), lb_test("llama.f32.1.pp.json"), bb_rows("llama.f32.1.bb.jsonl")[1]
+commit = subprocess.run(["git", "-C", lsrc, "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip()
+print(f"attn-cli vs llama.cpp, one Llama-3-8B layer (dim 4096, 32 heads, 8 KV heads, FFN 14336), "
+      f"{c0['threads']} threads; each tool's best of {rounds} round(s), the tools taking turns")
+print(f"CPU: {lscpu()}; attn-cli {c0['version']}: kernels {c0['kernels']}, OpenBLAS core "
+      f"{c0['openblas_core']}, OPENBLAS_CORETYPE={coretype}")
+fa = {-1: "auto", 0: "off", 1: "on"}
+print(f"llama.cpp: node-llama-cpp@3.22.1's sources (commit {commit}, GGML_NATIVE=ON), backend "
+      f"{lpp0.get('backends', '?')}, cpu_info \"{lpp0.get('cpu_info', '?')}\", flash_attn "
+      f"{fa.get(lpp0.get('flash_attn'), lpp0.get('flash_attn'))}, KV cache "
+      f"{lpp0.get('type_k', '?')}/{lpp0.get('type_v', '?')}, n_batch {lpp0.get('n_batch', '?')}, "
+      f"n_ubatch {lpp0.get('n_ubatch', '?')}; batched-bench -c {c_ctx} -pps -ntg {lbb0['tg']} "
+      f"(flash_attn {fa.get(lbb0['flash_attn'], lbb0['flash_attn'])})")
+print("the GGUF layer has the same shape and distribution as attn-cli's drawn layer, not its "
+      "values (timing only)")
+if not compute_bf16:
+    print("--compute bf16 rows left out: this CPU has no AVX512-BF16 (attn-cli refuses it)")
+print()
+print("| | attn-cli | llama.cpp | ratio |")
+print("|---|---:|---:|---:|")
+for label, ours, theirs in rows:
+    print(f"| {label} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x |")
+print()
+print("attn-cli: prefill the best of 3 passes, decode the median step of "
+      f"{c0['decode_steps']}, batched the median step of each B at depth {c0['prefill_positions']}"
+      f"; llama.cpp: llama-bench pp the best of 3 repetitions, tg the mean of "
+      f"{lb_test('llama.f32.1.tg.json')['n_gen']} tokens after a {c0['prefill_positions']}-token "
+      f"depth, batched-bench S_TG (B x {lbb0['tg']} tokens over their time, prompt shared)")
+print(f"date: {date}; compare took {took} s; load average (1, 5, 15 min) {load0} before the "
+      f"rounds, {load1} after (a shared machine: other work slows either tool)")
+EOF
+}
+
+if [ "$torch" = 1 ]; then
+  if "$py" -c 'import torch' 2>/dev/null; then
+    torch_part
+  else
+    echo "compare.sh: $py can't import torch (Debian: apt install python3-torch); the PyTorch" \
+      "comparison is skipped" >&2
+  fi
+fi
+if [ "$llama" = 1 ]; then
+  [ "$torch" = 0 ] || echo
+  llama_part
+fi
