@@ -70,7 +70,8 @@ void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out);
 
-// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
+// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename); "not loaded"
+// when no product of this process has needed OpenBLAS, which is opened on first use.
 std::string blas_core();
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
