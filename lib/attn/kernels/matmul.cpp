@@ -268,6 +268,10 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
   rt.kernels->of[int(w.type)].widen(w.data, K, rows, K, out);
 }
 
+void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions) {
+  if (positions > 1 || (batch * positions > kBatchRows && !rt.kernels->own_gemm)) blas::api();
+}
+
 std::string blas_core() {
   if (!blas::loaded()) return "not loaded";  // no product has needed it: opening it costs ~5 ms
   const char* core = blas::api().get_corename();
