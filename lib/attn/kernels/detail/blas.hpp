@@ -15,8 +15,8 @@ struct Api {
 };
 
 // Opens libopenblas once (thread-safe; the first caller may be inside an OpenMP region) and pins
-// it to one thread per call, as OpenMP owns the cores (runtime.hpp). Throws std::runtime_error naming the
-// library when it cannot be opened or lacks a function.
+// it to one thread per call, as OpenMP owns the cores (runtime.hpp). Throws std::runtime_error
+// naming the library when it cannot be opened or lacks a function.
 const Api& api();
 
 // Whether OpenBLAS is in the process already; opens nothing.
