@@ -1,14 +1,16 @@
 #pragma once
 // The frontend's side of model parallelism: starting and ending MPI (the library never does),
-// and making every rank leave together when one fails.
-#ifdef ATTN_MPI
-#include <mpi.h>
-#endif
+// and making every rank leave together when one fails. MPI lives in a module of its own
+// (mpi_comm.cpp), opened only under mpirun: a plain run does not load Open MPI at all.
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/model/parallel.hpp"
@@ -23,26 +25,50 @@ inline bool launched_by_mpirun() {
   return false;
 }
 
-// MPI_Init on construction (under mpirun, in an MPI build), MPI_Finalize on destruction.
+#ifdef ATTN_MPI
+// Where the MPI module may be: next to the executable (the build tree), then where install()
+// puts it relative to the installed executable.
+inline std::vector<std::filesystem::path> mpi_module_paths() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path dir = ec ? std::filesystem::path(".") : exe.parent_path();
+  return {dir / ATTN_MPI_MODULE, dir / ATTN_MPI_MODULE_FROM_BIN / ATTN_MPI_MODULE};
+}
+
+// MPI_Init through the module; the handle stays open for the process's life (MPI_Finalize runs
+// from the Comm's destructor, and Open MPI cannot be unloaded and started again anyway).
+inline std::unique_ptr<attn::Comm> open_mpi(int& argc, char**& argv) {
+  std::string errors;
+  for (const std::filesystem::path& path : mpi_module_paths()) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      errors += std::string("; ") + dlerror();
+      continue;
+    }
+    using Open = attn::Comm* (*)(int*, char***);
+    if (auto open = reinterpret_cast<Open>(dlsym(handle, "attn_mpi_open")))
+      return std::unique_ptr<attn::Comm>(open(&argc, &argv));
+    errors += "; " + path.string() + " has no attn_mpi_open";
+  }
+  std::fprintf(stderr, "attn-cli: error: cannot load the MPI module %s under mpirun%s\n",
+               ATTN_MPI_MODULE, errors.c_str());
+  std::exit(1);
+}
+#endif
+
+// Under mpirun (in an MPI build): MPI_Init on construction, MPI_Finalize on destruction.
 struct Session {
   attn::Shard shard;
-  bool active = false;
+  std::unique_ptr<attn::Comm> comm;
 
   Session(int& argc, char**& argv) {
 #ifdef ATTN_MPI
     if (!launched_by_mpirun()) return;
-    MPI_Init(&argc, &argv);
-    active = true;
-    MPI_Comm_rank(MPI_COMM_WORLD, &shard.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &shard.size);
+    comm = open_mpi(argc, argv);
+    shard = {comm->rank(), comm->size(), comm.get()};
 #else
     (void)argc;
     (void)argv;
-#endif
-  }
-  ~Session() {
-#ifdef ATTN_MPI
-    if (active) MPI_Finalize();
 #endif
   }
   Session(const Session&) = delete;

@@ -6,7 +6,6 @@
 // Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] M... With 1 thread the times are
 // the thread's CPU time, which a machine shared with other jobs inflates far less than wall time
 // (time slices taken by others).
-#include <cblas.h>
 #include <omp.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <ctime>
 #include <vector>
 
+#include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/matmul.hpp"
 
@@ -100,9 +100,10 @@ int main(int argc, char** argv) {
                                   s.k, y.data() + n0, s.n, n1 - n0, false,
                                   panels.data() + t * attn::gemm_panel_floats());
               else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(n1 - n0),
-                            blasint(s.k), 1.0f, x.data(), blasint(s.k), w[i].data() + n0 * s.k,
-                            blasint(s.k), 0.0f, y.data() + n0, blasint(s.n));
+                attn::blas::api().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M),
+                                        blasint(n1 - n0), blasint(s.k), 1.0f, x.data(),
+                                        blasint(s.k), w[i].data() + n0 * s.k, blasint(s.k), 0.0f,
+                                        y.data() + n0, blasint(s.n));
             }
           }
         }

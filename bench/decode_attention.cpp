@@ -5,7 +5,6 @@
 // 2000 calls each.
 // Built with -DATTN_BENCH=ON: build/bench/bench_decode_attention
 // Arguments: threads, positions, then batch sizes.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "attn/kernels/attention.hpp"
+#include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/ops.hpp"
 
 namespace {
@@ -39,12 +39,12 @@ void per_head_sgemv(const attn::Runtime& rt, float* out, const float* xq, const 
       const std::int64_t b = i / kKvHeads, g = i % kKvHeads;
       for (std::int64_t h = g * n_rep; h < (g + 1) * n_rep; ++h) {
         const float* q = xq + b * ld + h * kHeadDim;
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(keys), blasint(kHeadDim), scale,
-                    c.k + c.offset(b, g), blasint(kHeadDim), q, 1, 0.0f, s, 1);
+        attn::blas::api().sgemv(CblasRowMajor, CblasNoTrans, blasint(keys), blasint(kHeadDim),
+                                scale, c.k + c.offset(b, g), blasint(kHeadDim), q, 1, 0.0f, s, 1);
         attn::softmax_masked(rt, s, keys, keys);
-        cblas_sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(kHeadDim), 1.0f,
-                    c.v + c.offset(b, g), blasint(kHeadDim), s, 1, 0.0f,
-                    out + b * ld + h * kHeadDim, 1);
+        attn::blas::api().sgemv(CblasRowMajor, CblasTrans, blasint(keys), blasint(kHeadDim), 1.0f,
+                                c.v + c.offset(b, g), blasint(kHeadDim), s, 1, 0.0f,
+                                out + b * ld + h * kHeadDim, 1);
       }
     }
   }

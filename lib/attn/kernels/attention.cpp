@@ -1,6 +1,5 @@
 #include "attn/kernels/attention.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/ops.hpp"
 
@@ -46,11 +46,12 @@ void head_attention(const Runtime& rt, float* out, const float* q, const float* 
                     std::int64_t ld, std::int64_t hd, const Rows& r, float* s) {
   const std::int64_t rows = r.rows, keys = r.keys;
   const float scale = 1.0f / std::sqrt(float(hd));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
-              scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
+  const blas::Api& blas = blas::api();
+  blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
+             scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));
   for (std::int64_t i = 0; i < rows; ++i) softmax_row(rt, s + i * keys, r, i);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd), blasint(keys),
-              1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
+  blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(hd), blasint(keys),
+             1.0f, s, blasint(keys), v, blasint(hd), 0.0f, out, blasint(ld));
 }
 
 // One query position of n heads that share a KV head (q, out: [n, hd]): their scores in s

@@ -1,6 +1,5 @@
 #include "attn/kernels/matmul.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "attn/kernels/detail/bf16_dot.hpp"
+#include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/detail/claims.hpp"
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
@@ -78,8 +78,9 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
       wb = scratch;
       ld = K;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(nb), blasint(K), 1.0f,
-                x, blasint(K), wb, blasint(ld), accumulate ? 1.0f : 0.0f, p.out + b0, blasint(p.n));
+    blas::api().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M), blasint(nb), blasint(K),
+                      1.0f, x, blasint(K), wb, blasint(ld), accumulate ? 1.0f : 0.0f, p.out + b0,
+                      blasint(p.n));
   }
 }
 
@@ -269,8 +270,13 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
   rt.kernels->of[int(w.type)].widen(w.data, K, rows, K, out);
 }
 
+void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions) {
+  if (positions > 1 || (batch * positions > kBatchRows && !rt.kernels->own_gemm)) blas::api();
+}
+
 std::string blas_core() {
-  const char* core = openblas_get_corename();
+  if (!blas::loaded()) return "not loaded";  // no product has needed it: opening it costs ~5 ms
+  const char* core = blas::api().get_corename();
   return core ? core : "unknown";
 }
 

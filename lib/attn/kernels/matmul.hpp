@@ -70,8 +70,15 @@ void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out);
 
-// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename).
+// Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename); "not loaded"
+// when no product of this process has needed OpenBLAS, which is opened on first use.
 std::string blas_core();
+
+// OpenBLAS is opened on the first product that needs it (~4 ms, once per process). A caller that
+// times a forward pass over `positions` positions of `batch` sequences calls this first, so the
+// opening is not timed as part of it: attention over 2 or more rows is an sgemm, and so are the
+// products of more than kBatchRows rows without the own GEMM.
+void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions);
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
 std::string matmul_path(const Runtime& rt);

@@ -1,6 +1,5 @@
 #include "attn/kernels/probe.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <iterator>
 #include <vector>
 
+#include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/kernels.hpp"
 
 namespace attn {
@@ -84,17 +84,18 @@ double sgemm_seconds(std::span<const StreamMatrix> mats, std::int64_t P, int thr
   std::int64_t kmax = 0, nmax = 0;
   for (const StreamMatrix& mat : mats) kmax = std::max(kmax, mat.k), nmax = std::max(nmax, mat.n);
   std::vector<float> A(std::size_t(P * kmax), 0.5f), C(std::size_t(P * nmax));
-  openblas_set_num_threads(threads);
+  const blas::Api& blas = blas::api();
+  blas.set_num_threads(threads);
   double best = 1e30;
   for (int rep = 0; rep < 2; ++rep) {
     const auto t0 = Clock::now();
     for (const StreamMatrix& mat : mats)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(P), blasint(mat.n),
-                  blasint(mat.k), 1.0f, A.data(), blasint(mat.k), mat.w, blasint(mat.k), 0.0f,
-                  C.data(), blasint(mat.n));
+      blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(P), blasint(mat.n),
+                 blasint(mat.k), 1.0f, A.data(), blasint(mat.k), mat.w, blasint(mat.k), 0.0f,
+                 C.data(), blasint(mat.n));
     best = std::min(best, since(t0));
   }
-  openblas_set_num_threads(1);
+  blas.set_num_threads(1);
   return best;
 }
 

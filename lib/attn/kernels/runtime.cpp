@@ -1,6 +1,5 @@
 #include "attn/kernels/runtime.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <string>
@@ -13,7 +12,6 @@ namespace attn {
 
 Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view kernels,
                      Compute compute) {
-  openblas_set_num_threads(1);
   Runtime rt;
   rt.threads = threads < 1 ? cores() : threads;
   rt.parallel_flops = parallel_flops;

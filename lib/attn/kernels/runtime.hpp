@@ -32,8 +32,9 @@ struct Runtime {
 
 // threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
 // throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16 or with a kernel set
-// other than avx512. Pins OpenBLAS to one thread per call: OpenMP owns the cores, and two
-// spinning pools on the same cores cost milliseconds per hand-over.
+// other than avx512. OpenBLAS runs one thread per call (detail/blas.hpp pins it when it is
+// opened): OpenMP owns the cores, and two spinning pools on the same cores cost milliseconds per
+// hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
                      std::string_view kernels = "", Compute compute = Compute::f32);
 

@@ -1,11 +1,8 @@
 #include "attn/model/parallel.hpp"
 
-#ifdef ATTN_MPI
-#include <mpi.h>
-#endif
-
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "attn/error.hpp"
 
@@ -60,23 +57,25 @@ std::string split_text(const ModelArgs& a) {
   return s;
 }
 
-#ifdef ATTN_MPI
+namespace {
+
+// The Comm of a multi-rank shard; a Shard of several ranks without one is a caller's bug.
+const Comm& comm(const Shard& s) {
+  if (!s.comm) throw std::logic_error("a Shard of several ranks needs a Comm");
+  return *s.comm;
+}
+
+}  // namespace
 
 void allreduce_sum(const Shard& s, float* data, std::int64_t n) {
-  if (s.size == 1) return;
-  // Counts are int: a [rows, dim] block is far below 2^31 floats (rows <= 2^24 positions...),
-  // but go in pieces to be sure.
-  constexpr std::int64_t kMax = std::int64_t{1} << 30;
-  for (std::int64_t i = 0; i < n; i += kMax)
-    MPI_Allreduce(MPI_IN_PLACE, data + i, int(std::min(kMax, n - i)), MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
+  if (s.size > 1) comm(s).allreduce_sum(data, n);
 }
 
 std::vector<float> gather_heads(const Shard& s, const std::vector<float>& local, std::int64_t B) {
   if (s.size == 1) return local;
   const std::int64_t n = std::int64_t(local.size()), chunk = B ? n / B : 0;
   std::vector<float> all(s.rank == 0 ? std::size_t(n * s.size) : 0);  // [size, B, chunk]
-  MPI_Gather(local.data(), int(n), MPI_FLOAT, all.data(), int(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  comm(s).gather(local.data(), n, all.data());
   if (s.rank != 0) return {};
   std::vector<float> out(all.size());  // [B, size, chunk]
   for (std::int64_t r = 0; r < s.size; ++r)
@@ -86,52 +85,26 @@ std::vector<float> gather_heads(const Shard& s, const std::vector<float>& local,
 }
 
 std::vector<double> gather_values(const Shard& s, double value) {
-  std::vector<double> all(s.rank == 0 ? std::size_t(s.size) : 0);
   if (s.size == 1) return {value};
-  MPI_Gather(&value, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> all(s.rank == 0 ? std::size_t(s.size) : 0);
+  comm(s).gather(&value, 1, all.data());
   return all;
 }
 
 Agreement agree(const Shard& s, int status) {
   if (s.size == 1) return {status, 0};
-  int worst = 0;
-  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  int mine = status == worst && worst != 0 ? s.rank : s.size, first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return {worst, first};
+  const int worst = comm(s).allreduce_max(status);
+  const int mine = status == worst && worst != 0 ? s.rank : s.size;
+  return {worst, comm(s).allreduce_min(mine)};
 }
 
 void barrier(const Shard& s) {
-  if (s.size > 1) MPI_Barrier(MPI_COMM_WORLD);
+  if (s.size > 1) comm(s).barrier();
 }
 
 void abort_all(const Shard& s, int status) {
-  if (s.size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  if (s.size > 1 && s.comm) s.comm->abort(status);
   std::exit(status);
 }
-
-#else  // one rank: every collective is the identity
-
-void allreduce_sum(const Shard&, float*, std::int64_t) {}
-
-std::vector<float> gather_heads(const Shard&, const std::vector<float>& local, std::int64_t) {
-  return local;
-}
-
-std::vector<double> gather_values(const Shard&, double value) {
-  return {value};
-}
-
-Agreement agree(const Shard&, int status) {
-  return {status, 0};
-}
-
-void barrier(const Shard&) {}
-
-void abort_all(const Shard&, int status) {
-  std::exit(status);
-}
-
-#endif
 
 }  // namespace attn

@@ -1,9 +1,9 @@
 #pragma once
 // Model parallelism across MPI ranks, as Meta's fairscale layers split a model across GPUs:
 // which slice of the model a rank holds (Shard), and the few collectives the forward pass and
-// the CLI need. The application starts and ends MPI (MPI_Init, MPI_Finalize) and hands the
-// engine its Shard; the library keeps no process-wide state. A build without MPI has one rank,
-// where every collective is the identity.
+// the CLI need. The application starts and ends MPI and hands the engine its Shard with a Comm;
+// the library links no MPI and keeps no process-wide state. One rank (or no Comm) makes every
+// collective the identity.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,12 +14,33 @@ namespace attn {
 
 // Rank r of size ranks holds query heads r*n_heads/size .., KV heads r*n_kv_heads/size .. and
 // FFN hidden units r*ffn_hidden/size .. (the notebook's "GPU0: Q1, Q2, Q3, K1, V1").
+// The collectives over the ranks, as attn-cli's MPI module (libattn_mpi.so, opened only under
+// mpirun) implements them with MPI: the engine and its users link no MPI. The free functions
+// below call it.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void allreduce_sum(float* data, std::int64_t n) const = 0;
+  virtual int allreduce_max(int value) const = 0;
+  virtual int allreduce_min(int value) const = 0;
+  // Rank 0 gets every rank's n values in rank order in all [size * n]; on the others all is
+  // unused.
+  virtual void gather(const float* local, std::int64_t n, float* all) const = 0;
+  virtual void gather(const double* local, std::int64_t n, double* all) const = 0;
+  virtual void barrier() const = 0;
+  [[noreturn]] virtual void abort(int status) const = 0;
+};
+
 struct Shard {
   int rank = 0;
   int size = 1;
+  const Comm* comm = nullptr;  // the application's; needed when size > 1
 };
 
-// True when this build found MPI at configure time and can run more than one rank.
+// True when this build found MPI at configure time (attn-cli's MPI module was built) and can run
+// more than one rank.
 bool mpi_built();
 
 // Refuses (InputError) a config whose model_parallel_size is not the number of ranks running.

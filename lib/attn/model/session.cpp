@@ -7,6 +7,7 @@
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/kernels/matmul.hpp"
 #include "attn/model/finite.hpp"
 
 namespace attn {
@@ -151,6 +152,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
     point_probs(m, keep_probs ? &out.attn_prefill : nullptr);
+    open_blas_for(m.rt, B, P);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
@@ -161,6 +163,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     e.seconds = out.prefill_seconds;
     on_event(e);
   }
+  if (N > 0) open_blas_for(m.rt, B, 1);
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
@@ -345,8 +348,9 @@ Session open_session(RunPlan plan) {
   }
   TransformerWeights w = plan.weights ? load_weights(r.args, std::move(*plan.weights), r.shard)
                                       : seeded_weights(r.args, r.seed, r.shard);
-  Transformer m = make_transformer(r.args, std::move(w), plan.shape.max_rows,
-                                   make_runtime(plan.shape.threads, kParallelFlops, "", r.compute), r.shard);
+  Transformer m =
+      make_transformer(r.args, std::move(w), plan.shape.max_rows,
+                       make_runtime(plan.shape.threads, kParallelFlops, "", r.compute), r.shard);
   if (!r.tokens.empty()) x = embed_tokens(m, r, inspect);
   return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
 }

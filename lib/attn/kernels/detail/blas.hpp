@@ -1,0 +1,25 @@
+#pragma once
+// OpenBLAS, opened on first use (engine-internal, not installed). Linked, it was loaded with
+// every process and its constructor (CPU probe, thread pool, buffers) cost ~5 ms before main,
+// also for runs that never multiply through it (--version, decode, the AVX-512 GEMM). The
+// functions are the library's own, called with the same arguments as before: same bits.
+#include <cblas.h>
+
+namespace attn::blas {
+
+struct Api {
+  decltype(&::cblas_sgemm) sgemm;
+  decltype(&::cblas_sgemv) sgemv;
+  decltype(&::openblas_set_num_threads) set_num_threads;
+  decltype(&::openblas_get_corename) get_corename;
+};
+
+// Opens libopenblas once (thread-safe; the first caller may be inside an OpenMP region) and pins
+// it to one thread per call, as OpenMP owns the cores (runtime.hpp). Throws std::runtime_error
+// naming the library when it cannot be opened or lacks a function.
+const Api& api();
+
+// Whether OpenBLAS is in the process already; opens nothing.
+bool loaded();
+
+}  // namespace attn::blas
