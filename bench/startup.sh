@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start-up cost of attn-cli as whole processes, against an empty C program compiled here
-# (issue 23: run on configs/mha.json at most 6 ms above it). Best and median of N runs after a
+# (issue 23: the notebook's `attn-cli run` at most 6 ms above it). Best and median of N runs after a
 # warm-up, a markdown table on stdout.
 # Usage: bench/startup.sh [build dir or attn-cli path] [runs, default 40]
 set -euo pipefail
@@ -44,6 +44,7 @@ row() {
   echo "| $label | $best | $median | $(awk -v a="$best" -v b="$base_best" 'BEGIN { printf "%.2f", a - b }') |"
 }
 row "attn-cli --version" "$cli" --version
+row "attn-cli run (the seed notebook's ModelArgs)" "$cli" run
 row "attn-cli run --config configs/mha.json" "$cli" run --config configs/mha.json
 row "attn-cli decode --config configs/mha.json --prefill 1 --steps 1" \
   "$cli" decode --config configs/mha.json --prefill 1 --steps 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 23: a plain run loads neither OpenBLAS nor Open MPI. attn-cli (and the Python module, when
 # built) have no NEEDED entry for them; --version and a run without a BLAS product do not load
-# them (LD_DEBUG=libs); a run whose prefill attention multiplies through sgemm loads OpenBLAS.
+# them (LD_DEBUG=libs), nor does the notebook's run (its prefill attention is small enough for
+# the own kernels); a run whose prefill attention multiplies through sgemm loads OpenBLAS.
 # Usage: tests/startup_libraries.sh attn-cli source-dir [more ELF files to check]
 set -uo pipefail
 cli=$1
@@ -24,16 +25,19 @@ loaded() {
   LD_DEBUG=libs "$cli" "$@" 2>&1 >/dev/null | grep -Eo 'calling init: [^ ]+' | sort -u
 }
 
-for cmd in "--version" "decode --config configs/mha.json --prefill 1 --steps 1"; do
+for cmd in "--version" "decode --config configs/mha.json --prefill 1 --steps 1" "run" \
+  "run --config configs/mha.json"; do
   # shellcheck disable=SC2086 # the command's words
   libs=$(loaded $cmd)
   grep -q 'libc.so' <<<"$libs" || fail "attn-cli $cmd: no loader log (LD_DEBUG unsupported?)"
   if grep -Eq 'libmpi|libopenblas' <<<"$libs"; then fail "attn-cli $cmd loaded: $libs"; fi
 done
-# Prefill attention over 7 rows is an sgemm (attention.cpp, head_attention).
-libs=$(loaded run --config configs/mha.json)
-grep -q 'libopenblas' <<<"$libs" || fail "attn-cli run --config configs/mha.json: no OpenBLAS: $libs"
-if grep -q 'libmpi' <<<"$libs"; then fail "attn-cli run --config configs/mha.json loaded MPI"; fi
+# Prefill attention's second chunk, 64 rows against 128 keys of head_dim 64, is past
+# attention_on_blas's size: an sgemm (attention.cpp, head_attention), on every kernel set.
+big=(run --config configs/mha.json -c 129 --prefill 128 --steps 1)
+libs=$(loaded "${big[@]}")
+grep -q 'libopenblas' <<<"$libs" || fail "attn-cli ${big[*]}: no OpenBLAS: $libs"
+if grep -q 'libmpi' <<<"$libs"; then fail "attn-cli ${big[*]} loaded MPI"; fi
 # The summary says whether OpenBLAS was needed.
 core=$("$cli" decode --config configs/mha.json --prefill 1 --steps 1 2>&1 >/dev/null)
 grep -q 'OpenBLAS core = not loaded' <<<"$core" || fail "decode without sgemm: $core"

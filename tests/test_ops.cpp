@@ -254,6 +254,61 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   }
 }
 
+// Prefill attention runs a head's chunk on the own decode kernels row by row up to
+// attention_on_blas's size, on OpenBLAS sgemm past it: both against double, at and around it.
+TEST_CASE("attention: prefill chunks on the own kernels and on OpenBLAS, at and around the size") {
+  const std::int64_t hd = 64, chunk = attn::kAttentionChunk;
+  CHECK_FALSE(attn::attention_on_blas(chunk, chunk, hd));  // 2^18 multiply-adds: own kernels
+  CHECK(attn::attention_on_blas(chunk, chunk + 1, hd));
+  attn::ModelArgs a = attn::seed_args();
+  a.n_heads = 2;
+  a.n_kv_heads = 1;
+  a.dim = 2 * hd;
+  a.max_seq_len = 96;
+  for (attn::Mask kind : {attn::Mask::causal, attn::Mask::none})
+    for (std::int64_t S : {2, 63, 64, 65, 80}) {
+      attn::KVCache c = attn::make_kv_cache(a);
+      std::vector<float> xk(std::size_t(S * hd)), xv(xk.size()), xq(std::size_t(S * a.dim));
+      for (std::size_t i = 0; i < xk.size(); ++i) {
+        xk[i] = float(std::sin(0.7 * double(i)));
+        xv[i] = float(std::cos(0.3 * double(i)));
+      }
+      for (std::size_t i = 0; i < xq.size(); ++i) xq[i] = float(std::sin(1.3 * double(i) + 0.2));
+      attn::store_kv(c, 0, xk.data(), xv.data(), 1, S, 0);
+      std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 2)));
+      std::vector<float> out(xq.size());
+      attn::AttentionMask mask;
+      mask.kind = kind;
+      attn::attention(attn::make_runtime(2, 0), out.data(), xq.data(), c.layer(0), a.n_heads, 1, S,
+                      0, scratch.data(), mask);
+      for (std::int64_t t = 0; t < S; ++t)
+        for (std::int64_t h = 0; h < a.n_heads; ++h) {
+          const std::int64_t keys = kind == attn::Mask::causal ? t + 1 : S;
+          std::vector<double> p(static_cast<std::size_t>(keys));
+          double sum = 0, mx = -1e300;
+          for (std::int64_t j = 0; j < keys; ++j) {
+            double d = 0;
+            for (std::int64_t e = 0; e < hd; ++e)
+              d += double(xq[std::size_t((t * a.n_heads + h) * hd + e)]) *
+                   xk[std::size_t(j * hd + e)];
+            p[std::size_t(j)] = d / std::sqrt(double(hd));
+            mx = std::max(mx, p[std::size_t(j)]);
+          }
+          for (double& x : p) sum += (x = std::exp(x - mx));
+          for (std::int64_t e = 0; e < hd; ++e) {
+            double o = 0;
+            for (std::int64_t j = 0; j < keys; ++j)
+              o += p[std::size_t(j)] / sum * xv[std::size_t(j * hd + e)];
+            CAPTURE(S);
+            CAPTURE(t);
+            CAPTURE(h);
+            CHECK(out[std::size_t((t * a.n_heads + h) * hd + e)] ==
+                  Approx(o).epsilon(1e-5).scale(1.0));
+          }
+        }
+    }
+}
+
 TEST_CASE("equivalence: prefill P then N decode steps equals one prefill of P + N") {
   const attn::Runtime rt = attn::make_runtime(2);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");

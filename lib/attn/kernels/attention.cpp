@@ -17,6 +17,14 @@ std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads) {
   return std::int64_t(threads) * kAttentionChunk * max_seq_len;
 }
 
+bool attention_on_blas(std::int64_t rows, std::int64_t keys, std::int64_t head_dim) {
+  // Below this many multiply-adds per product a head's rows go through the own decode kernels
+  // one row at a time: a notebook's prefill of a few positions then never opens OpenBLAS, whose
+  // loading and initialisation cost about 5 ms (docs/perf/startup.md).
+  constexpr std::int64_t kOwnAttention = std::int64_t(1) << 18;
+  return rows * keys * head_dim > kOwnAttention;
+}
+
 namespace {
 
 struct Task {
@@ -46,6 +54,15 @@ void head_attention(const Runtime& rt, float* out, const float* q, const float* 
                     std::int64_t ld, std::int64_t hd, const Rows& r, float* s) {
   const std::int64_t rows = r.rows, keys = r.keys;
   const float scale = 1.0f / std::sqrt(float(hd));
+  if (!attention_on_blas(rows, keys, hd)) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      float* si = s + i * keys;
+      group_scores(rt, q + i * ld, 1, k, keys, hd, scale, si);
+      softmax_row(rt, si, r, i);
+      group_mix(rt, si, 1, v, keys, hd, out + i * ld);
+    }
+    return;
+  }
   const blas::Api& blas = blas::api();
   blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(keys), blasint(hd),
              scale, q, blasint(ld), k, blasint(hd), 0.0f, s, blasint(keys));

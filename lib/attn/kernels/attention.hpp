@@ -25,6 +25,10 @@ struct AttentionMask {
   std::int64_t ld = 0;
 };
 
+// Whether a head's chunk of `rows` query rows against `keys` keys runs on OpenBLAS sgemm (else
+// on the own decode kernels, a row at a time: small products, where opening OpenBLAS costs more).
+bool attention_on_blas(std::int64_t rows, std::int64_t keys, std::int64_t head_dim);
+
 // Floats of per-thread score rows: [threads, kAttentionChunk, max_seq_len]. attention() must run
 // with a Runtime of at most `threads` threads.
 std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "attn/kernels/attention.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/detail/claims.hpp"
@@ -270,8 +271,11 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
   rt.kernels->of[int(w.type)].widen(w.data, K, rows, K, out);
 }
 
-void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions) {
-  if (positions > 1 || (batch * positions > kBatchRows && !rt.kernels->own_gemm)) blas::api();
+void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,
+                   std::int64_t start_pos, std::int64_t head_dim) {
+  const std::int64_t rows = std::min(positions, kAttentionChunk);
+  const bool attention = rows > 1 && attention_on_blas(rows, start_pos + positions, head_dim);
+  if (attention || (batch * positions > kBatchRows && !rt.kernels->own_gemm)) blas::api();
 }
 
 std::string blas_core() {

@@ -75,10 +75,12 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
 std::string blas_core();
 
 // OpenBLAS is opened on the first product that needs it (~4 ms, once per process). A caller that
-// times a forward pass over `positions` positions of `batch` sequences calls this first, so the
-// opening is not timed as part of it: attention over 2 or more rows is an sgemm, and so are the
-// products of more than kBatchRows rows without the own GEMM.
-void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions);
+// times a forward pass over `positions` positions of `batch` sequences from start_pos calls this
+// first, so the opening is not timed as part of it: attention over 2 or more rows is an sgemm
+// past a size (attention_on_blas), and so are the products of more than kBatchRows rows without
+// the own GEMM.
+void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,
+                   std::int64_t start_pos, std::int64_t head_dim);
 
 // How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
 std::string matmul_path(const Runtime& rt);

@@ -13,10 +13,20 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The key of stream `stream` under `seed`: a loop over one stream computes it once.
+inline std::uint64_t stream_key(std::uint64_t seed, std::uint64_t stream) {
+  return splitmix64(seed ^ splitmix64(stream));
+}
+
+// Value i of the stream with this key, uniform in [-1, 1).
+inline float uniform_pm1_keyed(std::uint64_t key, std::uint64_t i) {
+  const std::uint64_t bits = splitmix64(key + i);
+  return float(double(bits >> 40) * (2.0 / double(1ull << 24)) - 1.0);
+}
+
 // Uniform in [-1, 1).
 inline float uniform_pm1(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
-  const std::uint64_t bits = splitmix64(splitmix64(seed ^ splitmix64(stream)) + i);
-  return float(double(bits >> 40) * (2.0 / double(1ull << 24)) - 1.0);
+  return uniform_pm1_keyed(stream_key(seed, stream), i);
 }
 
 // Standard normal (Box-Muller on two uniforms).

@@ -312,23 +312,27 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     const float bound = 1.0f / std::sqrt(float(fan_in));
     const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
-    const std::uint64_t st = ++stream;
+    const std::uint64_t key = stream_key(seed, ++stream);
+    const bool whole_tensor = s.full.empty();
     auto value = [&](std::int64_t i) {
       if (norm || norm_bias) return norm ? 1.0f : 0.0f;
-      const std::int64_t at = s.full.empty() ? i : index_in_full(s, i / cols, i % cols);
-      return bound * uniform_pm1(seed, st, std::uint64_t(at));
+      const std::int64_t at = whole_tensor ? i : index_in_full(s, i / cols, i % cols);
+      return bound * uniform_pm1_keyed(key, std::uint64_t(at));
     };
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
+    // A small config's tensors are drawn in a few ms on one thread; a team of threads, which
+    // then spin-wait for more work, cost a notebook run more than that (docs/perf/startup.md).
+    constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
     if (type == WeightType::f32) {
       std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
-#pragma omp parallel for if (n > (1 << 16))
+#pragma omp parallel for if (n > kParallelDraw)
       for (std::int64_t i = 0; i < n; ++i) t[std::size_t(i)] = value(i);
       if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
       if (s.slot.vector) *s.slot.vector = t.data();
     } else {
       std::vector<std::uint16_t>& t = w.owned_halves.emplace_back(std::size_t(n));
       const bool bf16 = type == WeightType::bf16;
-#pragma omp parallel for if (n > (1 << 16))
+#pragma omp parallel for if (n > kParallelDraw)
       for (std::int64_t i = 0; i < n; ++i)
         t[std::size_t(i)] = bf16 ? f32_to_bf16(value(i)) : f32_to_f16(value(i));
       *s.slot.matrix = {t.data(), type};
