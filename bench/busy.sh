@@ -12,7 +12,7 @@ cli=$build/apps/attn-cli
 [ -x "$cli" ] || { echo "$0: no $cli (tools/demo.sh builds it)" >&2; exit 2; }
 core=$("$cli" run -n 1 --json 2>/dev/null | grep -o '"blas_core":"[^"]*"' | cut -d'"' -f4)
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
-  "OpenBLAS core $core"
+  "OpenBLAS core: $core (opened only by products that need it)"
 
 # The median and the worst of the decode steps' "ms" over `rounds` runs: "median worst".
 steps_ms() {  # <threads> <config args...>
