@@ -682,11 +682,10 @@ int bench_command(const Flags& f, const attn::Shard& shard) {
     for (const std::string& t : types) {
       attn::TransformerWeights w = file ? attn::load_weights(args, std::move(*file), shard)
                                         : attn::seeded_weights(args, f.seed, shard, weight_type(t));
-      models.push_back(attn::make_transformer(args, std::move(w),
-                                              std::max(f.run.prefill, max_batch),
-                                              attn::make_runtime(f.threads, attn::kParallelFlops,
-                                                                 "", attn::parse_compute(f.compute)),
-                                              shard));
+      models.push_back(attn::make_transformer(
+          args, std::move(w), std::max(f.run.prefill, max_batch),
+          attn::make_runtime(f.threads, attn::kParallelFlops, "", attn::parse_compute(f.compute)),
+          shard));
     }
   });
   return ranks::or_abort(shard, [&] {

@@ -3,8 +3,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <span>
 
 #include "attn/kernels/matmul.hpp"

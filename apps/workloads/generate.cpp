@@ -290,8 +290,8 @@ int generate_command(const GenerateFlags& f) {
   check_memory(memory_parts(args, shape, {}), available_memory(), args.source);
   TransformerWeights w =
       source ? load_weights(args, std::move(*source)) : seeded_weights(args, f.sampling.seed);
-  Transformer m = make_transformer(
-      args, std::move(w), rows, make_runtime(shape.threads, kParallelFlops, "", shape.compute));
+  Transformer m = make_transformer(args, std::move(w), rows,
+                                   make_runtime(shape.threads, kParallelFlops, "", shape.compute));
   Generation g;
   if (!f.load_session.empty()) load_session(f.load_session, m, g);
   std::vector<std::int32_t> stop = f.ignore_eos || !tok ? std::vector<std::int32_t>{} : tok->eos;

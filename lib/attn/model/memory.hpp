@@ -36,7 +36,7 @@ struct RunShape {
   // weights into small panels instead of widening blocks.
   std::string isa = {};
   Compute compute = Compute::f32;  // bf16: products of BF16 weights keep x in BF16 besides
-  bool all_logits = false;  // a token run keeps every position's logits, not each last one
+  bool all_logits = false;         // a token run keeps every position's logits, not each last one
 };
 
 // The product of sizes from the user, in bytes; throws InputError naming `what` on a negative
