@@ -411,7 +411,8 @@ template <int W, typename T>
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
 // the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
 // serves C input rows, each input vector R weight rows. Ahead: also ask for the weights `stream`
-// reads next into L2 (a template flag: a branch in the loop cost AVX2 a register).
+// reads next into L2 (a template flag for AVX2, where a branch in the loop cost a register; with
+// AVX-512 only where stream.rows > 0).
 template <int W, int R, int C, bool Ahead, typename T>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
@@ -439,7 +440,8 @@ template <int W, int R, int C, bool Ahead, typename T>
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
         if (s == 0) {  // once per kPack block: a line of F32 weights
-          if constexpr (Ahead) prefetch_at(w + r * ldw + k + s, ahead);
+          if constexpr (Ahead)
+            if (W < 16 || stream.rows > 0) prefetch_at(w + r * ldw + k + s, ahead);
           prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
         }
 #pragma GCC unroll 8
@@ -492,6 +494,10 @@ template <int W, int R, int C, bool Exact, typename T>
       // The first group reads the weights from memory, the others from L1: it asks for the next.
       if constexpr (Exact)
         dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream);
+      else if constexpr (W >= 16)  // one copy, the prefetch switched at run time: with every
+        // blocking compiled twice, avx512.cpp took clang's sanitizers over 4 minutes
+        dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
+                                      acc + m0 * W, g == 0 ? stream : Stream{0, 0, 0});
       else if (g == 0)
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
                                       acc + m0 * W, stream);
