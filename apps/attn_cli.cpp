@@ -880,7 +880,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (`ulimit -f`) a write fails with EFBIG, reported as an error with
   // the temporary files removed, instead of a kill that leaves them.
   ::signal(SIGXFSZ, SIG_IGN);
-  ranks::Session session(argc, argv);  // MPI_Init under mpirun; MPI_Finalize on return
+  ranks::Session session;  // MPI_Finalize on return, when open() started MPI
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",
                "attn-cli"};
@@ -929,6 +929,7 @@ int main(int argc, char** argv) {
   add_tokenize(tokenize, tokenize_flags);
   add_examples(run, decode, heatmap, bench);
   try {
+    session.open(argc, argv);  // MPI_Init under mpirun, before MPI's flags are parsed away
     app.parse(argc, argv);
     if (run->parsed()) return run_command(run_flags, false, session.shard);
     if (bench->parsed()) return bench_command(bench_flags, session.shard);

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,18 +51,19 @@ inline std::unique_ptr<attn::Comm> open_mpi(int& argc, char**& argv) {
       return std::unique_ptr<attn::Comm>(open(&argc, &argv));
     errors += "; " + path.string() + " has no attn_mpi_open";
   }
-  std::fprintf(stderr, "attn-cli: error: cannot load the MPI module %s under mpirun%s\n",
-               ATTN_MPI_MODULE, errors.c_str());
-  std::exit(1);
+  throw std::runtime_error(std::string("cannot load the MPI module ") + ATTN_MPI_MODULE +
+                           " under mpirun" + errors);
 }
 #endif
 
-// Under mpirun (in an MPI build): MPI_Init on construction, MPI_Finalize on destruction.
+// Under mpirun (in an MPI build): MPI_Init in open(), MPI_Finalize on destruction. open()
+// throws to main's handlers when the module cannot be loaded.
 struct Session {
   attn::Shard shard;
   std::unique_ptr<attn::Comm> comm;
 
-  Session(int& argc, char**& argv) {
+  Session() = default;
+  void open(int& argc, char**& argv) {
 #ifdef ATTN_MPI
     if (!launched_by_mpirun()) return;
     comm = open_mpi(argc, argv);

@@ -42,5 +42,18 @@ if grep -q 'libmpi' <<<"$libs"; then fail "attn-cli ${big[*]} loaded MPI"; fi
 core=$("$cli" decode --config configs/mha.json --prefill 1 --steps 1 2>&1 >/dev/null)
 grep -q 'OpenBLAS core = not loaded' <<<"$core" || fail "decode without sgemm: $core"
 
+# Under mpirun with the MPI module missing (a copy of attn-cli alone in a folder): status 1 and
+# one message from main's handler, not a crash.
+if strings "$cli" | grep -q 'cannot load the MPI module'; then
+  alone=$(mktemp -d)
+  cp "$cli" "$alone/attn-cli"
+  out=$(OMPI_COMM_WORLD_SIZE=1 "$alone/attn-cli" run 2>&1)
+  status=$?
+  rm -rf "$alone"
+  [ $status = 1 ] || fail "no MPI module under mpirun: status $status, want 1: $out"
+  [ "$(grep -c . <<<"$out")" = 1 ] && grep -q '^attn-cli: error: cannot load the MPI module' <<<"$out" ||
+    fail "no MPI module under mpirun: want one error line, got: $out"
+fi
+
 [ $failed = 0 ] && echo "startup libraries: all checks passed"
 exit $failed
