@@ -3,7 +3,8 @@
 // one thread, thread CPU time (a shared machine's time slices do not count). What the register
 // blocking alone achieves; bench_batch_rows and `attn-cli bench` measure it fed from memory.
 // Built with -DATTN_BENCH=ON: build/bench/bench_batch_kernel
-// Arguments: [kernel set: avx512|avx2|generic, default the best] [--type f32|bf16|f16] [M...]
+// Arguments: [kernel set: avx512|avx2|generic, default the best] [--type f32|bf16|f16]
+// [--shape ROWS COLS: the weights, default 64 1024] [--ldw N: their row stride, >= COLS] [M...]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -25,7 +26,7 @@ double cpu_now() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-constexpr std::int64_t kRows = 64, kCols = 1024, kReps = 2000;
+std::int64_t kRows = 64, kCols = 1024, kReps = 2000;
 
 // x [M, K] packed as matmul.cpp packs it: [K / kPack, M, kPack].
 std::vector<float> pack(const std::vector<float>& x, std::int64_t M) {
@@ -42,12 +43,19 @@ std::vector<float> pack(const std::vector<float>& x, std::int64_t M) {
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
   int type = 0;
+  std::int64_t ldw = 0;
   std::vector<std::int64_t> rows;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       type = t == "bf16" ? 1 : t == "f16" ? 2 : 0;
+    } else if (a == "--shape" && i + 2 < argc) {  // rows cols
+      kRows = std::stoll(argv[++i]);
+      kCols = std::stoll(argv[++i]);
+      kReps = 2000 * 64 * 1024 / (kRows * kCols);
+    } else if (a == "--ldw" && i + 1 < argc) {
+      ldw = std::stoll(argv[++i]);
     } else if (attn::find_kernels(a)) {
       k = attn::find_kernels(a);
     } else {
@@ -55,7 +63,8 @@ int main(int argc, char** argv) {
     }
   }
   if (rows.empty()) rows = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
-  std::vector<float> w(kRows * kCols), x(32 * kCols), y(32 * kRows);
+  ldw = std::max(ldw, kCols);
+  std::vector<float> w(kRows * ldw), x(32 * kCols), y(32 * kRows);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(attn::uniform_pm1(1, 0, i));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(2, 0, i));
   std::vector<std::uint16_t> h(w.size());  // the same weights as BF16 or F16 bits
@@ -82,9 +91,9 @@ int main(int argc, char** argv) {
       t0 = cpu_now();
       for (std::int64_t i = 0; i < kReps; ++i)
         if (M == 1)
-          k->of[type].gemv(wp, kCols, x.data(), x.data(), y.data(), kRows, kCols, false);
+          k->of[type].gemv(wp, ldw, x.data(), x.data(), y.data(), kRows, kCols, false);
         else
-          k->of[type].batch(wp, kCols, xp.data(), x.data(), M, kCols, y.data(), kRows, kRows,
+          k->of[type].batch(wp, ldw, xp.data(), x.data(), M, kCols, y.data(), kRows, kRows,
                             false);
       best = std::min(best, cpu_now() - t0);
     }
