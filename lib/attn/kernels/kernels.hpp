@@ -1,8 +1,9 @@
 #pragma once
 // The own kernels as one table per instruction set, BLIS's context: make_runtime resolves the
 // table once (Runtime::kernels) and every product, decode attention and element-wise loop calls
-// through it. Each set is one file compiled for its target (generic.cpp, avx2.cpp, avx512.cpp);
-// adding a set is adding a file and its line in kernels.cpp.
+// through it. Each set is a file compiled for its target (generic.cpp, avx2.cpp, avx512.cpp) and
+// one per weight type beside it (avx2_f32.cpp, ...); adding a set is adding its four files, its
+// line in lib/CMakeLists.txt and its line in kernels.cpp.
 #include <cstdint>
 #include <string_view>
 #include <vector>

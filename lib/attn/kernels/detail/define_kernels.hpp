@@ -1,8 +1,11 @@
 #pragma once
-// ATTN_KERNELS(name, target, W, BATCH, GEMM) defines, in the including file, every kernel of one
-// instruction set as a function compiled for `target` with the code of vectors.hpp and
-// elementwise.hpp inlined into it, and the table k_<name> that holds them. Each set's file
-// (generic.cpp, avx2.cpp, avx512.cpp) expands it once, inside an unnamed namespace.
+// An instruction set's kernels, each a function compiled for `target` with the code of
+// vectors.hpp and elementwise.hpp inlined into it. ATTN_TYPED_SET(name, target, W, BATCH, T)
+// defines one weight type's (the costly ones: every register blocking is an unrolled copy) and
+// <name>_<T>_kernels() that returns them; ATTN_KERNELS(name, target, W, GEMM) the rest and
+// <name>_kernels(), the set's table. Each weight type has a file of its own (avx512_f32.cpp,
+// ...), so that two cores compile them side by side: a set in one file took clang with the
+// sanitizers 2-3 minutes, CI's longest step.
 #include "attn/kernels/detail/elementwise.hpp"
 #include "attn/kernels/detail/probe_loops.hpp"
 #include "attn/kernels/detail/vectors.hpp"
@@ -104,10 +107,19 @@
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-#define ATTN_KERNELS(name, target, W, BATCH, GEMM)                                              \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, float)                                             \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, Bf16)                                              \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, F16)                                               \
+// One weight type's kernels of a set, and name_T_kernels() (declared in sets.hpp) returning them.
+#define ATTN_TYPED_SET(name, target, W, BATCH, T)                                      \
+  namespace {                                                                          \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                                        \
+  }                                                                                    \
+  TypedKernels name##_##T##_kernels() {                                                \
+    return {gemv_##name##_##T, batch_##name##_##T, widen_##name##_##T};                \
+  }
+
+// The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
+// of ATTN_TYPED_SET for float, Bf16 and F16.
+#define ATTN_KERNELS(name, target, W, GEMM)                                                     \
+  namespace {                                                                                   \
   target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,        \
                                          std::int64_t keys, std::int64_t hd, float scale,       \
                                          float* s) {                                            \
@@ -133,18 +145,20 @@
                                              int interleave) {                                  \
     return read_rows_loop(p, rows, k, interleave);                                              \
   }                                                                                             \
-  constexpr Kernels k_##name = {                                                                \
-      #name,                                                                                    \
-      W,                                                                                        \
-      kGemvLanes<W, Bf16>,                                                                      \
-      {{gemv_##name##_float, batch_##name##_float, widen_##name##_float},                       \
-       {gemv_##name##_Bf16, batch_##name##_Bf16, widen_##name##_Bf16},                          \
-       {gemv_##name##_F16, batch_##name##_F16, widen_##name##_F16}},                            \
-      GEMM,                                                                                     \
-      scores_##name,                                                                            \
-      mix_##name,                                                                               \
-      softmax_##name,                                                                           \
-      swiglu_##name,                                                                            \
-      fma_loop_##name,                                                                          \
-      read_contiguous_##name,                                                                   \
-      read_rows_##name};
+  }                                                                                             \
+  const Kernels& name##_kernels() {                                                             \
+    static const Kernels k = {                                                                  \
+        #name,                                                                                  \
+        W,                                                                                      \
+        kGemvLanes<W, Bf16>,                                                                    \
+        {name##_float_kernels(), name##_Bf16_kernels(), name##_F16_kernels()},                  \
+        GEMM,                                                                                   \
+        scores_##name,                                                                          \
+        mix_##name,                                                                             \
+        softmax_##name,                                                                         \
+        swiglu_##name,                                                                          \
+        fma_loop_##name,                                                                        \
+        read_contiguous_##name,                                                                 \
+        read_rows_##name};                                                                      \
+    return k;                                                                                   \
+  }

@@ -1,13 +1,22 @@
 #pragma once
-// Each instruction set's table, defined in the file named after it.
+// Each instruction set's table, defined in the file named after it, and its kernels for each
+// weight type (generic_f32.cpp, avx2_bf16.cpp, ...; see define_kernels.hpp).
 #include "attn/kernels/kernels.hpp"
 
 namespace attn {
 
-const Kernels& generic_kernels();
+#define ATTN_DECLARE_SET(name)          \
+  const Kernels& name##_kernels();      \
+  TypedKernels name##_float_kernels();  \
+  TypedKernels name##_Bf16_kernels();   \
+  TypedKernels name##_F16_kernels();
+
+ATTN_DECLARE_SET(generic)
 #if defined(__x86_64__)
-const Kernels& avx2_kernels();
-const Kernels& avx512_kernels();
+ATTN_DECLARE_SET(avx2)
+ATTN_DECLARE_SET(avx512)
 #endif
+
+#undef ATTN_DECLARE_SET
 
 }  // namespace attn

@@ -1,6 +1,6 @@
 #pragma once
 // The own kernels' code, written once over GCC vector types of W floats: each instruction set's
-// file (generic.cpp, avx2.cpp, avx512.cpp) instantiates it through define_kernels.hpp inside
+// files (generic*.cpp, avx2*.cpp, avx512*.cpp) instantiate it through define_kernels.hpp inside
 // functions compiled for that set. Everything here is in an unnamed namespace: each file gets
 // its own copy, so no instance compiled for one set can stand in for another's at link time.
 #if defined(__x86_64__)

@@ -1,0 +1,9 @@
+// avx512.cpp's kernels for float weights.
+#include "attn/kernels/detail/define_kernels.hpp"
+#include "attn/kernels/detail/sets.hpp"
+
+#if defined(__x86_64__)
+namespace attn {
+ATTN_TYPED_SET(avx512, __attribute__((target("avx512f"))), 16, ATTN_BATCH_WIDE, float)
+}  // namespace attn
+#endif
