@@ -93,8 +93,7 @@ int main(int argc, char** argv) {
         if (M == 1)
           k->of[type].gemv(wp, ldw, x.data(), x.data(), y.data(), kRows, kCols, false);
         else
-          k->of[type].batch(wp, ldw, xp.data(), x.data(), M, kCols, y.data(), kRows, kRows,
-                            false);
+          k->of[type].batch(wp, ldw, xp.data(), x.data(), M, kCols, y.data(), kRows, kRows, false);
       best = std::min(best, cpu_now() - t0);
     }
     const double gflops = 2.0 * double(M * kRows * kCols * kReps) / best / 1e9;

@@ -108,12 +108,12 @@
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
 // One weight type's kernels of a set, and name_T_kernels() (declared in sets.hpp) returning them.
-#define ATTN_TYPED_SET(name, target, W, BATCH, T)                                      \
-  namespace {                                                                          \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                                        \
-  }                                                                                    \
-  TypedKernels name##_##T##_kernels() {                                                \
-    return {gemv_##name##_##T, batch_##name##_##T, widen_##name##_##T};                \
+#define ATTN_TYPED_SET(name, target, W, BATCH, T)                       \
+  namespace {                                                           \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                         \
+  }                                                                     \
+  TypedKernels name##_##T##_kernels() {                                 \
+    return {gemv_##name##_##T, batch_##name##_##T, widen_##name##_##T}; \
   }
 
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels

@@ -5,10 +5,10 @@
 
 namespace attn {
 
-#define ATTN_DECLARE_SET(name)          \
-  const Kernels& name##_kernels();      \
-  TypedKernels name##_float_kernels();  \
-  TypedKernels name##_Bf16_kernels();   \
+#define ATTN_DECLARE_SET(name)         \
+  const Kernels& name##_kernels();     \
+  TypedKernels name##_float_kernels(); \
+  TypedKernels name##_Bf16_kernels();  \
   TypedKernels name##_F16_kernels();
 
 ATTN_DECLARE_SET(generic)
