@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "attn/kernels/detail/gemm.hpp"
+#include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/sets.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/rng.hpp"
@@ -85,6 +87,83 @@ TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
               CHECK(d.failures == 0);
             }
     }
+}
+
+namespace {
+
+// A set's kernels for one weight type, for a CPU whose 512-bit FMAs run at full width or not.
+attn::TypedKernels typed_kernels(const std::string& set, int type, bool full_width) {
+  using Get = attn::TypedKernels (*)(bool);
+  Get get[3] = {attn::generic_float_kernels, attn::generic_Bf16_kernels, attn::generic_F16_kernels};
+#if defined(__x86_64__)
+  if (set == "avx2")
+    get[0] = attn::avx2_float_kernels, get[1] = attn::avx2_Bf16_kernels,
+    get[2] = attn::avx2_F16_kernels;
+  if (set == "avx512")
+    get[0] = attn::avx512_float_kernels, get[1] = attn::avx512_Bf16_kernels,
+    get[2] = attn::avx512_F16_kernels;
+#endif
+  return get[type](full_width);
+}
+
+}  // namespace
+
+// linear() reaches only the blocking its CPU's FMA width picks (M = 8 with AVX-512: one group
+// under 3 weight rows where 512-bit FMAs are full width, groups of 4 under 8 rows on Zen 4);
+// here both, on every set and weight type, against a double loop and against each other.
+TEST_CASE("batched kernel: each blocking at 2 to 32 rows, both FMA widths, every weight type") {
+  const std::int64_t K = 4500, ldw = 4503;  // past the column chunks and steps, a remainder
+  for (std::int64_t n : {64, 13}) {
+    const std::vector<float> w32 = uniform(std::size_t(n * ldw), 5, 1 / std::sqrt(double(K)));
+    for (int type = 0; type < 3; ++type) {
+      std::vector<std::uint16_t> w16(w32.size());  // the weights as BF16 or F16 bits
+      std::vector<float> wf(w32.size());           // the values the kernel multiplies
+      for (std::size_t i = 0; i < w32.size(); ++i) {
+        w16[i] = type == 1 ? attn::f32_to_bf16(w32[i]) : attn::f32_to_f16(w32[i]);
+        wf[i] = type == 0   ? w32[i]
+                : type == 1 ? attn::bf16_to_f32(w16[i])
+                            : attn::f16_to_f32(w16[i]);
+      }
+      const void* w = type == 0 ? static_cast<const void*>(w32.data()) : w16.data();
+      for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32}) {
+        const std::vector<float> x = uniform(std::size_t(M * K), 6, 1.0);
+        std::vector<float> xp(std::size_t(M * K));  // [K / kPack, M, kPack], as linear() packs
+        for (std::int64_t b = 0; b < K / attn::kPack; ++b)
+          for (std::int64_t m = 0; m < M; ++m)
+            for (std::int64_t l = 0; l < attn::kPack; ++l)
+              xp[std::size_t((b * M + m) * attn::kPack + l)] =
+                  x[std::size_t(m * K + b * attn::kPack + l)];
+        std::vector<float> expected(std::size_t(M * n));
+        for (std::int64_t m = 0; m < M; ++m)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::int64_t k = 0; k < K; ++k)
+              acc += double(x[std::size_t(m * K + k)]) * wf[std::size_t(j * ldw + k)];
+            expected[std::size_t(m * n + j)] = float(acc);
+          }
+        for (const std::string& set : test::kernel_names()) {
+          std::vector<float> out[2];
+          for (bool full_width : {false, true}) {
+            std::vector<float>& y = out[full_width];
+            y.assign(std::size_t(M * n), 0.0f);
+            typed_kernels(set, type, full_width)
+                .batch(w, ldw, xp.data(), x.data(), M, K, y.data(), n, n, false);
+            const test::Diff d = test::compare(y.data(), expected.data(), M * n, {});
+            CAPTURE(set);
+            CAPTURE(type);
+            CAPTURE(full_width);
+            CAPTURE(M);
+            CAPTURE(n);
+            CAPTURE(d.worst_ratio);
+            CHECK(d.failures == 0);
+          }
+          CAPTURE(set);
+          CAPTURE(M);
+          CHECK(out[0] == out[1]);  // the bits do not depend on the blocking
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and column chunks") {

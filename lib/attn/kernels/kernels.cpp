@@ -20,6 +20,22 @@ bool has_f16c() {
 
 }  // namespace
 
+bool fma512_full_width() {
+#if defined(__x86_64__)
+  static const bool full = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return true;
+    const bool amd = b == 0x68747541;  // "Auth" of "AuthenticAMD"
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return true;
+    const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+    return !(amd && family == 25);
+  }();
+  return full;
+#else
+  return true;
+#endif
+}
+
 std::vector<const Kernels*> supported_kernels() {
   std::vector<const Kernels*> out;
 #if defined(__x86_64__)

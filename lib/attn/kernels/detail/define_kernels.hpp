@@ -2,8 +2,8 @@
 // An instruction set's kernels, each a function compiled for `target` with the code of
 // vectors.hpp and elementwise.hpp inlined into it. ATTN_TYPED_SET(name, target, W, BATCH, T)
 // defines one weight type's (the costly ones: every register blocking is an unrolled copy) and
-// <name>_<T>_kernels() that returns them; ATTN_KERNELS(name, target, W, GEMM) the rest and
-// <name>_kernels(), the set's table. Each weight type has a file of its own (avx512_f32.cpp,
+// <name>_<T>_kernels(full_width) that returns them; ATTN_KERNELS(name, target, W, GEMM) the rest
+// and <name>_kernels(), the set's table. Each weight type has a file of its own (avx512_f32.cpp,
 // ...), so that two cores compile them side by side: a set in one file took clang with the
 // sanitizers 2-3 minutes, CI's longest step.
 #include "attn/kernels/detail/elementwise.hpp"
@@ -48,7 +48,8 @@
                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
                           std::int64_t n, bool accumulate) {                                \
     batch_##name##_##T##_4x3(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                   \
-  }
+  }                                                                                         \
+  constexpr BatchFn batch_##name##_##T##_split = batch_##name##_##T;
 
 // AVX2's, by M: 4 x 2 at 2 and 4 rows, 3 x 3 otherwise. 4 x 3 (12 accumulators, 3 x vectors and
 // a weight vector: all 16 registers) spilled accumulators through the stack in the loop and ran
@@ -66,33 +67,46 @@
              : M == 4 ? batch_##name##_##T##_4x2_groups                                     \
                       : batch_##name##_##T##_3x3_groups;                                    \
     f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
-  }
+  }                                                                                         \
+  constexpr BatchFn batch_##name##_##T##_split = batch_##name##_##T;
 
-// The batched kernels of a set with 32 (AVX-512), chosen by M. From 8 rows on, x's rows go in
-// groups of 4 against 8 (M = 8) or 6 weight rows read from L1 after the first group: 4 x 8 in one
-// group spilled accumulators and ran 25% slower at M = 8, 4 x 6 in groups of 6 ran 5-10% slower
-// at 9-20 rows (docs/perf/batched-decode.md).
-#define ATTN_BATCH_WIDE(name, target, W, T)                                                 \
-  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                \
-  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                \
-  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                \
-  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                \
-  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                \
-  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                \
-  ATTN_BATCH_GROUPED(name, target, W, T, 8, 4)                                              \
-  ATTN_BATCH_GROUPED(name, target, W, T, 6, 4)                                              \
-  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x, \
-                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,       \
-                          std::int64_t n, bool accumulate) {                                \
-    auto f = M == 2   ? batch_##name##_##T##_8x2                                            \
-             : M == 3 ? batch_##name##_##T##_8x3                                            \
-             : M == 4 ? batch_##name##_##T##_8x4                                            \
-             : M == 5 ? batch_##name##_##T##_6x5                                            \
-             : M == 6 ? batch_##name##_##T##_5x6                                            \
-             : M == 7 ? batch_##name##_##T##_4x7                                            \
-             : M == 8 ? batch_##name##_##T##_8x4_groups                                     \
-                      : batch_##name##_##T##_6x4_groups;                                    \
-    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                          \
+// The batched kernels of a set with 32 (AVX-512), chosen by M. M = 8: where 512-bit FMAs run at
+// full width (Intel, Zen 5), in one group under 3 weight rows, 17-21% faster streamed from
+// memory on Cascade Lake than groups of 4 under 8 rows, whose second pass over the weights the L2
+// does not keep up with; on Zen 4 (two 256-bit halves) the groups, faster there than 4 x 8 and
+// 3 x 8 in one group (4 x 8 spilled its 32 accumulators and ran 25% slower). From 9 rows on, x's
+// rows go in groups of up to 4 under 6 weight rows read from L1 after the first group: 4 x 6 in
+// groups of 6 ran 5-10% slower at 9-20 rows, groups of 8 under 3 rows 10-20% slower on Cascade
+// Lake (docs/perf/batched-decode.md). batch_<name>_<T> is full width's, _split Zen 4's.
+#define ATTN_BATCH_WIDE(name, target, W, T)                                                     \
+  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                    \
+  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                    \
+  ATTN_BATCH_GROUPED(name, target, W, T, 8, 4)                                                  \
+  ATTN_BATCH_GROUPED(name, target, W, T, 6, 4)                                                  \
+  BatchFn batch_by_m_##name##_##T(std::int64_t M, bool full_width) {                            \
+    return M == 2   ? batch_##name##_##T##_8x2                                                  \
+           : M == 3 ? batch_##name##_##T##_8x3                                                  \
+           : M == 4 ? batch_##name##_##T##_8x4                                                  \
+           : M == 5 ? batch_##name##_##T##_6x5                                                  \
+           : M == 6 ? batch_##name##_##T##_5x6                                                  \
+           : M == 7 ? batch_##name##_##T##_4x7                                                  \
+           : M == 8 ? (full_width ? batch_##name##_##T##_3x8 : batch_##name##_##T##_8x4_groups) \
+                    : batch_##name##_##T##_6x4_groups;                                          \
+  }                                                                                             \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,     \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,           \
+                          std::int64_t n, bool accumulate) {                                    \
+    batch_by_m_##name##_##T(M, true)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);               \
+  }                                                                                             \
+  void batch_##name##_##T##_split(const void* w, std::int64_t ldw, const float* xp,             \
+                                  const float* x, std::int64_t M, std::int64_t K, float* y,     \
+                                  std::int64_t ldy, std::int64_t n, bool accumulate) {          \
+    batch_by_m_##name##_##T(M, false)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);              \
   }
 
 // One instance per ISA and weight type.
@@ -107,13 +121,17 @@
                                               std::int64_t K, float* out) {                       \
     widen_block<W>(static_cast<const T*>(w), ldw, rows, K, out);                                  \
   }
-// One weight type's kernels of a set, and name_T_kernels() (declared in sets.hpp) returning them.
-#define ATTN_TYPED_SET(name, target, W, BATCH, T)                       \
-  namespace {                                                           \
-  ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                         \
-  }                                                                     \
-  TypedKernels name##_##T##_kernels() {                                 \
-    return {gemv_##name##_##T, batch_##name##_##T, widen_##name##_##T}; \
+
+// One weight type's kernels of a set, and name_T_kernels(full_width) (declared in sets.hpp)
+// returning them: the batched kernel for a CPU whose 512-bit FMAs run at full width, or not
+// (fma512_full_width(); the sets without AVX-512 have one).
+#define ATTN_TYPED_SET(name, target, W, BATCH, T)                                            \
+  namespace {                                                                                \
+  ATTN_TYPED_KERNELS(name, target, W, BATCH, T)                                              \
+  }                                                                                          \
+  TypedKernels name##_##T##_kernels(bool full_width) {                                       \
+    return {gemv_##name##_##T, full_width ? batch_##name##_##T : batch_##name##_##T##_split, \
+            widen_##name##_##T};                                                             \
   }
 
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
@@ -151,7 +169,8 @@
         #name,                                                                                  \
         W,                                                                                      \
         kGemvLanes<W, Bf16>,                                                                    \
-        {name##_float_kernels(), name##_Bf16_kernels(), name##_F16_kernels()},                  \
+        {name##_float_kernels(fma512_full_width()), name##_Bf16_kernels(fma512_full_width()),   \
+         name##_F16_kernels(fma512_full_width())},                                              \
         GEMM,                                                                                   \
         scores_##name,                                                                          \
         mix_##name,                                                                             \

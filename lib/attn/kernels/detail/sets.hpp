@@ -5,11 +5,11 @@
 
 namespace attn {
 
-#define ATTN_DECLARE_SET(name)         \
-  const Kernels& name##_kernels();     \
-  TypedKernels name##_float_kernels(); \
-  TypedKernels name##_Bf16_kernels();  \
-  TypedKernels name##_F16_kernels();
+#define ATTN_DECLARE_SET(name)                        \
+  const Kernels& name##_kernels();                    \
+  TypedKernels name##_float_kernels(bool full_width); \
+  TypedKernels name##_Bf16_kernels(bool full_width);  \
+  TypedKernels name##_F16_kernels(bool full_width);
 
 ATTN_DECLARE_SET(generic)
 #if defined(__x86_64__)
@@ -18,5 +18,9 @@ ATTN_DECLARE_SET(avx512)
 #endif
 
 #undef ATTN_DECLARE_SET
+
+// Whether this CPU's 512-bit FMAs run at full width: false on AMD's family 25 (Zen 4: two 256-bit
+// halves), true elsewhere (Intel, Zen 5). Read from CPUID once.
+bool fma512_full_width();
 
 }  // namespace attn
