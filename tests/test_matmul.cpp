@@ -5,6 +5,7 @@
 // this CPU runs. Then a batch of B sequences decoded together against each decoded alone.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 
 #include "attn/kernels/detail/gemm.hpp"
@@ -94,16 +95,15 @@ namespace {
 // A set's kernels for one weight type, for a CPU whose 512-bit FMAs run at full width or not.
 attn::TypedKernels typed_kernels(const std::string& set, int type, bool full_width) {
   using Get = attn::TypedKernels (*)(bool);
-  Get get[3] = {attn::generic_float_kernels, attn::generic_Bf16_kernels, attn::generic_F16_kernels};
+  using Gets = std::array<Get, 3>;  // by WeightType
+  Gets get = {attn::generic_float_kernels, attn::generic_Bf16_kernels, attn::generic_F16_kernels};
 #if defined(__x86_64__)
   if (set == "avx2")
-    get[0] = attn::avx2_float_kernels, get[1] = attn::avx2_Bf16_kernels,
-    get[2] = attn::avx2_F16_kernels;
+    get = Gets{attn::avx2_float_kernels, attn::avx2_Bf16_kernels, attn::avx2_F16_kernels};
   if (set == "avx512")
-    get[0] = attn::avx512_float_kernels, get[1] = attn::avx512_Bf16_kernels,
-    get[2] = attn::avx512_F16_kernels;
+    get = Gets{attn::avx512_float_kernels, attn::avx512_Bf16_kernels, attn::avx512_F16_kernels};
 #endif
-  return get[type](full_width);
+  return get[std::size_t(type)](full_width);
 }
 
 }  // namespace

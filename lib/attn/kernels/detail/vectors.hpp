@@ -495,7 +495,7 @@ template <int W, int R, int C, bool Exact, typename T>
       if constexpr (Exact)
         dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream);
       else if constexpr (W >= 16)  // one copy, the prefetch switched at run time: with every
-        // blocking compiled twice, avx512.cpp took clang's sanitizers over 4 minutes
+        // blocking compiled twice, one AVX-512 file took clang's sanitizers over 4 minutes
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
                                       acc + m0 * W, g == 0 ? stream : Stream{0, 0, 0});
       else if (g == 0)
