@@ -17,27 +17,38 @@
 
 // batch_rows with the register blocking R x C for M rows: R x C accumulators, C input vectors
 // and a weight vector share the register file. With 16 registers, 4 x 3 (generic) or 3 x 3 and
-// 4 x 2 (AVX2, whose 4 x 3 spilled: see ATTN_BATCH_AVX2). With 32
-// (AVX-512), as many weight rows as come near filling it beside all M rows, even past it (GCC then
-// spills a few): more weight streams in flight while the FMAs run. From 9 rows on, groups of up to
-// 6 under 4 weight rows. Each blocking is the fastest measured for its M (docs/perf/kernels.md).
-// The bits do not depend on the blocking:
-// every accumulator sums the same products in the same order.
+// 4 x 2 (AVX2, whose 4 x 3 spilled: see ATTN_BATCH_AVX2). With 32 (AVX-512), as many weight rows
+// as come near filling it beside all M rows, even past it (GCC then spills a few): more weight
+// streams in flight while the FMAs run; from 8 or 9 rows on, groups (ATTN_BATCH_WIDE). Each
+// blocking is the fastest measured for its M (docs/perf/kernels.md). The bits do not depend on
+// the blocking: every accumulator sums the same products in the same order.
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
 #define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
   target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(               \
       const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,            \
       std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {               \
-    batch_rows<W, R, C, Exact>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
+    batch_rows<W, R, C, Exact, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,       \
+                                     accumulate);                                                \
   }
 
-// R x C over x's rows in groups of up to C (Exact false), named _RxC_groups.
-#define ATTN_BATCH_GROUPED(name, target, W, T, R, C)                                               \
-  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##_groups(      \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,            \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {               \
-    batch_rows<W, R, C, false>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, accumulate); \
+// R x C over x's rows in groups of up to C (Exact false), named _RxC_groups: the groups take
+// turns every kStepCols columns.
+#define ATTN_BATCH_GROUPED(name, target, W, T, R, C)                                          \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##_groups( \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,       \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {          \
+    batch_rows<W, R, C, false, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,   \
+                                     accumulate);                                             \
+  }
+
+// The same, each group over a whole column chunk in turn, named _RxC_passes.
+#define ATTN_BATCH_PASSES(name, target, W, T, R, C)                                           \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##_passes( \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,       \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {          \
+    batch_rows<W, R, C, false, false>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,  \
+                                      accumulate);                                            \
   }
 
 // The batched kernels of a set with 16 vector registers compiled without FMA (generic): 4 x 3
@@ -70,14 +81,15 @@
   }                                                                                         \
   constexpr BatchFn batch_##name##_##T##_split = batch_##name##_##T;
 
-// The batched kernels of a set with 32 (AVX-512), chosen by M. M = 8: where 512-bit FMAs run at
-// full width (Intel, Zen 5), in one group under 3 weight rows, 17-21% faster streamed from
-// memory on Cascade Lake than groups of 4 under 8 rows, whose second pass over the weights the L2
-// does not keep up with; on Zen 4 (two 256-bit halves) the groups, faster there than 4 x 8 and
-// 3 x 8 in one group (4 x 8 spilled its 32 accumulators and ran 25% slower). From 9 rows on, x's
-// rows go in groups of up to 4 under 6 weight rows read from L1 after the first group: 4 x 6 in
-// groups of 6 ran 5-10% slower at 9-20 rows, groups of 8 under 3 rows 10-20% slower on Cascade
-// Lake (docs/perf/batched-decode.md). batch_<name>_<T> is full width's, _split Zen 4's.
+// The batched kernels of a set with 32 (AVX-512), chosen by M. Where 512-bit FMAs run at full
+// width (Intel, Zen 5), 8 rows and more in groups of up to 8 under 3 weight rows, each group over
+// a whole column chunk, its 24 accumulators in registers throughout: on Cascade Lake from memory,
+// 2 threads, 17-21% faster at M = 8 than groups of 4 under 8 rows and 5-25% faster at 10-32 rows
+// than groups of 4 under 6 (docs/perf/batched-decode.md). On Zen 4 (two 256-bit halves) groups
+// of 4 under 8 rows at M = 8, faster there than 4 x 8 and 3 x 8 in one group (4 x 8 spilled its
+// 32 accumulators and ran 25% slower), and from 9 rows on groups of up to 4 under 6 weight rows
+// taking turns every kStepCols columns (4 x 6 in groups of 6 ran 5-10% slower at 9-20 rows).
+// batch_<name>_<T> is full width's, _split Zen 4's.
 #define ATTN_BATCH_WIDE(name, target, W, T)                                                     \
   ATTN_BATCH(name, target, W, T, 8, 2, true)                                                    \
   ATTN_BATCH(name, target, W, T, 8, 3, true)                                                    \
@@ -88,6 +100,7 @@
   ATTN_BATCH(name, target, W, T, 3, 8, true)                                                    \
   ATTN_BATCH_GROUPED(name, target, W, T, 8, 4)                                                  \
   ATTN_BATCH_GROUPED(name, target, W, T, 6, 4)                                                  \
+  ATTN_BATCH_PASSES(name, target, W, T, 3, 8)                                                   \
   BatchFn batch_by_m_##name##_##T(std::int64_t M, bool full_width) {                            \
     return M == 2   ? batch_##name##_##T##_8x2                                                  \
            : M == 3 ? batch_##name##_##T##_8x3                                                  \
@@ -96,7 +109,8 @@
            : M == 6 ? batch_##name##_##T##_5x6                                                  \
            : M == 7 ? batch_##name##_##T##_4x7                                                  \
            : M == 8 ? (full_width ? batch_##name##_##T##_3x8 : batch_##name##_##T##_8x4_groups) \
-                    : batch_##name##_##T##_6x4_groups;                                          \
+                    : (full_width ? batch_##name##_##T##_3x8_passes                             \
+                                  : batch_##name##_##T##_6x4_groups);                           \
   }                                                                                             \
   void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,     \
                           std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,           \

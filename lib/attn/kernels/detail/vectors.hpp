@@ -476,8 +476,10 @@ constexpr std::int64_t kXChunkFloats = 1 << 16;
 // R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
 // x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
 // Exact: M == C, one group, and only the kernel for C rows is compiled (each count of rows a
-// kernel serves is a fully unrolled copy; compile time).
-template <int W, int R, int C, bool Exact, typename T>
+// kernel serves is a fully unrolled copy; compile time). Stepped: the groups take turns every
+// kStepCols columns (the R rows' step in L1); else each group passes over all of k0..k1 in turn,
+// its accumulators in registers throughout, the later groups reading the R rows from L2.
+template <int W, int R, int C, bool Exact, bool Stepped, typename T>
 [[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
                                               float* part) {
@@ -486,12 +488,13 @@ template <int W, int R, int C, bool Exact, typename T>
   std::fill(acc, acc + R * M * W, 0.0f);
   const std::int64_t groups = (M + C - 1) / C;
   const Stream stream{k0, k1, R};  // the next R rows read the same columns k0..k1
-  const std::int64_t step = groups == 1 ? k1 - k0 : kStepCols;
+  const std::int64_t step = groups == 1 || !Stepped ? k1 - k0 : kStepCols;
   for (std::int64_t s0 = k0; s0 < k1; s0 += step) {
     const std::int64_t s1 = std::min(k1, s0 + step);
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
-      // The first group reads the weights from memory, the others from L1: it asks for the next.
+      // The first group reads the weights from memory, the others from L1 (L2 when not Stepped):
+      // it asks for the next.
       if constexpr (Exact)
         dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream);
       else if constexpr (W >= 16)  // one copy, the prefetch switched at run time: with every
@@ -515,7 +518,7 @@ template <int W, int R, int C, bool Exact, typename T>
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
 // rows of x (xp: x packed): every weight is read from memory once for all M rows.
-template <int W, int R, int C, bool Exact, typename T>
+template <int W, int R, int C, bool Exact, bool Stepped, typename T>
 [[gnu::always_inline]] inline void batch_rows(const T* w, std::int64_t ldw, const float* xp,
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
@@ -529,11 +532,12 @@ template <int W, int R, int C, bool Exact, typename T>
     const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
-      rows_block<W, R, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+      rows_block<W, R, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
     if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
       for (; r + 4 <= n; r += 4)
-        rows_block<W, 4, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
-    for (; r < n; ++r) rows_block<W, 1, C, Exact>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+        rows_block<W, 4, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+    for (; r < n; ++r)
+      rows_block<W, 1, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
   }
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t m = 0; m < M; ++m)
