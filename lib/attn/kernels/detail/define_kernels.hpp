@@ -24,12 +24,12 @@
 // the blocking: every accumulator sums the same products in the same order.
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
-#define ATTN_BATCH(name, target, W, T, R, C, Exact)                                                \
-  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(               \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,            \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {               \
-    batch_rows<W, R, C, Exact, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,       \
-                                     accumulate);                                                \
+#define ATTN_BATCH(name, target, W, T, R, C, Exact)                                         \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(        \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,     \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {        \
+    batch_rows<W, R, C, Exact, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, \
+                                     accumulate);                                           \
   }
 
 // R x C over x's rows in groups of up to C (Exact false), named _RxC_groups: the groups take
@@ -90,37 +90,37 @@
 // 32 accumulators and ran 25% slower), and from 9 rows on groups of up to 4 under 6 weight rows
 // taking turns every kStepCols columns (4 x 6 in groups of 6 ran 5-10% slower at 9-20 rows).
 // batch_<name>_<T> is full width's, _split Zen 4's.
-#define ATTN_BATCH_WIDE(name, target, W, T)                                                     \
-  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                    \
-  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                    \
-  ATTN_BATCH_GROUPED(name, target, W, T, 8, 4)                                                  \
-  ATTN_BATCH_GROUPED(name, target, W, T, 6, 4)                                                  \
-  ATTN_BATCH_PASSES(name, target, W, T, 3, 8)                                                   \
-  BatchFn batch_by_m_##name##_##T(std::int64_t M, bool full_width) {                            \
-    return M == 2   ? batch_##name##_##T##_8x2                                                  \
-           : M == 3 ? batch_##name##_##T##_8x3                                                  \
-           : M == 4 ? batch_##name##_##T##_8x4                                                  \
-           : M == 5 ? batch_##name##_##T##_6x5                                                  \
-           : M == 6 ? batch_##name##_##T##_5x6                                                  \
-           : M == 7 ? batch_##name##_##T##_4x7                                                  \
-           : M == 8 ? (full_width ? batch_##name##_##T##_3x8 : batch_##name##_##T##_8x4_groups) \
-                    : (full_width ? batch_##name##_##T##_3x8_passes                             \
-                                  : batch_##name##_##T##_6x4_groups);                           \
-  }                                                                                             \
-  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,     \
-                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,           \
-                          std::int64_t n, bool accumulate) {                                    \
-    batch_by_m_##name##_##T(M, true)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);               \
-  }                                                                                             \
-  void batch_##name##_##T##_split(const void* w, std::int64_t ldw, const float* xp,             \
-                                  const float* x, std::int64_t M, std::int64_t K, float* y,     \
-                                  std::int64_t ldy, std::int64_t n, bool accumulate) {          \
-    batch_by_m_##name##_##T(M, false)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);              \
+#define ATTN_BATCH_WIDE(name, target, W, T)                                                        \
+  ATTN_BATCH(name, target, W, T, 8, 2, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 8, 3, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 8, 4, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 6, 5, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 5, 6, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 4, 7, true)                                                       \
+  ATTN_BATCH(name, target, W, T, 3, 8, true)                                                       \
+  ATTN_BATCH_GROUPED(name, target, W, T, 8, 4)                                                     \
+  ATTN_BATCH_GROUPED(name, target, W, T, 6, 4)                                                     \
+  ATTN_BATCH_PASSES(name, target, W, T, 3, 8)                                                      \
+  BatchFn batch_by_m_##name##_##T(std::int64_t M, bool full_width) {                               \
+    return M == 2   ? batch_##name##_##T##_8x2                                                     \
+           : M == 3 ? batch_##name##_##T##_8x3                                                     \
+           : M == 4 ? batch_##name##_##T##_8x4                                                     \
+           : M == 5 ? batch_##name##_##T##_6x5                                                     \
+           : M == 6 ? batch_##name##_##T##_5x6                                                     \
+           : M == 7 ? batch_##name##_##T##_4x7                                                     \
+           : M == 8                                                                                \
+               ? (full_width ? batch_##name##_##T##_3x8 : batch_##name##_##T##_8x4_groups)         \
+               : (full_width ? batch_##name##_##T##_3x8_passes : batch_##name##_##T##_6x4_groups); \
+  }                                                                                                \
+  void batch_##name##_##T(const void* w, std::int64_t ldw, const float* xp, const float* x,        \
+                          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,              \
+                          std::int64_t n, bool accumulate) {                                       \
+    batch_by_m_##name##_##T(M, true)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                  \
+  }                                                                                                \
+  void batch_##name##_##T##_split(const void* w, std::int64_t ldw, const float* xp,                \
+                                  const float* x, std::int64_t M, std::int64_t K, float* y,        \
+                                  std::int64_t ldy, std::int64_t n, bool accumulate) {             \
+    batch_by_m_##name##_##T(M, false)(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                 \
   }
 
 // One instance per ISA and weight type.
