@@ -24,32 +24,24 @@
 // the blocking: every accumulator sums the same products in the same order.
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
-#define ATTN_BATCH(name, target, W, T, R, C, Exact)                                         \
-  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C(        \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,     \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {        \
-    batch_rows<W, R, C, Exact, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, \
-                                     accumulate);                                           \
+#define ATTN_BATCH_FN(name, target, W, T, R, C, suffix, Exact, Stepped)                        \
+  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##suffix(   \
+      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,        \
+      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {           \
+    batch_rows<W, R, C, Exact, Stepped>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n, \
+                                        accumulate);                                           \
   }
+#define ATTN_BATCH(name, target, W, T, R, C, Exact) \
+  ATTN_BATCH_FN(name, target, W, T, R, C, , Exact, true)
 
 // R x C over x's rows in groups of up to C (Exact false), named _RxC_groups: the groups take
 // turns every kStepCols columns.
-#define ATTN_BATCH_GROUPED(name, target, W, T, R, C)                                          \
-  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##_groups( \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,       \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {          \
-    batch_rows<W, R, C, false, true>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,   \
-                                     accumulate);                                             \
-  }
+#define ATTN_BATCH_GROUPED(name, target, W, T, R, C) \
+  ATTN_BATCH_FN(name, target, W, T, R, C, _groups, false, true)
 
 // The same, each group over a whole column chunk in turn, named _RxC_passes.
-#define ATTN_BATCH_PASSES(name, target, W, T, R, C)                                           \
-  target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##_passes( \
-      const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,       \
-      std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {          \
-    batch_rows<W, R, C, false, false>(static_cast<const T*>(w), ldw, xp, x, M, K, y, ldy, n,  \
-                                      accumulate);                                            \
-  }
+#define ATTN_BATCH_PASSES(name, target, W, T, R, C) \
+  ATTN_BATCH_FN(name, target, W, T, R, C, _passes, false, false)
 
 // The batched kernels of a set with 16 vector registers compiled without FMA (generic): 4 x 3
 // for every M.
