@@ -262,7 +262,7 @@ TEST_CASE("equivalence: a batch of B decoded together equals each sequence decod
   a.n_heads = 4;
   a.n_kv_heads = 2;
   const std::int64_t P = 3, N = 4, dim = a.dim;
-  // Decode rows B: the batched kernel (2..kBatchRows, in groups of up to 6 rows) and sgemm.
+  // Decode rows B: the batched kernel (2..kBatchRows, its blockings by B) and the GEMM.
   for (std::int64_t B : std::initializer_list<std::int64_t>{2, 3, 5, 8, 16, 17, attn::kBatchRows,
                                                             attn::kBatchRows + 1, 33}) {
     a.max_batch_size = B;
