@@ -463,10 +463,11 @@ template <int W, int R, int C, bool Ahead, typename T>
   dot_block<W, R, C, Ahead>(w, ldw, xp, M, k0, k1, acc, stream);
 }
 
-// Columns per step of a weight row group when x's rows go in several groups: R rows of this many
-// floats (8 KB) stay in L1 while every group of x's rows passes over them, so the weights stream
-// from memory at a steady pace rather than in bursts between compute-only passes. With one group
-// the whole chunk is one step: the accumulators stay in registers.
+// Columns per step of a weight row group when x's rows go in several groups that take turns
+// (rows_block's Stepped): R rows of this many floats (8 KB) stay in L1 while every group of x's
+// rows passes over them, so the weights stream from memory at a steady pace rather than in bursts
+// between compute-only passes. With one group, or groups in passes, the whole chunk is one step:
+// the accumulators stay in registers.
 constexpr std::int64_t kStepCols = 512;
 // Weight rows per register block, at most (the accumulators' spill area below).
 constexpr int kMaxBlockRows = 8;
