@@ -3,9 +3,11 @@
 # kernels are picked at run time, as an installed package runs them), then one clang build for
 # this CPU with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's instrumentation,
 # which runs every test again and then each fuzz harness for a short fixed time
-# (ATTN_FUZZ_SECONDS, default 15). One sanitized build instead of two (sanitized tests, then
-# fuzzers), and the tests' own code at -O0 in it (tests/CMakeLists.txt), keep CI at 17-22 minutes
-# on two shared cores.
+# (ATTN_FUZZ_SECONDS, default 15). What keeps CI near 15 minutes on two shared cores
+# (docs/testing.md): one sanitized build instead of two, the tests' own code at -O0 and the
+# parsing code at -O1 in it (CMakeLists.txt), line tables rather than full debug information
+# (enough for the sanitizers' reports), and Ninja, which starts a target's compiles before the
+# libraries it links are done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -17,10 +19,13 @@ build() {  # <dir> <cmake flags...>
   local dir=$1
   shift
   echo "== build $dir"
-  cmake -S . -B "$dir" "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs" >/dev/null
+  local generator=()
+  [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)  # a directory keeps the generator it has
+  cmake -S . -B "$dir" "${generator[@]}" "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs" -- --quiet  # Ninja: only a failing command's output
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 }
 build build-test-release -DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF -DATTN_BENCH=ON
-build build-test-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON
+build build-test-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG"
 fuzz/run.sh build-test-sanitize "${ATTN_FUZZ_SECONDS:-15}"
