@@ -167,14 +167,16 @@ TEST_CASE("batched kernel: each blocking at 2 to 32 rows, both FMA widths, every
 }
 
 TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and column chunks") {
-  // Prefill (M > kBatchRows) on AVX-512 runs gemm.hpp: tiles of 8 rows of x (every remainder
-  // 1..7 below), panels of 48 features and blocks of 192 (in each thread's half of n, rounded
-  // to 16), column chunks of 256 transposed 16 at a time. Elsewhere, sgemm on the same halves.
+  // Prefill (M > kBatchRows) on AVX-512 runs gemm.hpp: x in panels of 8 rows (every remainder
+  // 1..7 below, the rest zero), panels of 48 features and blocks of 192 (in each thread's half of
+  // n, rounded to 16), column chunks of 128 transposed 16 at a time, tiles two columns at a time.
+  // Elsewhere, sgemm on the same halves.
   REQUIRE(attn::kGemmNC == 192);
-  REQUIRE(attn::kGemmKC == 256);
+  REQUIRE(attn::kGemmKC == 128);
+  REQUIRE(attn::kGemmMR == 8);
   const std::int64_t rows[] = {33, 36, 39, 40, 41, 64};
   const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
-  const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
+  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 600};
   for (std::int64_t K : columns)
     for (std::int64_t n : features) {
       const std::int64_t ldw = K + (n % 2 ? 3 : 0);  // odd n: a column block of a wider matrix

@@ -295,16 +295,16 @@ ATTN_BF16 void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_
   const std::int64_t ldx = round_up(K, 2);
   for (std::int64_t n0 = 0; n0 < n; n0 += kGemmNC) {
     const std::int64_t nc = std::min(kGemmNC, n - n0);
-    for (std::int64_t k0 = 0; k0 < K; k0 += 2 * kGemmKC) {
-      const std::int64_t kc = std::min(2 * kGemmKC, K - k0), pairs = (kc + 1) / 2;
+    for (std::int64_t k0 = 0; k0 < K; k0 += 2 * kGemmPairsKC) {
+      const std::int64_t kc = std::min(2 * kGemmPairsKC, K - k0), pairs = (kc + 1) / 2;
       for (std::int64_t j = 0; j < nc; j += kNR)
         pack_pairs(w + (n0 + j) * ldw + k0, ldw, std::min(kNR, nc - j), kc, panel + j * pairs);
-      const bool last_k = k0 + 2 * kGemmKC >= K;
+      const bool last_k = k0 + 2 * kGemmPairsKC >= K;
       const std::int64_t n_next = last_k ? n0 + kGemmNC : n0,
-                         k_next = last_k ? 0 : k0 + 2 * kGemmKC;
+                         k_next = last_k ? 0 : k0 + 2 * kGemmPairsKC;
       ChunkPrefetch<Bf16> ahead(
           w, ldw, n_next, k_next, std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
-          std::min(2 * kGemmKC, K - k_next), (M + kMR - 1) / kMR * ((nc + kNR - 1) / kNR));
+          std::min(2 * kGemmPairsKC, K - k_next), (M + kMR - 1) / kMR * ((nc + kNR - 1) / kNR));
       for (std::int64_t m = 0; m < M; m += kMR)
         for (std::int64_t j = 0; j < nc; j += kNR) {
           ahead.step();

@@ -18,7 +18,7 @@ namespace {
 // A register tile is kMR rows of x by kNR features: 24 accumulators, 3 panel vectors and one
 // broadcast of 32 zmm. Per column of the panel: 3 loads, 8 broadcasts, 24 FMAs; the fastest of
 // the tiles tried (docs/perf/kernels.md).
-constexpr int kMR = 8;
+constexpr int kMR = int(kGemmMR);
 constexpr int kNV = 3;
 constexpr std::int64_t kNR = 16 * kNV;
 static_assert(kGemmNC % kNR == 0 && kGemmKC % 16 == 0);
@@ -51,22 +51,32 @@ ATTN_AVX512 void pack_panel(const T* w, std::int64_t ldw, std::int64_t nr, std::
       panel[k * kNR + i] = i < nr ? to_f32(w[i * ldw + k]) : 0.0f;
 }
 
-// out[mr, features under mask] (= | +=) x[mr, kc] · panel[kc, kNR], x's rows lda apart.
-template <int MR>
-ATTN_AVX512 void tile(std::int64_t kc, const float* x, std::int64_t lda, const float* panel,
-                      float* out, std::int64_t ldo, const __mmask16* mask, bool add) {
-  __m512 c[MR][kNV];
-  for (int i = 0; i < MR; ++i)
+// out[rows, features under mask] (= | +=) x[8, kc] · panel[kc, kNR], x one 8-row panel as
+// pack_gemm_rows lays it out. The rows past `rows` are the panel's zeros: summed, not stored.
+// xnext, the next tile's x, is asked for into L1 a line every two columns: the tiles stream x
+// from L2 while their panel stays in L1 (docs/perf/prefill-gemm.md).
+ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float* out,
+                      std::int64_t ldo, int rows, const __mmask16* mask, bool add,
+                      const float* xnext) {
+  __m512 c[kMR][kNV];
+  for (int i = 0; i < kMR; ++i)
     for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < kc; ++k) {
+  const auto column = [&](std::int64_t k) __attribute__((always_inline)) {
     __m512 b[kNV];
     for (int j = 0; j < kNV; ++j) b[j] = _mm512_loadu_ps(panel + k * kNR + 16 * j);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(x[i * lda + k]);
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 a = _mm512_set1_ps(x[k * kMR + i]);
       for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_fmadd_ps(a, b[j], c[i][j]);
     }
+  };
+  std::int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    prefetch_l1_at(xnext, k * kMR);
+    column(k);
+    column(k + 1);
   }
-  for (int i = 0; i < MR; ++i)
+  if (k < kc) column(k);
+  for (int i = 0; i < rows; ++i)
     for (int j = 0; j < kNV; ++j) {
       float* p = out + i * ldo + 16 * j;
       const __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask[j], p), c[i][j]) : c[i][j];
@@ -74,22 +84,14 @@ ATTN_AVX512 void tile(std::int64_t kc, const float* x, std::int64_t lda, const f
     }
 }
 
-// tile for mr (1..MR) rows, the count known only at run time.
-template <int MR>
-ATTN_AVX512 void tile_upto(int mr, std::int64_t kc, const float* x, std::int64_t lda,
-                           const float* panel, float* out, std::int64_t ldo, const __mmask16* mask,
-                           bool add) {
-  if constexpr (MR > 1)
-    if (mr < MR) return tile_upto<MR - 1>(mr, kc, x, lda, panel, out, ldo, mask, add);
-  tile<MR>(kc, x, lda, panel, out, ldo, mask, add);
-}
-
 // Blocks of kGemmNC features; in each, chunks of kGemmKC columns: the chunk's panels are packed
-// once, then every kMR rows of x pass over them, adding the chunk's sums to out.
+// once, then each panel in turn stays in L1 while every 8-row panel of x passes over it, adding
+// the chunk's sums to out.
 template <typename T>
-ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* x, std::int64_t M,
+ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::int64_t M,
                             std::int64_t K, float* out, std::int64_t ldo, std::int64_t n,
                             bool accumulate, float* panel) {
+  const std::int64_t row_panels = (M + kMR - 1) / kMR;
   for (std::int64_t n0 = 0; n0 < n; n0 += kGemmNC) {
     const std::int64_t nc = std::min(kGemmNC, n - n0);
     for (std::int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
@@ -98,27 +100,50 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* x, std::i
         pack_panel(w + (n0 + j) * ldw + k0, ldw, std::min(kNR, nc - j), kc, panel + j * kc);
       const bool last_k = k0 + kGemmKC >= K;
       const std::int64_t n_next = last_k ? n0 + kGemmNC : n0, k_next = last_k ? 0 : k0 + kGemmKC;
-      ChunkPrefetch<T> ahead(
-          w, ldw, n_next, k_next, std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
-          std::min(kGemmKC, K - k_next), (M + kMR - 1) / kMR * ((nc + kNR - 1) / kNR));
-      for (std::int64_t m = 0; m < M; m += kMR)
-        for (std::int64_t j = 0; j < nc; j += kNR) {
-          ahead.step();
-          __mmask16 mask[kNV];
-          for (int v = 0; v < kNV; ++v) {
-            const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
-            mask[v] = __mmask16((1u << live) - 1);
-          }
-          tile_upto<kMR>(int(std::min<std::int64_t>(kMR, M - m)), kc, x + m * K + k0, K,
-                         panel + j * kc, out + m * ldo + n0 + j, ldo, mask, accumulate || k0 > 0);
+      ChunkPrefetch<T> ahead(w, ldw, n_next, k_next,
+                             std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
+                             std::min(kGemmKC, K - k_next), row_panels * ((nc + kNR - 1) / kNR));
+      for (std::int64_t j = 0; j < nc; j += kNR) {
+        __mmask16 mask[kNV];
+        for (int v = 0; v < kNV; ++v) {
+          const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
+          mask[v] = __mmask16((1u << live) - 1);
         }
+        for (std::int64_t r = 0; r < row_panels; ++r) {
+          ahead.step();
+          const float* x = xg + r * kMR * K + k0 * kMR;
+          const std::int64_t next = r + 1 < row_panels ? r + 1 : 0;
+          tile(kc, x, panel + j * kc, out + r * kMR * ldo + n0 + j, ldo,
+               int(std::min<std::int64_t>(kMR, M - r * kMR)), mask, accumulate || k0 > 0,
+               xg + next * kMR * K + k0 * kMR);
+        }
+      }
     }
   }
+}
+
+// x's rows m0..m0+7 (those below M; the others zero), columns k..k+15, as [16][8].
+ATTN_AVX512 void pack_rows16(const float* x, std::int64_t M, std::int64_t K, std::int64_t m0,
+                             std::int64_t k, float* xg) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < kMR && m0 + i < M ? _mm512_loadu_ps(x + (m0 + i) * K + k) : _mm512_setzero_ps();
+  transpose16(r);
+  for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(xg + (k + c) * kMR, 0xFF, r[c]);
 }
 
 #undef ATTN_AVX512
 
 }  // namespace
+
+void pack_gemm_rows(const float* x, std::int64_t M, std::int64_t K, float* xg) {
+  for (std::int64_t m0 = 0; m0 < M; m0 += kMR, xg += kMR * K) {
+    std::int64_t k = 0;
+    for (; k + 16 <= K; k += 16) pack_rows16(x, M, K, m0, k, xg);
+    for (; k < K; ++k)
+      for (std::int64_t i = 0; i < kMR; ++i) xg[k * kMR + i] = m0 + i < M ? x[(m0 + i) * K + k] : 0;
+  }
+}
 
 void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t M, std::int64_t K,
                  float* out, std::int64_t ldo, std::int64_t n, bool accumulate, float* panel) {
@@ -139,6 +164,9 @@ void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t
 
 #else
 
+void pack_gemm_rows(const float*, std::int64_t, std::int64_t, float*) {
+  throw std::logic_error("pack_gemm_rows called on a CPU without AVX-512");
+}
 void gemm_avx512(const Matrix&, std::int64_t, const float*, std::int64_t, std::int64_t, float*,
                  std::int64_t, std::int64_t, bool, float*) {
   throw std::logic_error("gemm_avx512 called on a CPU without AVX-512");

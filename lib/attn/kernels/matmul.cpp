@@ -61,12 +61,12 @@ const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* ou
 // the thread's scratch first; an F32 block is read in place, in the same blocks, so that both run
 // the same sgemm calls and give the same bits (OpenBLAS's Haswell and Zen kernels round
 // differently when the columns are split differently).
-void prefill_product(const Kernels& kernels, const Projection& p, const float* x, std::int64_t M,
-                     std::int64_t K, std::int64_t n0, std::int64_t n1, float* scratch,
-                     bool accumulate) {
+void prefill_product(const Kernels& kernels, const Projection& p, const float* x, const float* xg,
+                     std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1,
+                     float* scratch, bool accumulate) {
   const std::int64_t ldw = p.w.stride(K), rows = widen_rows(K);
   if (kernels.own_gemm)
-    return gemm_avx512(p.w.at(n0 * ldw), ldw, x, M, K, p.out + n0, p.n, n1 - n0, accumulate,
+    return gemm_avx512(p.w.at(n0 * ldw), ldw, xg, M, K, p.out + n0, p.n, n1 - n0, accumulate,
                        scratch);
   const TypedKernels& k = kernels.of[int(p.w.type)];
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
@@ -86,11 +86,12 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
 }
 
 // x as the products read it: x [M, K] itself; xp, x packed for the batched kernel or
-// deinterleaved for the BF16 gemv; xb, x rounded to BF16 for BF16 weights under compute bf16
-// (packed for decode, row by row for prefill), else null.
+// deinterleaved for the BF16 gemv; xg, x in 8-row panels for the prefill GEMM; xb, x rounded to
+// BF16 for BF16 weights under compute bf16 (packed for decode, row by row for prefill), else null.
 struct Input {
   const float* x;
   const float* xp;
+  const float* xg;
   const std::uint16_t* xb;
   std::int64_t M, K;
 };
@@ -118,7 +119,7 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   else if (M <= kBatchRows)
     k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   else
-    prefill_product(kernels, p, x, M, K, n0, n1, scratch, accumulate);
+    prefill_product(kernels, p, x, in.xg, M, K, n0, n1, scratch, accumulate);
   if (p.bias)
     for (std::int64_t m = 0; m < M; ++m)
       for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
@@ -151,6 +152,12 @@ std::int64_t prefill_floats(const Kernels& kernels, std::int64_t K) {
   return kernels.own_gemm ? gemm_panel_floats() : widen_rows(K) * K;
 }
 
+// Floats of the prefill scratch before the threads' own: x packed for gemm_avx512, which every
+// thread reads.
+std::int64_t prefill_shared_floats(const Kernels& kernels, std::int64_t M, std::int64_t K) {
+  return kernels.own_gemm ? gemm_rows_floats(M, K) : 0;
+}
+
 // Prefill on gemm_avx512, whose bits do not depend on how the rows are split: the threads take
 // the projections' rows as RowClaims hands them out, gemm blocks (kGemmNC) from the front of
 // their own stretch, panels (48 rows) from the back of another's. Static halves lost about 5%
@@ -165,7 +172,8 @@ void prefill_claimed(const Kernels& kernels, std::span<const Projection> project
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    float* own = scratch + t * prefill_floats(kernels, in.K);
+    float* own =
+        scratch + prefill_shared_floats(kernels, in.M, in.K) + t * prefill_floats(kernels, in.K);
     for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
       product(kernels, projections[b.part], in, b.begin - bounds[b.part], b.end - bounds[b.part],
               own, accumulate);
@@ -193,11 +201,13 @@ std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threa
                                : kernels.own_gemm     ? gemm_panel_floats()
                                : halves               ? std::max(16 * k_max, kWidenFloats)
                                                       : 0;
+  const std::int64_t shared =
+      max_rows <= kBatchRows ? 0 : prefill_shared_floats(kernels, max_rows, k_max);
   std::int64_t bf16 = 0;
   if (compute == Compute::bf16)
     bf16 = std::max(packed_bf16_elements(rows, k_max),
                     max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
-  return std::max(pack, threads * prefill) + (bf16 + 1) / 2;
+  return std::max(pack, shared + threads * prefill) + (bf16 + 1) / 2;
 }
 
 namespace {
@@ -206,16 +216,21 @@ namespace {
 // at its start, BF16 after the F32 part (compute bf16 with BF16 weights; on avx512 only).
 Input prepare_input(const Runtime& rt, std::span<const Projection> projections, const float* x,
                     std::int64_t M, std::int64_t K, float* scratch) {
-  Input in{x, nullptr, nullptr, M, K};
+  Input in{x, nullptr, nullptr, nullptr, M, K};
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
   if (M >= 2 && M <= kBatchRows) in.xp = pack_rows(x, M, K, scratch);
+  if (M > kBatchRows && rt.kernels->own_gemm) {
+    pack_gemm_rows(x, M, K, scratch);
+    in.xg = scratch;
+  }
   if (M == 1 && any_bf16(projections) && !bf16) {
     deinterleave(x, K, rt.kernels->lanes, scratch);
     in.xp = scratch;
   }
   if (!bf16) return in;
   const std::int64_t f32 = M <= kBatchRows ? std::max(pack_floats(1, K), pack_floats(M, K))
-                                           : rt.threads * prefill_floats(*rt.kernels, K);
+                                           : prefill_shared_floats(*rt.kernels, M, K) +
+                                                 rt.threads * prefill_floats(*rt.kernels, K);
   auto* xb = reinterpret_cast<std::uint16_t*>(scratch + f32);
   if (M <= kBatchRows)
     pack_bf16(x, M, K, xb);
@@ -289,10 +304,11 @@ std::string blas_core() {
 namespace attn {
 
 std::string matmul_path(const Runtime& rt) {
-  const std::string prefill = rt.kernels->own_gemm
-                                  ? "own AVX-512 GEMM (8 x 48 tiles, weights packed per block) on "
-                                    "each thread's half of the rows, the other's tail taken over"
-                                  : "single-threaded OpenBLAS sgemm on row halves";
+  const std::string prefill =
+      rt.kernels->own_gemm
+          ? "own AVX-512 GEMM (8 x 48 tiles, x in 8-row panels, weights packed per "
+            "block) on each thread's half of the rows, the other's tail taken over"
+          : "single-threaded OpenBLAS sgemm on row halves";
   return "OpenMP threads: " + prefill + " (M > " + std::to_string(kBatchRows) + "), own " +
          rt.kernels->name + " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) + ": each weight read once for all rows)";
