@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
       std::size_t(attn::scratch_floats(maxM, 14336, threads, true, *rt.kernels, compute)));
   const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
+  std::vector<float> xg(std::size_t(gemm ? attn::gemm_rows_floats(maxM, 14336) : 0));  // packed x
   std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s\n",
               rt.kernels->name, attn::blas_core().c_str(), threads,
               g_cpu_time ? "thread CPU" : "wall", attn::weight_type_name(type),
@@ -91,12 +92,13 @@ int main(int argc, char** argv) {
             const attn::Projection p{y.data(), attn::Matrix(w[i].data(), type), nullptr, s.n};
             attn::linear(rt, {&p, 1}, x.data(), M, s.k, pack.data());
           } else {
+            if (gemm) attn::pack_gemm_rows(x.data(), M, s.k, xg.data());  // as linear() does
 #pragma omp parallel num_threads(threads)
             {
               const int t = omp_get_thread_num(), nt = omp_get_num_threads();
               const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;
               if (gemm)
-                attn::gemm_avx512(attn::Matrix(w[i].data(), type).at(n0 * s.k), s.k, x.data(), M,
+                attn::gemm_avx512(attn::Matrix(w[i].data(), type).at(n0 * s.k), s.k, xg.data(), M,
                                   s.k, y.data() + n0, s.n, n1 - n0, false,
                                   panels.data() + t * attn::gemm_panel_floats());
               else

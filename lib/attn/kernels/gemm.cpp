@@ -51,6 +51,17 @@ ATTN_AVX512 void pack_panel(const T* w, std::int64_t ldw, std::int64_t nr, std::
       panel[k * kNR + i] = i < nr ? to_f32(w[i * ldw + k]) : 0.0f;
 }
 
+// Column k of the panel times x's 8 rows at column k, added to the tile's accumulators.
+[[gnu::always_inline]] ATTN_AVX512 inline void tile_column(__m512 (&c)[kMR][kNV], const float* x,
+                                                           const float* panel, std::int64_t k) {
+  __m512 b[kNV];
+  for (int j = 0; j < kNV; ++j) b[j] = _mm512_loadu_ps(panel + k * kNR + 16 * j);
+  for (int i = 0; i < kMR; ++i) {
+    const __m512 a = _mm512_set1_ps(x[k * kMR + i]);
+    for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_fmadd_ps(a, b[j], c[i][j]);
+  }
+}
+
 // out[rows, features under mask] (= | +=) x[8, kc] · panel[kc, kNR], x one 8-row panel as
 // pack_gemm_rows lays it out. The rows past `rows` are the panel's zeros: summed, not stored.
 // xnext, the next tile's x, is asked for into L1 a line every two columns: the tiles stream x
@@ -61,21 +72,13 @@ ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float
   __m512 c[kMR][kNV];
   for (int i = 0; i < kMR; ++i)
     for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_setzero_ps();
-  const auto column = [&](std::int64_t k) __attribute__((always_inline)) {
-    __m512 b[kNV];
-    for (int j = 0; j < kNV; ++j) b[j] = _mm512_loadu_ps(panel + k * kNR + 16 * j);
-    for (int i = 0; i < kMR; ++i) {
-      const __m512 a = _mm512_set1_ps(x[k * kMR + i]);
-      for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_fmadd_ps(a, b[j], c[i][j]);
-    }
-  };
   std::int64_t k = 0;
   for (; k + 2 <= kc; k += 2) {
     prefetch_l1_at(xnext, k * kMR);
-    column(k);
-    column(k + 1);
+    tile_column(c, x, panel, k);
+    tile_column(c, x, panel, k + 1);
   }
-  if (k < kc) column(k);
+  if (k < kc) tile_column(c, x, panel, k);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < kNV; ++j) {
       float* p = out + i * ldo + 16 * j;
