@@ -4,10 +4,10 @@
 # this CPU with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's instrumentation,
 # which runs every test again and then each fuzz harness for a short fixed time
 # (ATTN_FUZZ_SECONDS, default 15). What keeps CI near 15 minutes on two shared cores
-# (docs/testing.md): one sanitized build instead of two, the tests' own code at -O0 and the
-# parsing code at -O1 in it (CMakeLists.txt), line tables rather than full debug information
-# (enough for the sanitizers' reports), and Ninja, which starts a target's compiles before the
-# libraries it links are done.
+# (docs/testing.md): one sanitized build instead of two, the tests' own code at -O0 in both
+# builds (tests/CMakeLists.txt), the parsing code at -O1 and line tables rather than full debug
+# information in the sanitized one (enough for the sanitizers' reports), and Ninja, which starts a
+# target's compiles before the libraries it links are done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
