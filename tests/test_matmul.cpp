@@ -5,9 +5,11 @@
 // this CPU runs. Then a batch of B sequences decoded together against each decoded alone.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/sets.hpp"
@@ -228,6 +230,72 @@ TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and 
                 CHECK(out == one_thread);
             }
           }
+      }
+    }
+}
+
+// Batched decode with x's rows in lanes (batch_lanes.hpp), called directly so that every CPU with
+// AVX-512 runs it (linear() chooses it only where 512-bit FMAs are full width): one and two
+// vectors of rows (16 | 17), blocks of 28 or 14 weight rows then 8, 4 and 1, column chunks of
+// 128 and vector tails, each weight type, against a double loop, and bit for bit against the
+// prefill GEMM on the same rows, whose summation order it keeps.
+TEST_CASE("batch_lanes: rows in lanes around 16 and 32, its row blocks and chunks, as the GEMM") {
+  const std::vector<std::string> isas = test::kernel_names();
+  if (std::find(isas.begin(), isas.end(), "avx512") == isas.end()) {
+    MESSAGE("no AVX-512 on this CPU: batch_lanes is not used here");
+    return;
+  }
+  REQUIRE(attn::kGemmKC == 128);
+  const std::int64_t rows[] = {1, 2, 11, 12, 15, 16, 17, 18, 31, 32};
+  const std::int64_t features[] = {1, 3, 4, 5, 8, 13, 14, 15, 27, 28, 29, 36, 41, 64};
+  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 300};
+  for (std::int64_t K : columns)
+    for (std::int64_t n : features) {
+      const std::int64_t ldw = K + (n % 2 ? 5 : 0);  // odd n: a column block of a wider matrix
+      const std::vector<float> w32 = uniform(std::size_t(n * ldw), 16, 1 / std::sqrt(double(K)));
+      for (int type = 0; type < 3; ++type) {
+        std::vector<std::uint16_t> w16(w32.size());  // the weights as BF16 or F16 bits
+        std::vector<float> wf(w32.size());           // the values the kernel multiplies
+        for (std::size_t i = 0; i < w32.size(); ++i) {
+          w16[i] = type == 1 ? attn::f32_to_bf16(w32[i]) : attn::f32_to_f16(w32[i]);
+          wf[i] = type == 0   ? w32[i]
+                  : type == 1 ? attn::bf16_to_f32(w16[i])
+                              : attn::f16_to_f32(w16[i]);
+        }
+        const attn::Matrix w{type == 0 ? static_cast<const void*>(w32.data()) : w16.data(),
+                             attn::WeightType(type), ldw};
+        for (std::int64_t M : rows) {
+          const std::vector<float> x = uniform(std::size_t(M * K), 17, 1.0);
+          const std::vector<float> init = uniform(std::size_t(M * n), 18, 1.0);
+          std::vector<float> xl(std::size_t(attn::lanes_floats(M, K)), -1.0f);
+          attn::pack_lanes(x.data(), M, K, xl.data());
+          std::vector<float> xg(std::size_t(attn::gemm_rows_floats(M, K)));
+          attn::pack_gemm_rows(x.data(), M, K, xg.data());
+          std::vector<float> panel(std::size_t(attn::gemm_panel_floats()));
+          for (bool accumulate : {false, true}) {
+            std::vector<float> out = init, gemm = init;
+            attn::batch_lanes(w, ldw, xl.data(), M, K, out.data(), n, n, accumulate);
+            attn::gemm_avx512(w, ldw, xg.data(), M, K, gemm.data(), n, n, accumulate, panel.data());
+            std::vector<float> expected(out.size());
+            for (std::int64_t m = 0; m < M; ++m)
+              for (std::int64_t j = 0; j < n; ++j) {
+                double acc = accumulate ? init[std::size_t(m * n + j)] : 0.0;
+                for (std::int64_t k = 0; k < K; ++k)
+                  acc += double(x[std::size_t(m * K + k)]) * wf[std::size_t(j * ldw + k)];
+                expected[std::size_t(m * n + j)] = float(acc);
+              }
+            const test::Diff d =
+                test::compare(out.data(), expected.data(), std::int64_t(out.size()), {});
+            CAPTURE(type);
+            CAPTURE(M);
+            CAPTURE(n);
+            CAPTURE(K);
+            CAPTURE(accumulate);
+            CAPTURE(d.worst_ratio);
+            CHECK(d.failures == 0);
+            CHECK(out == gemm);
+          }
+        }
       }
     }
 }

@@ -4,7 +4,9 @@
 #include <cpuid.h>
 #endif
 
+#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/sets.hpp"
+#include "attn/kernels/matmul.hpp"
 
 namespace attn {
 
@@ -34,6 +36,10 @@ bool fma512_full_width() {
 #else
   return true;
 #endif
+}
+
+std::int64_t lanes_from(bool own_gemm) {
+  return own_gemm && fma512_full_width() ? kLanesFrom : kBatchRows + 1;
 }
 
 std::vector<const Kernels*> supported_kernels() {

@@ -51,7 +51,10 @@ struct Kernels {
   int lanes;           // V of the BF16 gemv, which x is deinterleaved for
   TypedKernels of[3];  // by WeightType: f32, bf16, f16
   bool own_gemm;       // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
-  ScoresFn scores;     // decode attention, one KV head's group
+  // Batched decode from this many rows on with x's rows in vector lanes (batch_lanes.cpp), past
+  // kBatchRows where the set has no such kernel.
+  std::int64_t lanes_from;
+  ScoresFn scores;  // decode attention, one KV head's group
   MixFn mix;
   SoftmaxFn softmax;
   SwigluFn swiglu;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attn/kernels/attention.hpp"
+#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/detail/claims.hpp"
@@ -86,11 +87,13 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
 }
 
 // x as the products read it: x [M, K] itself; xp, x packed for the batched kernel or
-// deinterleaved for the BF16 gemv; xg, x in 8-row panels for the prefill GEMM; xb, x rounded to
-// BF16 for BF16 weights under compute bf16 (packed for decode, row by row for prefill), else null.
+// deinterleaved for the BF16 gemv; xl, x's rows in lanes for batch_lanes; xg, x in 8-row panels
+// for the prefill GEMM; xb, x rounded to BF16 for BF16 weights under compute bf16 (packed for
+// decode, row by row for prefill), else null.
 struct Input {
   const float* x;
   const float* xp;
+  const float* xl;
   const float* xg;
   const std::uint16_t* xb;
   std::int64_t M, K;
@@ -116,6 +119,8 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
                   scratch);
   else if (M == 1)
     k.gemv(w, ldw, x, xp, p.out + n0, n, K, accumulate);
+  else if (in.xl)
+    batch_lanes(p.w.at(n0 * ldw), ldw, in.xl, M, K, p.out + n0, p.n, n, accumulate);
   else if (M <= kBatchRows)
     k.batch(w, ldw, xp, x, M, K, p.out + n0, p.n, n, accumulate);
   else
@@ -187,7 +192,8 @@ std::int64_t widen_rows(std::int64_t K) {
 }
 
 std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
-  return M == 1 ? K : M * (K / kPack) * kPack;  // 1: x deinterleaved (deinterleave)
+  // 1: x deinterleaved (deinterleave); else packed for the batched kernel, or in lanes
+  return M == 1 ? K : std::max(M * (K / kPack) * kPack, lanes_floats(M, K));
 }
 
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
@@ -216,9 +222,14 @@ namespace {
 // at its start, BF16 after the F32 part (compute bf16 with BF16 weights; on avx512 only).
 Input prepare_input(const Runtime& rt, std::span<const Projection> projections, const float* x,
                     std::int64_t M, std::int64_t K, float* scratch) {
-  Input in{x, nullptr, nullptr, nullptr, M, K};
+  Input in{x, nullptr, nullptr, nullptr, nullptr, M, K};
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
-  if (M >= 2 && M <= kBatchRows) in.xp = pack_rows(x, M, K, scratch);
+  if (M >= rt.kernels->lanes_from && M <= kBatchRows) {
+    pack_lanes(x, M, K, scratch);
+    in.xl = scratch;
+  } else if (M >= 2 && M <= kBatchRows) {
+    in.xp = pack_rows(x, M, K, scratch);
+  }
   if (M > kBatchRows && rt.kernels->own_gemm) {
     pack_gemm_rows(x, M, K, scratch);
     in.xg = scratch;
@@ -309,9 +320,14 @@ std::string matmul_path(const Runtime& rt) {
           ? "own AVX-512 GEMM (8 x 48 tiles, x in 8-row panels, weights packed per "
             "block) on each thread's half of the rows, the other's tail taken over"
           : "single-threaded OpenBLAS sgemm on row halves";
+  const std::int64_t from = rt.kernels->lanes_from;
+  const std::string lanes = from <= kBatchRows ? ", from M = " + std::to_string(from) +
+                                                     " with the rows in vector lanes, summed as "
+                                                     "the GEMM sums"
+                                               : "";
   return "OpenMP threads: " + prefill + " (M > " + std::to_string(kBatchRows) + "), own " +
          rt.kernels->name + " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
-         std::to_string(kBatchRows) + ": each weight read once for all rows)";
+         std::to_string(kBatchRows) + ": each weight read once for all rows" + lanes + ")";
 }
 
 }  // namespace attn

@@ -178,6 +178,7 @@
         {name##_float_kernels(fma512_full_width()), name##_Bf16_kernels(fma512_full_width()),   \
          name##_F16_kernels(fma512_full_width())},                                              \
         GEMM,                                                                                   \
+        lanes_from(GEMM),                                                                       \
         scores_##name,                                                                          \
         mix_##name,                                                                             \
         softmax_##name,                                                                         \

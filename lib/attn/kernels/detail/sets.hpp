@@ -23,4 +23,7 @@ ATTN_DECLARE_SET(avx512)
 // halves), true elsewhere (Intel, Zen 5). Read from CPUID once.
 bool fma512_full_width();
 
+// Kernels::lanes_from of a set with the own GEMM (AVX-512) or without.
+std::int64_t lanes_from(bool own_gemm);
+
 }  // namespace attn

@@ -1,0 +1,150 @@
+#include "attn/kernels/detail/batch_lanes.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "attn/kernels/detail/gemm.hpp"
+#include "attn/kernels/detail/lanes.hpp"
+#include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/detail/transpose.hpp"
+
+namespace attn {
+
+#if defined(__x86_64__)
+
+namespace {
+
+#define ATTN_AVX512 __attribute__((target("avx512f")))
+
+constexpr std::int64_t kKC = kGemmKC;
+// Chunks ahead of the one being widened that each weight row is asked for into L1: one chunk
+// ahead was 10-20% slower from memory, three and four level with two.
+constexpr std::int64_t kAheadChunks = 2;
+
+// nr weight rows' columns k0..k0+kc widened into buf [nr, kKC]; the rows' columns two chunks on
+// asked for.
+template <int NR, typename T>
+ATTN_AVX512 void widen_chunk(const T* w, std::int64_t ldw, std::int64_t kc, float* buf) {
+  constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));
+  for (int r = 0; r < NR; ++r) {
+    const T* row = w + r * ldw;
+    std::int64_t k = 0;
+    for (; k + 16 <= kc; k += 16) {
+      __m512 v;
+      widen16(v, row + k);
+      _mm512_storeu_ps(buf + r * kKC + k, v);
+    }
+    for (; k < kc; ++k) buf[r * kKC + k] = to_f32(row[k]);
+    for (std::int64_t c = 0; c < kc; c += line) prefetch_l1_at(row, c + kAheadChunks * kKC);
+  }
+}
+
+// NR weight rows against L vectors of 16 rows of x: NR x L accumulators of a chunk, then added
+// to the sums of the chunks before (in memory, as gemm_avx512's tiles add to out).
+template <int L, int NR, typename T>
+ATTN_AVX512 void lanes_block(const T* w, std::int64_t ldw, const float* xl, std::int64_t M,
+                             std::int64_t K, float* y, std::int64_t ldy, bool accumulate) {
+  alignas(64) float buf[NR * kKC];     // [NR, kKC]: the chunk's weights, widened
+  alignas(64) float sums[NR][L * 16];  // [NR, rows]: the chunks' sums so far
+  for (int r = 0; r < NR; ++r)
+    for (int m = 0; m < L * 16; ++m) sums[r][m] = accumulate && m < M ? y[m * ldy + r] : 0.0f;
+  for (std::int64_t k0 = 0; k0 < K; k0 += kKC) {
+    const std::int64_t kc = std::min(kKC, K - k0);
+    widen_chunk<NR>(w + k0, ldw, kc, buf);
+    __m512 acc[NR][L];
+    for (int r = 0; r < NR; ++r)
+      for (int l = 0; l < L; ++l) acc[r][l] = _mm512_setzero_ps();
+    const float* xk = xl + k0 * L * 16;
+    for (std::int64_t k = 0; k < kc; ++k) {
+      __m512 xv[L];
+      for (int l = 0; l < L; ++l) xv[l] = _mm512_loadu_ps(xk + (k * L + l) * 16);
+#pragma GCC unroll 32
+      for (int r = 0; r < NR; ++r) {
+        const __m512 b = _mm512_set1_ps(buf[r * kKC + k]);
+        for (int l = 0; l < L; ++l) acc[r][l] = _mm512_fmadd_ps(xv[l], b, acc[r][l]);
+      }
+    }
+    // The first chunk's sums as they are, not 0 + sums: -0 stays -0, as in the GEMM.
+    const bool first = k0 == 0 && !accumulate;
+    for (int r = 0; r < NR; ++r)
+      for (int l = 0; l < L; ++l)
+        _mm512_storeu_ps(
+            sums[r] + 16 * l,
+            first ? acc[r][l] : _mm512_add_ps(_mm512_loadu_ps(sums[r] + 16 * l), acc[r][l]));
+  }
+  for (std::int64_t m = 0; m < M; ++m)
+    for (int r = 0; r < NR; ++r) y[m * ldy + r] = sums[r][m];
+}
+
+// n rows of w in blocks of NR (28 rows of one vector of x, 14 of two: with the accumulators,
+// x's vectors and a broadcast, 30 of the 32 registers), then 8, 4 and 1.
+template <int L, typename T>
+void lanes_rows(const T* w, std::int64_t ldw, const float* xl, std::int64_t M, std::int64_t K,
+                float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
+  constexpr int NR = L == 1 ? 28 : 14;
+  std::int64_t j = 0;
+  for (; j + NR <= n; j += NR)
+    lanes_block<L, NR>(w + j * ldw, ldw, xl, M, K, y + j, ldy, accumulate);
+  for (; j + 8 <= n; j += 8) lanes_block<L, 8>(w + j * ldw, ldw, xl, M, K, y + j, ldy, accumulate);
+  for (; j + 4 <= n; j += 4) lanes_block<L, 4>(w + j * ldw, ldw, xl, M, K, y + j, ldy, accumulate);
+  for (; j < n; ++j) lanes_block<L, 1>(w + j * ldw, ldw, xl, M, K, y + j, ldy, accumulate);
+}
+
+template <typename T>
+void lanes_typed(const T* w, std::int64_t ldw, const float* xl, std::int64_t M, std::int64_t K,
+                 float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
+  if (M <= kLanes) return lanes_rows<1>(w, ldw, xl, M, K, y, ldy, n, accumulate);
+  lanes_rows<2>(w, ldw, xl, M, K, y, ldy, n, accumulate);
+}
+
+// x's rows m0..m0+15 (those below M; the others zero), columns k..k+15, into xl's lanes m0..
+ATTN_AVX512 void pack_lanes16(const float* x, std::int64_t M, std::int64_t K, std::int64_t m0,
+                              std::int64_t k, std::int64_t width, float* xl) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = m0 + i < M ? _mm512_loadu_ps(x + (m0 + i) * K + k) : _mm512_setzero_ps();
+  transpose16(r);
+  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(xl + (k + c) * width + m0, r[c]);
+}
+
+#undef ATTN_AVX512
+
+}  // namespace
+
+void pack_lanes(const float* x, std::int64_t M, std::int64_t K, float* xl) {
+  const std::int64_t width = M <= kLanes ? kLanes : kLanesMaxRows;
+  for (std::int64_t m0 = 0; m0 < width; m0 += kLanes) {
+    std::int64_t k = 0;
+    for (; k + 16 <= K; k += 16) pack_lanes16(x, M, K, m0, k, width, xl);
+    for (; k < K; ++k)
+      for (std::int64_t i = 0; i < kLanes; ++i)
+        xl[k * width + m0 + i] = m0 + i < M ? x[(m0 + i) * K + k] : 0.0f;
+  }
+}
+
+void batch_lanes(const Matrix& w, std::int64_t ldw, const float* xl, std::int64_t M, std::int64_t K,
+                 float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
+  if (M < 1 || M > kLanesMaxRows) throw std::logic_error("batch_lanes: M outside 1..32");
+  switch (w.type) {
+    case WeightType::f32:
+      return lanes_typed(static_cast<const float*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
+    case WeightType::bf16:
+      return lanes_typed(static_cast<const Bf16*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
+    case WeightType::f16:
+      return lanes_typed(static_cast<const F16*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
+  }
+}
+
+#else
+
+void pack_lanes(const float*, std::int64_t, std::int64_t, float*) {
+  throw std::logic_error("pack_lanes called on a CPU without AVX-512");
+}
+void batch_lanes(const Matrix&, std::int64_t, const float*, std::int64_t, std::int64_t, float*,
+                 std::int64_t, std::int64_t, bool) {
+  throw std::logic_error("batch_lanes called on a CPU without AVX-512");
+}
+
+#endif
+
+}  // namespace attn
