@@ -3,7 +3,10 @@
 // AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
 // rows, candidates interleaved, best of reps.
 // Built with -DATTN_BENCH=ON: build/bench/bench_batch_rows
-// Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] M... With 1 thread the times are
+// Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] [--lanes-from L] M...
+// --lanes-from: batched decode on x's rows in lanes (batch_lanes.hpp) from L rows on instead of
+// the kernel set's choice (33: never), to compare it with the dot-product kernels in one run.
+// With 1 thread the times are
 // the thread's CPU time, which a machine shared with other jobs inflates far less than wall time
 // (time slices taken by others).
 #include <omp.h>
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   const int threads = std::atoi(argv[1]);
   attn::WeightType type = attn::WeightType::f32;
   attn::Compute compute = attn::Compute::f32;
+  std::int64_t lanes_from = 0;  // 0: the set's own
   int first = 2;
   for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
     const std::string flag = argv[first], value = argv[first + 1];
@@ -54,8 +58,13 @@ int main(int argc, char** argv) {
                               : attn::WeightType::f32;
     else if (flag == "--compute")
       compute = attn::parse_compute(value);
+    else if (flag == "--lanes-from")
+      lanes_from = std::atoi(value.c_str());
   }
-  const attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
+  attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
+  attn::Kernels kernels = *rt.kernels;
+  if (lanes_from >= 2 && kernels.own_gemm) kernels.lanes_from = lanes_from;  // AVX-512 only
+  rt.kernels = &kernels;
   g_cpu_time = threads == 1;
   // The weights in `type` (16-bit types in the low halves of the same floats' storage).
   std::vector<std::vector<float>> w;
@@ -74,10 +83,11 @@ int main(int argc, char** argv) {
   const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
   std::vector<float> xg(std::size_t(gemm ? attn::gemm_rows_floats(maxM, 14336) : 0));  // packed x
-  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s\n",
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s, lanes "
+              "from %lld rows\n",
               rt.kernels->name, attn::blas_core().c_str(), threads,
               g_cpu_time ? "thread CPU" : "wall", attn::weight_type_name(type),
-              attn::compute_name(compute));
+              attn::compute_name(compute), (long long)kernels.lanes_from);
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
   double b1 = 0;
   for (int a = first; a < argc; ++a) {
