@@ -83,11 +83,11 @@ int main(int argc, char** argv) {
   const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
   std::vector<float> xg(std::size_t(gemm ? attn::gemm_rows_floats(maxM, 14336) : 0));  // packed x
-  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s, lanes "
-              "from %lld rows\n",
-              rt.kernels->name, attn::blas_core().c_str(), threads,
-              g_cpu_time ? "thread CPU" : "wall", attn::weight_type_name(type),
-              attn::compute_name(compute), (long long)kernels.lanes_from);
+  std::printf(
+      "isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s, lanes "
+      "from %lld rows\n",
+      rt.kernels->name, attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall",
+      attn::weight_type_name(type), attn::compute_name(compute), (long long)kernels.lanes_from);
   std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
   double b1 = 0;
   for (int a = first; a < argc; ++a) {

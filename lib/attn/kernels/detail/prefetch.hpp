@@ -57,7 +57,8 @@ template <typename T>
 template <typename T>
 struct ChunkPrefetch {
   const T* w;  // the matrix; the chunk starts at row `row`, column `col`
-  std::int64_t ldw, row, col, rows, lines_per_row, per_tile, next = 0;
+  std::int64_t ldw, row, col, rows, lines_per_row, per_tile;
+  std::int64_t r = 0, line = 0;  // the next line to ask for: row r of the chunk, its line-th line
 
   ChunkPrefetch(const T* w, std::int64_t ldw, std::int64_t row, std::int64_t col, std::int64_t rows,
                 std::int64_t cols, std::int64_t tiles)
@@ -65,10 +66,16 @@ struct ChunkPrefetch {
     lines_per_row = (cols * std::int64_t(sizeof(T)) + 63) / 64;
     per_tile = tiles > 0 ? (rows * lines_per_row + tiles - 1) / tiles : 0;
   }
+  // Counters, not a division per line: a 64-bit idiv per line was 5% of the GEMM's time.
   void step() {
     constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));
-    for (std::int64_t i = 0; i < per_tile && next < rows * lines_per_row; ++i, ++next)
-      prefetch_at(w, (row + next / lines_per_row) * ldw + col + next % lines_per_row * kLine);
+    for (std::int64_t i = 0; i < per_tile && r < rows; ++i) {
+      prefetch_at(w, (row + r) * ldw + col + line * kLine);
+      if (++line == lines_per_row) {
+        line = 0;
+        ++r;
+      }
+    }
   }
 };
 
