@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   }
   attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
   attn::Kernels kernels = *rt.kernels;
-  if (lanes_from >= 2 && kernels.own_gemm) kernels.lanes_from = lanes_from;  // AVX-512 only
+  // AVX-512 only; the scratch (sized for 512 rows) holds x in lanes for any M.
+  if (lanes_from >= 2 && kernels.own_gemm) kernels.lanes_from = lanes_from;
   rt.kernels = &kernels;
   g_cpu_time = threads == 1;
   // The weights in `type` (16-bit types in the low halves of the same floats' storage).

@@ -193,7 +193,8 @@ std::int64_t widen_rows(std::int64_t K) {
 
 std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   // 1: x deinterleaved (deinterleave); else packed for the batched kernel, or in lanes
-  return M == 1 ? K : std::max(M * (K / kPack) * kPack, lanes_floats(M, K));
+  if (M == 1) return K;
+  return std::max(M * (K / kPack) * kPack, M >= kLanesFrom ? lanes_floats(M, K) : 0);
 }
 
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,

@@ -38,8 +38,9 @@ inline constexpr std::int64_t kBatchRows = 32;
 inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 
-// Floats linear() packs x into for M rows of K: the batched kernel's layout, or for one row x
-// deinterleaved for the BF16 gemv.
+// Floats linear() packs x into for M rows of K: the batched kernel's layout (or, from
+// kLanesFrom rows, the larger of it and x's rows in lanes), or for one row x deinterleaved for
+// the BF16 gemv.
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
