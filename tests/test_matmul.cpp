@@ -267,11 +267,11 @@ TEST_CASE("batch_lanes: rows in lanes around 16 and 32, its row blocks and chunk
         for (std::int64_t M : rows) {
           const std::vector<float> x = uniform(std::size_t(M * K), 17, 1.0);
           const std::vector<float> init = uniform(std::size_t(M * n), 18, 1.0);
-          std::vector<float> xl(std::size_t(attn::lanes_floats(M, K)), -1.0f);
+          std::vector<float> xl(static_cast<std::size_t>(attn::lanes_floats(M, K)), -1.0f);
           attn::pack_lanes(x.data(), M, K, xl.data());
-          std::vector<float> xg(std::size_t(attn::gemm_rows_floats(M, K)));
+          std::vector<float> xg(static_cast<std::size_t>(attn::gemm_rows_floats(M, K)));
           attn::pack_gemm_rows(x.data(), M, K, xg.data());
-          std::vector<float> panel(std::size_t(attn::gemm_panel_floats()));
+          std::vector<float> panel(static_cast<std::size_t>(attn::gemm_panel_floats()));
           for (bool accumulate : {false, true}) {
             std::vector<float> out = init, gemm = init;
             attn::batch_lanes(w, ldw, xl.data(), M, K, out.data(), n, n, accumulate);
