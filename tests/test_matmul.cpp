@@ -37,6 +37,28 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
   return v;
 }
 
+// w32 in one weight type (0: F32, 1: BF16, 2: F16, as WeightType): its 16-bit bits, and the
+// values a kernel multiplies (the bits widened, or w32 itself).
+struct TypedWeights {
+  const std::vector<float>& w32;
+  int type;
+  std::vector<std::uint16_t> bits;
+  std::vector<float> values;
+
+  TypedWeights(const std::vector<float>& w, int t)
+      : w32(w), type(t), bits(w.size()), values(w.size()) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      bits[i] = type == 1 ? attn::f32_to_bf16(w[i]) : attn::f32_to_f16(w[i]);
+      values[i] = type == 0   ? w[i]
+                  : type == 1 ? attn::bf16_to_f32(bits[i])
+                              : attn::f16_to_f32(bits[i]);
+    }
+  }
+  const void* data() const {
+    return type == 0 ? static_cast<const void*>(w32.data()) : bits.data();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("linear: rows 1 to 33 on every kernel set match a double loop") {
@@ -118,15 +140,9 @@ TEST_CASE("batched kernel: each blocking at 2 to 32 rows, both FMA widths, every
   for (std::int64_t n : {64, 13}) {
     const std::vector<float> w32 = uniform(std::size_t(n * ldw), 5, 1 / std::sqrt(double(K)));
     for (int type = 0; type < 3; ++type) {
-      std::vector<std::uint16_t> w16(w32.size());  // the weights as BF16 or F16 bits
-      std::vector<float> wf(w32.size());           // the values the kernel multiplies
-      for (std::size_t i = 0; i < w32.size(); ++i) {
-        w16[i] = type == 1 ? attn::f32_to_bf16(w32[i]) : attn::f32_to_f16(w32[i]);
-        wf[i] = type == 0   ? w32[i]
-                : type == 1 ? attn::bf16_to_f32(w16[i])
-                            : attn::f16_to_f32(w16[i]);
-      }
-      const void* w = type == 0 ? static_cast<const void*>(w32.data()) : w16.data();
+      const TypedWeights typed(w32, type);
+      const std::vector<float>& wf = typed.values;
+      const void* w = typed.data();
       for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32}) {
         const std::vector<float> x = uniform(std::size_t(M * K), 6, 1.0);
         std::vector<float> xp(std::size_t(M * K));  // [K / kPack, M, kPack], as linear() packs
@@ -254,16 +270,9 @@ TEST_CASE("batch_lanes: rows in lanes around 16 and 32, its row blocks and chunk
       const std::int64_t ldw = K + (n % 2 ? 5 : 0);  // odd n: a column block of a wider matrix
       const std::vector<float> w32 = uniform(std::size_t(n * ldw), 16, 1 / std::sqrt(double(K)));
       for (int type = 0; type < 3; ++type) {
-        std::vector<std::uint16_t> w16(w32.size());  // the weights as BF16 or F16 bits
-        std::vector<float> wf(w32.size());           // the values the kernel multiplies
-        for (std::size_t i = 0; i < w32.size(); ++i) {
-          w16[i] = type == 1 ? attn::f32_to_bf16(w32[i]) : attn::f32_to_f16(w32[i]);
-          wf[i] = type == 0   ? w32[i]
-                  : type == 1 ? attn::bf16_to_f32(w16[i])
-                              : attn::f16_to_f32(w16[i]);
-        }
-        const attn::Matrix w{type == 0 ? static_cast<const void*>(w32.data()) : w16.data(),
-                             attn::WeightType(type), ldw};
+        const TypedWeights typed(w32, type);
+        const std::vector<float>& wf = typed.values;
+        const attn::Matrix w{typed.data(), attn::WeightType(type), ldw};
         for (std::int64_t M : rows) {
           const std::vector<float> x = uniform(std::size_t(M * K), 17, 1.0);
           const std::vector<float> init = uniform(std::size_t(M * n), 18, 1.0);
