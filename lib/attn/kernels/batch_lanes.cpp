@@ -97,29 +97,14 @@ void lanes_typed(const T* w, std::int64_t ldw, const float* xl, std::int64_t M, 
   lanes_rows<2>(w, ldw, xl, M, K, y, ldy, n, accumulate);
 }
 
-// x's rows m0..m0+15 (those below M; the others zero), columns k..k+15, into xl's lanes m0..
-ATTN_AVX512 void pack_lanes16(const float* x, std::int64_t M, std::int64_t K, std::int64_t m0,
-                              std::int64_t k, std::int64_t width, float* xl) {
-  __m512 r[16];
-  for (int i = 0; i < 16; ++i)
-    r[i] = m0 + i < M ? _mm512_loadu_ps(x + (m0 + i) * K + k) : _mm512_setzero_ps();
-  transpose16(r);
-  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(xl + (k + c) * width + m0, r[c]);
-}
-
 #undef ATTN_AVX512
 
 }  // namespace
 
 void pack_lanes(const float* x, std::int64_t M, std::int64_t K, float* xl) {
   const std::int64_t width = M <= kLanes ? kLanes : kLanesMaxRows;
-  for (std::int64_t m0 = 0; m0 < width; m0 += kLanes) {
-    std::int64_t k = 0;
-    for (; k + 16 <= K; k += 16) pack_lanes16(x, M, K, m0, k, width, xl);
-    for (; k < K; ++k)
-      for (std::int64_t i = 0; i < kLanes; ++i)
-        xl[k * width + m0 + i] = m0 + i < M ? x[(m0 + i) * K + k] : 0.0f;
-  }
+  for (std::int64_t m0 = 0; m0 < width; m0 += kLanes)
+    rows_to_columns(x, M, K, m0, int(kLanes), width, xl + m0);
 }
 
 void batch_lanes(const Matrix& w, std::int64_t ldw, const float* xl, std::int64_t M, std::int64_t K,

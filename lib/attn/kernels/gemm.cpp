@@ -125,27 +125,12 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
   }
 }
 
-// x's rows m0..m0+7 (those below M; the others zero), columns k..k+15, as [16][8].
-ATTN_AVX512 void pack_rows16(const float* x, std::int64_t M, std::int64_t K, std::int64_t m0,
-                             std::int64_t k, float* xg) {
-  __m512 r[16];
-  for (int i = 0; i < 16; ++i)
-    r[i] = i < kMR && m0 + i < M ? _mm512_loadu_ps(x + (m0 + i) * K + k) : _mm512_setzero_ps();
-  transpose16(r);
-  for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(xg + (k + c) * kMR, 0xFF, r[c]);
-}
-
 #undef ATTN_AVX512
 
 }  // namespace
 
 void pack_gemm_rows(const float* x, std::int64_t M, std::int64_t K, float* xg) {
-  for (std::int64_t m0 = 0; m0 < M; m0 += kMR, xg += kMR * K) {
-    std::int64_t k = 0;
-    for (; k + 16 <= K; k += 16) pack_rows16(x, M, K, m0, k, xg);
-    for (; k < K; ++k)
-      for (std::int64_t i = 0; i < kMR; ++i) xg[k * kMR + i] = m0 + i < M ? x[(m0 + i) * K + k] : 0;
-  }
+  for (std::int64_t m0 = 0; m0 < M; m0 += kMR) rows_to_columns(x, M, K, m0, kMR, kMR, xg + m0 * K);
 }
 
 void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t M, std::int64_t K,
