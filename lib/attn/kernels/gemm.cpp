@@ -62,10 +62,14 @@ ATTN_AVX512 void pack_panel(const T* w, std::int64_t ldw, std::int64_t nr, std::
   }
 }
 
+// Columns ahead of the one being multiplied that the panel is asked for into L1: x's 8 rows stay
+// in L1 while the block's panels stream from L2 (docs/perf/prefill-gemm.md).
+constexpr std::int64_t kPanelAhead = 8;
+
 // out[rows, features under mask] (= | +=) x[8, kc] · panel[kc, kNR], x one 8-row panel as
 // pack_gemm_rows lays it out. The rows past `rows` are the panel's zeros: summed, not stored.
-// xnext, the next tile's x, is asked for into L1 a line every two columns: the tiles stream x
-// from L2 while their panel stays in L1 (docs/perf/prefill-gemm.md).
+// The panel is asked for into L1 kPanelAhead columns on (past its end: the next panel), and
+// xnext, the next rows' x, a line every two columns.
 ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float* out,
                       std::int64_t ldo, int rows, const __mmask16* mask, bool add,
                       const float* xnext) {
@@ -75,6 +79,7 @@ ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float
   std::int64_t k = 0;
   for (; k + 2 <= kc; k += 2) {
     prefetch_l1_at(xnext, k * kMR);
+    for (int q = 0; q < 2 * kNV; ++q) prefetch_l1_at(panel, (k + kPanelAhead) * kNR + 16 * q);
     tile_column(c, x, panel, k);
     tile_column(c, x, panel, k + 1);
   }
@@ -88,8 +93,10 @@ ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float
 }
 
 // Blocks of kGemmNC features; in each, chunks of kGemmKC columns: the chunk's panels are packed
-// once, then each panel in turn stays in L1 while every 8-row panel of x passes over it, adding
-// the chunk's sums to out.
+// once (into L2), then each 8-row panel of x in turn stays in L1 while the block's panels pass
+// over it, adding the chunk's sums to out. Panels in L1 and x passing over them, the order
+// before, was 10-20% slower on Cascade Lake: a 24 KB panel and x's lines did not fit its 32 KB
+// L1 together (docs/perf/prefill-gemm.md).
 template <typename T>
 ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::int64_t M,
                             std::int64_t K, float* out, std::int64_t ldo, std::int64_t n,
@@ -106,16 +113,16 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
       ChunkPrefetch<T> ahead(w, ldw, n_next, k_next,
                              std::clamp<std::int64_t>(n - n_next, 0, kGemmNC),
                              std::min(kGemmKC, K - k_next), row_panels * ((nc + kNR - 1) / kNR));
-      for (std::int64_t j = 0; j < nc; j += kNR) {
-        __mmask16 mask[kNV];
-        for (int v = 0; v < kNV; ++v) {
-          const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
-          mask[v] = __mmask16((1u << live) - 1);
-        }
-        for (std::int64_t r = 0; r < row_panels; ++r) {
+      for (std::int64_t r = 0; r < row_panels; ++r) {
+        const float* x = xg + r * kMR * K + k0 * kMR;
+        const std::int64_t next = r + 1 < row_panels ? r + 1 : 0;
+        for (std::int64_t j = 0; j < nc; j += kNR) {
+          __mmask16 mask[kNV];
+          for (int v = 0; v < kNV; ++v) {
+            const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
+            mask[v] = __mmask16((1u << live) - 1);
+          }
           ahead.step();
-          const float* x = xg + r * kMR * K + k0 * kMR;
-          const std::int64_t next = r + 1 < row_panels ? r + 1 : 0;
           tile(kc, x, panel + j * kc, out + r * kMR * ldo + n0 + j, ldo,
                int(std::min<std::int64_t>(kMR, M - r * kMR)), mask, accumulate || k0 > 0,
                xg + next * kMR * K + k0 * kMR);

@@ -12,8 +12,8 @@
 namespace attn {
 
 // Columns of w per packed panel, and features per block: a block's panels (kGemmKC x kGemmNC
-// floats, 96 KB) stay in L2, each one (kGemmKC x 48, 24 KB) in L1 while every 8 rows of x pass
-// over it.
+// floats, 96 KB) stay in L2 and pass in turn over each 8 rows of x (kGemmKC x 8, 4 KB), which
+// stay in L1.
 inline constexpr std::int64_t kGemmKC = 128;
 inline constexpr std::int64_t kGemmNC = 192;
 // Rows of x per tile, and per panel of pack_gemm_rows.
