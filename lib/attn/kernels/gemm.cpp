@@ -69,21 +69,18 @@ constexpr std::int64_t kPanelAhead = 8;
 // out[rows, features under mask] (= | +=) x[8, kc] · panel[kc, kNR], x one 8-row panel as
 // pack_gemm_rows lays it out. The rows past `rows` are the panel's zeros: summed, not stored.
 // The panel is asked for into L1 kPanelAhead columns on (past its end: the next panel), and
-// xnext, the next rows' x, a line every two columns.
+// xnext, the next rows' x, half a line a column (a line holds two columns).
 ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float* out,
                       std::int64_t ldo, int rows, const __mmask16* mask, bool add,
                       const float* xnext) {
   __m512 c[kMR][kNV];
   for (int i = 0; i < kMR; ++i)
     for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_setzero_ps();
-  std::int64_t k = 0;
-  for (; k + 2 <= kc; k += 2) {
+  for (std::int64_t k = 0; k < kc; ++k) {
     prefetch_l1_at(xnext, k * kMR);
-    for (int q = 0; q < 2 * kNV; ++q) prefetch_l1_at(panel, (k + kPanelAhead) * kNR + 16 * q);
+    for (int q = 0; q < kNV; ++q) prefetch_l1_at(panel, (k + kPanelAhead) * kNR + 16 * q);
     tile_column(c, x, panel, k);
-    tile_column(c, x, panel, k + 1);
   }
-  if (k < kc) tile_column(c, x, panel, k);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < kNV; ++j) {
       float* p = out + i * ldo + 16 * j;
