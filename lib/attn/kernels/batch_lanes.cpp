@@ -17,27 +17,48 @@ namespace {
 #define ATTN_AVX512 __attribute__((target("avx512f")))
 
 constexpr std::int64_t kKC = kGemmKC;
-// Chunks ahead of the one being widened that each weight row is asked for into L1: one chunk
-// ahead was 10-20% slower from memory, three and four level with two.
+// Chunks ahead of the one being multiplied that the weight rows are asked for into L1: one chunk
+// ahead was 10-20% slower from memory when the requests went out with the widening, three and
+// four level with two.
 constexpr std::int64_t kAheadChunks = 2;
 
-// nr weight rows' columns k0..k0+kc widened into buf [nr, kKC]; the rows' columns two chunks on
-// asked for.
+// nr weight rows' columns k0..k0+kc widened into buf [nr, kKC].
 template <int NR, typename T>
 ATTN_AVX512 void widen_chunk(const T* w, std::int64_t ldw, std::int64_t kc, float* buf) {
-  constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));
   for (int r = 0; r < NR; ++r) {
     const T* row = w + r * ldw;
     std::int64_t k = 0;
     for (; k + 16 <= kc; k += 16) {
       __m512 v;
       widen16(v, row + k);
+      // Through a register as written: GCC turned the F32 copy into a call of memcpy per row,
+      // a fifth of the kernel's time fed from cache (perf).
+      asm("" : "+v"(v));
       _mm512_storeu_ps(buf + r * kKC + k, v);
     }
     for (; k < kc; ++k) buf[r * kKC + k] = to_f32(row[k]);
-    for (std::int64_t c = 0; c < kc; c += line) prefetch_l1_at(row, c + kAheadChunks * kKC);
   }
 }
+
+// The lines of NR weight rows' chunk kAheadChunks on, asked for into L1 a few per column while
+// the FMAs run (kPerColumn at column k): all at once as each chunk was widened, the requests
+// queued behind each other for the line fill buffers and held the widening up; spread out,
+// memory and the FMAs overlap (docs/perf/batched-decode.md).
+template <int NR, typename T>
+struct AheadLines {
+  static constexpr std::int64_t kPerRow = kKC * std::int64_t(sizeof(T)) / 64;
+  static constexpr std::int64_t kPerColumn = (NR * kPerRow + kKC - 1) / kKC;
+  static constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));
+
+  [[gnu::always_inline]] static void ask(const T* w, std::int64_t ldw, std::int64_t k0,
+                                         std::int64_t k) {
+    for (std::int64_t q = 0; q < kPerColumn; ++q) {
+      const std::int64_t i = k * kPerColumn + q;
+      if (i < NR * kPerRow)
+        prefetch_l1_at(w + (i / kPerRow) * ldw, k0 + kAheadChunks * kKC + (i % kPerRow) * kLine);
+    }
+  }
+};
 
 // NR weight rows against L vectors of 16 rows of x: NR x L accumulators of a chunk, then added
 // to the sums of the chunks before (in memory, as gemm_avx512's tiles add to out).
@@ -56,6 +77,7 @@ ATTN_AVX512 void lanes_block(const T* w, std::int64_t ldw, const float* xl, std:
       for (int l = 0; l < L; ++l) acc[r][l] = _mm512_setzero_ps();
     const float* xk = xl + k0 * L * 16;
     for (std::int64_t k = 0; k < kc; ++k) {
+      AheadLines<NR, T>::ask(w, ldw, k0, k);
       __m512 xv[L];
       for (int l = 0; l < L; ++l) xv[l] = _mm512_loadu_ps(xk + (k * L + l) * 16);
 #pragma GCC unroll 32
