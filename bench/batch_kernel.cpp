@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
   std::printf("   M   GFLOP/s  of peak\n");
   for (std::int64_t M : rows) {
     if (M < 1 || M > 32) continue;
-    const std::vector<float> xp =
+    std::vector<float> xp =
         lanes ? std::vector<float>(static_cast<std::size_t>(attn::lanes_floats(M, cols)))
               : pack(x, M, cols);
-    if (lanes) attn::pack_lanes(x.data(), M, cols, const_cast<float*>(xp.data()));
+    if (lanes) attn::pack_lanes(x.data(), M, cols, xp.data());
     const attn::Matrix wm(wp, attn::WeightType(type));
     double best = 1e9;
     for (int rep = 0; rep < 7; ++rep) {
