@@ -187,14 +187,14 @@ TEST_CASE("batched kernel: each blocking at 2 to 32 rows, both FMA widths, every
 TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and column chunks") {
   // Prefill (M > kBatchRows) on AVX-512 runs gemm.hpp: x in panels of 8 rows (every remainder
   // 1..7 below, the rest zero), panels of 48 features and blocks of 192 (in each thread's half of
-  // n, rounded to 16), column chunks of 128 transposed 16 at a time, tiles two columns at a time.
-  // Elsewhere, sgemm on the same halves.
+  // n, rounded to 16), column chunks of 256 transposed 16 at a time. Elsewhere, sgemm on the same
+  // halves.
   REQUIRE(attn::kGemmNC == 192);
-  REQUIRE(attn::kGemmKC == 128);
+  REQUIRE(attn::kGemmKC == 256);
   REQUIRE(attn::kGemmMR == 8);
   const std::int64_t rows[] = {33, 36, 39, 40, 41, 64};
   const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
-  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 600};
+  const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
   for (std::int64_t K : columns)
     for (std::int64_t n : features) {
       const std::int64_t ldw = K + (n % 2 ? 3 : 0);  // odd n: a column block of a wider matrix
@@ -252,19 +252,19 @@ TEST_CASE("linear: prefill GEMM at and around its row tiles, panels, blocks and 
 
 // Batched decode with x's rows in lanes (batch_lanes.hpp), called directly so that every CPU with
 // AVX-512 runs it (linear() chooses it only where 512-bit FMAs are full width): one and two
-// vectors of rows (16 | 17), blocks of 28 or 14 weight rows then 8, 4 and 1, column chunks of
-// 128 and vector tails, each weight type, against a double loop, and bit for bit against the
-// prefill GEMM on the same rows, whose summation order it keeps.
+// vectors of rows (16 | 17), blocks of 28 or 14 weight rows then 8, 4 and 1, widened pieces of
+// 128 columns, column chunks of 256 and vector tails, each weight type, against a double loop,
+// and bit for bit against the prefill GEMM on the same rows, whose summation order it keeps.
 TEST_CASE("batch_lanes: rows in lanes around 16 and 32, its row blocks and chunks, as the GEMM") {
   const std::vector<std::string> isas = test::kernel_names();
   if (std::find(isas.begin(), isas.end(), "avx512") == isas.end()) {
     MESSAGE("no AVX-512 on this CPU: batch_lanes is not used here");
     return;
   }
-  REQUIRE(attn::kGemmKC == 128);
+  REQUIRE(attn::kGemmKC == 256);
   const std::int64_t rows[] = {1, 2, 11, 12, 15, 16, 17, 18, 31, 32};
   const std::int64_t features[] = {1, 3, 4, 5, 8, 13, 14, 15, 27, 28, 29, 36, 41, 64};
-  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 300};
+  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 255, 256, 257, 600};
   for (std::int64_t K : columns)
     for (std::int64_t n : features) {
       const std::int64_t ldw = K + (n % 2 ? 5 : 0);  // odd n: a column block of a wider matrix

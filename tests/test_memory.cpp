@@ -92,7 +92,7 @@ TEST_CASE("memory: prefill's weight buffers: widening for BF16 and F16 only, or 
     if (isa == "avx512") {
       // A prefill of 64 rows (past the 32 the batched kernel packs) on 3 threads: x packed in
       // 8-row panels (64 rows of k_max = 96 features), then each thread's panels, 256 columns
-      // (the compute-bf16 GEMM's 256 pairs; the F32 GEMM's chunks take 128) by 192 features
+      // (the F32 GEMM's chunks, and the compute-bf16 GEMM's 256 pairs) by 192 features
       // (gemm.hpp), whatever the type.
       const std::uint64_t panels = 64 * 96 * 4 + 3ull * 256 * 192 * 4;
       for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16})

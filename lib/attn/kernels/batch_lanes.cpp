@@ -17,73 +17,82 @@ namespace {
 #define ATTN_AVX512 __attribute__((target("avx512f")))
 
 constexpr std::int64_t kKC = kGemmKC;
-// Chunks ahead of the one being multiplied that the weight rows are asked for into L1: one chunk
+// Columns of the weight rows widened at a time: a whole chunk (kGemmKC, 256 columns: 28 KB for
+// 28 rows) did not fit L1 beside x and was 10% slower at 16 rows. The accumulators run on across
+// a chunk's pieces, so the sums are still the GEMM's.
+constexpr std::int64_t kPiece = 128;
+static_assert(kKC % kPiece == 0);
+// Pieces ahead of the one being multiplied that the weight rows are asked for into L1: one piece
 // ahead was 10-20% slower from memory when the requests went out with the widening, three and
 // four level with two.
-constexpr std::int64_t kAheadChunks = 2;
+constexpr std::int64_t kAheadPieces = 2;
 
-// nr weight rows' columns k0..k0+kc widened into buf [nr, kKC].
+// NR weight rows' columns 0..kp widened into buf [NR, kPiece].
 template <int NR, typename T>
-ATTN_AVX512 void widen_chunk(const T* w, std::int64_t ldw, std::int64_t kc, float* buf) {
+ATTN_AVX512 void widen_piece(const T* w, std::int64_t ldw, std::int64_t kp, float* buf) {
   for (int r = 0; r < NR; ++r) {
     const T* row = w + r * ldw;
     std::int64_t k = 0;
-    for (; k + 16 <= kc; k += 16) {
+    for (; k + 16 <= kp; k += 16) {
       __m512 v;
       widen16(v, row + k);
       // Through a register as written: GCC turned the F32 copy into a call of memcpy per row,
       // a fifth of the kernel's time fed from cache (perf).
       asm("" : "+v"(v));
-      _mm512_storeu_ps(buf + r * kKC + k, v);
+      _mm512_storeu_ps(buf + r * kPiece + k, v);
     }
-    for (; k < kc; ++k) buf[r * kKC + k] = to_f32(row[k]);
+    for (; k < kp; ++k) buf[r * kPiece + k] = to_f32(row[k]);
   }
 }
 
-// The lines of NR weight rows' chunk kAheadChunks on, asked for into L1 a few per column while
-// the FMAs run (kPerColumn at column k): all at once as each chunk was widened, the requests
+// The lines of NR weight rows' piece kAheadPieces on, asked for into L1 a few per column while
+// the FMAs run (kPerColumn at column k): all at once as each piece was widened, the requests
 // queued behind each other for the line fill buffers and held the widening up; spread out,
 // memory and the FMAs overlap (docs/perf/batched-decode.md).
 template <int NR, typename T>
 struct AheadLines {
-  static constexpr std::int64_t kPerRow = kKC * std::int64_t(sizeof(T)) / 64;
-  static constexpr std::int64_t kPerColumn = (NR * kPerRow + kKC - 1) / kKC;
+  static constexpr std::int64_t kPerRow = kPiece * std::int64_t(sizeof(T)) / 64;
+  static constexpr std::int64_t kPerColumn = (NR * kPerRow + kPiece - 1) / kPiece;
   static constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));
 
-  [[gnu::always_inline]] static void ask(const T* w, std::int64_t ldw, std::int64_t k0,
+  [[gnu::always_inline]] static void ask(const T* w, std::int64_t ldw, std::int64_t p0,
                                          std::int64_t k) {
     for (std::int64_t q = 0; q < kPerColumn; ++q) {
       const std::int64_t i = k * kPerColumn + q;
       if (i < NR * kPerRow)
-        prefetch_l1_at(w + (i / kPerRow) * ldw, k0 + kAheadChunks * kKC + (i % kPerRow) * kLine);
+        prefetch_l1_at(w + (i / kPerRow) * ldw, p0 + kAheadPieces * kPiece + (i % kPerRow) * kLine);
     }
   }
 };
 
-// NR weight rows against L vectors of 16 rows of x: NR x L accumulators of a chunk, then added
-// to the sums of the chunks before (in memory, as gemm_avx512's tiles add to out).
+// NR weight rows against L vectors of 16 rows of x: NR x L accumulators over a chunk (its pieces
+// in turn), then added to the sums of the chunks before (in memory, as gemm_avx512's tiles add
+// to out).
 template <int L, int NR, typename T>
 ATTN_AVX512 void lanes_block(const T* w, std::int64_t ldw, const float* xl, std::int64_t M,
                              std::int64_t K, float* y, std::int64_t ldy, bool accumulate) {
-  alignas(64) float buf[NR * kKC];     // [NR, kKC]: the chunk's weights, widened
+  alignas(64) float buf[NR * kPiece];  // [NR, kPiece]: a piece of the chunk's weights, widened
   alignas(64) float sums[NR][L * 16];  // [NR, rows]: the chunks' sums so far
   for (int r = 0; r < NR; ++r)
     for (int m = 0; m < L * 16; ++m) sums[r][m] = accumulate && m < M ? y[m * ldy + r] : 0.0f;
   for (std::int64_t k0 = 0; k0 < K; k0 += kKC) {
-    const std::int64_t kc = std::min(kKC, K - k0);
-    widen_chunk<NR>(w + k0, ldw, kc, buf);
+    const std::int64_t k1 = std::min(k0 + kKC, K);
     __m512 acc[NR][L];
     for (int r = 0; r < NR; ++r)
       for (int l = 0; l < L; ++l) acc[r][l] = _mm512_setzero_ps();
-    const float* xk = xl + k0 * L * 16;
-    for (std::int64_t k = 0; k < kc; ++k) {
-      AheadLines<NR, T>::ask(w, ldw, k0, k);
-      __m512 xv[L];
-      for (int l = 0; l < L; ++l) xv[l] = _mm512_loadu_ps(xk + (k * L + l) * 16);
+    for (std::int64_t p0 = k0; p0 < k1; p0 += kPiece) {
+      const std::int64_t kp = std::min(kPiece, k1 - p0);
+      widen_piece<NR>(w + p0, ldw, kp, buf);
+      const float* xk = xl + p0 * L * 16;
+      for (std::int64_t k = 0; k < kp; ++k) {
+        AheadLines<NR, T>::ask(w, ldw, p0, k);
+        __m512 xv[L];
+        for (int l = 0; l < L; ++l) xv[l] = _mm512_loadu_ps(xk + (k * L + l) * 16);
 #pragma GCC unroll 32
-      for (int r = 0; r < NR; ++r) {
-        const __m512 b = _mm512_set1_ps(buf[r * kKC + k]);
-        for (int l = 0; l < L; ++l) acc[r][l] = _mm512_fmadd_ps(xv[l], b, acc[r][l]);
+        for (int r = 0; r < NR; ++r) {
+          const __m512 b = _mm512_set1_ps(buf[r * kPiece + k]);
+          for (int l = 0; l < L; ++l) acc[r][l] = _mm512_fmadd_ps(xv[l], b, acc[r][l]);
+        }
       }
     }
     // The first chunk's sums as they are, not 0 + sums: -0 stays -0, as in the GEMM.

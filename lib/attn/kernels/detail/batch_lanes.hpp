@@ -2,8 +2,8 @@
 // Batched decode on AVX-512 with x's rows in the vector lanes (engine-internal, not installed):
 // one thread's share of y[M, n] (=|+=) x[M, K] · w[n, K]^T for up to 32 rows, each weight read
 // from memory once for all rows and broadcast against a vector of 16 rows' x, 28 weight rows at a
-// time (14 for 17-32 rows, two vectors of rows). Each chunk of kGemmKC columns of the weight
-// rows is widened into an L1 buffer first, so no set conflicts and no transposition: from 12 rows
+// time (14 for 17-32 rows, two vectors of rows). The weight rows are widened 128 columns at a time
+// into an L1 buffer first, so no set conflicts and no transposition: from 12 rows
 // on this runs 1.2-2x the dot-product kernels' rate where 512-bit FMAs are full width
 // (docs/perf/batched-decode.md). Every output is summed as gemm_avx512 sums it (k in order, in
 // chunks of kGemmKC added in turn), so its bits are the prefill GEMM's, whatever M, the thread
