@@ -101,6 +101,12 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
   const std::int64_t row_panels = (M + kMR - 1) / kMR;
   for (std::int64_t n0 = 0; n0 < n; n0 += kGemmNC) {
     const std::int64_t nc = std::min(kGemmNC, n - n0);
+    __mmask16 masks[kGemmNC / kNR][kNV];  // [panel, vector]: the block's live features
+    for (std::int64_t j = 0; j < nc; j += kNR)
+      for (int v = 0; v < kNV; ++v) {
+        const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
+        masks[j / kNR][v] = __mmask16((1u << live) - 1);
+      }
     for (std::int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
       const std::int64_t kc = std::min(kGemmKC, K - k0);
       for (std::int64_t j = 0; j < nc; j += kNR)
@@ -114,14 +120,9 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
         const float* x = xg + r * kMR * K + k0 * kMR;
         const std::int64_t next = r + 1 < row_panels ? r + 1 : 0;
         for (std::int64_t j = 0; j < nc; j += kNR) {
-          __mmask16 mask[kNV];
-          for (int v = 0; v < kNV; ++v) {
-            const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
-            mask[v] = __mmask16((1u << live) - 1);
-          }
           ahead.step();
           tile(kc, x, panel + j * kc, out + r * kMR * ldo + n0 + j, ldo,
-               int(std::min<std::int64_t>(kMR, M - r * kMR)), mask, accumulate || k0 > 0,
+               int(std::min<std::int64_t>(kMR, M - r * kMR)), masks[j / kNR], accumulate || k0 > 0,
                xg + next * kMR * K + k0 * kMR);
         }
       }
