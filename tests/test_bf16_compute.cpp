@@ -4,11 +4,13 @@
 // space the kernels choose paths by (rows of x per register block and group, the 32-column blocks
 // and their masked tail, 64-row blocks, the decode/prefill boundary, gemm blocks and panels,
 // threads), and against the exact F32 product within the bound docs/perf/bf16-compute.md states.
-// Skipped, with a message, on CPUs without AVX512-BF16.
+// Each runs the kernels with vdpbf16ps where the CPU has it, and with its emulation by FMAs on
+// every AVX-512 CPU (bf16_dot_emulated), so the kernels' blocking is tested on CPUs without it.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -21,10 +23,27 @@
 
 namespace {
 
-bool skip_without_bf16() {
-  if (attn::has_bf16_dot()) return false;
-  MESSAGE("this CPU has no AVX512-BF16: --compute bf16 is refused here, its kernels not run");
-  return true;
+// The kernels this CPU runs: vdpbf16ps, its emulation, or (without AVX-512BW) none.
+struct Dot {
+  std::string name;
+  const attn::Bf16Dot* kernels;
+};
+
+std::vector<Dot> dots() {
+  std::vector<Dot> out;
+  if (const attn::Bf16Dot* d = attn::bf16_dot_native()) out.push_back({"vdpbf16ps", d});
+  if (const attn::Bf16Dot* d = attn::bf16_dot_emulated()) out.push_back({"emulated", d});
+  if (!attn::has_bf16_dot()) MESSAGE("this CPU has no AVX512-BF16: its emulation runs instead");
+  if (out.empty()) MESSAGE("this CPU has no AVX-512BW: the BF16 kernels are not run");
+  return out;
+}
+
+// compute bf16 on `dot` with `threads` threads, every parallel path taken.
+attn::Runtime runtime(const Dot& dot, int threads) {
+  attn::Runtime rt = attn::make_runtime(threads, 0);
+  rt.compute = attn::Compute::bf16;
+  rt.bf16_dot = dot.kernels;
+  return rt;
 }
 
 struct Product {
@@ -97,10 +116,8 @@ Errors errors(const Product& p, const std::vector<float>& out) {
   return e;
 }
 
-}  // namespace
-
-TEST_CASE("bf16 compute: activations round to BF16 as PyTorch's .bfloat16() does") {
-  if (skip_without_bf16()) return;
+// x rounded as PyTorch's .bfloat16() rounds it (tests/golden/halves), by dot's round and pack.
+void check_rounding(const attn::Bf16Dot& dot) {
   const attn::SafetensorsFile f =
       attn::open_safetensors(test::golden_dir() / "halves" / "widening.safetensors");
   const attn::TensorInfo& samples = f.info("f32_samples");
@@ -109,13 +126,13 @@ TEST_CASE("bf16 compute: activations round to BF16 as PyTorch's .bfloat16() does
   const std::int64_t n = samples.shape[0];
   // As one row (prefill's rounding) and as rows of 37 packed for decode (tails of 5).
   std::vector<std::uint16_t> rows(std::size_t(attn::rounded_bf16_elements(1, n)));
-  attn::round_bf16(x, 1, n, rows.data());
+  dot.round(x, 1, n, rows.data());
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) bad += rows[std::size_t(i)] != torch_bf16[i];
   CHECK(bad == 0);
   const std::int64_t K = 37, M = n / K;
   std::vector<std::uint16_t> packed(std::size_t(attn::packed_bf16_elements(M, K)));
-  attn::pack_bf16(x, M, K, packed.data());
+  dot.pack(x, M, K, packed.data());
   bad = 0;
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t k = 0; k < 64; ++k) {
@@ -125,8 +142,16 @@ TEST_CASE("bf16 compute: activations round to BF16 as PyTorch's .bfloat16() does
   CHECK(bad == 0);
 }
 
+}  // namespace
+
+TEST_CASE("bf16 compute: activations round to BF16 as PyTorch's .bfloat16() does") {
+  for (const Dot& dot : dots()) {
+    CAPTURE(dot.name);
+    check_rounding(*dot.kernels);
+  }
+}
+
 TEST_CASE("bf16 compute: products over the shape space, against float64 and the stated bound") {
-  if (skip_without_bf16()) return;
   struct Case {
     std::int64_t M, K, n;
   };
@@ -140,48 +165,52 @@ TEST_CASE("bf16 compute: products over the shape space, against float64 and the 
       cases.push_back({M, K, M < 20 ? std::int64_t(71) : std::int64_t(50)});
   for (std::int64_t n : {1, 4, 5, 6, 47, 48, 49, 63, 64, 65, 191, 192, 193, 250})
     for (std::int64_t M : {1, 4, 16, 33}) cases.push_back({M, 130, n});
-  const attn::Runtime one = attn::make_runtime(1, 0, "", attn::Compute::bf16);
-  const attn::Runtime two = attn::make_runtime(2, 0, "", attn::Compute::bf16);
-  std::uint64_t s = 0;
-  for (const Case& c : cases) {
-    for (std::int64_t ldw : {c.K, c.K + 3}) {  // a block of a wider matrix's columns too
-      CAPTURE(c.M);
-      CAPTURE(c.K);
-      CAPTURE(c.n);
-      CAPTURE(ldw);
-      const Product p = draw(c.M, c.K, c.n, ldw, ++s);
-      const std::vector<float> a = run(one, p), b = run(two, p);
-      const Errors e = errors(p, a);
-      CHECK(e.rounded <= 1.0);
-      CHECK(e.exact <= 1.0);
-      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);  // threads: same bits
-    }
+  for (const Dot& dot : dots()) {
+    CAPTURE(dot.name);
+    const attn::Runtime one = runtime(dot, 1), two = runtime(dot, 2);
+    std::uint64_t s = 0;
+    for (const Case& c : cases)
+      for (std::int64_t ldw : {c.K, c.K + 3}) {  // a block of a wider matrix's columns too
+        CAPTURE(c.M);
+        CAPTURE(c.K);
+        CAPTURE(c.n);
+        CAPTURE(ldw);
+        const Product p = draw(c.M, c.K, c.n, ldw, ++s);
+        const std::vector<float> a = run(one, p), b = run(two, p);
+        const Errors e = errors(p, a);
+        CHECK(e.rounded <= 1.0);
+        CHECK(e.exact <= 1.0);
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) ==
+              0);  // threads: same bits
+      }
   }
 }
 
 TEST_CASE("bf16 compute: F32 and F16 weights stay exact, and the default is F32 compute") {
-  if (skip_without_bf16()) return;
   const attn::Runtime exact = attn::make_runtime(1, 0);
   CHECK(exact.compute == attn::Compute::f32);
-  const attn::Runtime bf16 = attn::make_runtime(1, 0, "", attn::Compute::bf16);
-  for (std::int64_t M : {1, 5, 40}) {
-    CAPTURE(M);
-    const std::int64_t K = 70, n = 33;
-    std::vector<float> w(std::size_t(n * K)), x(std::size_t(M * K));
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(attn::uniform_pm1(25, 1, i));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(26, 1, i));
-    std::vector<float> got[2];
-    for (int r = 0; r < 2; ++r) {
-      const attn::Runtime& rt = r == 0 ? exact : bf16;
-      got[r].assign(std::size_t(M * n), 0.0f);
-      const attn::Projection proj{got[r].data(), attn::Matrix{w.data(), attn::WeightType::f32, 0},
-                                  nullptr, n};
-      std::vector<float> scratch(
-          std::size_t(attn::scratch_floats(M, K, 1, false, *rt.kernels, rt.compute) + 1));
-      attn::linear(rt, {&proj, 1}, x.data(), M, K, scratch.data());
+  CHECK(exact.bf16_dot == nullptr);
+  for (const Dot& dot : dots())
+    for (std::int64_t M : {1, 5, 40}) {
+      CAPTURE(dot.name);
+      const attn::Runtime bf16 = runtime(dot, 1);
+      CAPTURE(M);
+      const std::int64_t K = 70, n = 33;
+      std::vector<float> w(std::size_t(n * K)), x(std::size_t(M * K));
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(attn::uniform_pm1(25, 1, i));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(26, 1, i));
+      std::vector<float> got[2];
+      for (int r = 0; r < 2; ++r) {
+        const attn::Runtime& rt = r == 0 ? exact : bf16;
+        got[r].assign(std::size_t(M * n), 0.0f);
+        const attn::Projection proj{got[r].data(), attn::Matrix{w.data(), attn::WeightType::f32, 0},
+                                    nullptr, n};
+        std::vector<float> scratch(
+            std::size_t(attn::scratch_floats(M, K, 1, false, *rt.kernels, rt.compute) + 1));
+        attn::linear(rt, {&proj, 1}, x.data(), M, K, scratch.data());
+      }
+      CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
     }
-    CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
-  }
 }
 
 TEST_CASE("bf16 compute: refused by name where it cannot run") {
@@ -191,48 +220,50 @@ TEST_CASE("bf16 compute: refused by name where it cannot run") {
     CHECK_THROWS_AS(attn::make_runtime(1, 0, "", attn::Compute::bf16), attn::InputError);
     return;
   }
+  CHECK(attn::make_runtime(1, 0, "", attn::Compute::bf16).bf16_dot == attn::bf16_dot_native());
   CHECK_THROWS_AS(attn::make_runtime(1, 0, "avx2", attn::Compute::bf16), attn::InputError);
   CHECK_THROWS_AS(attn::make_runtime(1, 0, "generic", attn::Compute::bf16), attn::InputError);
 }
 
 TEST_CASE("bf16 compute: a BF16 layer within the stated bound of PyTorch's float64 reference") {
-  if (skip_without_bf16()) return;
   // tests/golden/bf16_llama_mqa_half: PyTorch in float64 on the BF16 weights (make_golden.py).
   const auto dir = test::golden_dir() / "bf16_llama_mqa_half";
   const attn::ModelArgs args = attn::load_config(dir / "config.json");
   attn::RunOptions opts{2, 3, 4};
   const std::vector<float> x = attn::load_input(dir / "input.safetensors", args, opts, true);
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
-  for (int threads : {1, 2}) {
-    CAPTURE(threads);
-    attn::Transformer m = attn::make_transformer(
-        args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill,
-        attn::make_runtime(threads, 0, "", attn::Compute::bf16));
-    const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
-    // Each output's worst error over the tensor's largest magnitude: docs/perf/bf16-compute.md
-    // states 2^-7 for a layer (exact F32 compute is within the golden tolerance, 1e-4).
-    auto worst = [&](const std::string& name, const float* got, std::int64_t n) {
-      std::vector<float> storage;
-      const float* want = attn::tensor_as_f32(expected, name, storage);
-      double err = 0, peak = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        err = std::max(err, std::fabs(double(got[i]) - want[i]));
-        peak = std::max(peak, std::fabs(double(want[i])));
-      }
-      return err / peak;
-    };
-    const std::int64_t B = opts.batch, dim = args.dim;
-    const double prefill = worst("prefill.output", out.prefill_output.data(), B * 3 * dim);
-    double decode = 0;
-    for (std::int64_t i = 1; i <= opts.steps; ++i)
-      decode = std::max(decode, worst("decode." + std::to_string(i) + ".output",
-                                      out.decode_output.data() + (i - 1) * B * dim, B * dim));
-    MESSAGE("bf16 compute, worst error over max |output|: prefill " << prefill << ", decode "
-                                                                    << decode);
-    CHECK(prefill <= 1.0 / 128);
-    CHECK(decode <= 1.0 / 128);
-    CHECK(prefill > 1e-6);  // the BF16 path ran (exact compute: about 1e-7 here)
-  }
+  for (const Dot& dot : dots())
+    for (int threads : {1, 2}) {
+      CAPTURE(dot.name);
+      CAPTURE(threads);
+      attn::Transformer m =
+          attn::make_transformer(args, attn::load_weights(args, dir / "weights.safetensors"),
+                                 opts.batch * opts.prefill, runtime(dot, threads));
+      const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
+      // Each output's worst error over the tensor's largest magnitude: docs/perf/bf16-compute.md
+      // states 2^-7 for a layer (exact F32 compute is within the golden tolerance, 1e-4).
+      auto worst = [&](const std::string& name, const float* got, std::int64_t n) {
+        std::vector<float> storage;
+        const float* want = attn::tensor_as_f32(expected, name, storage);
+        double err = 0, peak = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          err = std::max(err, std::fabs(double(got[i]) - want[i]));
+          peak = std::max(peak, std::fabs(double(want[i])));
+        }
+        return err / peak;
+      };
+      const std::int64_t B = opts.batch, dim = args.dim;
+      const double prefill = worst("prefill.output", out.prefill_output.data(), B * 3 * dim);
+      double decode = 0;
+      for (std::int64_t i = 1; i <= opts.steps; ++i)
+        decode = std::max(decode, worst("decode." + std::to_string(i) + ".output",
+                                        out.decode_output.data() + (i - 1) * B * dim, B * dim));
+      MESSAGE("bf16 compute, worst error over max |output|: prefill " << prefill << ", decode "
+                                                                      << decode);
+      CHECK(prefill <= 1.0 / 128);
+      CHECK(decode <= 1.0 / 128);
+      CHECK(prefill > 1e-6);  // the BF16 path ran (exact compute: about 1e-7 here)
+    }
 }
 
 TEST_CASE("bf16 compute: the CLI's --compute, and its refusals") {

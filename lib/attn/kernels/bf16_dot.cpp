@@ -44,6 +44,7 @@ bool has_bf16_dot() {
 namespace {
 
 #define ATTN_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define ATTN_EMULATED __attribute__((target("avx512f,avx512bw")))
 
 // Keeps v in a register: GCC would otherwise fold the load into every vdpbf16ps that uses it.
 template <typename V>
@@ -51,15 +52,38 @@ template <typename V>
   asm("" : "+v"(v));
 }
 
-ATTN_BF16 inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
-  return _mm512_dpbf16_ps(acc, __m512bh(a), __m512bh(b));
-}
+// vdpbf16ps and vcvtneps2bf16 themselves.
+struct Vdpbf16ps {
+  [[gnu::always_inline]] ATTN_BF16 static __m512 dot(__m512 acc, __m512i a, __m512i b) {
+    return _mm512_dpbf16_ps(acc, __m512bh(a), __m512bh(b));
+  }
+  // 16 floats rounded to BF16, nearest even, into out[0:n].
+  [[gnu::always_inline]] ATTN_BF16 static void round16(__m512 v, std::uint16_t* out, int n) {
+    const __m256bh h = _mm512_cvtneps_pbh(v);
+    std::memcpy(out, &h, std::size_t(n) * sizeof(std::uint16_t));
+  }
+};
 
-// 16 floats rounded to BF16, nearest even (vcvtneps2bf16), into out[0:16].
-ATTN_BF16 inline void round16(__m512 v, std::uint16_t* out) {
-  const __m256bh h = _mm512_cvtneps_pbh(v);
-  std::memcpy(out, &h, sizeof h);
-}
+// The same on AVX-512F: each lane's two products added in turn, the high pair first, as the SDM
+// writes vdpbf16ps (a product of two BF16 values is exact in F32, so one FMA rounds as its
+// addition does), and the rounding as f32_to_bf16 (PyTorch's). It differs from the instruction
+// only where that flushes subnormals to zero. Slower than F32 compute: it lets the kernels'
+// blocking be tested on CPUs without AVX512-BF16.
+struct Emulated {
+  [[gnu::always_inline]] ATTN_EMULATED static __m512 dot(__m512 acc, __m512i a, __m512i b) {
+    const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+    const __mmask16 all = 0xFFFF;  // the masked forms: GCC 12 warns on the plain ones' sources
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, high)),
+                          _mm512_castsi512_ps(_mm512_and_si512(b, high)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, a, 16)),
+                           _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, b, 16)), acc);
+  }
+  [[gnu::always_inline]] ATTN_EMULATED static void round16(__m512 v, std::uint16_t* out, int n) {
+    alignas(64) float f[16];
+    _mm512_store_ps(f, v);
+    for (int i = 0; i < n; ++i) out[i] = f32_to_bf16(f[i]);
+  }
+};
 
 // Columns per step of a weight row group when x's rows go in several groups: R rows of 2 KB
 // stay in L1 while each group of x's rows passes over them, as in the F32 kernel (kStepCols).
@@ -70,7 +94,7 @@ constexpr int kMaxR = 8;
 // acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (multiples of 32): xp is the packed x at its
 // first row, M the rows of the packing, acc [R, M, 16] at the first row. Tail: the one block
 // past K (K not a multiple of 32), its weights read masked (x is zero there, w's row may end).
-template <int R, int C, bool Tail>
+template <typename Op, int R, int C, bool Tail>
 ATTN_BF16 inline void dot_span(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
                                std::int64_t M, std::int64_t K, std::int64_t k0, std::int64_t k1,
                                __m512 (&a)[R][C], const Stream* prefetch) {
@@ -93,13 +117,13 @@ ATTN_BF16 inline void dot_span(const Bf16* w, std::int64_t ldw, const std::uint1
       pin(wv);
       if (prefetch) prefetch_at(w + r * ldw + k, ahead);
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) a[r][c] = dot(a[r][c], wv, xv[c]);
+      for (int c = 0; c < C; ++c) a[r][c] = Op::dot(a[r][c], wv, xv[c]);
     }
   }
 }
 
 // dot_span over k0..k1 with the accumulators in registers, loaded from and stored to acc.
-template <int R, int C>
+template <typename Op, int R, int C>
 ATTN_BF16 inline void dot_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp,
                                 std::int64_t M, std::int64_t K, std::int64_t k0, std::int64_t k1,
                                 float* acc, const Stream* prefetch) {
@@ -107,26 +131,26 @@ ATTN_BF16 inline void dot_block(const Bf16* w, std::int64_t ldw, const std::uint
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) a[r][c] = _mm512_loadu_ps(acc + (r * M + c) * 16);
   const std::int64_t whole = std::min(k1, K / 32 * 32);
-  if (k0 < whole) dot_span<R, C, false>(w, ldw, xp, M, K, k0, whole, a, prefetch);
-  if (whole < k1) dot_span<R, C, true>(w, ldw, xp, M, K, std::max(k0, whole), k1, a, prefetch);
+  if (k0 < whole) dot_span<Op, R, C, false>(w, ldw, xp, M, K, k0, whole, a, prefetch);
+  if (whole < k1) dot_span<Op, R, C, true>(w, ldw, xp, M, K, std::max(k0, whole), k1, a, prefetch);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + (r * M + c) * 16, a[r][c]);
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
-template <int R, int C>
+template <typename Op, int R, int C>
 ATTN_BF16 inline void dot_block_upto(int c, const Bf16* w, std::int64_t ldw,
                                      const std::uint16_t* xp, std::int64_t M, std::int64_t K,
                                      std::int64_t k0, std::int64_t k1, float* acc,
                                      const Stream* prefetch) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<R, C - 1>(c, w, ldw, xp, M, K, k0, k1, acc, prefetch);
-  dot_block<R, C>(w, ldw, xp, M, K, k0, k1, acc, prefetch);
+    if (c < C) return dot_block_upto<Op, R, C - 1>(c, w, ldw, xp, M, K, k0, k1, acc, prefetch);
+  dot_block<Op, R, C>(w, ldw, xp, M, K, k0, k1, acc, prefetch);
 }
 
 // R rows of w against all M rows of x over k0..k1: part[r * M + m] +=, x's rows in groups of at
 // most C as even as they come.
-template <int R, int C>
+template <typename Op, int R, int C>
 ATTN_BF16 void rows_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
                           std::int64_t K, std::int64_t k0, std::int64_t k1, float* part) {
   alignas(64) float acc[kMaxR * kBatchRows * 16];  // [R, M, 16] lane sums
@@ -138,8 +162,8 @@ ATTN_BF16 void rows_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
     const std::int64_t s1 = std::min(k1, s0 + step);
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
-      dot_block_upto<R, C>(int(m1 - m0), w, ldw, xp + m0 * 32, M, K, s0, s1, acc + m0 * 16,
-                           g == 0 ? &stream : nullptr);
+      dot_block_upto<Op, R, C>(int(m1 - m0), w, ldw, xp + m0 * 32, M, K, s0, s1, acc + m0 * 16,
+                               g == 0 ? &stream : nullptr);
     }
   }
   for (std::int64_t i = 0; i < R * M; ++i) {
@@ -150,7 +174,7 @@ ATTN_BF16 void rows_block(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
 }
 
 // batch_bf16_dot with the register blocking R x C.
-template <int R, int C>
+template <typename Op, int R, int C>
 ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
                           std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,
                           bool accumulate) {
@@ -162,10 +186,12 @@ ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
   for (std::int64_t k0 = 0; k0 < k32; k0 += kc) {
     const std::int64_t k1 = std::min(k32, k0 + kc);
     std::int64_t r = 0;
-    for (; r + R <= n; r += R) rows_block<R, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+    for (; r + R <= n; r += R)
+      rows_block<Op, R, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
     if constexpr (R > 4)
-      for (; r + 4 <= n; r += 4) rows_block<4, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
-    for (; r < n; ++r) rows_block<1, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+      for (; r + 4 <= n; r += 4)
+        rows_block<Op, 4, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
+    for (; r < n; ++r) rows_block<Op, 1, C>(w + r * ldw, ldw, xp, M, K, k0, k1, part + r * M);
   }
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t r = 0; r < n; ++r)
@@ -213,7 +239,7 @@ ATTN_BF16 void pack_pairs(const Bf16* w, std::int64_t ldw, std::int64_t nr, std:
 }
 
 // out[mr, features under mask] (= | +=) xb[mr, pairs] . panel[pairs, kNR], xb's rows ldx apart.
-template <int MR>
+template <typename Op, int MR>
 ATTN_BF16 void tile(std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx,
                     const std::uint32_t* panel, float* out, std::int64_t ldo, const __mmask16* mask,
                     bool add) {
@@ -227,7 +253,7 @@ ATTN_BF16 void tile(std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx
       std::uint32_t pair;
       std::memcpy(&pair, x + i * ldx + 2 * p, sizeof pair);
       const __m512i a = _mm512_set1_epi32(int(pair));
-      for (int j = 0; j < kNV; ++j) c[i][j] = dot(c[i][j], a, b[j]);
+      for (int j = 0; j < kNV; ++j) c[i][j] = Op::dot(c[i][j], a, b[j]);
     }
   }
   for (int i = 0; i < MR; ++i)
@@ -238,17 +264,16 @@ ATTN_BF16 void tile(std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx
     }
 }
 
-template <int MR>
+template <typename Op, int MR>
 ATTN_BF16 void tile_upto(int mr, std::int64_t pairs, const std::uint16_t* x, std::int64_t ldx,
                          const std::uint32_t* panel, float* out, std::int64_t ldo,
                          const __mmask16* mask, bool add) {
   if constexpr (MR > 1)
-    if (mr < MR) return tile_upto<MR - 1>(mr, pairs, x, ldx, panel, out, ldo, mask, add);
-  tile<MR>(pairs, x, ldx, panel, out, ldo, mask, add);
+    if (mr < MR) return tile_upto<Op, MR - 1>(mr, pairs, x, ldx, panel, out, ldo, mask, add);
+  tile<Op, MR>(pairs, x, ldx, panel, out, ldo, mask, add);
 }
 
-}  // namespace
-
+template <typename Op>
 ATTN_BF16 void pack_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xp) {
   const std::int64_t k32 = round_up(K, 32);
   for (std::int64_t k = 0; k < k32; k += 32)
@@ -256,36 +281,38 @@ ATTN_BF16 void pack_bf16(const float* x, std::int64_t M, std::int64_t K, std::ui
       for (std::int64_t h = 0; h < 32; h += 16) {
         const std::int64_t live = std::clamp<std::int64_t>(K - k - h, 0, 16);
         const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << live) - 1), x + m * K + k + h);
-        round16(v, xp + k * M + m * 32 + h);
+        Op::round16(v, xp + k * M + m * 32 + h, 16);
       }
 }
 
+template <typename Op>
 ATTN_BF16 void round_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xb) {
   const std::int64_t k2 = round_up(K, 2);
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t k = 0; k < k2; k += 16) {
       const std::int64_t live = std::min<std::int64_t>(K - k, 16);
       const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << live) - 1), x + m * K + k);
-      const __m256bh h = _mm512_cvtneps_pbh(v);
       const std::int64_t out = std::min<std::int64_t>(k2 - k, 16);  // the row's last pair
-      std::memcpy(xb + m * k2 + k, &h, std::size_t(out) * sizeof(std::uint16_t));
+      Op::round16(v, xb + m * k2 + k, int(out));
     }
 }
 
+template <typename Op>
 void batch_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
                     std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
   switch (M) {
     case 1:
-      return batch_rows<8, 1>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+      return batch_rows<Op, 8, 1>(w, ldw, xp, M, K, y, ldy, n, accumulate);
     case 2:
-      return batch_rows<8, 2>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+      return batch_rows<Op, 8, 2>(w, ldw, xp, M, K, y, ldy, n, accumulate);
     case 3:
-      return batch_rows<8, 3>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+      return batch_rows<Op, 8, 3>(w, ldw, xp, M, K, y, ldy, n, accumulate);
     default:
-      return batch_rows<6, 4>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+      return batch_rows<Op, 6, 4>(w, ldw, xp, M, K, y, ldy, n, accumulate);
   }
 }
 
+template <typename Op>
 ATTN_BF16 void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb,
                              std::int64_t M, std::int64_t K, float* out, std::int64_t ldo,
                              std::int64_t n, bool accumulate, float* panel_floats) {
@@ -313,34 +340,42 @@ ATTN_BF16 void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_
             const std::int64_t live = std::clamp<std::int64_t>(nc - j - 16 * v, 0, 16);
             mask[v] = __mmask16((1u << live) - 1);
           }
-          tile_upto<kMR>(int(std::min<std::int64_t>(kMR, M - m)), pairs, xb + m * ldx + k0, ldx,
-                         panel + j * pairs, out + m * ldo + n0 + j, ldo, mask,
-                         accumulate || k0 > 0);
+          tile_upto<Op, kMR>(int(std::min<std::int64_t>(kMR, M - m)), pairs, xb + m * ldx + k0, ldx,
+                             panel + j * pairs, out + m * ldo + n0 + j, ldo, mask,
+                             accumulate || k0 > 0);
         }
     }
   }
 }
 
+template <typename Op>
+constexpr Bf16Dot kBf16Dot{pack_bf16<Op>, round_bf16<Op>, batch_bf16_dot<Op>, gemm_bf16_dot<Op>};
+
 #undef ATTN_BF16
+#undef ATTN_EMULATED
+
+}  // namespace
+
+const Bf16Dot* bf16_dot_native() {
+  return has_bf16_dot() ? &kBf16Dot<Vdpbf16ps> : nullptr;
+}
+
+const Bf16Dot* bf16_dot_emulated() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+             ? &kBf16Dot<Emulated>
+             : nullptr;
+}
 
 #else
 
 bool has_bf16_dot() {
   return false;
 }
-void pack_bf16(const float*, std::int64_t, std::int64_t, std::uint16_t*) {
-  throw std::logic_error("pack_bf16 called on a CPU without AVX512-BF16");
+const Bf16Dot* bf16_dot_native() {
+  return nullptr;
 }
-void round_bf16(const float*, std::int64_t, std::int64_t, std::uint16_t*) {
-  throw std::logic_error("round_bf16 called on a CPU without AVX512-BF16");
-}
-void batch_bf16_dot(const Bf16*, std::int64_t, const std::uint16_t*, std::int64_t, std::int64_t,
-                    float*, std::int64_t, std::int64_t, bool) {
-  throw std::logic_error("batch_bf16_dot called on a CPU without AVX512-BF16");
-}
-void gemm_bf16_dot(const Bf16*, std::int64_t, const std::uint16_t*, std::int64_t, std::int64_t,
-                   float*, std::int64_t, std::int64_t, bool, float*) {
-  throw std::logic_error("gemm_bf16_dot called on a CPU without AVX512-BF16");
+const Bf16Dot* bf16_dot_emulated() {
+  return nullptr;
 }
 
 #endif

@@ -89,13 +89,14 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
 // x as the products read it: x [M, K] itself; xp, x packed for the batched kernel or
 // deinterleaved for the BF16 gemv; xl, x's rows in lanes for batch_lanes; xg, x in 8-row panels
 // for the prefill GEMM; xb, x rounded to BF16 for BF16 weights under compute bf16 (packed for
-// decode, row by row for prefill), else null.
+// decode, row by row for prefill), else null, and the kernels that read it.
 struct Input {
   const float* x;
   const float* xp;
   const float* xl;
   const float* xg;
   const std::uint16_t* xb;
+  const Bf16Dot* dot;
   std::int64_t M, K;
 };
 
@@ -113,10 +114,10 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
   // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
   if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows)
-    batch_bf16_dot(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
+    in.dot->batch(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
   else if (in.xb && p.w.type == WeightType::bf16)
-    gemm_bf16_dot(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate,
-                  scratch);
+    in.dot->gemm(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate,
+                 scratch);
   else if (M == 1)
     k.gemv(w, ldw, x, xp, p.out + n0, n, K, accumulate);
   else if (in.xl)
@@ -223,7 +224,7 @@ namespace {
 // at its start, BF16 after the F32 part (compute bf16 with BF16 weights; on avx512 only).
 Input prepare_input(const Runtime& rt, std::span<const Projection> projections, const float* x,
                     std::int64_t M, std::int64_t K, float* scratch) {
-  Input in{x, nullptr, nullptr, nullptr, nullptr, M, K};
+  Input in{x, nullptr, nullptr, nullptr, nullptr, nullptr, M, K};
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
   if (M >= rt.kernels->lanes_from && M <= kBatchRows) {
     pack_lanes(x, M, K, scratch);
@@ -240,15 +241,17 @@ Input prepare_input(const Runtime& rt, std::span<const Projection> projections, 
     in.xp = scratch;
   }
   if (!bf16) return in;
+  if (!rt.bf16_dot) throw std::logic_error("linear: compute bf16 without its kernels");
   const std::int64_t f32 = M <= kBatchRows ? std::max(pack_floats(1, K), pack_floats(M, K))
                                            : prefill_shared_floats(*rt.kernels, M, K) +
                                                  rt.threads * prefill_floats(*rt.kernels, K);
   auto* xb = reinterpret_cast<std::uint16_t*>(scratch + f32);
   if (M <= kBatchRows)
-    pack_bf16(x, M, K, xb);
+    rt.bf16_dot->pack(x, M, K, xb);
   else
-    round_bf16(x, M, K, xb);
+    rt.bf16_dot->round(x, M, K, xb);
   in.xb = xb;
+  in.dot = rt.bf16_dot;
   return in;
 }
 

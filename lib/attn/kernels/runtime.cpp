@@ -19,7 +19,7 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
   if (!rt.kernels)
     throw InputError("kernel set '" + std::string(kernels) + "' is not supported by this CPU");
   rt.compute = compute;
-  if (compute == Compute::bf16 && !has_bf16_dot())
+  if (compute == Compute::bf16 && !(rt.bf16_dot = bf16_dot_native()))
     throw InputError("--compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have");
   if (compute == Compute::bf16 && !rt.kernels->own_gemm)
     throw InputError(std::string("--compute bf16 runs with the avx512 kernels only, not ") +

@@ -20,12 +20,15 @@ inline constexpr std::int64_t kParallelFlops = 1 << 22;
 // How products with BF16 weights compute: f32, exactly (the weights widened; the default), or
 // bf16, the activations rounded to BF16 and multiplied by vdpbf16ps (detail/bf16_dot.hpp).
 enum class Compute { f32, bf16 };
+struct Bf16Dot;  // detail/bf16_dot.hpp
 
 struct Runtime {
   int threads = 1;
   std::int64_t parallel_flops = kParallelFlops;  // 0: every parallel path runs (tests do this)
   const Kernels* kernels = &generic_kernels();   // resolved once, by make_runtime
   Compute compute = Compute::f32;
+  // compute bf16's kernels: vdpbf16ps (make_runtime), or their emulation (tests only).
+  const Bf16Dot* bf16_dot = nullptr;
 
   bool worth_parallel(std::int64_t flops) const { return threads > 1 && flops > parallel_flops; }
 };

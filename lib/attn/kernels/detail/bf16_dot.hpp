@@ -17,21 +17,32 @@ bool has_bf16_dot();
 // The decode kernel's x: [M, K] rounded to BF16 and packed as [K32 / 32, M, 32], K32 = K rounded
 // up to 32, zero past K. Elements of it for M rows of K.
 std::int64_t packed_bf16_elements(std::int64_t M, std::int64_t K);
-void pack_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xp);
-
-// y[m * ldy + r] (=|+=) w[r] . bf16(x[m]) for n <= kGemvRows rows of w (ldw apart) and M <=
-// kBatchRows rows of x, packed by pack_bf16: each weight read once for all M rows.
-void batch_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
-                    std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate);
-
 // Prefill's x: [M, K] rounded to BF16 row by row, rows K2 = K rounded up to 2 apart (zero past K).
 std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K);
-void round_bf16(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xb);
 
-// out[m * ldo + j] (=|+=) w[j] . xb[m] for m < M, j < n, xb from round_bf16: gemm_avx512's
-// blocking with BF16 pairs in the panels. panel: gemm_panel_floats() floats of the calling thread.
-void gemm_bf16_dot(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb, std::int64_t M,
-                   std::int64_t K, float* out, std::int64_t ldo, std::int64_t n, bool accumulate,
-                   float* panel);
+// The kernels, one table per way of computing the pair products (Runtime::bf16_dot).
+struct Bf16Dot {
+  // x [M, K] into the decode kernel's packing.
+  void (*pack)(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xp);
+  // x [M, K] into prefill's rows.
+  void (*round)(const float* x, std::int64_t M, std::int64_t K, std::uint16_t* xb);
+  // y[m * ldy + r] (=|+=) w[r] . bf16(x[m]) for n <= kGemvRows rows of w (ldw apart) and M <=
+  // kBatchRows rows of x, packed by pack: each weight read once for all M rows.
+  void (*batch)(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
+                std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate);
+  // out[m * ldo + j] (=|+=) w[j] . xb[m] for m < M, j < n, xb from round: gemm_avx512's blocking
+  // with BF16 pairs in the panels. panel: gemm_panel_floats() floats of the calling thread.
+  void (*gemm)(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb, std::int64_t M,
+               std::int64_t K, float* out, std::int64_t ldo, std::int64_t n, bool accumulate,
+               float* panel);
+};
+
+// vdpbf16ps: null where has_bf16_dot() is false.
+const Bf16Dot* bf16_dot_native();
+// The same kernels with vdpbf16ps emulated by two FMAs (and the rounding by integer operations)
+// on AVX-512F and BW, the same sums where no subnormal occurs: for testing the kernels on CPUs
+// without AVX512-BF16 (tests/test_bf16_compute.cpp), slower than exact F32 compute. Null without
+// AVX-512BW.
+const Bf16Dot* bf16_dot_emulated();
 
 }  // namespace attn
