@@ -34,11 +34,19 @@ std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K) {
 
 #if defined(__x86_64__)
 
+namespace {
+
+// AVX-512F and BW, which the kernels use beside the pair product (CPUID leaf 7).
+bool has_avx512bw() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (b & bit_AVX512BW);
+}
+
+}  // namespace
+
 bool has_bf16_dot() {
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool avx512bw = (b & bit_AVX512F) && (b & bit_AVX512BW);
-  return avx512bw && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+  return has_avx512bw() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
 namespace {
@@ -361,9 +369,7 @@ const Bf16Dot* bf16_dot_native() {
 }
 
 const Bf16Dot* bf16_dot_emulated() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-             ? &kBf16Dot<Emulated>
-             : nullptr;
+  return has_avx512bw() ? &kBf16Dot<Emulated> : nullptr;
 }
 
 #else
