@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
+#include "attn/engine/engine.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
@@ -88,64 +91,100 @@ Floats floats(py::handle obj, const char* name, int ndim, const std::string& exp
   return f;
 }
 
+// A setting named by a library error, as Python says it: the keyword argument that sets it.
+std::string with_setting(const attn::InputError& e) {
+  return e.setting.empty() ? e.what() : std::string(e.what()) + " (set with " + e.setting + "=)";
+}
+
+// The Python front of one attn::Engine: argument shapes and types are checked here (TypeError,
+// ValueError naming the argument); everything else is the engine's. One call at a time: the
+// GIL is released while the engine runs, so a second Python thread waits on the lock.
 class Model {
  public:
-  Model(attn::ModelArgs args, std::optional<std::string> weights, std::uint64_t seed, int threads,
-        bool attention_weights)
-      : keep_probs_(attention_weights) {
-    args.tokens_in = args.logits_out = args.vocab_size > 0;  // a token model: forward(tokens) too
-    if (args.model_parallel_size > 1)
-      throw py::value_error("model_parallel_size > 1 runs under mpirun with attn-cli");
-    attn::TransformerWeights w =
-        weights ? attn::load_weights(args, *weights) : attn::seeded_weights(args, seed);
-    const std::int64_t max_rows = args.max_batch_size * args.max_seq_len;
-    m_.emplace(attn::make_transformer(args, std::move(w), max_rows, attn::make_runtime(threads)));
+  Model(attn::Engine e, bool attention_weights)
+      : e_(std::move(e)), keep_probs_(attention_weights) {}
+
+  static attn::ModelSpec spec(int threads, const std::string& compute, std::uint64_t seed) {
+    attn::ModelSpec s;
+    s.threads = threads;
+    s.compute = attn::parse_compute(compute);
+    s.seed = seed;
+    return s;
   }
 
-  const attn::ModelArgs& args() const { return m_->args; }
-  std::int64_t filled() const { return pos_; }
+  // Model(args, weights=None, ...): the cache sized by args, for calls of up to the whole cache.
+  static std::unique_ptr<Model> from_args(const attn::ModelArgs& args, std::optional<std::string> weights,
+                         std::uint64_t seed, int threads, bool attention_weights,
+                         const std::string& compute) {
+    attn::ModelSpec s = spec(threads, compute, seed);
+    if (weights) s.weights = *weights;
+    py::gil_scoped_release release;
+    return std::make_unique<Model>(attn::open_engine(s, {args.max_batch_size, 0, 0}, args),
+                                   attention_weights);
+  }
+
+  // Model.from_pretrained(path): a checkpoint file or folder with config.json and
+  // tokenizer.json beside it, found as attn-cli's -m finds them.
+  static std::unique_ptr<Model> from_pretrained(const std::string& path, std::optional<std::string> config,
+                               std::optional<std::string> tokenizer, std::int64_t max_seq_len,
+                               std::int64_t max_batch_size, int threads, const std::string& compute,
+                               bool attention_weights) {
+    attn::ModelSpec s = spec(threads, compute, 42);
+    s.weights = path;
+    if (config) s.config = *config;
+    if (tokenizer) s.tokenizer = *tokenizer;
+    s.overrides.max_seq_len = max_seq_len;
+    s.overrides.max_batch_size = max_batch_size;
+    py::gil_scoped_release release;
+    return std::make_unique<Model>(
+        attn::open_engine(s, {std::max<std::int64_t>(1, max_batch_size), 0, 0}), attention_weights);
+  }
+
+  const attn::ModelArgs& args() const { return e_.model.args; }
+  std::int64_t filled() const { return e_.filled; }
   std::uintptr_t last_input_address() const { return last_input_; }
-  int threads() const { return m_->rt.threads; }
+  int threads() const { return e_.model.rt.threads; }
   double last_seconds() const { return last_seconds_; }
+  const std::optional<attn::Tokenizer>& tokenizer() const { return e_.tokenizer; }
 
   py::array_t<float> prefill(py::handle x, std::int64_t start_pos, std::optional<std::string> mask,
                              py::object attention_mask) {
-    const attn::ModelArgs& a = m_->args;
-    const Floats in = floats(x, "x", 3, "[batch, seqlen, dim=" + std::to_string(a.dim) + "]");
+    const Floats in = floats(x, "x", 3, "[batch, seqlen, dim=" + std::to_string(args().dim) + "]");
+    check_dim(in);
     const std::int64_t B = in.info.shape[0], T = in.info.shape[1];
-    check_shape(in, B, T, start_pos);
-    m_->mask.kind = !mask ? a.mask : mask_kind(*mask);
-    set_padding(attention_mask, B, T, start_pos);
+    auto lock = hold();
+    attn::check_fits(args(), B, start_pos, T, "x");
+    e_.model.mask.kind = mask ? attn::parse_mask(*mask) : args().mask;
+    padding(attention_mask, B, T, start_pos);
     return run(in, B, T, start_pos);
   }
 
   py::array_t<float> decode(py::handle x, py::object attention_mask) {
-    const attn::ModelArgs& a = m_->args;
-    const Floats in = floats(x, "x", 3, "[batch, 1, dim=" + std::to_string(a.dim) + "]");
+    const std::int64_t dim = args().dim;
+    const Floats in = floats(x, "x", 3, "[batch, 1, dim=" + std::to_string(dim) + "]");
+    check_dim(in);
     const std::int64_t B = in.info.shape[0];
     if (in.info.shape[1] != 1)
-      throw py::value_error("x: expected shape [batch, 1, " + std::to_string(a.dim) + "], got " +
+      throw py::value_error("x: expected shape [batch, 1, " + std::to_string(dim) + "], got " +
                             std::to_string(in.info.shape[1]) + " positions (prefill takes more)");
-    if (pos_ == 0) throw py::value_error("decode: prefill first (the cache is empty)");
-    if (B != batch_)
-      throw py::value_error("x: batch " + std::to_string(B) + " differs from the prefill's " +
-                            std::to_string(batch_));
-    check_shape(in, B, 1, pos_);
-    set_padding(attention_mask, B, 1, pos_);
-    return run(in, B, 1, pos_);
+    auto lock = hold();
+    if (e_.filled == 0) throw py::value_error("decode: prefill first (the cache is empty)");
+    attn::check_fits(args(), B, e_.filled, 1, "x");
+    padding(attention_mask, B, 1, e_.filled);
+    return run(in, B, 1, e_.filled);
   }
 
   // The filled part of layer l's cache, [batch, n_kv_heads, filled, head_dim]: a view of the
   // cache itself (valid until the next call changes it; copy() to keep it).
   py::array_t<float> cache(std::int64_t layer, bool values, py::object self) const {
-    const attn::KVCache& c = m_->cache;
+    const attn::KVCache& c = e_.model.cache;
     if (layer < 0 || layer >= c.n_layers)
       throw py::index_error("layer " + std::to_string(layer) + " out of range 0.." +
                             std::to_string(c.n_layers - 1));
     const float* base = values ? c.v(layer, 0, 0, 0) : c.k(layer, 0, 0, 0);
     const py::ssize_t f = sizeof(float);
-    return py::array_t<float>({py::ssize_t(batch_), py::ssize_t(c.n_kv_heads), py::ssize_t(pos_),
-                               py::ssize_t(c.head_dim)},
+    return py::array_t<float>({py::ssize_t(e_.batch), py::ssize_t(c.n_kv_heads),
+                               py::ssize_t(e_.filled), py::ssize_t(c.head_dim)},
                               {f * c.n_kv_heads * c.max_seq_len * c.head_dim,
                                f * c.max_seq_len * c.head_dim, f * c.head_dim, f},
                               base, self);
@@ -156,24 +195,22 @@ class Model {
     if (!keep_probs_)
       throw py::value_error(
           "attention weights are kept only with Model(..., attention_weights=True)");
-    if (probs_.empty()) throw py::value_error("no call yet");
+    if (probs_.empty()) throw py::value_error("no forward call has kept attention weights yet");
     if (layer < 0 || layer >= std::int64_t(probs_.size()))
       throw py::index_error("layer " + std::to_string(layer) + " out of range");
     return probs_[std::size_t(layer)];
   }
 
   void reset() {
-    pos_ = 0;
-    batch_ = 0;
-    m_->mask.keep = nullptr;
+    auto lock = hold();
+    attn::reset(e_);
   }
 
   // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
   // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
   py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
                                     std::int64_t start_pos, bool all_positions) {
-    const attn::ModelArgs& a = m_->args;
-    require_token_model();
+    attn::require_token_model(args(), "forward(tokens)");
     const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
     std::vector<std::int32_t> flat;
     for (const auto& row : tokens) {
@@ -181,137 +218,122 @@ class Model {
         throw py::value_error("tokens: every sequence must have the same length (pad them)");
       flat.insert(flat.end(), row.begin(), row.end());
     }
-    if (B < 1 || B > a.max_batch_size || T < 1 || start_pos < 0 || start_pos + T > a.max_seq_len)
-      throw py::value_error("tokens: [" + std::to_string(B) + ", " + std::to_string(T) +
-                            "] at start_pos " + std::to_string(start_pos) +
-                            " does not fit the cache (max_batch_size " +
-                            std::to_string(a.max_batch_size) + ", max_seq_len " +
-                            std::to_string(a.max_seq_len) + ")");
-    if (start_pos == 0) m_->mask.keep = nullptr;
-    const std::int64_t rows = all_positions ? T : 1;
-    py::array_t<float> out({py::ssize_t(B), py::ssize_t(rows), py::ssize_t(a.vocab_size)});
+    py::array_t<float> out({py::ssize_t(B), py::ssize_t(all_positions ? T : 1),
+                            py::ssize_t(args().vocab_size)});
     float* y = out.mutable_data();
+    auto lock = hold();
+    attn::check_fits(args(), B, start_pos, T, "tokens");
     keep_probabilities(B, T, start_pos);
-    const auto t0 = std::chrono::steady_clock::now();
-    {
-      py::gil_scoped_release release;
-      attn::forward(*m_, flat.data(), B, T, start_pos, y, all_positions);
-    }
-    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    pos_ = start_pos + T;
-    batch_ = B;
+    timed(B * T, start_pos + T, [&] {
+      attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions);
+    });
     return out;
   }
 
-  // From the prompt, at position 0: up to `steps` new ids (greedy unless temp > 0), stopping
-  // after an id of `stop`.
-  std::vector<std::int32_t> generate(const std::vector<std::int32_t>& prompt, std::int64_t steps,
-                                     double temp, std::int64_t top_k, double top_p, double min_p,
-                                     std::uint64_t seed, const std::vector<std::int32_t>& stop) {
-    require_token_model();
-    if (prompt.empty()) throw py::value_error("generate: the prompt is empty");
-    if (std::int64_t(prompt.size()) > m_->act.plan.max_rows ||
-        std::int64_t(prompt.size()) + steps > m_->args.max_seq_len)
-      throw py::value_error("generate: the prompt and steps do not fit max_seq_len " +
-                            std::to_string(m_->args.max_seq_len));
-    reset();
-    attn::Generation g;
+  // Up to `steps` new ids after the prompt (ids, or text when the model has a tokenizer), greedy
+  // unless temp > 0, stopping after an id of `stop` (None: the tokenizer's end-of-sequence ids).
+  // From position 0, or after a loaded session's tokens. The last id is fed too, so that the
+  // cache can be saved and continued.
+  std::vector<std::int32_t> generate(py::object prompt, std::int64_t steps, double temp,
+                                     std::int64_t top_k, double top_p, double min_p,
+                                     std::uint64_t seed,
+                                     std::optional<std::vector<std::int32_t>> stop) {
+    const std::vector<std::int32_t> ids = prompt_ids(prompt);
     std::vector<std::int32_t> out;
-    {
-      py::gil_scoped_release release;
-      attn::generate(*m_, g, prompt, steps, attn::Sampling{temp, top_k, top_p, min_p, seed}, stop,
-                     false, [&](const attn::Generated& t) { out.push_back(t.id); });
-    }
-    pos_ = std::int64_t(g.tokens.size());
-    batch_ = 1;
+    auto lock = hold();
+    const std::vector<std::int32_t> stops = stop ? *stop : attn::stop_ids(e_, false);
+    drop_probabilities();
+    timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
+      attn::generate(e_, ids, steps, attn::Sampling{temp, top_k, top_p, min_p, seed}, stops, true,
+                     [&](const attn::Generated& t) { out.push_back(t.id); });
+    });
     return out;
+  }
+
+  void save_session(const std::string& path) {
+    auto lock = hold();
+    py::gil_scoped_release release;
+    attn::stage_cache_session(e_, path).commit();
+  }
+
+  void load_session(const std::string& path) {
+    auto lock = hold();
+    py::gil_scoped_release release;
+    attn::load_cache_session(e_, path);
   }
 
  private:
-  void require_token_model() const {
-    if (m_->args.vocab_size <= 0)
-      throw py::value_error(
-          "a token model is needed (vocab_size > 0, with tok_embeddings, norm "
-          "and output); this one reads hidden states (prefill, decode)");
+  // The engine for this call: waited for with the GIL released, so that the thread running the
+  // engine (which released it) can take it back.
+  std::unique_lock<std::mutex> hold() {
+    std::unique_lock<std::mutex> lock(*mutex_, std::defer_lock);
+    py::gil_scoped_release release;
+    lock.lock();
+    return lock;
   }
 
-  static attn::Mask mask_kind(const std::string& mask) {
-    if (mask == "causal") return attn::Mask::causal;
-    if (mask == "none") return attn::Mask::none;
-    throw py::value_error("mask: expected \"causal\" or \"none\", got '" + mask + "'");
+  std::vector<std::int32_t> prompt_ids(py::object prompt) const {
+    if (py::isinstance<py::str>(prompt)) {
+      if (!e_.tokenizer)
+        throw py::value_error("prompt: text needs a tokenizer (Model.from_pretrained finds "
+                              "tokenizer.json beside config.json); give ids instead");
+      return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), {});
+    }
+    try {
+      return prompt.cast<std::vector<std::int32_t>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error("prompt: expected a list of token ids or a str, got " +
+                           std::string(py::str(prompt.get_type())));
+    }
   }
 
-  void check_shape(const Floats& in, std::int64_t B, std::int64_t T, std::int64_t start_pos) const {
-    const attn::ModelArgs& a = m_->args;
-    if (in.info.shape[2] != a.dim)
-      throw py::value_error("x: expected shape [batch, seqlen, " + std::to_string(a.dim) +
+  void check_dim(const Floats& in) const {
+    if (in.info.shape[2] != args().dim)
+      throw py::value_error("x: expected shape [batch, seqlen, " + std::to_string(args().dim) +
                             "], got dim " + std::to_string(in.info.shape[2]));
-    if (B < 1 || B > a.max_batch_size)
-      throw py::value_error("x: batch " + std::to_string(B) + " is outside 1.." +
-                            std::to_string(a.max_batch_size) + " (max_batch_size)");
-    if (T < 1 || start_pos < 0 || start_pos > a.max_seq_len || T > a.max_seq_len - start_pos)
-      throw py::value_error("x: positions " + std::to_string(start_pos) + ".." +
-                            std::to_string(start_pos + T - 1) + " do not fit the cache's " +
-                            std::to_string(a.max_seq_len) + " (max_seq_len)");
   }
 
   // attention_mask [batch, seqlen] (1 = a real position, 0 = padding) for the positions this
-  // call writes; the earlier positions keep theirs.
-  void set_padding(py::object mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
-    const attn::ModelArgs& a = m_->args;
-    if (mask.is_none()) {
-      if (start_pos == 0) m_->mask.keep = nullptr;
-      if (m_->mask.keep)
-        for (std::int64_t b = 0; b < B; ++b)
-          std::fill_n(keep_.begin() + b * a.max_seq_len + start_pos, T, std::uint8_t(1));
-      return;
-    }
+  // call writes, read as float32.
+  void padding(py::object mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    if (mask.is_none()) return attn::set_padding(e_, nullptr, B, T, start_pos);
     py::array_t<float, py::array::c_style | py::array::forcecast> m(mask);
     if (m.ndim() != 2 || m.shape(0) != B || m.shape(1) != T)
       throw py::value_error("attention_mask: expected shape [" + std::to_string(B) + ", " +
                             std::to_string(T) + "]");
-    if (!m_->mask.keep || start_pos == 0)
-      keep_.assign(std::size_t(a.max_batch_size * a.max_seq_len), 1);
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T; ++t) {
-        const float v = m.at(b, t);
-        if (v != 0 && v != 1)
-          throw py::value_error("attention_mask: values must be 0 or 1, got " + std::to_string(v) +
-                                " at [" + std::to_string(b) + ", " + std::to_string(t) + "]");
-        keep_[std::size_t(b * a.max_seq_len + start_pos + t)] = v != 0;
-      }
-    m_->mask.keep = keep_.data();
-    m_->mask.ld = a.max_seq_len;
+    attn::set_padding(e_, m.data(), B, T, start_pos);
   }
 
   py::array_t<float> run(const Floats& in, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
-    const attn::ModelArgs& a = m_->args;
-    py::array_t<float> out({py::ssize_t(B), py::ssize_t(T), py::ssize_t(a.dim)});
+    py::array_t<float> out({py::ssize_t(B), py::ssize_t(T), py::ssize_t(args().dim)});
     keep_probabilities(B, T, start_pos);
     float* y = out.mutable_data();
     last_input_ = reinterpret_cast<std::uintptr_t>(in.data());
-    const auto t0 = std::chrono::steady_clock::now();
-    forward_interruptible(in.data(), B, T, start_pos, y);
-    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    pos_ = start_pos + T;
-    batch_ = B;
+    timed(B * T, start_pos + T,
+          [&] { attn::forward_hidden(e_, in.data(), B, T, start_pos, y); });
     return out;
   }
 
   void keep_probabilities(std::int64_t B, std::int64_t T, std::int64_t start_pos) {
     if (!keep_probs_) return;
-    const attn::ModelArgs& a = m_->args;
+    const attn::ModelArgs& a = args();
     probs_.clear();
     for (std::int64_t l = 0; l < a.n_layers; ++l) {
       probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
-      m_->attn_probs[std::size_t(l)] = probs_.back().mutable_data();
+      e_.model.attn_probs[std::size_t(l)] = probs_.back().mutable_data();
     }
   }
 
-  // Roughly the call's floating-point operations: what decides whether Ctrl-C is watched for.
+  // Generation keeps no probabilities: its calls' shapes change every step.
+  void drop_probabilities() {
+    probs_.clear();
+    for (float*& p : e_.model.attn_probs) p = nullptr;
+  }
+
+  // Roughly a call's floating-point operations: what decides whether Ctrl-C is watched for.
   double call_flops(std::int64_t rows, std::int64_t keys) const {
-    const attn::ModelArgs& a = m_->args;
-    const double params = double(m_->weights.bytes) / 2;  // at least: BF16 or wider
+    const attn::ModelArgs& a = args();
+    const double params = double(e_.model.weights.bytes) / 2;  // at least: BF16 or wider
     return 2 * double(rows) * params +
            4 * double(rows) * double(keys) * double(a.n_heads * a.head_dim() * a.n_layers);
   }
@@ -319,12 +341,12 @@ class Model {
   // The engine runs on this thread with the GIL released. For a long call, SIGINT is caught for
   // its duration by a handler that only sets g_cancel (async-signal-safe), so Ctrl-C stops the
   // engine between blocks; the call then raises KeyboardInterrupt and Python's handler is back.
-  // A worker thread instead cost 5-8% of an 8B-layer prefill (measured), and a short call (a
-  // decode step) skips the handler swap too.
-  void forward_interruptible(const float* x, std::int64_t B, std::int64_t T, std::int64_t start_pos,
-                             float* y) {
+  // A worker thread would cost the engine time on every call, and a short call (a decode step)
+  // skips the handler swap too.
+  template <class Call>
+  void timed(std::int64_t rows, std::int64_t keys, Call call) {
     g_cancel.store(false);
-    const bool watch = call_flops(B * T, start_pos + T) >= kInlineFlops;
+    const bool watch = call_flops(rows, keys) >= kInlineFlops;
     struct sigaction ours {
     }, theirs{};
     if (watch) {
@@ -332,36 +354,36 @@ class Model {
       sigemptyset(&ours.sa_mask);
       ::sigaction(SIGINT, &ours, &theirs);
     }
-    m_->cancel = &g_cancel;
+    e_.model.cancel = &g_cancel;
     std::exception_ptr error;
+    const auto t0 = std::chrono::steady_clock::now();
     {
       py::gil_scoped_release release;
       try {
-        attn::forward(*m_, x, B, T, start_pos, y);
+        call();
       } catch (...) {
         error = std::current_exception();
       }
     }
+    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (watch) ::sigaction(SIGINT, &theirs, nullptr);
-    if (error) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const attn::Interrupted&) {
-        PyErr_SetNone(PyExc_KeyboardInterrupt);
-        throw py::error_already_set();
-      }
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const attn::Interrupted&) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
     }
   }
 
-  static constexpr double kInlineFlops = 2e9;  // ~10-40 ms on one core
+  static constexpr double kInlineFlops = 2e9;
 
-  std::optional<attn::Transformer> m_;
+  attn::Engine e_;
   bool keep_probs_ = false;
   std::vector<py::array_t<float>> probs_;
-  std::vector<std::uint8_t> keep_;  // [max_batch_size, max_seq_len]: the padding mask so far
-  std::int64_t pos_ = 0, batch_ = 0;
   std::uintptr_t last_input_ = 0;
   double last_seconds_ = 0;
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
 };
 
 py::dict args_dict(const attn::ModelArgs& a) {
@@ -380,8 +402,10 @@ PYBIND11_MODULE(attn, mod) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const attn::MemoryLimitError& e) {
+      PyErr_SetString(PyExc_MemoryError, with_setting(e).c_str());
     } catch (const attn::InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, with_setting(e).c_str());
     }
   });
   py::class_<attn::ModelArgs>(mod, "ModelArgs")
@@ -450,11 +474,35 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("eos_ids", &attn::Tokenizer::eos)
       .def_readonly("pieces", &attn::Tokenizer::pieces);
   py::class_<Model>(mod, "Model")
-      .def(py::init<const attn::ModelArgs&, std::optional<std::string>, std::uint64_t, int, bool>(),
-           py::arg("args"), py::arg("weights") = py::none(), py::arg("seed") = 42,
-           py::arg("threads") = 0, py::arg("attention_weights") = false,
-           "weights: a safetensors file or Hugging Face index (None: drawn from seed as attn-cli "
-           "does); threads 0: the machine's cores")
+      .def(py::init(&Model::from_args), py::arg("args"), py::arg("weights") = py::none(),
+           py::arg("seed") = 42, py::arg("threads") = 0, py::arg("attention_weights") = false,
+           py::arg("compute") = "f32",
+           "weights: a safetensors file, a Hugging Face index or a folder holding one (None: "
+           "drawn from seed as attn-cli does); threads 0: the machine's cores; compute 'f32' "
+           "(exact) or 'bf16' (BF16 weights times activations rounded to BF16). Checked against "
+           "the memory available before anything is allocated (MemoryError)")
+      .def_static("from_pretrained", &Model::from_pretrained, py::arg("path"),
+                  py::arg("config") = py::none(), py::arg("tokenizer") = py::none(),
+                  py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 1,
+                  py::arg("threads") = 0, py::arg("compute") = "f32",
+                  py::arg("attention_weights") = false,
+                  "a checkpoint as attn-cli -m opens it: a safetensors file, a Hugging Face index "
+                  "or a folder holding one, with config.json and tokenizer.json found beside it; "
+                  "max_seq_len 0: the config's (capped as attn-cli caps it)")
+      .def("save_session", &Model::save_session, py::arg("path"),
+           "the cache session file attn-cli generate --save-session writes: the filled cache, its "
+           "tokens and the next logits (after generate)")
+      .def("load_session", &Model::load_session, py::arg("path"),
+           "reads a cache session file (from attn-cli or save_session): the next generate "
+           "continues after its tokens")
+      .def_property_readonly(
+          "tokenizer",
+          [](py::object self) -> py::object {
+            const auto& t = self.cast<Model&>().tokenizer();
+            return t ? py::cast(&*t, py::return_value_policy::reference_internal, self)
+                     : py::none();
+          },
+                             "the Tokenizer found beside the config, or None")
       .def("prefill", &Model::prefill, py::arg("x"), py::arg("start_pos") = 0,
            py::arg("mask") = py::none(), py::arg("attention_mask") = py::none(),
            "x [batch, seqlen, dim] float32 at positions start_pos..: the output [batch, seqlen, "
@@ -492,9 +540,10 @@ PYBIND11_MODULE(attn, mod) {
       .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = 32,
            py::arg("temp") = 0.0, py::arg("top_k") = 40, py::arg("top_p") = 0.95,
            py::arg("min_p") = 0.05, py::arg("seed") = 42,
-           py::arg("stop") = std::vector<std::int32_t>{},
-           "ids generated after the prompt's ids, as attn-cli generate chooses them (greedy "
-           "unless temp > 0), stopping after an id in stop")
+           py::arg("stop") = py::none(),
+           "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
+           "chooses them (greedy unless temp > 0), stopping after an id in stop (None: the "
+           "tokenizer's end-of-sequence ids); after load_session, continues the session")
       .def_property_readonly("args", &Model::args)
       .def_property_readonly("filled", &Model::filled)
       .def_property_readonly("threads", &Model::threads)

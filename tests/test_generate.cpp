@@ -136,7 +136,7 @@ TEST_CASE("generate: sessions of another config or other weights, and bad ids, a
   const test::CliResult bad =
       test::run_cli("generate " + model_flags(name) + " --tokens 1,2,300 -n 1");
   CHECK(bad.status == 2);
-  CHECK(bad.err.find("--tokens: token 300 at index 2 is outside the vocabulary [0, 300)") !=
+  CHECK(bad.err.find("token 300 at index 2 is outside the vocabulary [0, 300)") !=
         std::string::npos);
   const test::CliResult junk =
       test::run_cli("generate " + model_flags(name) + " --tokens 1,x -n 1");

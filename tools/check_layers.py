@@ -7,7 +7,8 @@
 - no public header includes a third-party header or a detail/ header;
 - the layer rule: lib/attn/*.hpp (the vocabulary) include no layer; io includes the vocabulary
   and io; kernels the vocabulary and kernels; text (the tokenizers) the vocabulary, io and text;
-  model anything in lib but text; nothing in lib includes apps;
+  model anything in lib but text and engine; engine anything in lib; nothing in lib includes
+  apps;
 - no include cycle among the library's files.
 Prints a line per failure and "N passed, N failed"; exit status 1 on any failure.
 """
@@ -19,9 +20,10 @@ import subprocess
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
-LAYERS = ("io", "kernels", "model", "text")
+LAYERS = ("io", "kernels", "model", "text", "engine")
 ALLOWED = {"vocabulary": set(), "io": {"io"}, "kernels": {"kernels"}, "text": {"io", "text"},
-           "model": {"io", "kernels", "model"}}
+           "model": {"io", "kernels", "model"},
+           "engine": {"io", "kernels", "model", "text", "engine"}}
 
 
 def layer_of(rel):  # rel: path below lib/, e.g. attn/kernels/ops.hpp

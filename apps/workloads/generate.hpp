@@ -1,30 +1,20 @@
 #pragma once
-// `attn-cli generate` and `attn-cli tokenize`: from a prompt, through the tokenizer and the whole
-// model, to text; and the tokenizer alone, as llama.cpp's llama-tokenize.
+// `attn-cli generate` and `attn-cli tokenize`: from a prompt, through the engine, to text; and
+// the tokenizer alone, as llama.cpp's llama-tokenize.
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "attn/engine/prompt.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/text/tokenizer.hpp"
 
 namespace attn {
 
-struct TextInput {
-  std::vector<std::string> prompt;  // one sequence each
-  std::string prompt_file, tokens, tokens_file, tokenizer;
-  bool no_bos = false, add_bos = false;
-
-  bool given() const {
-    return !prompt.empty() || !prompt_file.empty() || !tokens.empty() || !tokens_file.empty();
-  }
-};
-
 // The token sequences a run's text input makes (--tokens "1,2;3,4" and a tokens file's lines or
 // JSON array of arrays give several; so do several --prompt), with the tokenizer that read
-// them, if any (kept for labels and decoding). `config` locates the default tokenizer.json.
+// them, if any (kept for labels). `config` locates the default tokenizer.json.
 struct PromptTokens {
   std::vector<std::vector<std::int32_t>> sequences;
   std::optional<Tokenizer> tokenizer;
@@ -41,14 +31,6 @@ struct GenerateFlags {
   bool json = false, ignore_eos = false;
   std::string save_session, load_session;
 };
-
-// "1,15043 29991" or "[1, 15043]" or {"ids": [...]}: ids, each checked to be in [0, vocab_size)
-// when vocab_size > 0. `what` names the flag or file in messages.
-std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::string& what,
-                                          std::int64_t vocab_size);
-
-// The tokenizer file a run uses: --tokenizer, or tokenizer.json beside the config.
-std::filesystem::path tokenizer_path(const TextInput& t, const std::string& config);
 
 int generate_command(const GenerateFlags& f);
 

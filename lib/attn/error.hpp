@@ -16,6 +16,12 @@ struct InputError : std::runtime_error {
   std::string setting;
 };
 
+// A run refused before any allocation because it needs more memory than the machine has
+// available (the pre-flight estimate): Python raises MemoryError for it.
+struct MemoryLimitError : InputError {
+  using InputError::InputError;
+};
+
 // A forward call stopped at a layer boundary because Transformer::cancel was set (Ctrl-C in a
 // notebook). The cache holds whatever the stopped call wrote past the filled positions.
 struct Interrupted : std::runtime_error {

@@ -633,6 +633,13 @@ const char* mask_name(Mask m) {
   return m == Mask::causal ? "causal" : "none";
 }
 
+Mask parse_mask(std::string_view name, const std::string& what) {
+  if (name == "causal") return Mask::causal;
+  if (name == "none") return Mask::none;
+  throw InputError(what + ": expected \"causal\" or \"none\", got " + quoted(std::string(name), 40),
+                   "mask");
+}
+
 const char* activation_name(Activation a) {
   return a == Activation::relu ? "relu" : "gelu";
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -95,6 +96,8 @@ std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& 
 const char* block_name(Block b);
 const char* rope_name(Rope r);
 const char* mask_name(Mask m);
+// "causal" or "none"; anything else: InputError naming `what` and the choices.
+Mask parse_mask(std::string_view name, const std::string& what = "mask");
 const char* activation_name(Activation a);
 
 }  // namespace attn

@@ -247,7 +247,7 @@ void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& a
       << bytes_text(available.bytes) << " are available (" << available.limit
       << "); the largest part is the " << largest->name << " (" << bytes_text(largest->bytes)
       << "). " << parts_text(parts);
-    throw InputError(s.str());
+    throw MemoryLimitError(s.str());
   }
   // Buffers sized by the capacity cost only what the run writes, but their whole size is
   // reserved up front (one mapping each): the reservation must fit too.
@@ -259,7 +259,7 @@ void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& a
       << available.limit << "); the largest reservation is the " << widest->name << " ("
       << bytes_text(widest->reserved) << "): lower max_seq_len or max_batch_size (--max-seq-len, "
       << "--max-batch) or the threads. " << parts_text(parts);
-    throw InputError(s.str());
+    throw MemoryLimitError(s.str(), "max_seq_len");
   }
 }
 

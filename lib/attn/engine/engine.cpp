@@ -1,0 +1,190 @@
+#include "attn/engine/engine.hpp"
+
+#include <algorithm>
+
+#include "attn/error.hpp"
+#include "attn/model/cache_session.hpp"
+
+namespace attn {
+
+namespace {
+
+ModelArgs engine_args(const ModelSpec& spec, const ModelFiles& files,
+                      std::optional<ModelArgs> args) {
+  if (!args && files.config.empty())
+    throw InputError(
+        "no config: name one, or keep config.json beside the weights" +
+            (files.weights.empty() ? std::string() : " (" + files.weights.string() + ")"),
+        "config");
+  ModelArgs a = args ? *args : model_args(spec, files, nullptr);
+  if (a.model_parallel_size > 1)
+    throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +
+                         " runs under mpirun with attn-cli run; this engine is one process",
+                     "model_parallel_size");
+  a.tokens_in = a.logits_out = a.vocab_size > 0 && a.has_first_layer() && a.has_last_layer();
+  return a;
+}
+
+void check_tokenizer(const std::optional<Tokenizer>& tok, const ModelArgs& a) {
+  if (tok && a.vocab_size > 0 && tok->vocab_size() > a.vocab_size)
+    throw InputError(tok->source + ": " + std::to_string(tok->vocab_size()) +
+                     " tokens, more than the model's vocab_size " + std::to_string(a.vocab_size));
+}
+
+void check_batch(const Engine& e, std::int64_t batch, std::int64_t start_pos,
+                 const std::string& what) {
+  if (start_pos > 0 && start_pos > e.filled)
+    throw InputError(what + ": start_pos " + std::to_string(start_pos) + " is past the " +
+                         std::to_string(e.filled) + " positions the cache holds",
+                     "start_pos");
+  if (start_pos > 0 && batch != e.batch)
+    throw InputError(what + ": batch " + std::to_string(batch) + " differs from the " +
+                     std::to_string(e.batch) + " sequences the cache holds");
+}
+
+void advance(Engine& e, std::int64_t batch, std::int64_t start_pos, std::int64_t seqlen) {
+  e.filled = start_pos + seqlen;
+  e.batch = batch;
+  e.generation.tokens.clear();  // the cache no longer holds one generation's ids
+}
+
+}  // namespace
+
+std::optional<Tokenizer> open_tokenizer(const ModelFiles& files) {
+  if (files.tokenizer.empty()) return std::nullopt;
+  return load_tokenizer(files.tokenizer);
+}
+
+Engine open_engine(const ModelSpec& spec, EngineShape shape, std::optional<ModelArgs> args,
+                   std::optional<Tokenizer> tok) {
+  ModelFiles files = find_model_files(spec);
+  const ModelArgs a = engine_args(spec, files, std::move(args));
+  if (!tok) tok = open_tokenizer(files);
+  check_tokenizer(tok, a);
+  const std::int64_t positions = shape.positions > 0 ? shape.positions : a.max_seq_len;
+  RunShape run{shape.batch, positions, shape.steps, std::max<std::int64_t>(1, shape.batch * positions)};
+  ModelPlan plan = plan_model(a, spec, files, run);
+  Engine e{std::move(files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
+  if (e.tokenizer) e.eos = e.tokenizer->eos;
+  return e;
+}
+
+void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos,
+                std::int64_t seqlen, const std::string& what) {
+  if (batch < 1 || batch > a.max_batch_size)
+    throw InputError(what + ": batch " + std::to_string(batch) + " is outside 1.." +
+                         std::to_string(a.max_batch_size) + " (max_batch_size, " + a.source + ")",
+                     "max_batch_size");
+  // Each term alone first, so that their sum cannot overflow.
+  if (seqlen < 0 || start_pos < 0 || start_pos > a.max_seq_len || seqlen > a.max_seq_len - start_pos)
+    throw InputError(what + ": positions " + std::to_string(start_pos) + ".." +
+                         std::to_string(start_pos + seqlen - 1) + " do not fit the cache's " +
+                         std::to_string(a.max_seq_len) + " (max_seq_len, " + a.source + ")",
+                     "max_seq_len");
+}
+
+void require_token_model(const ModelArgs& a, const std::string& what) {
+  if (a.vocab_size <= 0)
+    throw InputError(a.source + ": " + what +
+                     " needs a token model (vocab_size > 0, with tok_embeddings, norm and "
+                     "output); this one reads hidden states, vocab_size " +
+                     std::to_string(a.vocab_size));
+}
+
+void set_padding(Engine& e, const float* mask, std::int64_t B, std::int64_t T,
+                 std::int64_t start_pos) {
+  const ModelArgs& a = e.model.args;
+  AttentionMask& m = e.model.mask;
+  if (!mask) {
+    if (start_pos == 0) m.keep = nullptr;
+    if (m.keep)
+      for (std::int64_t b = 0; b < B; ++b)
+        std::fill_n(e.keep.begin() + b * a.max_seq_len + start_pos, T, std::uint8_t(1));
+    return;
+  }
+  for (std::int64_t i = 0; i < B * T; ++i)  // checked whole before the old mask changes
+    if (mask[i] != 0 && mask[i] != 1)
+      throw InputError("attention_mask: values must be 0 or 1, got " + std::to_string(mask[i]) +
+                       " at [" + std::to_string(i / T) + ", " + std::to_string(i % T) + "]");
+  if (!m.keep || start_pos == 0) e.keep.assign(std::size_t(a.max_batch_size * a.max_seq_len), 1);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      e.keep[std::size_t(b * a.max_seq_len + start_pos + t)] = mask[b * T + t] != 0;
+  m.keep = e.keep.data();
+  m.ld = a.max_seq_len;
+}
+
+void forward_hidden(Engine& e, const float* x, std::int64_t B, std::int64_t T,
+                    std::int64_t start_pos, float* out) {
+  check_fits(e.model.args, B, start_pos, T, "x");
+  if (T < 1) throw InputError("x: no positions");
+  check_batch(e, B, start_pos, "x");
+  if (B * T > e.model.act.plan.max_rows)
+    throw InputError("x: " + std::to_string(B * T) + " rows in one call, over the " +
+                     std::to_string(e.model.act.plan.max_rows) + " the engine was opened for");
+  forward(e.model, x, B, T, start_pos, out);
+  advance(e, B, start_pos, T);
+}
+
+void forward_tokens(Engine& e, const std::int32_t* tokens, std::int64_t B, std::int64_t T,
+                    std::int64_t start_pos, float* out, bool all_positions) {
+  require_token_model(e.model.args, "forward(tokens)");
+  check_fits(e.model.args, B, start_pos, T, "tokens");
+  if (T < 1) throw InputError("tokens: no positions");
+  check_batch(e, B, start_pos, "tokens");
+  check_token_ids({tokens, std::size_t(B * T)}, e.model.args.vocab_size, "tokens");
+  if (start_pos == 0) e.model.mask.keep = nullptr;
+  forward(e.model, tokens, B, T, start_pos, out, all_positions);
+  advance(e, B, start_pos, T);
+}
+
+void reset(Engine& e) {
+  e.filled = e.batch = 0;
+  e.model.mask.keep = nullptr;
+  e.generation = {};
+  e.resume = false;
+}
+
+std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos) {
+  return ignore_eos ? std::vector<std::int32_t>{} : e.eos;
+}
+
+void generate(Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+              const Sampling& s, std::span<const std::int32_t> stop, bool feed_last,
+              const std::function<void(const Generated&)>& on_token) {
+  const ModelArgs& a = e.model.args;
+  require_token_model(a, "generation");
+  Generation& g = e.generation;
+  if (!e.resume) reset(e);
+  e.resume = false;
+  if (prompt.empty() && g.logits.empty())
+    throw InputError("generation needs a prompt (or a cache session to continue)", "prompt");
+  if (steps < 0) throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
+  const std::int64_t before = std::int64_t(g.tokens.size());
+  check_token_ids(prompt, a.vocab_size, "prompt");
+  check_fits(a, 1, before, std::int64_t(prompt.size()) + steps, "the prompt and steps");
+  if (std::int64_t(prompt.size()) > e.model.act.plan.max_rows)
+    throw InputError("prompt: " + std::to_string(prompt.size()) + " tokens in one call, over the " +
+                     std::to_string(e.model.act.plan.max_rows) + " the engine was opened for");
+  e.model.mask.keep = nullptr;
+  attn::generate(e.model, g, prompt, steps, s, stop, feed_last, on_token);
+  e.filled = std::int64_t(g.tokens.size());
+  e.batch = 1;
+}
+
+OutputFile stage_cache_session(const Engine& e, const std::filesystem::path& path) {
+  if (e.generation.tokens.empty() || e.generation.logits.empty())
+    throw InputError("nothing to save: the cache holds no generation", "save_session");
+  return stage_session(path, e.model, e.generation);
+}
+
+void load_cache_session(Engine& e, const std::filesystem::path& path) {
+  require_token_model(e.model.args, "a cache session");
+  reset(e);
+  load_session(path, e.model, e.generation);
+  e.filled = std::int64_t(e.generation.tokens.size());
+  e.batch = 1;
+  e.resume = true;
+}
+
+}  // namespace attn

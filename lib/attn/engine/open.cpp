@@ -1,0 +1,100 @@
+#include "attn/engine/open.hpp"
+
+#include <stdexcept>
+#include <system_error>
+
+#include "attn/error.hpp"
+#include "attn/io/text.hpp"
+
+namespace attn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec) && !fs::is_directory(p, ec);
+}
+
+// A folder holds a Hugging Face checkpoint as it is published: the index over shards, or one file.
+fs::path weights_in(const fs::path& dir) {
+  for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
+    if (is_file(dir / name)) return dir / name;
+  throw InputError(escape(dir.string()) +
+                       ": a folder without model.safetensors.index.json or model.safetensors",
+                   "weights");
+}
+
+}  // namespace
+
+ModelFiles find_model_files(const ModelSpec& spec) {
+  ModelFiles f;
+  f.weights = !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights)
+                                                            : spec.weights;
+  f.config = spec.config;
+  if (f.config.empty() && !f.weights.empty()) {
+    const fs::path beside = f.weights.parent_path() / "config.json";
+    if (is_file(beside)) f.config = beside;
+  }
+  f.tokenizer = spec.tokenizer;
+  if (f.tokenizer.empty() && !f.config.empty()) {
+    const fs::path beside = f.config.parent_path() / "tokenizer.json";
+    if (is_file(beside)) f.tokenizer = beside;
+  }
+  return f;
+}
+
+ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)()) {
+  ModelArgs args = files.config.empty() ? fallback() : load_config(files.config);
+  ConfigOverrides o = spec.overrides;
+  if (args.hugging_face && o.model_parallel_size == 0 && spec.shard.size > 1)
+    o.model_parallel_size = spec.shard.size;
+  apply_overrides(args, o);
+  if (spec.mask) args.mask = *spec.mask;
+  return args;
+}
+
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files,
+                     RunShape shape, std::vector<MemoryPart> extra) {
+  check_shard(args, spec.shard);
+  shape.threads = spec.threads < 1 ? cores() : spec.threads;
+  shape.compute = spec.compute;
+  std::optional<WeightsSource> source;
+  std::vector<MemoryPart> parts = std::move(extra);
+  if (!files.weights.empty()) {
+    source = open_weights(files.weights, spec.shard);
+    shape.matrices = matrix_types(args, *source);
+    for (MemoryPart& p : memory_parts(args, shape, spec.shard)) parts.push_back(std::move(p));
+  } else {
+    for (const WeightType t : spec.drawn) {  // every drawn model at once, each in its own type
+      RunShape typed = shape;
+      typed.matrices = {t};
+      const std::string prefix = spec.drawn.size() > 1 ? weight_type_name(t) + std::string(" ") : "";
+      for (MemoryPart& p : memory_parts(args, typed, spec.shard))
+        parts.push_back({prefix + p.name, p.bytes, p.reserved});
+    }
+  }
+  check_memory(parts, available_memory(), args.source);
+  const bool drawn = !source;
+  return {std::move(args), std::move(shape), std::move(source), drawn};
+}
+
+Transformer load_model(ModelPlan& plan, const ModelSpec& spec, std::size_t drawn_index) {
+  const ModelArgs& a = plan.args;
+  if (!plan.drawn && !plan.weights) throw std::logic_error("load_model: the file is loaded once");
+  TransformerWeights w =
+      plan.drawn ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index))
+                 : load_weights(a, std::move(*plan.weights), spec.shard);
+  plan.weights.reset();
+  return make_transformer(a, std::move(w), plan.shape.max_rows,
+                          make_runtime(plan.shape.threads, kParallelFlops, "", spec.compute),
+                          spec.shard);
+}
+
+}  // namespace attn

@@ -1,0 +1,64 @@
+#pragma once
+// Opening a model as a user names it: the files found (a checkpoint file, a Hugging Face index
+// or a folder holding one; the config and tokenizer beside it), the config with its overrides,
+// the memory pre-flight with the weights' headers read and nothing mapped, then the weights, the
+// runtime and the model. Every front builds its model here and nowhere else.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "attn/kernels/runtime.hpp"
+#include "attn/matrix.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/parallel.hpp"
+#include "attn/model/weights.hpp"
+
+namespace attn {
+
+// What a user names: the model's files, the overrides and how to run it.
+struct ModelSpec {
+  std::filesystem::path weights;    // a safetensors file, an index, or a folder holding one;
+                                    // empty: drawn from `seed`
+  std::filesystem::path config;     // empty: config.json beside the weights, else the fallback
+  std::filesystem::path tokenizer;  // empty: tokenizer.json beside the config, if there
+  ConfigOverrides overrides;
+  std::optional<Mask> mask;  // none: the config's
+  std::uint64_t seed = 42;   // of drawn weights
+  // Drawn weights' matrix types: one model each (the benchmark compares them); a file's are its own.
+  std::vector<WeightType> drawn = {WeightType::f32};
+  int threads = 0;  // < 1: one per core
+  Compute compute = Compute::f32;
+  Shard shard;  // model parallel: this rank's part
+};
+
+// The files a spec names, each found the one way: a folder's model.safetensors.index.json or
+// model.safetensors; the config named, or config.json beside the weights; the tokenizer named, or
+// tokenizer.json beside the config when it exists (empty: none).
+struct ModelFiles {
+  std::filesystem::path weights, config, tokenizer;
+};
+ModelFiles find_model_files(const ModelSpec& spec);
+
+// The config (or `fallback()` when no file is named or found) with the overrides and the mask
+// applied. A Hugging Face config has no model_parallel_size: the number of ranks is it.
+ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)());
+
+// A model checked before any allocation: the shard, the memory the run needs on this rank
+// (one model per drawn type, or the file's), the weights' headers read and nothing mapped.
+struct ModelPlan {
+  ModelArgs args;
+  RunShape shape;
+  std::optional<WeightsSource> weights;  // the file's, until load_model maps it
+  bool drawn = true;                     // no file: spec.drawn's types
+};
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files,
+                     RunShape shape, std::vector<MemoryPart> extra = {});
+
+// The weights (mapped, or drawn in spec.drawn[drawn_index]'s type), the runtime and the model,
+// sized for forward calls of up to plan.shape.max_rows rows.
+Transformer load_model(ModelPlan& plan, const ModelSpec& spec, std::size_t drawn_index = 0);
+
+}  // namespace attn

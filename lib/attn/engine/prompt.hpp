@@ -1,0 +1,63 @@
+#pragma once
+// A prompt as a user gives it (text, a text file, token ids, a file of ids) turned into token
+// sequences, and generated ids turned back into text as they come.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attn/text/tokenizer.hpp"
+
+namespace attn {
+
+struct TextInput {
+  std::vector<std::string> prompt;  // one sequence each
+  std::string prompt_file, tokens, tokens_file, tokenizer;
+  bool no_bos = false, add_bos = false;
+
+  bool given() const {
+    return !prompt.empty() || !prompt_file.empty() || !tokens.empty() || !tokens_file.empty();
+  }
+  bool wants_text() const { return !prompt.empty() || !prompt_file.empty(); }
+};
+
+// Refuses (InputError naming `what`, the index and the vocabulary) an id outside
+// [0, vocab_size); vocab_size <= 0 checks only that ids are not negative.
+void check_token_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size,
+                     const std::string& what);
+
+// "1,15043 29991" or "[1, 15043]" or {"ids": [...]}: ids, each checked against the vocabulary.
+// `what` names the option or file in messages.
+std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::string& what,
+                                          std::int64_t vocab_size);
+
+// The token sequences the input makes: token ids (several sequences separated by ';' or lines,
+// or a JSON array of arrays), or each prompt encoded with `tok` (needed for text), every id
+// checked against the model's vocabulary (vocab_size <= 0: not checked).
+std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, const Tokenizer* tok,
+                                                        std::int64_t vocab_size);
+
+// `text` encoded as the input asks (BOS added or left out whatever the file says), every id
+// checked against the model's vocabulary.
+std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
+                                        const std::string& text, std::int64_t vocab_size);
+
+// The one sequence generation and decoding take (none: a cache session continues).
+std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> sequences);
+
+// A text file the user names (a prompt, ids), read whole up to 1 GiB.
+std::string read_text_input(const std::string& path, const char* what);
+
+// The text of the tokens as they grow, holding back an incomplete UTF-8 character (a byte
+// token whose continuation has not come yet).
+struct TextStream {
+  const Tokenizer& tok;
+  std::vector<std::int32_t> ids;
+  std::size_t printed = 0;  // bytes of decode(ids) already out
+
+  TextStream(const Tokenizer& tok, std::vector<std::int32_t> printed_ids);
+  std::string next(std::int32_t id);
+};
+
+}  // namespace attn
