@@ -225,3 +225,164 @@ def test_tokenizer_encodes_and_decodes(tmp_path):
     assert t.vocab_size == 259
     with pytest.raises(ValueError, match="tokenizer.json"):
         attn.Tokenizer(str(tmp_path / "missing" / "tokenizer.json"))
+
+
+# The engine as Python opens it: from_pretrained, cache session files shared with attn-cli,
+# the memory pre-flight, compute, one Model from two threads.
+
+HF = MODEL / "hf_untied_f32"  # Hugging Face names, vocab 64: config.json + model.safetensors
+
+
+def _tiny_sentencepiece(path, vocab_size=64):
+    """A SentencePiece-style tokenizer.json of single characters within vocab_size ids, with
+    </s> (id 2) as end-of-sequence in tokenizer_config.json."""
+    chars = "▁etaoinshrdlucmfwypvbgkjqxz.,!?ETAOINSHRDLUCMFWYPVBGKJQXZ0123456789"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for c in chars[:vocab_size - 3]:
+        vocab[c] = len(vocab)
+    path.write_text(json.dumps({
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": True},
+                         {"id": 1, "content": "<s>", "special": True},
+                         {"id": 2, "content": "</s>", "special": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "unk_token": "<unk>", "vocab": vocab, "merges": []}}))
+    (path.parent / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A Hugging Face folder as people download it: config.json, model.safetensors,
+    tokenizer.json (and its tokenizer_config.json)."""
+    d = tmp_path / "tiny-llama"
+    d.mkdir()
+    (d / "config.json").write_text((HF / "config.json").read_text())
+    (d / "model.safetensors").symlink_to(HF / "model.safetensors")
+    _tiny_sentencepiece(d / "tokenizer.json")
+    return d
+
+
+def _cli_ids(*args):
+    r = subprocess.run([CLI, "generate", *map(str, args), "-t", "2", "--json"], check=True,
+                       capture_output=True, text=True)
+    return [e["id"] for e in map(json.loads, r.stdout.splitlines()) if e["event"] == "token"]
+
+
+def test_from_pretrained_opens_a_folder_and_matches_the_reference_and_the_cli(checkpoint):
+    m = attn.Model.from_pretrained(str(checkpoint), threads=2)
+    assert m.tokenizer is not None and m.tokenizer.vocab_size == 64
+    assert m.tokenizer.eos_ids == [2]
+    e = safetensors_np.load(HF / "expected.safetensors")
+    prompt = e["tokens"][0].tolist()
+    assert m.generate(prompt, steps=32, stop=[]) == e["greedy"][0].tolist()
+    ids = ",".join(map(str, prompt))
+    assert _cli_ids("-m", checkpoint, "--tokens", ids, "-n", 32, "--ignore-eos") == \
+        e["greedy"][0].tolist()
+    # Text goes through the tokenizer found beside the config, as attn-cli -p reads it.
+    text = m.generate("the cat sat", steps=12, temp=0.9, seed=7)
+    assert text == _cli_ids("-m", checkpoint, "-p", "the cat sat", "-n", 12, "--temp", 0.9,
+                            "--seed", 7)
+
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_a_cache_session_continues_across_python_and_the_cli(checkpoint, tmp_path, k):
+    """Sampled (temp 0.8): a session saved after k steps by one front and continued by the
+    other gives the ids of one uninterrupted run."""
+    prompt, steps, sampling = "3,9,14,20", 12, ("--temp", 0.8, "--seed", 11, "--ignore-eos")
+    whole = _cli_ids("-m", checkpoint, "--tokens", prompt, "-n", steps, *sampling)
+    ids = [int(t) for t in prompt.split(",")]
+    # Python first, attn-cli continues.
+    m = attn.Model.from_pretrained(str(checkpoint), threads=2)
+    head = m.generate(ids, steps=k, temp=0.8, seed=11, stop=[])
+    m.save_session(str(tmp_path / "py.session"))
+    tail = _cli_ids("-m", checkpoint, "-n", steps - k, "--load-session", tmp_path / "py.session",
+                    *sampling)
+    assert head + tail == whole
+    # attn-cli first, Python continues.
+    head = _cli_ids("-m", checkpoint, "--tokens", prompt, "-n", k, "--save-session",
+                    tmp_path / "cli.session", *sampling)
+    m = attn.Model.from_pretrained(str(checkpoint), threads=1)
+    m.load_session(str(tmp_path / "cli.session"))
+    assert m.filled == len(ids) + k
+    assert head + m.generate([], steps=steps - k, temp=0.8, seed=11, stop=[]) == whole
+
+
+def test_sessions_of_other_weights_are_refused(checkpoint, tmp_path):
+    m = attn.Model.from_pretrained(str(checkpoint))
+    m.generate([1, 2, 3], steps=2)
+    m.save_session(str(tmp_path / "s.session"))
+    other = attn.Model(attn.ModelArgs.from_file(str(checkpoint / "config.json")))  # drawn
+    with pytest.raises(ValueError, match="other weights"):
+        other.load_session(str(tmp_path / "s.session"))
+    with pytest.raises(ValueError, match="nothing to save"):
+        attn.Model.from_pretrained(str(checkpoint)).save_session(str(tmp_path / "t.session"))
+
+
+def test_the_memory_pre_flight_refuses_before_allocating():
+    huge = attn.ModelArgs(dim=4096, n_heads=32, n_kv_heads=8, n_layers=64, block="llama",
+                          max_seq_len=1 << 20, max_batch_size=64)
+    with pytest.raises(MemoryError, match="available"):
+        attn.Model(huge)
+    with pytest.raises(ValueError, match="cannot open|no such|a folder without"):
+        attn.Model.from_pretrained("/nonexistent/model")
+
+
+def test_compute_bf16_rounds_bf16_products_only_or_is_refused_with_the_argument_named():
+    d = MODEL / "meta_bf16"  # BF16 weights
+    args = attn.ModelArgs.from_file(str(d / "config.json"))
+    tokens = safetensors_np.load(d / "expected.safetensors")["tokens"]
+    exact = attn.Model(args, weights=str(d / "weights.safetensors"), threads=1)
+    try:
+        m = attn.Model(args, weights=str(d / "weights.safetensors"), threads=1, compute="bf16")
+    except ValueError as e:  # a CPU without AVX512-BF16
+        assert "bf16" in str(e).lower()
+        return
+    want = exact.forward(tokens, all_positions=True)
+    got = m.forward(tokens, all_positions=True)
+    assert not np.array_equal(got, want)  # x rounded to BF16 in the products
+    np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05)
+    f32 = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, block="llama", max_seq_len=16)
+    x = np.random.default_rng(3).standard_normal((1, 8, 64)).astype(np.float32)
+    assert np.array_equal(attn.Model(f32, threads=1, compute="bf16").prefill(x),
+                          attn.Model(f32, threads=1).prefill(x))  # F32 weights stay exact
+    with pytest.raises(ValueError, match="compute|f16"):
+        attn.Model(f32, compute="f16")
+
+
+def test_one_model_from_two_threads_gives_each_call_its_own_result():
+    args = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, n_layers=2, block="llama",
+                          rope="interleaved", max_seq_len=64, max_batch_size=2)
+    xs = [np.random.default_rng(s).standard_normal((2, 40, 64)).astype(np.float32)
+          for s in range(8)]
+    alone = [attn.Model(args, threads=1).prefill(x) for x in xs]
+    m = attn.Model(args, threads=1, attention_weights=True)
+    got = [None] * len(xs)
+
+    def work(i):
+        got[i] = m.prefill(xs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(g, a) for g, a in zip(got, alone))
+
+
+def test_generate_keeps_no_attention_weights_of_its_own():
+    args = attn.ModelArgs(dim=32, n_heads=4, n_kv_heads=2, n_layers=2, block="llama",
+                          vocab_size=50, max_seq_len=256, max_batch_size=1)
+    m = attn.Model(args, attention_weights=True)
+    m.forward([[1]])
+    assert m.attention_weights(0).shape == (1, 4, 1, 1)
+    assert len(m.generate(list(range(1, 40)), steps=150, stop=[])) == 150
+    with pytest.raises(ValueError, match="no forward call"):
+        m.attention_weights(0)

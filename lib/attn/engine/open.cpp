@@ -35,6 +35,9 @@ fs::path weights_in(const fs::path& dir) {
 
 ModelFiles find_model_files(const ModelSpec& spec) {
   ModelFiles f;
+  std::error_code ec;
+  if (!spec.weights.empty() && !fs::exists(spec.weights, ec))
+    throw InputError(escape(spec.weights.string()) + ": no such file or folder", "weights");
   f.weights = !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights)
                                                             : spec.weights;
   f.config = spec.config;
