@@ -112,7 +112,9 @@ TEST_CASE("user's words: a Hugging Face config takes its batch from the run and 
   // Model parallel from the flag: without mpirun it says how to run it.
   refused(base + " --model-parallel 2", {"model_parallel_size 2", "mpirun -np 2"});
   refused(base + " --model-parallel 3",
-          {"--model-parallel 3", "num_key_value_heads 2 is not divisible by --model-parallel 3"});
+          {"model_parallel_size 3",
+           "num_key_value_heads 2 is not divisible by model_parallel_size 3",
+           "(set with --model-parallel)"});
 }
 
 TEST_CASE("user's words: a Hugging Face checkpoint's tensors are named as it names them") {
@@ -129,7 +131,7 @@ TEST_CASE("user's words: a Hugging Face checkpoint's tensors are named as it nam
 
 TEST_CASE("user's words: flags accepted silently before are refused, CLI11's errors in one style") {
   refused("run --layers 0:-1", {"--layers", "0 <= A < B", "'0:-1'"});
-  refused("run --layers 1:1", {"--layers 1:1", "has layers 0:1"});
+  refused("run --layers 1:1", {"layers 1:1", "has layers 0:1", "(set with --layers)"});
   refused("run --layers x", {"--layers", "'x'"});
   refused("run --max-seq-len 0", {"--max-seq-len", "0"});
   refused("run --max-batch 0", {"--max-batch", "0"});
