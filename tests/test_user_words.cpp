@@ -111,10 +111,10 @@ TEST_CASE("user's words: a Hugging Face config takes its batch from the run and 
   CHECK(r.err.find("max_position_embeddings") == std::string::npos);  // asked for: not said
   // Model parallel from the flag: without mpirun it says how to run it.
   refused(base + " --model-parallel 2", {"model_parallel_size 2", "mpirun -np 2"});
-  refused(base + " --model-parallel 3",
-          {"model_parallel_size 3",
-           "num_key_value_heads 2 is not divisible by model_parallel_size 3",
-           "(set with --model-parallel)"});
+  refused(
+      base + " --model-parallel 3",
+      {"model_parallel_size 3", "num_key_value_heads 2 is not divisible by model_parallel_size 3",
+       "(set with --model-parallel)"});
 }
 
 TEST_CASE("user's words: a Hugging Face checkpoint's tensors are named as it names them") {
