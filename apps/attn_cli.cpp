@@ -118,7 +118,7 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
       ->capture_default_str();
 }
 
-// Issue 7: the mask and looking at the attention probabilities.
+// The mask and looking at the attention probabilities.
 void add_attention_options(CLI::App* cmd, Flags& f) {
   cmd->add_option("--mask", f.mask, "causal or none (default: the config's mask)")
       ->check(CLI::IsMember({"causal", "none"}));

@@ -319,8 +319,8 @@ class Model {
   // The engine runs on this thread with the GIL released. For a long call, SIGINT is caught for
   // its duration by a handler that only sets g_cancel (async-signal-safe), so Ctrl-C stops the
   // engine between blocks; the call then raises KeyboardInterrupt and Python's handler is back.
-  // A worker thread instead cost 5-8% of an 8B-layer prefill (measured), and a short call (a
-  // decode step) skips the handler swap too.
+  // A worker thread instead would cost a prefill its hand-off and wake-ups (docs/perf/README.md),
+  // and a short call (a decode step) skips the handler swap too.
   void forward_interruptible(const float* x, std::int64_t B, std::int64_t T, std::int64_t start_pos,
                              float* y) {
     g_cancel.store(false);
@@ -353,7 +353,7 @@ class Model {
     }
   }
 
-  static constexpr double kInlineFlops = 2e9;  // ~10-40 ms on one core
+  static constexpr double kInlineFlops = 2e9;  // long enough to be worth a handler swap
 
   std::optional<attn::Transformer> m_;
   bool keep_probs_ = false;
