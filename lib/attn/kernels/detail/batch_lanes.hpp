@@ -4,9 +4,9 @@
 // from memory once for all rows and broadcast against a vector of 16 rows' x, 28 weight rows at a
 // time (14 for 17-32 rows, two vectors of rows). The weight rows are widened 128 columns at a time
 // into an L1 buffer first, so no set conflicts and no transposition: from 12 rows on, where
-// 512-bit FMAs are full width, this outruns the dot-product kernels (docs/perf/batched-decode.md). Every output is summed as gemm_avx512 sums it (k in order, in
-// chunks of kGemmKC added in turn), so its bits are the prefill GEMM's, whatever M, the thread
-// count or the block a row falls in.
+// 512-bit FMAs are full width, this outruns the dot-product kernels (docs/perf/batched-decode.md).
+// Every output is summed as gemm_avx512 sums it (k in order, in chunks of kGemmKC added in turn),
+// so its bits are the prefill GEMM's, whatever M, the thread count or the block a row falls in.
 #include <cstdint>
 
 #include "attn/matrix.hpp"
