@@ -21,9 +21,10 @@
 // as come near filling it beside all M rows, even past it (GCC then spills a few): more weight
 // streams in flight while the FMAs run; from 8 or 9 rows on, groups (ATTN_BATCH_WIDE). Each
 // blocking is the fastest of its candidates for its M (docs/perf/kernels.md). The bits do not
-// depend on the blocking: every accumulator sums the same products in the same order. One batched
-// kernel per register blocking R x C (Exact: C == M), each its own function: one function holding
-// every blocking took clang several minutes to compile with the sanitizers.
+// depend on the blocking: every accumulator sums the same products in the same order.
+//
+// One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
+// function holding every blocking took clang several minutes to compile with the sanitizers.
 #define ATTN_BATCH_FN(name, target, W, T, R, C, suffix, Exact, Stepped)                        \
   target ATTN_FLATTEN __attribute__((noinline)) void batch_##name##_##T##_##R##x##C##suffix(   \
       const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,        \
