@@ -77,10 +77,10 @@
 // The batched kernels of a set with 32 (AVX-512), chosen by M. Where 512-bit FMAs run at full
 // width (Intel, Zen 5), 8 rows and more in groups of up to 8 under 3 weight rows, each group over
 // a whole column chunk, its 24 accumulators in registers throughout: each weight row then serves
-// 8 input rows per load. Where they run as two 256-bit halves (Zen 4) an FMA costs twice as much
-// and fewer weight streams keep it busy: groups of 4 under 8 rows at M = 8 (4 x 8 in one group
-// would need 32 accumulators and spill), and from 9 rows on groups of up to 4 under 6 weight
-// rows taking turns every kStepCols columns. The figures: docs/perf/kernels.md,
+// 8 input rows per load. Where they run as two 256-bit halves (Zen 4) another blocking is the
+// faster there: groups of 4 under 8 rows at M = 8 (4 x 8 in one group would need 32 accumulators
+// and spill), and from 9 rows on groups of up to 4 under 6 weight rows taking turns every
+// kStepCols columns. The figures: docs/perf/kernels.md,
 // docs/perf/batched-decode.md. batch_<name>_<T> is full width's, _split Zen 4's.
 #define ATTN_BATCH_WIDE(name, target, W, T)                                                        \
   ATTN_BATCH(name, target, W, T, 8, 2, true)                                                       \
