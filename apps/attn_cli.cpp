@@ -33,6 +33,7 @@
 #include "attn/model/weights.hpp"
 #include "attn/version.hpp"
 #include "ranks.hpp"
+#include "setting_words.hpp"
 #include "workloads/bench.hpp"
 #include "workloads/generate.hpp"
 #include "workloads/heatmap.hpp"
@@ -117,7 +118,7 @@ void add_model_options(CLI::App* cmd, Flags& f, const std::string& default_confi
       ->capture_default_str();
 }
 
-// Issue 7: the mask and looking at the attention probabilities.
+// The mask and looking at the attention probabilities.
 void add_attention_options(CLI::App* cmd, Flags& f) {
   cmd->add_option("--mask", f.mask, "causal or none (default: the config's mask)")
       ->check(CLI::IsMember({"causal", "none"}));
@@ -944,7 +945,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return session.shard.rank == 0 ? usage_error(app, e, argc, argv) : 2;
   } catch (const attn::InputError& e) {
-    std::fprintf(stderr, "attn-cli: error: %s\n", e.what());
+    const std::string flag = attn_cli::cli_flag_for(e.setting);
+    if (flag.empty())
+      std::fprintf(stderr, "attn-cli: error: %s\n", e.what());
+    else
+      std::fprintf(stderr, "attn-cli: error: %s (set with %s)\n", e.what(), flag.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-cli: error: %s\n", e.what());

@@ -1,6 +1,6 @@
 // attn-cli's MPI module (libattn_mpi.so): attn::Comm over MPI_COMM_WORLD. attn-cli opens it only
 // when mpirun started it (ranks.hpp), so a plain run neither loads nor initialises Open MPI
-// (~2.4 ms of loading and relocation per process).
+// (its loading and relocation: docs/perf/startup.md).
 #include <mpi.h>
 
 #include <algorithm>

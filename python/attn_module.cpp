@@ -341,8 +341,8 @@ class Model {
   // The engine runs on this thread with the GIL released. For a long call, SIGINT is caught for
   // its duration by a handler that only sets g_cancel (async-signal-safe), so Ctrl-C stops the
   // engine between blocks; the call then raises KeyboardInterrupt and Python's handler is back.
-  // A worker thread would cost the engine time on every call, and a short call (a decode step)
-  // skips the handler swap too.
+  // A worker thread instead would cost a prefill its hand-off and wake-ups (docs/perf/README.md),
+  // and a short call (a decode step) skips the handler swap too.
   template <class Call>
   void timed(std::int64_t rows, std::int64_t keys, Call call) {
     g_cancel.store(false);
@@ -376,7 +376,7 @@ class Model {
     }
   }
 
-  static constexpr double kInlineFlops = 2e9;
+  static constexpr double kInlineFlops = 2e9;  // long enough to be worth a handler swap
 
   attn::Engine e_;
   bool keep_probs_ = false;

@@ -223,7 +223,7 @@ TEST_CASE("hostile: runs larger than memory are refused before any allocation") 
   // A cache far past memory for a short run: it would write little, but reserves it all.
   write_text(cfg, R"({"dim":4096,"n_heads":32,"max_seq_len":16777216,"max_batch_size":1024})");
   refused("--config " + q(cfg),
-          {"reserves", "largest reservation is the KV cache", "--max-seq-len"});
+          {"reserves", "largest reservation is the KV cache", "(set with --max-seq-len)"});
   // Every size at the cap: products far past 2^64.
   write_text(cfg, R"({"dim":16777216,"n_heads":16777216,"n_layers":16777216,"rope":"none",
                       "block":"attention","max_seq_len":16777216,"max_batch_size":16777216})");

@@ -150,7 +150,8 @@ TEST_CASE("mpi: a Hugging Face config.json splits over mpirun's ranks with no ke
   const test::CliResult three =
       test::run_shell(mpirun(2) + args + multi.string() + " --model-parallel 3");
   CHECK(three.status == 2);
-  CHECK(three.err.find("--model-parallel 3") != std::string::npos);
+  CHECK(three.err.find("model_parallel_size 3") != std::string::npos);
+  CHECK(three.err.find("(set with --model-parallel)") != std::string::npos);
 }
 
 TEST_CASE("mpi: 3 ranks where the heads divide by 3") {

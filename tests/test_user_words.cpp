@@ -104,15 +104,17 @@ TEST_CASE("user's words: a Hugging Face config takes its batch from the run and 
   CHECK(r.err.find("max_position_embeddings is 131072; the cache holds 4096 positions") !=
         std::string::npos);
   // The flag sets it, and then it holds.
-  refused(base + " -b 2 --max-batch 1", {"max_batch_size 1", "--max-batch 2 makes room"});
+  refused(base + " -b 2 --max-batch 1", {"max_batch_size 1", "max_batch_size 2 makes room", "(set with --max-batch)"});
   refused(base + " --prefill 5000", {"max_seq_len is 4096", "--max-seq-len"});
   r = test::run_cli(base + " --max-seq-len 64");
   CHECK(r.status == 0);
   CHECK(r.err.find("max_position_embeddings") == std::string::npos);  // asked for: not said
   // Model parallel from the flag: without mpirun it says how to run it.
   refused(base + " --model-parallel 2", {"model_parallel_size 2", "mpirun -np 2"});
-  refused(base + " --model-parallel 3",
-          {"--model-parallel 3", "num_key_value_heads 2 is not divisible by --model-parallel 3"});
+  refused(
+      base + " --model-parallel 3",
+      {"model_parallel_size 3", "num_key_value_heads 2 is not divisible by model_parallel_size 3",
+       "(set with --model-parallel)"});
 }
 
 TEST_CASE("user's words: a Hugging Face checkpoint's tensors are named as it names them") {
@@ -129,7 +131,7 @@ TEST_CASE("user's words: a Hugging Face checkpoint's tensors are named as it nam
 
 TEST_CASE("user's words: flags accepted silently before are refused, CLI11's errors in one style") {
   refused("run --layers 0:-1", {"--layers", "0 <= A < B", "'0:-1'"});
-  refused("run --layers 1:1", {"--layers 1:1", "has layers 0:1"});
+  refused("run --layers 1:1", {"layers 1:1", "has layers 0:1", "(set with --layers)"});
   refused("run --layers x", {"--layers", "'x'"});
   refused("run --max-seq-len 0", {"--max-seq-len", "0"});
   refused("run --max-batch 0", {"--max-batch", "0"});

@@ -96,8 +96,8 @@ void decode_round(Transformer& m, const std::vector<float>& x, const std::vector
 // Medians and the rest, once the rounds are done.
 void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, BenchResult& r) {
   // The limit is the best read the machine gave: the pattern with the highest 90th percentile.
-  // Against its median, a median step in a noisy run came out at 101-105%: the step and the read
-  // take turns, and each is slowed in its own moments.
+  // Against its median, a median step in a noisy run can come out above the limit: the step and
+  // the read take turns, and each is slowed in its own moments.
   for (std::size_t p = 0; p < read_patterns().size(); ++p)
     if (quantile(stream[p], 0.9) > r.limits.stream_gbs) {
       r.limits.stream_gbs = quantile(stream[p], 0.9);
@@ -150,7 +150,7 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
     mats.push_back(weight_matrices(m));
   }
   // The best of kPrefillPasses prefills per model, the models taking turns: one pass of a second
-  // or so on a shared machine varied by 20% between runs. Each pass writes the same cache rows.
+  // or so on a shared machine varies from run to run. Each pass writes the same cache rows.
   for (int pass = 0; pass < kPrefillPasses; ++pass)
     for (std::size_t k = 0; k < models.size(); ++k) {
       Transformer& m = *models[k];

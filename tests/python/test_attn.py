@@ -147,7 +147,7 @@ def test_model_args_keep_the_contract_keys():
     small = attn.ModelArgs.from_file(str(GOLDEN / "hf" / "llama31_gqa_bf16" / "config.json"),
                                      max_seq_len=64, max_batch_size=3)
     assert (small.max_seq_len, small.max_batch_size) == (64, 3)
-    with pytest.raises(ValueError, match="--max-seq-len"):
+    with pytest.raises(ValueError, match="max_seq_len: must be in"):
         attn.ModelArgs.from_file(str(GOLDEN / "seed_gqa" / "config.json"), max_seq_len=-1)
 
 

@@ -20,7 +20,7 @@ std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads) {
 bool attention_on_blas(std::int64_t rows, std::int64_t keys, std::int64_t head_dim) {
   // Below this many multiply-adds per product a head's rows go through the own decode kernels
   // one row at a time: a notebook's prefill of a few positions then never opens OpenBLAS, whose
-  // loading and initialisation cost about 5 ms (docs/perf/startup.md).
+  // loading and initialisation would cost more than the run (docs/perf/startup.md).
   constexpr std::int64_t kOwnAttention = std::int64_t(1) << 18;
   return rows * keys * head_dim > kOwnAttention;
 }

@@ -18,13 +18,13 @@ namespace {
 
 constexpr std::int64_t kKC = kGemmKC;
 // Columns of the weight rows widened at a time: a whole chunk (kGemmKC, 256 columns: 28 KB for
-// 28 rows) did not fit L1 beside x and was 10% slower at 16 rows. The accumulators run on across
+// 28 rows) does not fit L1 beside x (docs/perf/batched-decode.md). The accumulators run on across
 // a chunk's pieces, so the sums are still the GEMM's.
 constexpr std::int64_t kPiece = 128;
 static_assert(kKC % kPiece == 0);
 // Pieces ahead of the one being multiplied that the weight rows are asked for into L1: one piece
-// ahead was 10-20% slower from memory when the requests went out with the widening, three and
-// four level with two.
+// ahead leaves too little time for memory, and more than two gains nothing while taking more of
+// L1 (docs/perf/batched-decode.md).
 constexpr std::int64_t kAheadPieces = 2;
 
 // NR weight rows' columns 0..kp widened into buf [NR, kPiece].

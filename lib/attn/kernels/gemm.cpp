@@ -91,9 +91,9 @@ ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float
 
 // Blocks of kGemmNC features; in each, chunks of kGemmKC columns: the chunk's panels are packed
 // once (into L2), then each 8-row panel of x in turn stays in L1 while the block's panels pass
-// over it, adding the chunk's sums to out. Panels in L1 and x passing over them, the order
-// before, was 10-20% slower on Cascade Lake: a 24 KB panel and x's lines did not fit its 32 KB
-// L1 together (docs/perf/prefill-gemm.md).
+// over it, adding the chunk's sums to out. x's panel, not the weights', is the one kept in L1: a
+// 24 KB weight panel and x's lines streaming past it do not fit a 32 KB L1 together
+// (docs/perf/prefill-gemm.md).
 template <typename T>
 ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::int64_t M,
                             std::int64_t K, float* out, std::int64_t ldo, std::int64_t n,

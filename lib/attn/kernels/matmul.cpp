@@ -111,8 +111,8 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
-  // once for all M rows, where OpenBLAS's sgemm with tiny M runs several times slower. Our gemv
-  // streams 10-15% faster than OpenBLAS 0.3.21's sgemv on the 8B layer's shapes.
+  // once for all M rows, where OpenBLAS's sgemm with tiny M does not; for one row our gemv
+  // outruns OpenBLAS's sgemv too (docs/perf/kernels.md).
   if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows)
     in.dot->batch(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
   else if (in.xb && p.w.type == WeightType::bf16)
@@ -166,8 +166,8 @@ std::int64_t prefill_shared_floats(const Kernels& kernels, std::int64_t M, std::
 
 // Prefill on gemm_avx512, whose bits do not depend on how the rows are split: the threads take
 // the projections' rows as RowClaims hands them out, gemm blocks (kGemmNC) from the front of
-// their own stretch, panels (48 rows) from the back of another's. Static halves lost about 5%
-// of a prefill to waiting (perf: libgomp's barrier) when a neighbour slowed one core.
+// their own stretch, panels (48 rows) from the back of another's: with static halves a thread
+// waits at libgomp's barrier whenever a neighbour slows the other's core (detail/claims.hpp).
 void prefill_claimed(const Kernels& kernels, std::span<const Projection> projections,
                      const Input& in, float* scratch, bool accumulate, int threads) {
   std::array<std::int64_t, RowClaims::kMaxProjections + 1> bounds{};
@@ -309,7 +309,7 @@ void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions
 }
 
 std::string blas_core() {
-  if (!blas::loaded()) return "not loaded";  // no product has needed it: opening it costs ~5 ms
+  if (!blas::loaded()) return "not loaded";  // no product has needed it: opening it costs time
   const char* core = blas::api().get_corename();
   return core ? core : "unknown";
 }

@@ -75,11 +75,11 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
 // when no product of this process has needed OpenBLAS, which is opened on first use.
 std::string blas_core();
 
-// OpenBLAS is opened on the first product that needs it (~4 ms, once per process). A caller that
-// times a forward pass over `positions` positions of `batch` sequences from start_pos calls this
-// first, so the opening is not timed as part of it: attention over 2 or more rows is an sgemm
-// past a size (attention_on_blas), and so are the products of more than kBatchRows rows without
-// the own GEMM.
+// OpenBLAS is opened on the first product that needs it, once per process (docs/perf/startup.md).
+// A caller that times a forward pass over `positions` positions of `batch` sequences from
+// start_pos calls this first, so the opening is not timed as part of it: attention over 2 or more
+// rows is an sgemm past a size (attention_on_blas), and so are the products of more than
+// kBatchRows rows without the own GEMM.
 void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,
                    std::int64_t start_pos, std::int64_t head_dim);
 

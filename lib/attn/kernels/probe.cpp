@@ -102,8 +102,8 @@ double sgemm_seconds(std::span<const StreamMatrix> mats, std::int64_t P, int thr
 double fma_peak_gflops(int threads, std::string& set) {
   const std::int64_t iters = 20'000'000;
   double best = 0;
-  // The best of a few rounds (a tenth of a second each): measured once, a busy moment on the
-  // shared machine gave a peak the prefill then ran at 103% of.
+  // The best of a few rounds (a tenth of a second each): one round on a shared machine can land
+  // in a busy moment and report a peak below what the prefill then reaches.
   for (int round = 0; round < 5; ++round)
     for (const Kernels* k : supported_kernels()) {
       double sink = 0;

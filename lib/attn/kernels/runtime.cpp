@@ -20,17 +20,19 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
     throw InputError("kernel set '" + std::string(kernels) + "' is not supported by this CPU");
   rt.compute = compute;
   if (compute == Compute::bf16 && !(rt.bf16_dot = bf16_dot_native()))
-    throw InputError("--compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have");
+    throw InputError("compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have",
+                     "compute");
   if (compute == Compute::bf16 && !rt.kernels->own_gemm)
-    throw InputError(std::string("--compute bf16 runs with the avx512 kernels only, not ") +
-                     rt.kernels->name);
+    throw InputError(
+        std::string("compute bf16 runs with the avx512 kernels only, not ") + rt.kernels->name,
+        "compute");
   return rt;
 }
 
 Compute parse_compute(std::string_view name) {
   if (name == "f32") return Compute::f32;
   if (name == "bf16") return Compute::bf16;
-  throw InputError("--compute: expected f32 or bf16, got '" + std::string(name) + "'");
+  throw InputError("compute: expected f32 or bf16, got '" + std::string(name) + "'", "compute");
 }
 
 const char* compute_name(Compute compute) {

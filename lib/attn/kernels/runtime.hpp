@@ -12,9 +12,8 @@
 namespace attn {
 
 // Work below this many flops stays on one thread: waking another costs more than it saves, and
-// on a busy machine the other thread may not get a core for a scheduler slice (bench/busy.sh:
-// at 1 MFLOP the notebook MHA's 1.6 MFLOP q/k/v product made 2-thread decode steps 1.8-2.2x
-// slower than 1-thread ones, with 16-20 ms stalls; products this small take ~10 us alone).
+// on a busy machine the other thread may not get a core for a scheduler slice, so a product this
+// small would wait far longer for it than it takes alone (bench/busy.sh; docs/perf/README.md).
 inline constexpr std::int64_t kParallelFlops = 1 << 22;
 
 // How products with BF16 weights compute: f32, exactly (the weights widened; the default), or

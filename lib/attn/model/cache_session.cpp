@@ -157,7 +157,7 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
   g.tokens = read_tokens(f, m.args);
   const std::int64_t filled = std::int64_t(g.tokens.size());
   if (filled > m.args.max_seq_len)
-    differs(f.path, "it holds " + std::to_string(filled) + " positions, over --max-seq-len " +
+    differs(f.path, "it holds " + std::to_string(filled) + " positions, over max_seq_len " +
                         std::to_string(m.args.max_seq_len));
   read_cache(f, "cache_k", m, filled);
   read_cache(f, "cache_v", m, filled);

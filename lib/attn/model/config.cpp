@@ -33,7 +33,8 @@ std::string near(const JsonStructure& s) {
   return s.last_key.empty() ? "" : " (in key " + quoted(s.last_key, 60) + ")";
 }
 
-// Meta's names for what a Hugging Face config.json calls otherwise, or sets nowhere (the flag).
+// Meta's names for what a Hugging Face config.json calls otherwise. max_batch_size and
+// model_parallel_size keep their names: such a file sets neither, the options of those names do.
 const std::pair<const char*, const char*> kHfNames[] = {
     {"dim", "hidden_size"},
     {"n_layers", "num_hidden_layers"},
@@ -42,8 +43,6 @@ const std::pair<const char*, const char*> kHfNames[] = {
     {"norm_eps", "rms_norm_eps"},
     {"ffn_hidden", "intermediate_size"},
     {"max_seq_len", "max_position_embeddings"},
-    {"max_batch_size", "--max-batch"},
-    {"model_parallel_size", "--model-parallel"},
     {"rope", "head_dim"},
 };
 
@@ -64,8 +63,9 @@ struct Reader {
     return parent + (hf ? hf_key(meta_key) : meta_key);
   }
 
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InputError(source + ": key " + quoted(k(key), 60) + ": " + what);
+  [[noreturn]] void fail(const std::string& key, const std::string& what,
+                         std::string setting = {}) const {
+    throw InputError(source + ": key " + quoted(k(key), 60) + ": " + what, std::move(setting));
   }
 
   // A string value, or `fallback` when the key is absent or null.
@@ -254,7 +254,7 @@ void check_numbers(const Reader& r, const ModelArgs& a) {
 // Mistral's sliding window changes the mask once a sequence is longer than the window.
 std::string window_text(const ModelArgs& a) {
   return "a sliding window of " + std::to_string(a.sliding_window) +
-         " positions is not supported: use --max-seq-len " + std::to_string(a.sliding_window) +
+         " positions is not supported: use max_seq_len " + std::to_string(a.sliding_window) +
          " or less";
 }
 
@@ -314,7 +314,8 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("rope", "head_dim " + std::to_string(a.head_dim()) + " is odd: RoPE rotates pairs" +
                        (r.hf ? "" : " (use \"rope\": \"none\")"));
   check_split(
-      a, [&](const char* key, const std::string& what) { r.fail(key, what); },
+      a,
+      [&](const char* key, const std::string& what) { r.fail(key, what, "model_parallel_size"); },
       [&](const char* key) { return r.k(key); });
   if (a.vocab_size == 0 || a.vocab_size < -1 || a.vocab_size > kMaxSize)
     r.fail("vocab_size", "must be -1 (hidden states in and out) or in [1, 2^24], got " +
@@ -328,7 +329,7 @@ void validate(const Reader& r, const ModelArgs& a) {
     r.fail("ffn_dim_multiplier", "must be in (0, 64]");
   check_numbers(r, a);
   if (a.sliding_window && a.sliding_window < a.max_seq_len)
-    r.fail("sliding_window", window_text(a));
+    r.fail("sliding_window", window_text(a), "max_seq_len");
   if (a.ffn_hidden_set > kMaxSize)
     r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set) + " (at most 2^24)");
   if (a.block == Block::encoder && !a.attention_bias)
@@ -574,34 +575,35 @@ std::string config_key(const ModelArgs& a, const std::string& meta_key) {
 namespace {
 
 void override_sizes(ModelArgs& a, const ConfigOverrides& o) {
-  auto size = [&](const char* flag, std::int64_t v, std::int64_t& out) {
+  auto size = [&](const char* option, std::int64_t v, std::int64_t& out) {
     if (v == 0) return false;
     if (v < 1 || v > kMaxSize)
-      throw InputError(std::string(flag) + ": must be in [1, 2^24], got " + std::to_string(v));
+      throw InputError(std::string(option) + ": must be in [1, 2^24], got " + std::to_string(v),
+                       option);
     out = v;
     return true;
   };
-  if (size("--max-batch", o.max_batch_size, a.max_batch_size)) a.batch_from_run = false;
-  if (!size("--max-seq-len", o.max_seq_len, a.max_seq_len) &&
+  if (size("max_batch_size", o.max_batch_size, a.max_batch_size)) a.batch_from_run = false;
+  if (!size("max_seq_len", o.max_seq_len, a.max_seq_len) &&
       a.max_position_embeddings > a.max_seq_len)
     spdlog::warn(
         "{}: max_position_embeddings is {}; the cache holds {} positions (llama.cpp's "
-        "default context): --max-seq-len N for more",
+        "default context): set max_seq_len for more",
         a.source, a.max_position_embeddings, a.max_seq_len);
   if (a.sliding_window && a.sliding_window < a.max_seq_len)
-    throw InputError("--max-seq-len: " + a.source + ": " + window_text(a));
+    throw InputError("max_seq_len: " + a.source + ": " + window_text(a), "max_seq_len");
 }
 
 void override_split(ModelArgs& a, const ConfigOverrides& o) {
   if (o.model_parallel_size == 0) return;
-  const std::string flag = "--model-parallel " + std::to_string(o.model_parallel_size);
+  const std::string option = "model_parallel_size " + std::to_string(o.model_parallel_size);
   if (o.model_parallel_size < 1 || o.model_parallel_size > 1024)
-    throw InputError(flag + ": must be in [1, 1024]");
+    throw InputError(option + ": must be in [1, 1024]", "model_parallel_size");
   a.model_parallel_size = o.model_parallel_size;
   check_split(
       a,
       [&](const char*, const std::string& what) {
-        throw InputError(flag + ": " + a.source + ": " + what);
+        throw InputError(option + ": " + a.source + ": " + what, "model_parallel_size");
       },
       [&](const char* key) { return config_key(a, key); });
 }
@@ -613,8 +615,9 @@ void apply_overrides(ModelArgs& a, const ConfigOverrides& o) {
   override_split(a, o);
   const std::int64_t end = o.layer_end < 0 ? a.n_layers : o.layer_end;
   if (o.layer_begin < 0 || o.layer_begin >= end || end > a.n_layers)
-    throw InputError("--layers " + std::to_string(o.layer_begin) + ":" + std::to_string(end) +
-                     ": " + a.source + " has layers 0:" + std::to_string(a.n_layers));
+    throw InputError("layers " + std::to_string(o.layer_begin) + ":" + std::to_string(end) + ": " +
+                         a.source + " has layers 0:" + std::to_string(a.n_layers),
+                     "layers");
   a.first_layer = o.layer_begin;
   a.n_layers = end - o.layer_begin;
 }

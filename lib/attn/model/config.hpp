@@ -82,11 +82,11 @@ struct ConfigOverrides {
   std::int64_t layer_begin = 0, layer_end = -1;      // [begin, end); end -1: all
   std::int64_t model_parallel_size = 0;              // 0: the config's (or mpirun's, for HF)
 };
-// Throws InputError naming args.source and the flag.
+// Throws InputError naming args.source and the option, with the option as its setting.
 void apply_overrides(ModelArgs& args, const ConfigOverrides& o);
 
 // The key a message about `meta_key` names: the Hugging Face key for a Hugging Face config
-// ("hidden_size" for "dim"), the flag that sets it where the file has none ("--max-batch").
+// ("hidden_size" for "dim"); a key such a file has none of keeps its name ("max_batch_size").
 std::string config_key(const ModelArgs& args, const std::string& meta_key);
 
 // Every config key with its value as JSON text, from the table parsing reads them with: the

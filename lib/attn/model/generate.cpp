@@ -87,7 +87,7 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
     if (last && !feed_last) break;
     if (pos + 1 > m.args.max_seq_len)
       throw InputError("the cache is full at " + std::to_string(pos) +
-                       " positions: --max-seq-len (-c) for more");
+                       " positions: raise max_seq_len for more", "max_seq_len");
     const auto t0 = std::chrono::steady_clock::now();
     forward(m, &id, 1, 1, pos, g.logits.data());
     g.eval_seconds += seconds_since(t0);

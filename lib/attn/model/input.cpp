@@ -88,7 +88,8 @@ std::vector<float> load_input(const std::filesystem::path& path, const ModelArgs
                      shape_text(t.shape));
   if (batch_given && t.shape[0] != o.batch)
     throw InputError(src + ": tensor 'x' has batch " + std::to_string(t.shape[0]) +
-                     ", but --batch is " + std::to_string(o.batch));
+                         ", but the run's batch is " + std::to_string(o.batch),
+                     "batch");
   o.batch = t.shape[0];
   check_capacity(a, o);
   const std::int64_t T = t.shape[1];

@@ -257,8 +257,8 @@ void check_memory(const std::vector<MemoryPart>& parts, const AvailableMemory& a
     s << from << "the run writes " << bytes_text(total) << " but reserves " << bytes_text(reserved)
       << " more for its capacity, past the " << bytes_text(available.bytes) << " available ("
       << available.limit << "); the largest reservation is the " << widest->name << " ("
-      << bytes_text(widest->reserved) << "): lower max_seq_len or max_batch_size (--max-seq-len, "
-      << "--max-batch) or the threads. " << parts_text(parts);
+      << bytes_text(widest->reserved) << "): lower max_seq_len or max_batch_size or the threads. "
+      << parts_text(parts);
     throw MemoryLimitError(s.str(), "max_seq_len");
   }
 }

@@ -101,20 +101,22 @@ void prefill_logits(Transformer& m, const Inspect& inspect, std::int64_t B, std:
 
 void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
-    throw InputError("--batch must be at least 1, --prefill and --steps at least 0");
+    throw InputError("the batch must be at least 1, the prefill and the steps at least 0", "batch");
   if (o.batch > a.max_batch_size)
     throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
-                     std::to_string(a.max_batch_size) + " (" + a.source + "; --max-batch " +
-                     std::to_string(o.batch) + " makes room)");
+                     std::to_string(a.max_batch_size) + " (" + a.source + "; max_batch_size " +
+                     std::to_string(o.batch) + " makes room)", "max_batch_size");
   // Each term is checked alone first, so the sum cannot overflow.
   if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
     throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
                      std::to_string(o.steps) + " positions, but max_seq_len is " +
-                     std::to_string(a.max_seq_len) + " (" + a.source + "; --max-seq-len " +
+                     std::to_string(a.max_seq_len) + " (" + a.source + "; max_seq_len " +
                      (o.prefill <= a.max_seq_len && o.steps <= a.max_seq_len
                           ? std::to_string(o.prefill + o.steps) + " makes room)"
-                          : "sets it)"));
-  if (o.prefill + o.steps < 1) throw InputError("nothing to run: --prefill and --steps are both 0");
+                          : "sets it)"),
+                     "max_seq_len");
+  if (o.prefill + o.steps < 1)
+    throw InputError("nothing to run: the prefill and the steps are both 0", "steps");
 }
 
 double attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
@@ -128,11 +130,12 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
   if (!inspect.attention_weights) return;
   const double bytes = attention_weights_bytes(a, o);
   if (bytes > double(kAttentionWeightsLimit))
-    throw InputError("--attention-weights would keep " +
+    throw InputError("the attention weights would keep " +
                      std::to_string(std::int64_t(bytes / (1 << 20))) +
                      " MiB of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
                      "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
-                     "batch");
+                     "batch",
+                     "attention_weights");
 }
 
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
@@ -247,10 +250,10 @@ void plan_tokens(RunRequest& r) {
                      ": token input needs a token model (vocab_size > 0, with "
                      "tok_embeddings, norm and output); this config has vocab_size " +
                      std::to_string(a.vocab_size));
-  if (!r.input.empty()) throw InputError("--input and token input: give one of them");
+  if (!r.input.empty()) throw InputError("an input file and token input: give one of them", "input");
   if (r.shard.size > 1) throw InputError("token input runs on one process (model_parallel_size 1)");
   if (!a.has_first_layer())
-    throw InputError("--layers " + std::to_string(a.first_layer) + ":" +
+    throw InputError("layers " + std::to_string(a.first_layer) + ":" +
                      std::to_string(a.first_layer + a.n_layers) +
                      ": token input needs the embeddings, which feed layer 0");
   a.tokens_in = true;
@@ -268,8 +271,8 @@ void plan_tokens(RunRequest& r) {
             " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ") of " + a.source);
   }
   if (r.opts.prefill + r.opts.steps > std::int64_t(longest))
-    throw InputError("the prompt has " + std::to_string(longest) + " tokens: --prefill " +
-                     std::to_string(r.opts.prefill) + " + --steps " + std::to_string(r.opts.steps) +
+    throw InputError("the prompt has " + std::to_string(longest) + " tokens: prefill " +
+                     std::to_string(r.opts.prefill) + " + steps " + std::to_string(r.opts.steps) +
                      " need more");
 }
 
@@ -288,7 +291,7 @@ RunPlan plan_run(RunRequest r) {
   r.attention_weights = r.attention_weights || r.dump_attention_weights;
   if (r.attention_weights && r.shard.size > 1)
     throw InputError(
-        "--attention-weights, --print-attention and heatmap need one process "
+        "attention weights (kept, printed or drawn) need one process "
         "(model_parallel_size "
         "1): each rank holds only its own heads' probabilities");
   check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});

@@ -320,8 +320,8 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
       return bound * uniform_pm1_keyed(key, std::uint64_t(at));
     };
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
-    // A small config's tensors are drawn in a few ms on one thread; a team of threads, which
-    // then spin-wait for more work, cost a notebook run more than that (docs/perf/startup.md).
+    // A small config's tensors are drawn quickly on one thread; a team of threads, which then
+    // spin-wait for more work, would cost a notebook run more than that (docs/perf/startup.md).
     constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
     if (type == WeightType::f32) {
       std::vector<float>& t = w.owned.emplace_back(std::size_t(n));

@@ -3,11 +3,10 @@
 // one thread's share of y[M, n] (=|+=) x[M, K] · w[n, K]^T for up to 32 rows, each weight read
 // from memory once for all rows and broadcast against a vector of 16 rows' x, 28 weight rows at a
 // time (14 for 17-32 rows, two vectors of rows). The weight rows are widened 128 columns at a time
-// into an L1 buffer first, so no set conflicts and no transposition: from 12 rows
-// on this runs 1.2-2x the dot-product kernels' rate where 512-bit FMAs are full width
-// (docs/perf/batched-decode.md). Every output is summed as gemm_avx512 sums it (k in order, in
-// chunks of kGemmKC added in turn), so its bits are the prefill GEMM's, whatever M, the thread
-// count or the block a row falls in.
+// into an L1 buffer first, so no set conflicts and no transposition: from 12 rows on, where
+// 512-bit FMAs are full width, this outruns the dot-product kernels (docs/perf/batched-decode.md).
+// Every output is summed as gemm_avx512 sums it (k in order, in chunks of kGemmKC added in turn),
+// so its bits are the prefill GEMM's, whatever M, the thread count or the block a row falls in.
 #include <cstdint>
 
 #include "attn/matrix.hpp"
@@ -19,9 +18,9 @@ inline constexpr std::int64_t kLanes = 16;
 inline constexpr std::int64_t kLanesMaxRows = 2 * kLanes;
 
 // The fewest rows batched decode runs on this kernel, where 512-bit FMAs are full width: one
-// vector of lanes costs as much at 9 rows as at 16, and the dot-product kernels were faster up
-// to 10-11 rows on Cascade Lake (docs/perf/batched-decode.md). Zen 4 (256-bit halves) is not
-// measured and keeps the dot-product kernels.
+// vector of lanes costs as much at 9 rows as at 16, so below 12 rows the dot-product kernels are
+// the faster (docs/perf/batched-decode.md). Where 512-bit FMAs run as 256-bit halves (Zen 4) the
+// dot-product kernels stay: this kernel has no figures there.
 inline constexpr std::int64_t kLanesFrom = 12;
 
 // Floats of x [M, K] in lanes: [K, 16] for M <= 16, [K, 32] up to 32.

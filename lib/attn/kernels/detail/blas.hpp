@@ -1,8 +1,8 @@
 #pragma once
-// OpenBLAS, opened on first use (engine-internal, not installed). Linked, it was loaded with
-// every process and its constructor (CPU probe, thread pool, buffers) cost ~5 ms before main,
-// also for runs that never multiply through it (--version, decode, the AVX-512 GEMM). The
-// functions are the library's own, called with the same arguments as before: same bits.
+// OpenBLAS, opened on first use (engine-internal, not installed). Linked, it would be loaded with
+// every process and its constructor (CPU probe, thread pool, buffers) would run before main, also
+// for runs that never multiply through it (--version, decode, the AVX-512 GEMM;
+// docs/perf/startup.md). The functions are the library's own: same calls, same bits.
 #include <cblas.h>
 
 namespace attn::blas {

@@ -2,9 +2,9 @@
 // How prefill's threads share the rows of a product (engine-internal, not installed). Thread t
 // of nt owns the t-th of nt equal stretches of the rows and takes its blocks from the front;
 // a thread whose stretch is done takes blocks from the back of the others' stretches. With
-// static halves, a thread slowed by a neighbour on its core left the other waiting at the end of
-// every product (about 5% of a prefill in perf's samples); with every block taken dynamically,
-// the threads met on a whole block and one waited for the other's last (docs/perf/prefill-gemm.md).
+// static halves, a thread slowed by a neighbour on its core leaves the other waiting at the end of
+// every product; with every block taken dynamically, the threads meet on a whole block and one
+// waits for the other's last (docs/perf/prefill-gemm.md).
 // Here, while the threads keep pace, each computes exactly its stretch, and what one leaves the
 // other takes in small blocks. Fixed-size state on the caller's stack: a decode step of more
 // than kBatchRows sequences runs this path too, and a step allocates nothing.

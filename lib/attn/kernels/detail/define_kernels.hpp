@@ -20,8 +20,9 @@
 // 4 x 2 (AVX2, whose 4 x 3 spilled: see ATTN_BATCH_AVX2). With 32 (AVX-512), as many weight rows
 // as come near filling it beside all M rows, even past it (GCC then spills a few): more weight
 // streams in flight while the FMAs run; from 8 or 9 rows on, groups (ATTN_BATCH_WIDE). Each
-// blocking is the fastest measured for its M (docs/perf/kernels.md). The bits do not depend on
-// the blocking: every accumulator sums the same products in the same order.
+// blocking is the fastest of its candidates for its M (docs/perf/kernels.md). The bits do not
+// depend on the blocking: every accumulator sums the same products in the same order.
+//
 // One batched kernel per register blocking R x C (Exact: C == M), each its own function: one
 // function holding every blocking took clang several minutes to compile with the sanitizers.
 #define ATTN_BATCH_FN(name, target, W, T, R, C, suffix, Exact, Stepped)                        \
@@ -55,8 +56,8 @@
   constexpr BatchFn batch_##name##_##T##_split = batch_##name##_##T;
 
 // AVX2's, by M: 4 x 2 at 2 and 4 rows, 3 x 3 otherwise. 4 x 3 (12 accumulators, 3 x vectors and
-// a weight vector: all 16 registers) spilled accumulators through the stack in the loop and ran
-// at 35-40% of the FMA peak on Zen 3 against 45-60% for these (docs/perf/batched-decode.md).
+// a weight vector: all 16 registers) leaves no room for the compiler, which then spills
+// accumulators through the stack in the loop (docs/perf/kernels.md).
 #define ATTN_BATCH_AVX2(name, target, W, T)                                                 \
   ATTN_BATCH(name, target, W, T, 4, 2, true)                                                \
   ATTN_BATCH_GROUPED(name, target, W, T, 4, 2)                                              \
@@ -75,13 +76,12 @@
 
 // The batched kernels of a set with 32 (AVX-512), chosen by M. Where 512-bit FMAs run at full
 // width (Intel, Zen 5), 8 rows and more in groups of up to 8 under 3 weight rows, each group over
-// a whole column chunk, its 24 accumulators in registers throughout: on Cascade Lake from memory,
-// 2 threads, 17-21% faster at M = 8 than groups of 4 under 8 rows and 5-25% faster at 10-32 rows
-// than groups of 4 under 6 (docs/perf/batched-decode.md). On Zen 4 (two 256-bit halves) groups
-// of 4 under 8 rows at M = 8, faster there than 4 x 8 and 3 x 8 in one group (4 x 8 spilled its
-// 32 accumulators and ran 25% slower), and from 9 rows on groups of up to 4 under 6 weight rows
-// taking turns every kStepCols columns (4 x 6 in groups of 6 ran 5-10% slower at 9-20 rows).
-// batch_<name>_<T> is full width's, _split Zen 4's.
+// a whole column chunk, its 24 accumulators in registers throughout: each weight row then serves
+// 8 input rows per load. Where they run as two 256-bit halves (Zen 4) another blocking is the
+// faster there: groups of 4 under 8 rows at M = 8 (4 x 8 in one group would need 32 accumulators
+// and spill), and from 9 rows on groups of up to 4 under 6 weight rows taking turns every
+// kStepCols columns. The figures: docs/perf/kernels.md,
+// docs/perf/batched-decode.md. batch_<name>_<T> is full width's, _split Zen 4's.
 #define ATTN_BATCH_WIDE(name, target, W, T)                                                        \
   ATTN_BATCH(name, target, W, T, 8, 2, true)                                                       \
   ATTN_BATCH(name, target, W, T, 8, 3, true)                                                       \

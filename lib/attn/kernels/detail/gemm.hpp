@@ -13,14 +13,14 @@ namespace attn {
 
 // Columns of w per packed panel, and features per block: a block's panels (kGemmKC x kGemmNC
 // floats, 192 KB) stay in L2 and pass in turn over each 8 rows of x (kGemmKC x 8, 8 KB), which
-// stay in L1. 256 columns were 9% faster than 128 on one Cascade Lake core
-// (docs/perf/prefill-gemm.md).
+// stay in L1. 256 columns rather than 128: a tile loads and stores its sums once per chunk, half
+// as often, and x's panel still fits L1 (docs/perf/kernels.md).
 inline constexpr std::int64_t kGemmKC = 256;
 inline constexpr std::int64_t kGemmNC = 192;
 // Rows of x per tile, and per panel of pack_gemm_rows.
 inline constexpr std::int64_t kGemmMR = 8;
-// Column pairs per chunk of the compute-bf16 GEMM (bf16_dot.hpp): its own blocking, measured on
-// Zen 5 with 256, before the F32 GEMM's chunks were 128 columns for a time.
+// Column pairs per chunk of the compute-bf16 GEMM (bf16_dot.hpp): its own blocking, chosen for
+// that GEMM alone and kept apart from kGemmKC (docs/perf/prefill-gemm.md).
 inline constexpr std::int64_t kGemmPairsKC = 256;
 // Rows a thread takes at a time from another's share (claims.hpp): one panel of 48 features.
 inline constexpr std::int64_t kGemmSteal = 48;

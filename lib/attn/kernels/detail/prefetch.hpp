@@ -13,8 +13,8 @@ inline constexpr std::int64_t kPrefetchBytes = 3072;
 
 // A block of weight rows read column by column, `rows` rows at a time, over columns begin..end:
 // past `end`, the stream goes on at `begin` of the row `rows` rows on. Asking there for what
-// lies past a row's end keeps the next rows' first kilobytes coming too (5-15% faster than
-// asking past the row's end in memory, where the rows of this block already were). ahead() is
+// lies past a row's end keeps the next rows' first kilobytes coming too, where asking past the
+// row's end in memory would fetch rows this block already read (docs/perf/kernels.md). ahead() is
 // the same for every row of a column, so the kernels work it out once per column and keep the
 // address arithmetic out of the FMAs' way.
 struct Stream {
@@ -53,7 +53,7 @@ template <typename T>
 
 // The prefill GEMMs' next chunk of weights (rows x cols from w, rows ldw apart) asked for into L2
 // while the tiles run on this chunk's panels, a few cache lines per tile: packing otherwise
-// waits on memory for every row it starts (4-5% of a prefill, bench_batch_rows 1 512).
+// waits on memory for every row it starts (docs/perf/prefill-gemm.md).
 template <typename T>
 struct ChunkPrefetch {
   const T* w;  // the matrix; the chunk starts at row `row`, column `col`
@@ -66,7 +66,7 @@ struct ChunkPrefetch {
     lines_per_row = (cols * std::int64_t(sizeof(T)) + 63) / 64;
     per_tile = tiles > 0 ? (rows * lines_per_row + tiles - 1) / tiles : 0;
   }
-  // Counters, not a division per line: a 64-bit idiv per line was 5% of the GEMM's time.
+  // Counters, not a division per line: a 64-bit idiv per line is slow next to the tile's work.
   void step() {
     constexpr std::int64_t kLine = 64 / std::int64_t(sizeof(T));
     for (std::int64_t i = 0; i < per_tile && r < rows; ++i) {

@@ -267,7 +267,7 @@ template <int V, int A, int R, typename T>
 }
 
 // R rows at a time: A x R accumulators and four vectors must fit the register file (32 zmm, 16
-// ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4, the fastest counts measured
+// ymm). With AVX-512, F32 runs 8 rows and BF16/F16 4, the fastest of 2, 4 and 8
 // (docs/perf/kernels.md).
 template <int W, typename T>
 [[gnu::always_inline]] inline void gemv_rows(const T* w, std::int64_t ldw, const float* x,
@@ -292,9 +292,8 @@ template <int W, int KB>
   using V = typename Vec<W>::type;
   const std::int64_t hv = hd / W * W;
   // The key rows 8 on asked for into L2 (the value rows 16 on in group_mix): with a batch's
-  // cache in memory, not L3, the hardware prefetcher alone left attention waiting on it (the 8B
-  // layer at batch 16, 2 threads: 4.9-5.3 ms a step against 5.6-6.3 without; 32 rows ahead no
-  // better; batch 1 level).
+  // cache in memory, not L3, the hardware prefetcher alone leaves attention waiting on it
+  // (docs/perf/kernels.md).
   for (std::int64_t b = 0; b < KB; ++b)
     for (std::int64_t c = 0; c < hd; c += 16) prefetch_at(k + (j + b) * hd + c, 8 * hd);
   for (std::int64_t h = 0; h < n; ++h) {
@@ -354,8 +353,8 @@ template <int W, int HB, int CV>
 }
 
 // out[h * hd + :] for HB heads: the columns in runs of CV vectors, so that each pass over the
-// keys reads CV x W floats of each value row in a row, not one vector (8B layer, B = 16 at 512
-// positions: with one vector per pass the mix took 2.3x the scores' time on the same bytes).
+// keys reads CV x W floats of each value row in a row, not one vector: one vector per pass
+// leaves the mix far slower than the scores on the same bytes (docs/perf/kernels.md).
 template <int W, int HB>
 [[gnu::always_inline]] inline void mix_heads(const float* p, std::int64_t keys, const float* v,
                                              std::int64_t hd, float* out) {
