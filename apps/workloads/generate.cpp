@@ -16,9 +16,41 @@
 #include "attn/model/memory.hpp"
 #include "attn/model/weights.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "flags.hpp"
 #include "workloads/trace.hpp"
 
-namespace attn {
+namespace cli {
+
+using attn::available_memory;
+using attn::blas_core;
+using attn::check_memory;
+using attn::check_output;
+using attn::ConfigOverrides;
+using attn::cores;
+using attn::decode;
+using attn::encode;
+using attn::EncodeOptions;
+using attn::escape;
+using attn::Generated;
+using attn::Generation;
+using attn::InputError;
+using attn::kParallelFlops;
+using attn::load_config;
+using attn::load_session;
+using attn::load_tokenizer;
+using attn::matrix_types;
+using attn::memory_parts;
+using attn::ModelArgs;
+using attn::open_weights;
+using attn::OutputFile;
+using attn::parse_compute;
+using attn::quoted;
+using attn::read_small_file;
+using attn::RunShape;
+using attn::Tokenizer;
+using attn::Transformer;
+using attn::TransformerWeights;
+using attn::WeightsSource;
 
 namespace {
 
@@ -185,7 +217,7 @@ void print_timing(const Generation& g, double total) {
                static_cast<long long>(g.tokens.size()));
 }
 
-ModelArgs generate_args(const GenerateFlags& f, fs::path& config) {
+ModelArgs generate_args(const Options& f, fs::path& config) {
   config = f.config;
   if (config.empty() && !f.weights.empty())
     config = fs::path(f.weights).parent_path() / "config.json";
@@ -194,7 +226,7 @@ ModelArgs generate_args(const GenerateFlags& f, fs::path& config) {
         "generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
   ModelArgs args = load_config(config);
   ConfigOverrides o;
-  o.max_seq_len = f.max_seq_len;
+  o.max_seq_len = f.overrides.max_seq_len;
   o.max_batch_size = 1;
   apply_overrides(args, o);
   if (args.vocab_size <= 0)
@@ -257,7 +289,7 @@ fs::path tokenizer_path(const TextInput& t, const std::string& config) {
   return fs::path(config).parent_path() / "tokenizer.json";
 }
 
-int generate_command(const GenerateFlags& f) {
+int generate_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   if (!std::cout) throw std::runtime_error("stdout is closed: the text has nowhere to go");
   const auto t0 = std::chrono::steady_clock::now();
@@ -273,13 +305,13 @@ int generate_command(const GenerateFlags& f) {
   const std::vector<std::int32_t> prompt = one_sequence(std::move(p.sequences));
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
-  if (std::int64_t(prompt.size()) + f.steps > args.max_seq_len && f.load_session.empty())
+  if (std::int64_t(prompt.size()) + f.run.steps > args.max_seq_len && f.load_session.empty())
     throw InputError("the prompt's " + std::to_string(prompt.size()) + " tokens and " +
-                     std::to_string(f.steps) + " steps need more than --max-seq-len (-c) " +
+                     std::to_string(f.run.steps) + " steps need more than --max-seq-len (-c) " +
                      std::to_string(args.max_seq_len) + " positions");
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  RunShape shape{1,    std::int64_t(prompt.size()),         f.steps,
+  RunShape shape{1,    std::int64_t(prompt.size()),         f.run.steps,
                  rows, f.threads < 1 ? cores() : f.threads, false};
   shape.compute = parse_compute(f.compute);
   std::optional<WeightsSource> source;  // headers read, nothing mapped: the estimate comes first
@@ -307,7 +339,8 @@ int generate_command(const GenerateFlags& f) {
   }
   std::cout.flush();
   generate(
-      m, g, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+      m, g, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(),
+      [&](const Generated& t) {
         const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
         if (f.json && t.step == 0) print_prefill_json(args, prompt, before, g.prompt_seconds);
         if (f.json)
@@ -346,7 +379,7 @@ int generate_command(const GenerateFlags& f) {
   return 0;
 }
 
-int tokenize_command(const TokenizeFlags& f) {
+int tokenize_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   const Tokenizer tok = load_tokenizer(tokenizer_path(f.text, ""));
   if (f.decode) {
@@ -382,4 +415,4 @@ int tokenize_command(const TokenizeFlags& f) {
   return 0;
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -10,7 +10,9 @@
 #include "attn/model/generate.hpp"
 #include "attn/text/tokenizer.hpp"
 
-namespace attn {
+namespace cli {
+
+struct Options;
 
 struct TextInput {
   std::vector<std::string> prompt;  // one sequence each
@@ -27,20 +29,9 @@ struct TextInput {
 // them, if any (kept for labels and decoding). `config` locates the default tokenizer.json.
 struct PromptTokens {
   std::vector<std::vector<std::int32_t>> sequences;
-  std::optional<Tokenizer> tokenizer;
+  std::optional<attn::Tokenizer> tokenizer;
 };
 PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::int64_t vocab_size);
-
-struct GenerateFlags {
-  std::string config, weights, log_level = "warn";
-  TextInput text;
-  std::int64_t steps = 32, max_seq_len = 0;
-  Sampling sampling;
-  int threads = 0;
-  std::string compute = "f32";  // --compute
-  bool json = false, ignore_eos = false;
-  std::string save_session, load_session;
-};
 
 // "1,15043 29991" or "[1, 15043]" or {"ids": [...]}: ids, each checked to be in [0, vocab_size)
 // when vocab_size > 0. `what` names the flag or file in messages.
@@ -50,13 +41,8 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
 // The tokenizer file a run uses: --tokenizer, or tokenizer.json beside the config.
 std::filesystem::path tokenizer_path(const TextInput& t, const std::string& config);
 
-int generate_command(const GenerateFlags& f);
+// The commands, from their flags (flags.hpp).
+int generate_command(const Options& f);
+int tokenize_command(const Options& f);
 
-struct TokenizeFlags {
-  TextInput text;
-  bool json = false, decode = false;
-  std::string log_level = "warn";  // info: the encoding's bytes, ids and MB/s on stderr
-};
-int tokenize_command(const TokenizeFlags& f);
-
-}  // namespace attn
+}  // namespace cli
