@@ -1,3 +1,5 @@
+// bench's report: the figures of each weight type against the machine's limits, as tables and
+// as JSON; under mpirun, what the ranks cost each other.
 #include "bench_report.hpp"
 
 #include <algorithm>
@@ -109,21 +111,29 @@ void print_weight_types(std::FILE* out, const nlohmann::json& types) {
         t["decode_vs_first"].get<double>(), t["prefill_vs_first"].get<double>());
 }
 
-}  // namespace
+// The first weight type's figures, which the summary lines and the JSON's top level report.
+struct Figures {
+  double pf_s, pf_gflops, matmul_rate;  // prefill: seconds, GFLOP/s, weight products' GFLOP/s
+  double med, p10, p90;                 // decode: ms per step
+  double gbs;                           // decode: weights read, GB/s
+};
 
-// The report: the tables on stdout, or with --json one object on stdout and the tables on stderr.
-void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& rt, bool json,
-                 const nlohmann::json& extra) {
-  std::FILE* out = json ? stderr : stdout;
-  const BenchResult& r = results.front();
-  const auto& l = r.limits;
-  nlohmann::json types = nlohmann::json::array();
-  for (const BenchResult& t : results) types.push_back(weight_type_json(t, r, l));
-  const double pf_s = r.prefill_seconds, pf_gflops = r.prefill_gflop / pf_s;
+Figures figures(const BenchResult& r) {
+  const double pf_s = r.prefill_seconds;
   const double med = r.step_ms[r.step_ms.size() / 2];
-  const double p10 = r.step_ms[r.step_ms.size() / 10], p90 = r.step_ms[r.step_ms.size() * 9 / 10];
-  const double gbs = r.weight_bytes / (med * 1e-3) / 1e9;
-  const double matmul_rate = r.prefill_matmul_gflop / pf_s;
+  return {pf_s,
+          r.prefill_gflop / pf_s,
+          r.prefill_matmul_gflop / pf_s,
+          med,
+          r.step_ms[r.step_ms.size() / 10],
+          r.step_ms[r.step_ms.size() * 9 / 10],
+          r.weight_bytes / (med * 1e-3) / 1e9};
+}
+
+// llama.cpp's timing lines, each against the machine's limit.
+void print_summary(std::FILE* out, const BenchResult& r, const attn::Runtime& rt,
+                   const Figures& x) {
+  const MachineLimits& l = r.limits;
   std::fprintf(
       out,
       "%s weights:\n"
@@ -137,14 +147,16 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
       "GB/s streaming read\n"
       "peak resident memory = %.1f MB (the process: every weight type's model); threads = %d; "
       "matmul = %s; OpenBLAS core = %s\n",
-      r.weight_type.c_str(), pf_s * 1e3, (long long)r.prefill, pf_s * 1e3 / double(r.prefill),
-      double(r.prefill) / pf_s, pf_gflops, r.prefill_gflop, 100 * matmul_rate / l.sgemm_gflops,
-      l.sgemm_gflops, 100 * pf_gflops / l.fma_gflops, l.fma_isa.c_str(), l.fma_gflops,
-      med * double(r.steps), (long long)r.steps, med, p10, p90, 1e3 / med, gbs,
-      r.weight_bytes / 1e6, 100 * gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024,
-      rt.threads, attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
-  print_weight_types(out, types);
-  for (const BenchResult& t : results) print_batched(out, t, rt);
+      r.weight_type.c_str(), x.pf_s * 1e3, (long long)r.prefill, x.pf_s * 1e3 / double(r.prefill),
+      double(r.prefill) / x.pf_s, x.pf_gflops, r.prefill_gflop,
+      100 * x.matmul_rate / l.sgemm_gflops, l.sgemm_gflops, 100 * x.pf_gflops / l.fma_gflops,
+      l.fma_isa.c_str(), l.fma_gflops, x.med * double(r.steps), (long long)r.steps, x.med, x.p10,
+      x.p90, 1e3 / x.med, x.gbs, r.weight_bytes / 1e6, 100 * x.gbs / l.stream_gbs, l.stream_gbs,
+      double(r.peak_rss_kb) / 1024, rt.threads, attn::matmul_path(rt).c_str(),
+      attn::blas_core().c_str());
+}
+
+void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results) {
   for (const BenchResult& t : results)
     if (t.compute_error)
       std::fprintf(out,
@@ -152,44 +164,66 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
                    "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
                    t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
                    t.compute_error->rms_rel);
+}
+
+// --json's object: the machine, the first weight type's figures, every type's (`types`).
+nlohmann::json report_json(const BenchResult& r, const attn::Runtime& rt, const Figures& x,
+                           const nlohmann::json& types) {
+  const MachineLimits& l = r.limits;
+  return {{"version", ATTN_VERSION},
+          {"cpu", attn::cpu_name()},
+          {"kernels", rt.kernels->name},
+          {"compute", attn::compute_name(rt.compute)},
+          {"date", utc_now()},
+          {"prefill_positions", r.prefill},
+          {"prefill_ms", x.pf_s * 1e3},
+          {"prefill_positions_per_s", double(r.prefill) / x.pf_s},
+          {"prefill_gflops", x.pf_gflops},
+          {"prefill_gflop", r.prefill_gflop},
+          {"prefill_matmul_gflops", x.matmul_rate},
+          {"prefill_fraction_of_sgemm", x.matmul_rate / l.sgemm_gflops},
+          {"prefill_fraction_of_fma_peak", x.pf_gflops / l.fma_gflops},
+          {"decode_steps", r.steps},
+          {"decode_ms_median", x.med},
+          {"decode_ms_p10", x.p10},
+          {"decode_ms_p90", x.p90},
+          {"decode_steps_per_s", 1e3 / x.med},
+          {"decode_gbs", x.gbs},
+          {"decode_fraction_of_stream", x.gbs / l.stream_gbs},
+          {"weight_bytes", r.weight_bytes},
+          {"peak_rss_mb", double(r.peak_rss_kb) / 1024},
+          {"stream_gbs", l.stream_gbs},
+          {"sgemm_gflops", l.sgemm_gflops},
+          {"sgemm_ms", l.sgemm_seconds * 1e3},
+          {"fma_peak_gflops", l.fma_gflops},
+          {"fma_isa", l.fma_isa},
+          {"threads", rt.threads},
+          {"matmul", attn::matmul_path(rt)},
+          {"openblas_core", attn::blas_core()},
+          {"matmul_isa", rt.kernels->name},
+          {"stream_pattern", l.stream_pattern},
+          {"kv_cache_mb", r.kv_cache_bytes / 1e6},
+          {"batched_decode", batched_json(r)},
+          {"weight_type", r.weight_type},
+          {"weight_types", types}};
+}
+
+}  // namespace
+
+void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& rt, bool json,
+                 const nlohmann::json& extra) {
+  std::FILE* out = json ? stderr : stdout;
+  const BenchResult& r = results.front();
+  nlohmann::json types = nlohmann::json::array();
+  for (const BenchResult& t : results) types.push_back(weight_type_json(t, r, r.limits));
+  const Figures x = figures(r);
+  print_summary(out, r, rt, x);
+  print_weight_types(out, types);
+  for (const BenchResult& t : results) print_batched(out, t, rt);
+  print_compute_errors(out, results);
   std::fflush(out);
   if (!json) return;
-  nlohmann::json j = {{"version", ATTN_VERSION},
-                      {"cpu", attn::cpu_name()},
-                      {"kernels", rt.kernels->name},
-                      {"compute", attn::compute_name(rt.compute)},
-                      {"date", utc_now()},
-                      {"prefill_positions", r.prefill},
-                      {"prefill_ms", pf_s * 1e3},
-                      {"prefill_positions_per_s", double(r.prefill) / pf_s},
-                      {"prefill_gflops", pf_gflops},
-                      {"prefill_gflop", r.prefill_gflop},
-                      {"prefill_matmul_gflops", matmul_rate},
-                      {"prefill_fraction_of_sgemm", matmul_rate / l.sgemm_gflops},
-                      {"prefill_fraction_of_fma_peak", pf_gflops / l.fma_gflops},
-                      {"decode_steps", r.steps},
-                      {"decode_ms_median", med},
-                      {"decode_ms_p10", p10},
-                      {"decode_ms_p90", p90},
-                      {"decode_steps_per_s", 1e3 / med},
-                      {"decode_gbs", gbs},
-                      {"decode_fraction_of_stream", gbs / l.stream_gbs},
-                      {"weight_bytes", r.weight_bytes},
-                      {"peak_rss_mb", double(r.peak_rss_kb) / 1024},
-                      {"stream_gbs", l.stream_gbs},
-                      {"sgemm_gflops", l.sgemm_gflops},
-                      {"sgemm_ms", l.sgemm_seconds * 1e3},
-                      {"fma_peak_gflops", l.fma_gflops},
-                      {"fma_isa", l.fma_isa},
-                      {"threads", rt.threads},
-                      {"matmul", attn::matmul_path(rt)},
-                      {"openblas_core", attn::blas_core()},
-                      {"matmul_isa", rt.kernels->name},
-                      {"stream_pattern", l.stream_pattern},
-                      {"kv_cache_mb", r.kv_cache_bytes / 1e6},
-                      {"batched_decode", batched_json(r)},
-                      {"weight_type", r.weight_type},
-                      {"weight_types", types}};
+  nlohmann::json j = report_json(r, rt, x, types);
   j.update(extra);
   std::cout << j.dump() << "\n";
 }

@@ -58,8 +58,8 @@ std::vector<Flag> model_flags() {
   return {
       {"--config",
        {{kRunLike, "ModelArgs JSON (default: the seed notebook's GQA)"},
-        {unsigned(Command::bench), "ModelArgs JSON (default: one Llama-3-8B layer)"},
-        {unsigned(Command::generate),
+        {Command::bench, "ModelArgs JSON (default: one Llama-3-8B layer)"},
+        {Command::generate,
          "ModelArgs or Hugging Face config.json with vocab_size (default: config.json beside "
          "the weights)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -69,7 +69,7 @@ std::vector<Flag> model_flags() {
        {{kModel,
          "safetensors weights, or a Hugging Face model.safetensors.index.json (default: drawn "
          "from --seed)"},
-        {unsigned(Command::generate),
+        {Command::generate,
          "safetensors weights or a Hugging Face index (default: drawn from --seed)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
@@ -81,7 +81,7 @@ std::vector<Flag> model_flags() {
        }},
       {"-c,--max-seq-len",
        {{kModel, "cache capacity in positions"},
-        {unsigned(Command::generate), "cache capacity in positions (context)"}},
+        {Command::generate, "cache capacity in positions (context)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return capacity(cmd, n, o.overrides.max_seq_len, h);
        }},
@@ -99,22 +99,21 @@ std::vector<Flag> model_flags() {
        }},
       {"--prefill",
        {{kRunLike, "positions in the prefill P (token input: all but the steps)"},
-        {unsigned(Command::bench), "positions in the prefill P (token input: all but the steps)",
-         "512"}},
+        {Command::bench, "positions in the prefill P (token input: all but the steps)", "512"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.prefill, h);
        }},
       {"-n,--steps",
        {{kRunLike, "decode steps N after the prefill"},
-        {unsigned(Command::bench), "decode steps N after the prefill", "128"},
-        {unsigned(Command::generate), "tokens to generate at most", "32"}},
+        {Command::bench, "decode steps N after the prefill", "128"},
+        {Command::generate, "tokens to generate at most", "32"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.steps, h);
        }},
       // Seeds the drawn weights and input; in generate, the sampler (and drawn weights).
       {"-s,--seed",
        {{kModel, "seed for weights and input"},
-        {unsigned(Command::generate), "seed of the sampler (and of drawn weights)"}},
+        {Command::generate, "seed of the sampler (and of drawn weights)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
          std::uint64_t& seed = c == Command::generate ? o.sampling.seed : o.seed;
          return cmd.add_option(n, seed, h)->check(seed_in_range)->capture_default_str();
@@ -135,8 +134,8 @@ std::vector<Flag> model_flags() {
        }},
       {"--log-level",
        {{kRunLike | Command::generate, "trace, debug, info, warn, error, off"},
-        {unsigned(Command::bench), "trace, debug, info, warn, error, off", "info"},
-        {unsigned(Command::tokenize), "info: the encoding's speed on stderr"}},
+        {Command::bench, "trace, debug, info, warn, error, off", "info"},
+        {Command::tokenize, "info: the encoding's speed on stderr"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.log_level, h)->check(kLogLevels)->capture_default_str();
        }},
@@ -158,9 +157,9 @@ std::vector<Flag> run_flags() {
        }},
       {"--json",
        {{kRunLike, "JSON Lines trace on stdout"},
-        {unsigned(Command::bench), "one JSON object on stdout"},
-        {unsigned(Command::generate), "JSON Lines: config, prompt, one event per token, summary"},
-        {unsigned(Command::tokenize), "one object: {\"ids\": [...], \"pieces\": [...]}"}},
+        {Command::bench, "one JSON object on stdout"},
+        {Command::generate, "JSON Lines: config, prompt, one event per token, summary"},
+        {Command::tokenize, "one object: {\"ids\": [...], \"pieces\": [...]}"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) { return flag(cmd, n, o.json, h); }},
       {"--dump",
        {{kRunLike, "write inputs, outputs and caches to this safetensors file"}},
@@ -238,7 +237,7 @@ std::vector<Flag> text_flags() {
 }
 
 std::vector<Flag> heatmap_and_bench_flags() {
-  constexpr Commands kHeatmap = unsigned(Command::heatmap);
+  constexpr Commands kHeatmap = Command::heatmap;
   return {
       {"--layer",
        {{kHeatmap, "the layer to draw (of those run)"}},
@@ -261,7 +260,7 @@ std::vector<Flag> heatmap_and_bench_flags() {
          return cmd.add_option(n, o.png, h)->required();
        }},
       {"--weight-types",
-       {{unsigned(Command::bench),
+       {{Command::bench,
          "the drawn layer's matrices in each of these types, decoded in the same rounds (with "
          "--weights: the file's type only)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -274,7 +273,7 @@ std::vector<Flag> heatmap_and_bench_flags() {
 }
 
 std::vector<Flag> generate_flags() {
-  constexpr Commands kGenerate = unsigned(Command::generate);
+  constexpr Commands kGenerate = Command::generate;
   return {
       {"--temp",
        {{kGenerate, "temperature; 0 is greedy"}},
@@ -320,7 +319,7 @@ std::vector<Flag> generate_flags() {
          return path(cmd, n, o.load_session, h);
        }},
       {"--decode",
-       {{unsigned(Command::tokenize), "print the text of --tokens / --tokens-file"}},
+       {{Command::tokenize, "print the text of --tokens / --tokens-file"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.decode, h);
        }},
@@ -354,7 +353,7 @@ std::size_t prompt_first_rank(const Flag& f) {
 
 const Use* use_in(const Flag& f, Command c) {
   for (const Use& u : f.uses)
-    if (takes(u.commands, c)) return &u;
+    if (u.commands.has(c)) return &u;
   return nullptr;
 }
 
@@ -369,7 +368,7 @@ void add_flags(CLI::App& cmd, Options& o, Command c) {
   std::vector<const Flag*> flags;
   for (const Flag& f : flag_table())
     if (use_in(f, c)) flags.push_back(&f);
-  if (takes(kText, c))
+  if (kText.has(c))
     std::stable_sort(flags.begin(), flags.end(), [](const Flag* a, const Flag* b) {
       return prompt_first_rank(*a) < prompt_first_rank(*b);
     });

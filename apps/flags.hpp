@@ -20,6 +20,7 @@ class Option;
 
 namespace cli {
 
+// One bit each, so that a flag table entry can name several (Commands).
 enum class Command : unsigned {
   run = 1,
   decode = 2,
@@ -29,16 +30,18 @@ enum class Command : unsigned {
   tokenize = 32
 };
 
-// A set of commands, as a bit mask of Command.
-using Commands = unsigned;
-constexpr Commands operator|(Command a, Command b) {
-  return unsigned(a) | unsigned(b);
+// A set of commands; a Command is the set of itself.
+struct Commands {
+  unsigned bits = 0;
+  constexpr Commands(Command c) : bits(unsigned(c)) {}  // implicit: an entry may name one
+  constexpr explicit Commands(unsigned b) : bits(b) {}
+  constexpr bool has(Command c) const { return (bits & unsigned(c)) != 0; }
+};
+constexpr Commands operator|(Commands a, Commands b) {
+  return Commands(a.bits | b.bits);
 }
-constexpr Commands operator|(Commands a, Command b) {
-  return a | unsigned(b);
-}
-constexpr bool takes(Commands set, Command c) {
-  return (set & unsigned(c)) != 0;
+constexpr Commands operator|(Command a, Command b) {  // two enums find no conversion
+  return Commands(a) | Commands(b);
 }
 
 // Every flag's value; each command parses into an Options of its own. Defaults are the flags'

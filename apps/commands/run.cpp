@@ -1,3 +1,5 @@
+// attn-cli run, decode and heatmap: one run of the model, its trace printed (the notebook's
+// cache line per step for decode) and, for heatmap, one layer's attention drawn.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -102,71 +104,85 @@ HeatmapOptions heatmap_options(const Options& f, const attn::Session& se,
   return h;
 }
 
+// Every rank's setup: the prompt's tokens, the plan, the checks, the session.
+attn::Session open_run(const Options& f, Command c, const attn::Shard& shard,
+                       PromptTokens& prompt) {
+  const bool heatmap = c == Command::heatmap;
+  if (shard.rank == 0 && !std::cout)  // see keep_standard_streams
+    throw std::runtime_error(
+        "stdout is closed: the trace has nowhere to go (send it to "
+        "/dev/null to discard it)");
+  if (f.text.given()) prompt = prompt_tokens(f.text, f.config, 0);
+  attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap, prompt));
+  if (f.print_attention) check_print_attention(plan.request);
+  if (heatmap) {
+    check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
+    if (shard.rank == 0) attn::check_output(f.png, "PNG");
+  }
+  return attn::open_session(std::move(plan));
+}
+
+// Runs the session, printing the config, each step (flushed as it comes) and the summary.
+void run_traced(const Options& f, bool decode_only, attn::Session& se, std::ostream& trace,
+                bool rank0) {
+  const attn::ModelArgs& args = se.request.args;
+  if (f.json)
+    print_config_json(trace, args);
+  else
+    print_config_text(trace, args);
+  attn::run(se, [&](const attn::Event& e) {
+    if (f.json)
+      print_event_json(trace, e);
+    else
+      print_event_text(trace, e, decode_only);
+    if (f.print_attention && f.json) print_attention_json(trace, args, e);
+    if (f.print_attention && !f.json) print_attention(trace, args, e);
+    trace.flush();  // what is printed stays printed, whatever ends the run later
+  });
+  const Summary s = summarize(se.request.opts, se.out, se.model.rt);
+  if (f.json) print_summary_json(trace, s);
+  if (rank0) print_summary_text(std::cerr, s);
+}
+
+void check_stdout() {
+  std::cout.flush();
+  if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+}
+
+// Files appear only once everything else has succeeded, the trace on stdout included.
+void write_outputs(const Options& f, bool heatmap, const attn::Session& se,
+                   const PromptTokens& prompt, bool rank0) {
+  check_stdout();
+  std::vector<attn::OutputFile> outputs;
+  std::string png_size;
+  if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
+    outputs.push_back(std::move(*dump));
+  if (heatmap && rank0) {
+    const Image img = render_heatmap(se.request.args, se.request.opts, se.out, f.layer,
+                                     heatmap_options(f, se, prompt));
+    outputs.push_back(stage_png(f.png, img));
+    png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
+  }
+  check_stdout();
+  for (attn::OutputFile& o : outputs) o.commit();
+  if (!png_size.empty())
+    std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
+}
+
 }  // namespace
 
 int run_command(const Options& f, Command c, const attn::Shard& shard) {
-  const bool decode_only = c == Command::decode, heatmap = c == Command::heatmap;
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
   std::optional<attn::Session> session;
   PromptTokens prompt;
   // Every rank sets up, then all agree on one status before any collective.
-  ranks::set_up(shard, [&] {
-    if (shard.rank == 0 && !std::cout)  // see keep_standard_streams
-      throw std::runtime_error(
-          "stdout is closed: the trace has nowhere to go (send it to "
-          "/dev/null to discard it)");
-    if (f.text.given()) prompt = prompt_tokens(f.text, f.config, 0);
-    attn::RunPlan plan =
-        attn::plan_run(run_request(f, shard, f.print_attention || heatmap, prompt));
-    if (f.print_attention) check_print_attention(plan.request);
-    if (heatmap) {
-      check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
-      if (shard.rank == 0) attn::check_output(f.png, "PNG");
-    }
-    session.emplace(attn::open_session(std::move(plan)));
-  });
+  ranks::set_up(shard, [&] { session.emplace(open_run(f, c, shard, prompt)); });
   return ranks::or_abort(shard, [&] {
-    attn::Session& se = *session;
-    const attn::ModelArgs& args = se.request.args;
+    const bool rank0 = shard.rank == 0;
     std::ostream nowhere(nullptr);
-    std::ostream& trace = shard.rank == 0 ? std::cout : nowhere;
-    if (f.json)
-      print_config_json(trace, args);
-    else
-      print_config_text(trace, args);
-    attn::run(se, [&](const attn::Event& e) {
-      if (f.json)
-        print_event_json(trace, e);
-      else
-        print_event_text(trace, e, decode_only);
-      if (f.print_attention && f.json) print_attention_json(trace, args, e);
-      if (f.print_attention && !f.json) print_attention(trace, args, e);
-      trace.flush();  // what is printed stays printed, whatever ends the run later
-    });
-    const Summary s = summarize(se.request.opts, se.out, se.model.rt);
-    if (f.json) print_summary_json(trace, s);
-    if (shard.rank == 0) print_summary_text(std::cerr, s);
-    // Files appear only once everything else has succeeded, the trace on stdout included.
-    auto check_stdout = [] {
-      std::cout.flush();
-      if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
-    };
-    check_stdout();
-    std::vector<attn::OutputFile> outputs;
-    std::string png_size;
-    if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
-      outputs.push_back(std::move(*dump));
-    if (heatmap && shard.rank == 0) {
-      const Image img =
-          render_heatmap(args, se.request.opts, se.out, f.layer, heatmap_options(f, se, prompt));
-      outputs.push_back(stage_png(f.png, img));
-      png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
-    }
-    check_stdout();
-    for (attn::OutputFile& o : outputs) o.commit();
-    if (!png_size.empty())
-      std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
+    run_traced(f, c == Command::decode, *session, rank0 ? std::cout : nowhere, rank0);
+    write_outputs(f, c == Command::heatmap, *session, prompt, rank0);
     return 0;
   });
 }
