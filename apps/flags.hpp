@@ -96,7 +96,7 @@ using AddFlag = CLI::Option* (*)(CLI::App& cmd, const std::string& names, const 
 
 struct Flag {
   std::string_view names;  // CLI11's form: "-s,--seed"
-  std::vector<Use> uses;   // the commands that take it; one Use each
+  std::vector<Use> uses;   // the commands that take it (a command in one Use only)
   AddFlag add;
 };
 

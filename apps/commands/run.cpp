@@ -108,7 +108,7 @@ HeatmapOptions heatmap_options(const Options& f, const attn::Session& se,
 attn::Session open_run(const Options& f, Command c, const attn::Shard& shard,
                        PromptTokens& prompt) {
   const bool heatmap = c == Command::heatmap;
-  if (shard.rank == 0 && !std::cout)  // see keep_standard_streams
+  if (shard.rank == 0 && !std::cout)  // see keep_standard_streams (attn_cli.cpp)
     throw std::runtime_error(
         "stdout is closed: the trace has nowhere to go (send it to "
         "/dev/null to discard it)");
