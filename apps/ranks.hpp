@@ -16,7 +16,7 @@
 #include "attn/error.hpp"
 #include "attn/model/parallel.hpp"
 
-namespace ranks {
+namespace cli::ranks {
 
 // True when mpirun (Open MPI, or a PMI launcher) started this process. A plain run does not
 // start MPI at all: no cost, and nothing for the sanitizers to trip on.
@@ -56,13 +56,14 @@ inline std::unique_ptr<attn::Comm> open_mpi(int& argc, char**& argv) {
 }
 #endif
 
-// Under mpirun (in an MPI build): MPI_Init in open(), MPI_Finalize on destruction. open()
-// throws to main's handlers when the module cannot be loaded.
-struct Session {
+// The MPI world this process belongs to (rank 0 of 1 without mpirun); not a model's Session nor
+// generate's saved session. Under mpirun (in an MPI build): MPI_Init in open(), MPI_Finalize on
+// destruction. open() throws to main's handlers when the module cannot be loaded.
+struct World {
   attn::Shard shard;
   std::unique_ptr<attn::Comm> comm;
 
-  Session() = default;
+  World() = default;
   void open(int& argc, char**& argv) {
 #ifdef ATTN_MPI
     if (!launched_by_mpirun()) return;
@@ -73,8 +74,8 @@ struct Session {
     (void)argv;
 #endif
   }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
 };
 
 // Thrown on the ranks that did not fail themselves: leave with `status`, print nothing.
@@ -130,4 +131,4 @@ int or_abort(const attn::Shard& shard, F&& work) {
   }
 }
 
-}  // namespace ranks
+}  // namespace cli::ranks

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-namespace attn_cli {
+namespace cli {
 
 // The flag that sets `setting`, or "" where no flag of attn-cli sets it.
 inline std::string cli_flag_for(std::string_view setting) {
@@ -38,4 +38,4 @@ inline std::string cli_flag_for(std::string_view setting) {
   return "";
 }
 
-}  // namespace attn_cli
+}  // namespace cli

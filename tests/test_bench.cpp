@@ -107,7 +107,7 @@ TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {
   // 2 * 512 * (4096 * (4096 + 1024 + 1024 + 4096) + 3 * 4096 * 14336) matrix flops, and
   // 4 * (512 * 513 / 2) * 4096 for q.k and p.v over the causal half.
   const attn::ModelArgs a = attn::llama3_8b_layer_args();
-  CHECK(attn::prefill_flops(a, 1, 512, true) == doctest::Approx(223338299392.0));
-  CHECK(attn::prefill_flops(a, 1, 512, false) ==
+  CHECK(cli::prefill_flops(a, 1, 512, true) == doctest::Approx(223338299392.0));
+  CHECK(cli::prefill_flops(a, 1, 512, false) ==
         doctest::Approx(223338299392.0 + 4.0 * 131328 * 4096));
 }

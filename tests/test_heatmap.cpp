@@ -28,7 +28,7 @@ Png read_png(const std::filesystem::path& p) {
 }
 
 // One panel's pixels.
-std::vector<std::uint8_t> panel(const Png& png, const attn::HeatmapLayout& l, std::int64_t h) {
+std::vector<std::uint8_t> panel(const Png& png, const cli::HeatmapLayout& l, std::int64_t h) {
   std::vector<std::uint8_t> out;
   for (int y = 0; y < l.panel; ++y) {
     const auto row =
@@ -71,7 +71,7 @@ TEST_CASE("heatmap: the PNG has the layout's size and panels differ exactly wher
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Png png = read_png(png_path);
-  const attn::HeatmapLayout l = attn::heatmap_layout(a, 10);
+  const cli::HeatmapLayout l = cli::heatmap_layout(a, 10);
   CHECK(png.w == l.width);
   CHECK(png.h == l.height);
   REQUIRE(l.panel_x.size() == 6);
@@ -137,10 +137,10 @@ TEST_CASE("heatmap from token ids: labelled axes, --batch-row, --scale, the wrot
   REQUIRE(r.status == 0);
   const Png png = read_png(png_path);
   attn::ModelArgs a = attn::load_config(dir / "config.json");
-  attn::HeatmapOptions o;
+  cli::HeatmapOptions o;
   for (int id = 5; id <= 13; ++id) o.labels.push_back(id <= 7 ? std::to_string(id) : "");
-  const attn::HeatmapLayout labelled = attn::heatmap_layout(a, 9, o),
-                            plain = attn::heatmap_layout(a, 9);
+  const cli::HeatmapLayout labelled = cli::heatmap_layout(a, 9, o),
+                            plain = cli::heatmap_layout(a, 9);
   CHECK(png.w == labelled.width);
   CHECK(png.h == labelled.height);
   CHECK(labelled.height > plain.height);  // room for the keys' labels below each panel

@@ -10,7 +10,19 @@
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/probe.hpp"
 
-namespace attn {
+namespace cli {
+
+using attn::Compute;
+using attn::fma_peak_gflops;
+using attn::LayerWeights;
+using attn::Matrix;
+using attn::ModelArgs;
+using attn::read_patterns;
+using attn::sgemm_seconds;
+using attn::StreamMatrix;
+using attn::TensorSpec;
+using attn::Transformer;
+using attn::weight_type_bytes;
 
 namespace {
 
@@ -220,4 +232,4 @@ ComputeError compute_error(Transformer& m, const std::vector<float>& x, std::int
   return e;
 }
 
-}  // namespace attn
+}  // namespace cli

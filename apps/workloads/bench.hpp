@@ -10,7 +10,7 @@
 
 #include "attn/model/model.hpp"
 
-namespace attn {
+namespace cli {
 
 struct MachineLimits {
   double stream_gbs = 0;       // streaming read of the weights' bytes, all threads: the best
@@ -55,7 +55,7 @@ struct BenchResult {
   std::optional<ComputeError> compute_error;  // BF16 weights under --compute bf16
 };
 
-double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
+double prefill_flops(const attn::ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
 
 // For each model (the same layer with its matrices in different types) in turn: a warm-up and
 // the prefill of x [1, P+N, dim]. Then N decode rounds; in each, every model takes one step,
@@ -65,17 +65,17 @@ double prefill_flops(const ModelArgs& a, std::int64_t bsz, std::int64_t P, bool 
 // progress(phase, done, total) is called as the work goes: "warm-up" per model, "prefill" per
 // pass and model, "decode" per round.
 using BenchProgress = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
-std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
+std::vector<BenchResult> bench_workload(std::span<attn::Transformer* const> models,
                                         const std::vector<float>& x, std::int64_t P, std::int64_t N,
                                         const std::vector<std::int64_t>& batches = {},
                                         const BenchProgress& progress = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
-void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l);
+void measure_limits(const attn::Transformer& m, std::int64_t P, MachineLimits& l);
 
 // The prefill of x's first P positions with m's compute (bf16) and with F32 compute, compared.
-ComputeError compute_error(Transformer& m, const std::vector<float>& x, std::int64_t P);
+ComputeError compute_error(attn::Transformer& m, const std::vector<float>& x, std::int64_t P);
 
 long peak_rss_kb();
 
-}  // namespace attn
+}  // namespace cli

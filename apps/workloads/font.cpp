@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-namespace attn {
+namespace cli {
 
 namespace {
 
@@ -70,4 +70,4 @@ const std::uint8_t* glyph(char c) {
   return nullptr;
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -4,11 +4,11 @@
 // layout), and labels need only these glyphs.
 #include <cstdint>
 
-namespace attn {
+namespace cli {
 
 // The 7 rows of a glyph, 5 bits each (bit 4 = leftmost column); null for unknown characters.
 const std::uint8_t* glyph(char c);
 
 inline constexpr int kGlyphWidth = 5, kGlyphHeight = 7;
 
-}  // namespace attn
+}  // namespace cli

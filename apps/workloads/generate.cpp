@@ -14,9 +14,12 @@
 #include "attn/kernels/runtime.hpp"
 #include "attn/engine/engine.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "flags.hpp"
 #include "workloads/trace.hpp"
 
-namespace attn {
+namespace cli {
+
+using namespace attn;  // the engine's names; this file is its front
 
 namespace {
 
@@ -66,12 +69,12 @@ PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::i
 
 namespace {
 
-ModelSpec generate_spec(const GenerateFlags& f) {
+ModelSpec generate_spec(const Options& f) {
   ModelSpec spec;
   spec.weights = f.weights;
   spec.config = f.config;
   spec.tokenizer = f.text.tokenizer;
-  spec.overrides.max_seq_len = f.max_seq_len;
+  spec.overrides.max_seq_len = f.overrides.max_seq_len;
   spec.overrides.max_batch_size = 1;
   spec.seed = f.sampling.seed;
   spec.threads = f.threads;
@@ -80,7 +83,7 @@ ModelSpec generate_spec(const GenerateFlags& f) {
 }
 
 // The prompt's ids, read with the tokenizer the model's files name (ids need none).
-std::vector<std::int32_t> generate_prompt(const GenerateFlags& f, const ModelSpec& spec,
+std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spec,
                                           std::optional<Tokenizer>& tok) {
   const ModelFiles files = find_model_files(spec);
   if (files.config.empty())
@@ -97,7 +100,7 @@ std::vector<std::int32_t> generate_prompt(const GenerateFlags& f, const ModelSpe
   return prompt;
 }
 
-void print_token(const GenerateFlags& f, const Engine& e, std::optional<TextStream>& stream,
+void print_token(const Options& f, const Engine& e, std::optional<TextStream>& stream,
                  const Generated& t) {
   const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
   if (!f.json) {
@@ -114,7 +117,7 @@ void print_token(const GenerateFlags& f, const Engine& e, std::optional<TextStre
             << '\n';
 }
 
-void print_summary(const GenerateFlags& f, const Engine& e) {
+void print_summary(const Options& f, const Engine& e) {
   const Generation& g = e.generation;
   if (f.json)
     std::cout << json{{"event", "summary"},
@@ -134,7 +137,7 @@ void print_summary(const GenerateFlags& f, const Engine& e) {
 
 }  // namespace
 
-int generate_command(const GenerateFlags& f) {
+int generate_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   if (!std::cout) throw std::runtime_error("stdout is closed: the text has nowhere to go");
   const auto t0 = std::chrono::steady_clock::now();
@@ -143,7 +146,7 @@ int generate_command(const GenerateFlags& f) {
   const std::vector<std::int32_t> prompt = generate_prompt(f, spec, tok);
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  Engine e = open_engine(spec, {1, rows, f.steps}, std::nullopt, std::move(tok));
+  Engine e = open_engine(spec, {1, rows, f.run.steps}, std::nullopt, std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   const std::int64_t before = e.filled;  // a loaded session's positions
@@ -156,7 +159,7 @@ int generate_command(const GenerateFlags& f) {
   }
   std::cout.flush();
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
-  generate(e, prompt, f.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+  generate(e, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
     if (f.json && t.step == 0)
       print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
     print_token(f, e, stream, t);
@@ -172,7 +175,7 @@ int generate_command(const GenerateFlags& f) {
   return 0;
 }
 
-int tokenize_command(const TokenizeFlags& f) {
+int tokenize_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   if (f.text.tokenizer.empty()) throw InputError("--tokenizer is needed to read a prompt");
   const Tokenizer tok = load_tokenizer(f.text.tokenizer);
@@ -209,4 +212,4 @@ int tokenize_command(const TokenizeFlags& f) {
   return 0;
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -13,7 +13,16 @@
 #include "workloads/font.hpp"
 #include "workloads/label_font.hpp"
 
-namespace attn {
+namespace cli {
+
+using attn::escape;
+using attn::InputError;
+using attn::Mask;
+using attn::ModelArgs;
+using attn::OutputFile;
+using attn::quoted;
+using attn::RunOptions;
+using attn::RunOutputs;
 
 namespace {
 
@@ -280,4 +289,4 @@ OutputFile stage_png(const std::filesystem::path& path, const Image& img) {
   return out;
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -11,7 +11,7 @@
 #include "attn/model/config.hpp"
 #include "attn/model/session.hpp"
 
-namespace attn {
+namespace cli {
 
 // Where things are in the picture, so tests can look at one panel.
 struct HeatmapLayout {
@@ -40,7 +40,7 @@ struct HeatmapOptions {
 HeatmapScale default_scale(std::int64_t positions);
 HeatmapScale parse_scale(const std::string& name);  // linear, sqrt, log; InputError otherwise
 
-HeatmapLayout heatmap_layout(const ModelArgs& a, std::int64_t positions,
+HeatmapLayout heatmap_layout(const attn::ModelArgs& a, std::int64_t positions,
                              const HeatmapOptions& o = {});
 
 struct Image {
@@ -51,19 +51,20 @@ struct Image {
 // The probabilities of `layer`, batch row o.batch_row, from a run that kept them (Inspect's
 // attention_weights). Keys a query does not see are drawn apart from small weights: light grey
 // where the causal mask hides them, pink where they are padding.
-Image render_heatmap(const ModelArgs& a, const RunOptions& o, const RunOutputs& out,
-                     std::int64_t layer, const HeatmapOptions& opts = {});
+Image render_heatmap(const attn::ModelArgs& a, const attn::RunOptions& o,
+                     const attn::RunOutputs& out, std::int64_t layer,
+                     const HeatmapOptions& opts = {});
 
 // Most positions (prefill + steps) a heatmap draws: a panel stays within 512 x 512 pixels.
 inline constexpr std::int64_t kHeatmapPositions = 512;
 
 // Refuses (InputError) a --layer or --batch-row out of range or more than kHeatmapPositions,
 // before any work.
-void check_heatmap(const ModelArgs& a, const RunOptions& o, std::int64_t layer,
+void check_heatmap(const attn::ModelArgs& a, const attn::RunOptions& o, std::int64_t layer,
                    std::int64_t batch_row = 0);
 
 // Encodes as PNG into a temporary file beside `path` (attn/io/output.hpp), uncommitted: the
 // caller renames it into place when the whole run has succeeded.
-OutputFile stage_png(const std::filesystem::path& path, const Image& img);
+attn::OutputFile stage_png(const std::filesystem::path& path, const Image& img);
 
-}  // namespace attn
+}  // namespace cli

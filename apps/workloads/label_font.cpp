@@ -11,7 +11,10 @@
 #include "attn/text/unicode.hpp"
 #include "workloads/heatmap.hpp"
 
-namespace attn {
+namespace cli {
+
+using attn::next_code_point;
+using attn::valid_utf8;
 
 struct LabelFont {
   std::vector<unsigned char> data;
@@ -85,4 +88,4 @@ void draw_label(Image& img, const LabelFont& f, int x, int y, std::string_view t
   });
 }
 
-}  // namespace attn
+}  // namespace cli

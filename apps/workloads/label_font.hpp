@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace attn {
+namespace cli {
 
 struct Image;
 
@@ -22,4 +22,4 @@ int label_width(const LabelFont& f, std::string_view text, int px);
 void draw_label(Image& img, const LabelFont& f, int x, int y, std::string_view text, int px,
                 bool vertical);
 
-}  // namespace attn
+}  // namespace cli

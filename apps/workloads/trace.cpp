@@ -7,7 +7,19 @@
 
 #include "attn/model/parallel.hpp"
 
-namespace attn {
+namespace cli {
+
+using attn::activation_name;
+using attn::Block;
+using attn::block_name;
+using attn::config_values;
+using attn::Event;
+using attn::mask_name;
+using attn::ModelArgs;
+using attn::rope_name;
+using attn::Shape;
+using attn::shape_text;
+using attn::split_text;
 
 using nlohmann::json;
 
@@ -171,4 +183,4 @@ void print_attention(std::ostream& os, const ModelArgs& a, const Event& e) {
       }
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -11,7 +11,7 @@
 #include "attn/model/config.hpp"
 #include "attn/model/session.hpp"  // Event
 
-namespace attn {
+namespace cli {
 
 struct Summary {
   std::int64_t prefill_positions = 0;
@@ -24,25 +24,25 @@ struct Summary {
 };
 
 // Text: `decode_only` prints the notebook's per-step cache line and nothing else per step.
-void print_config_text(std::ostream& os, const ModelArgs& a);
-void print_event_text(std::ostream& os, const Event& e, bool decode_only);
+void print_config_text(std::ostream& os, const attn::ModelArgs& a);
+void print_event_text(std::ostream& os, const attn::Event& e, bool decode_only);
 void print_summary_text(std::ostream& os, const Summary& s);
 
 // The n highest logits of logits[vocab] as [{"id", "logit"}], highest first (ties: lower id).
 nlohmann::json top_logits(const float* logits, std::int64_t vocab, int n);
 
-void print_config_json(std::ostream& os, const ModelArgs& a);
-void print_event_json(std::ostream& os, const Event& e);
+void print_config_json(std::ostream& os, const attn::ModelArgs& a);
+void print_event_json(std::ostream& os, const attn::Event& e);
 void print_summary_json(std::ostream& os, const Summary& s);
 
 // The event's attention probabilities as notebook 001 prints attention_weights: per layer, batch
 // row and head, one line of 4-decimal numbers per query.
-void print_attention(std::ostream& os, const ModelArgs& a, const Event& e);
+void print_attention(std::ostream& os, const attn::ModelArgs& a, const attn::Event& e);
 // The same as JSON Lines (--json): one "attention_weights" event per layer, batch row and head.
-void print_attention_json(std::ostream& os, const ModelArgs& a, const Event& e);
+void print_attention_json(std::ostream& os, const attn::ModelArgs& a, const attn::Event& e);
 
 // --print-attention prints at most this many probabilities (about 8 MB of text): more is a job
 // for --attention-weights and the dump.
 constexpr double kPrintAttentionLimit = double(1 << 20);
 
-}  // namespace attn
+}  // namespace cli

@@ -1,0 +1,183 @@
+// attn-cli bench: one layer in several weight types, timed in the same rounds against the
+// machine's limits; the report is bench_report.cpp's.
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/session.hpp"
+#include "attn/model/weights.hpp"
+#include "bench_report.hpp"
+#include "commands/commands.hpp"
+#include "commands/setup.hpp"
+#include "flags.hpp"
+#include "ranks.hpp"
+#include "workloads/bench.hpp"
+
+namespace cli {
+
+namespace {
+
+attn::WeightType weight_type(const std::string& name) {
+  return name == "bf16"  ? attn::WeightType::bf16
+         : name == "f16" ? attn::WeightType::f16
+                         : attn::WeightType::f32;
+}
+
+// bench's progress on stderr: a bar redrawn in place on a terminal, one line per phase otherwise
+// (a log, a CI job). Rank 0 only.
+struct ProgressBar {
+  bool shown = true;
+  bool tty = ::isatty(STDERR_FILENO) != 0;
+  std::string phase;
+  bool drawn = false;  // a bar is on the current line
+
+  void line(const std::string& text) {
+    if (!shown) return;
+    if (drawn) std::fputc('\n', stderr);
+    drawn = false;
+    std::fprintf(stderr, "bench: %s\n", text.c_str());
+  }
+  void operator()(const char* p, std::int64_t done, std::int64_t total) {
+    if (!shown) return;
+    if (!tty) {
+      if (phase != p) line(std::string(p) + " (" + std::to_string(total) + ")");
+      phase = p;
+      return;
+    }
+    constexpr int kWidth = 30;
+    const int full = total > 0 ? int(kWidth * done / total) : 0;
+    std::fprintf(
+        stderr, "\rbench: %-8s [%s%s] %lld/%lld", p, std::string(std::size_t(full), '#').c_str(),
+        std::string(std::size_t(kWidth - full), ' ').c_str(), (long long)done, (long long)total);
+    std::fflush(stderr);
+    drawn = true;
+    phase = p;
+  }
+};
+
+// The batched rows decode up to 16 sequences; the cache holds them at the bench's positions
+// only, so it stays small.
+const std::int64_t kMaxBatch = kBenchBatches.back();
+
+// The layer's config with the flags' overrides, checked, its cache sized for the batched rows.
+attn::ModelArgs bench_args(const Options& f, const attn::Shard& shard) {
+  attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args, shard);
+  attn::check_shard(args, shard);
+  attn::check_capacity(args, {1, f.run.prefill, f.run.steps});
+  if (f.run.prefill < 1 || f.run.steps < 1)
+    throw attn::InputError("bench needs --prefill and --steps >= 1");
+  args.max_batch_size = std::max(args.max_batch_size, kMaxBatch);
+  args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
+  return args;
+}
+
+// Every type's model is held at once, each in its own type: refuses to start if they would not
+// fit.
+void check_bench_memory(const attn::ModelArgs& args, const attn::RunShape& file_shape, bool file,
+                        const std::vector<std::string>& types, const attn::Shard& shard) {
+  std::vector<attn::MemoryPart> parts;
+  for (const std::string& t : types) {
+    attn::RunShape shape = file_shape;
+    if (!file) shape.matrices = {weight_type(t)};
+    for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
+      parts.push_back({t + " " + p.name, p.bytes, p.reserved});
+  }
+  attn::check_memory(parts, attn::available_memory(), args.source);
+}
+
+// The same layer in each weight type, and its input.
+struct Workload {
+  std::vector<float> x;
+  std::vector<attn::Transformer> models;
+};
+
+void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& progress,
+                     Workload& w) {
+  const attn::ModelArgs args = bench_args(f, shard);
+  // A file runs as it is; drawn weights once per weight type, the same draws rounded.
+  const std::vector<std::string> types =
+      f.weights.empty() ? f.weight_types : std::vector<std::string>{"file"};
+  const std::int64_t rows = std::max(f.run.prefill, kMaxBatch);
+  attn::RunShape file_shape{kMaxBatch, f.run.prefill, f.run.steps, rows, f.threads, false};
+  std::optional<attn::WeightsSource> file = open_weights(f, args, shard, file_shape);
+  check_bench_memory(args, file_shape, file.has_value(), types, shard);
+  progress.line("drawing the weights (" + std::to_string(types.size()) +
+                " weight type(s)) and the input");
+  w.x = attn::seeded_input(args, {1, f.run.prefill, f.run.steps}, f.seed);
+  w.models.reserve(types.size());
+  for (const std::string& t : types) {
+    attn::TransformerWeights weights =
+        file ? attn::load_weights(args, std::move(*file), shard)
+             : attn::seeded_weights(args, f.seed, shard, weight_type(t));
+    w.models.push_back(attn::make_transformer(
+        args, std::move(weights), rows,
+        attn::make_runtime(f.threads, attn::kParallelFlops, "", attn::parse_compute(f.compute)),
+        shard));
+  }
+}
+
+// Every model in the same rounds, --compute bf16's error, then the machine's limits.
+std::vector<BenchResult> measure(const Options& f, Workload& w, ProgressBar& progress) {
+  std::vector<attn::Transformer*> ms;
+  for (attn::Transformer& m : w.models) ms.push_back(&m);
+  const attn::Transformer& m = w.models.front();
+  std::vector<BenchResult> results =
+      bench_workload(ms, w.x, f.run.prefill, f.run.steps, kBenchBatches, std::ref(progress));
+  if (m.rt.compute == attn::Compute::bf16) {
+    progress.line("--compute bf16 against the exact path (one prefill each way)");
+    for (std::size_t i = 0; i < results.size(); ++i)
+      if (results[i].weight_type == "BF16")
+        results[i].compute_error = compute_error(*ms[i], w.x, f.run.prefill);
+  }
+  progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak");
+  MachineLimits machine;
+  measure_limits(m, f.run.prefill, machine);
+  for (BenchResult& r : results) {  // the stream read stays each type's own
+    machine.stream_gbs = r.limits.stream_gbs;
+    machine.stream_pattern = r.limits.stream_pattern;
+    r.limits = machine;
+  }
+  return results;
+}
+
+// Every rank takes part in the collectives; rank 0 prints.
+void report(const Options& f, const attn::Shard& shard, const std::vector<BenchResult>& results,
+            const attn::Transformer& m, ProgressBar& progress) {
+  const BenchResult& r = results.front();
+  const std::vector<double> rss = attn::gather_values(shard, double(r.peak_rss_kb) / 1024);
+  const double alone_us = shard.size > 1 ? allreduce_alone_us(shard, m.args.dim) : 0;
+  if (shard.rank != 0) return;
+  const nlohmann::json mp =
+      shard.size > 1 ? bench_parallel(r, m, rss, alone_us) : nlohmann::json::object();
+  progress.line("done");
+  print_bench(results, m.rt, f.json, mp);
+  if (shard.size > 1) print_bench_parallel(f.json ? stderr : stdout, mp, m.args.dim);
+}
+
+}  // namespace
+
+int bench_command(const Options& f, const attn::Shard& shard) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  quiet_other_ranks(shard);
+  ProgressBar progress;
+  progress.shown = shard.rank == 0;
+  Workload w;
+  ranks::set_up(shard, [&] { set_up_workload(f, shard, progress, w); });
+  return ranks::or_abort(shard, [&] {
+    report(f, shard, measure(f, w, progress), w.models.front(), progress);
+    return 0;
+  });
+}
+
+}  // namespace cli

@@ -1,0 +1,190 @@
+// attn-cli run, decode and heatmap: one run of the model, its trace printed (the notebook's
+// cache line per step for decode) and, for heatmap, one layer's attention drawn.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/io/text.hpp"
+#include "attn/kernels/matmul.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/session.hpp"
+#include "commands/commands.hpp"
+#include "commands/setup.hpp"
+#include "flags.hpp"
+#include "ranks.hpp"
+#include "workloads/generate.hpp"
+#include "workloads/heatmap.hpp"
+#include "workloads/trace.hpp"
+
+namespace cli {
+
+namespace {
+
+Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out, const attn::Runtime& rt) {
+  std::vector<double> steps = out.decode_seconds;
+  std::sort(steps.begin(), steps.end());
+  double total = 0;
+  for (double s : steps) total += s;
+  return {o.prefill,        out.prefill_seconds * 1e3,
+          o.steps,          steps.empty() ? 0 : steps[steps.size() / 2] * 1e3,
+          total * 1e3,      rt.threads,
+          attn::blas_core()};
+}
+
+// The request the flags make: the config with its overrides, the shape, the files.
+attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool keep_attention,
+                             const PromptTokens& prompt) {
+  attn::RunRequest r;
+  r.args = model_args(f, attn::seed_args, shard);
+  r.tokens = prompt.sequences;
+  r.all_logits = f.all_logits;
+  r.logits = f.logits;
+
+  if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
+  r.opts = f.run;
+  std::int64_t longest = 0;
+  for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
+  if (!r.tokens.empty() && f.batch_given && f.run.batch != std::int64_t(r.tokens.size()))
+    throw attn::InputError("--batch " + std::to_string(f.run.batch) +
+                           ": token input's batch is its " + std::to_string(r.tokens.size()) +
+                           " sequence(s)");
+  if (!r.tokens.empty() && !f.prefill_given)
+    r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
+  r.batch_given = f.input.empty() || f.batch_given;
+  r.weights = f.weights;
+  r.input = f.input;
+  r.dump = f.dump;
+  r.seed = f.seed;
+  r.threads = f.threads;
+  r.compute = attn::parse_compute(f.compute);
+  r.attention_weights = keep_attention;
+  r.dump_attention_weights = f.attention_weights;
+  r.shard = shard;
+  return r;
+}
+
+void check_print_attention(const attn::RunRequest& r) {
+  const double values = attn::attention_weights_bytes(r.args, r.opts) / 4;
+  if (values > kPrintAttentionLimit)
+    throw attn::InputError(
+        "--print-attention would print " + std::to_string(std::int64_t(values)) +
+        " probabilities (over 2^20, about 8 MB of text): use --attention-weights "
+        "--dump F, or fewer positions");
+}
+
+// The heatmap's sequence, scale, padding and token labels (a prompt's pieces, or its ids).
+HeatmapOptions heatmap_options(const Options& f, const attn::Session& se,
+                               const PromptTokens& prompt) {
+  const attn::RunOptions& o = se.request.opts;
+  const std::int64_t T = o.prefill + o.steps;
+  HeatmapOptions h{f.batch_row,
+                   f.scale.empty() ? default_scale(T) : parse_scale(f.scale),
+                   {},
+                   {},
+                   se.request.args.first_layer};
+  if (!se.inspect.attention_mask.empty())
+    h.keep.assign(se.inspect.attention_mask.begin() + f.batch_row * T,
+                  se.inspect.attention_mask.begin() + (f.batch_row + 1) * T);
+  if (prompt.sequences.empty()) return h;
+  const std::vector<std::int32_t>& ids = prompt.sequences[std::size_t(f.batch_row)];
+  for (std::int64_t t = 0; t < T; ++t) {
+    if (t >= std::int64_t(ids.size())) {
+      h.labels.push_back("");  // padding
+      continue;
+    }
+    const std::int32_t id = ids[std::size_t(t)];
+    h.labels.push_back(prompt.tokenizer ? attn::token_bytes(*prompt.tokenizer, id)
+                                        : std::to_string(id));
+  }
+  return h;
+}
+
+// Every rank's setup: the prompt's tokens, the plan, the checks, the session.
+attn::Session open_run(const Options& f, Command c, const attn::Shard& shard,
+                       PromptTokens& prompt) {
+  const bool heatmap = c == Command::heatmap;
+  if (shard.rank == 0 && !std::cout)  // see keep_standard_streams (attn_cli.cpp)
+    throw std::runtime_error(
+        "stdout is closed: the trace has nowhere to go (send it to "
+        "/dev/null to discard it)");
+  if (f.text.given()) prompt = prompt_tokens(f.text, f.config, 0);
+  attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap, prompt));
+  if (f.print_attention) check_print_attention(plan.request);
+  if (heatmap) {
+    check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
+    if (shard.rank == 0) attn::check_output(f.png, "PNG");
+  }
+  return attn::open_session(std::move(plan));
+}
+
+// Runs the session, printing the config, each step (flushed as it comes) and the summary.
+void run_traced(const Options& f, bool decode_only, attn::Session& se, std::ostream& trace,
+                bool rank0) {
+  const attn::ModelArgs& args = se.request.args;
+  if (f.json)
+    print_config_json(trace, args);
+  else
+    print_config_text(trace, args);
+  attn::run(se, [&](const attn::Event& e) {
+    if (f.json)
+      print_event_json(trace, e);
+    else
+      print_event_text(trace, e, decode_only);
+    if (f.print_attention && f.json) print_attention_json(trace, args, e);
+    if (f.print_attention && !f.json) print_attention(trace, args, e);
+    trace.flush();  // what is printed stays printed, whatever ends the run later
+  });
+  const Summary s = summarize(se.request.opts, se.out, se.model.rt);
+  if (f.json) print_summary_json(trace, s);
+  if (rank0) print_summary_text(std::cerr, s);
+}
+
+void check_stdout() {
+  std::cout.flush();
+  if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
+}
+
+// Files appear only once everything else has succeeded, the trace on stdout included.
+void write_outputs(const Options& f, bool heatmap, const attn::Session& se,
+                   const PromptTokens& prompt, bool rank0) {
+  check_stdout();
+  std::vector<attn::OutputFile> outputs;
+  std::string png_size;
+  if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
+    outputs.push_back(std::move(*dump));
+  if (heatmap && rank0) {
+    const Image img = render_heatmap(se.request.args, se.request.opts, se.out, f.layer,
+                                     heatmap_options(f, se, prompt));
+    outputs.push_back(stage_png(f.png, img));
+    png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
+  }
+  check_stdout();
+  for (attn::OutputFile& o : outputs) o.commit();
+  if (!png_size.empty())
+    std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
+}
+
+}  // namespace
+
+int run_command(const Options& f, Command c, const attn::Shard& shard) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  quiet_other_ranks(shard);
+  std::optional<attn::Session> session;
+  PromptTokens prompt;
+  // Every rank sets up, then all agree on one status before any collective.
+  ranks::set_up(shard, [&] { session.emplace(open_run(f, c, shard, prompt)); });
+  return ranks::or_abort(shard, [&] {
+    const bool rank0 = shard.rank == 0;
+    std::ostream nowhere(nullptr);
+    run_traced(f, c == Command::decode, *session, rank0 ? std::cout : nowhere, rank0);
+    write_outputs(f, c == Command::heatmap, *session, prompt, rank0);
+    return 0;
+  });
+}
+
+}  // namespace cli

@@ -1,0 +1,112 @@
+#pragma once
+// attn-cli's flags: one struct for every value a flag sets, and one table declaring each flag
+// once, with the commands that take it (as llama.cpp's common/arg.cpp). Names, help, defaults
+// and checks are a contract (docs/contract.md): `attn-cli CMD --help` must not change.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/generate.hpp"
+#include "attn/model/input.hpp"
+#include "workloads/generate.hpp"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace cli {
+
+// One bit each, so that a flag table entry can name several (Commands).
+enum class Command : unsigned {
+  run = 1,
+  decode = 2,
+  heatmap = 4,
+  bench = 8,
+  generate = 16,
+  tokenize = 32
+};
+
+// A set of commands; a Command is the set of itself.
+struct Commands {
+  unsigned bits = 0;
+  constexpr Commands(Command c) : bits(unsigned(c)) {}  // implicit: an entry may name one
+  constexpr explicit Commands(unsigned b) : bits(b) {}
+  constexpr bool has(Command c) const { return (bits & unsigned(c)) != 0; }
+};
+constexpr Commands operator|(Commands a, Commands b) {
+  return Commands(a.bits | b.bits);
+}
+constexpr Commands operator|(Command a, Command b) {  // two enums find no conversion
+  return Commands(a) | Commands(b);
+}
+
+// Every flag's value; each command parses into an Options of its own. Defaults are the flags'
+// own (a table entry may give a command another, as bench's --prefill 512).
+struct Options {
+  // The model and the run's shape: run, decode, heatmap, bench (generate takes some).
+  std::string config, weights, layers;
+  attn::ConfigOverrides overrides;  // -c, --max-batch, --model-parallel
+  attn::RunOptions run;             // -b, --prefill, -n
+  std::uint64_t seed = 42;          // weights and input (generate's --seed: sampling.seed)
+  int threads = attn::cores();
+  std::string compute = "f32";
+  std::string log_level = "warn";
+  bool json = false;
+
+  // run, decode, heatmap: files, attention, token input.
+  std::string input, dump;
+  std::string mask;  // empty: the config's
+  bool attention_weights = false, print_attention = false;
+  TextInput text;  // token input: a prompt or ids instead of --input (generate, tokenize too)
+  bool all_logits = false, logits = false;
+  bool batch_given = false, prefill_given = false;  // on the command line (see mark_given)
+
+  // heatmap
+  std::int64_t layer = 0, batch_row = 0;
+  std::string scale;  // linear, sqrt, log; empty: by the number of positions
+  std::string png;    // --out
+
+  // bench
+  std::vector<std::string> weight_types = {"f32", "bf16", "f16"};
+
+  // generate
+  attn::Sampling sampling;
+  bool ignore_eos = false;
+  std::string save_session, load_session;
+
+  // tokenize
+  bool decode = false;
+};
+
+// One command's use of a flag: its help text there and, where it differs from Options', the
+// default it shows and starts from.
+struct Use {
+  Commands commands;
+  std::string_view help;
+  std::string_view default_value = {};
+};
+
+// Adds the flag to a command, bound to its field of `o`, with its type's checks.
+using AddFlag = CLI::Option* (*)(CLI::App& cmd, const std::string& names, const std::string& help,
+                                 Options& o, Command c);
+
+struct Flag {
+  std::string_view names;  // CLI11's form: "-s,--seed"
+  std::vector<Use> uses;   // the commands that take it (a command in one Use only)
+  AddFlag add;
+};
+
+// The table, in the order run's --help lists the flags.
+const std::vector<Flag>& flag_table();
+
+// Adds to `cmd` every flag `c` takes, bound to `o`, in the order of its --help.
+void add_flags(CLI::App& cmd, Options& o, Command c);
+
+// After parsing: the flags whose absence means "work it out" (--batch, --prefill) were given.
+void mark_given(const CLI::App& cmd, Options& o);
+
+}  // namespace cli
