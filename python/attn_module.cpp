@@ -156,7 +156,7 @@ class Model {
     if (!keep_probs_)
       throw py::value_error(
           "attention weights are kept only with Model(..., attention_weights=True)");
-    if (probs_.empty()) throw py::value_error("no call yet");
+    if (probs_.empty()) throw py::value_error("no call yet (generate keeps none)");
     if (layer < 0 || layer >= std::int64_t(probs_.size()))
       throw py::index_error("layer " + std::to_string(layer) + " out of range");
     return probs_[std::size_t(layer)];
@@ -215,6 +215,9 @@ class Model {
       throw py::value_error("generate: the prompt and steps do not fit max_seq_len " +
                             std::to_string(m_->args.max_seq_len));
     reset();
+    // Its calls are not the last call's shape: it keeps no probabilities.
+    probs_.clear();
+    m_->observer = nullptr;
     attn::Generation g;
     std::vector<std::int32_t> out;
     {
@@ -302,10 +305,19 @@ class Model {
     if (!keep_probs_) return;
     const attn::ModelArgs& a = m_->args;
     probs_.clear();
+    kept_.clear();
     for (std::int64_t l = 0; l < a.n_layers; ++l) {
       probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
-      m_->attn_probs[std::size_t(l)] = probs_.back().mutable_data();
+      kept_.push_back(probs_.back().mutable_data());
     }
+    // The forward asks from its own thread, the GIL released: raw pointers, checked for size.
+    observer_.sites = attn::site_bit(attn::Site::attn_probs);
+    observer_.probs = [this, n = B * a.n_heads * T * (start_pos + T)](
+                          std::int64_t layer, std::int64_t bsz, std::int64_t heads,
+                          std::int64_t seqlen, std::int64_t keys) -> float* {
+      return bsz * heads * seqlen * keys == n ? kept_[std::size_t(layer)] : nullptr;
+    };
+    m_->observer = &observer_;
   }
 
   // Roughly the call's floating-point operations: what decides whether Ctrl-C is watched for.
@@ -358,6 +370,8 @@ class Model {
   std::optional<attn::Transformer> m_;
   bool keep_probs_ = false;
   std::vector<py::array_t<float>> probs_;
+  std::vector<float*> kept_;   // probs_'s data, for the observer
+  attn::Observer observer_;    // keeps the probabilities in probs_ (attention_weights=True)
   std::vector<std::uint8_t> keep_;  // [max_batch_size, max_seq_len]: the padding mask so far
   std::int64_t pos_ = 0, batch_ = 0;
   std::uintptr_t last_input_ = 0;
