@@ -370,8 +370,8 @@ class Model {
   std::optional<attn::Transformer> m_;
   bool keep_probs_ = false;
   std::vector<py::array_t<float>> probs_;
-  std::vector<float*> kept_;   // probs_'s data, for the observer
-  attn::Observer observer_;    // keeps the probabilities in probs_ (attention_weights=True)
+  std::vector<float*> kept_;        // probs_'s data, for the observer
+  attn::Observer observer_;         // keeps the probabilities in probs_ (attention_weights=True)
   std::vector<std::uint8_t> keep_;  // [max_batch_size, max_seq_len]: the padding mask so far
   std::int64_t pos_ = 0, batch_ = 0;
   std::uintptr_t last_input_ = 0;

@@ -97,8 +97,9 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
 // Where mlp_out is summed apart from the residual [rows, dim], for an observer that asks for it.
 float* mlp_out_buffer(Transformer& m, std::int64_t rows) {
   if (std::int64_t(m.act.observed.size()) < rows * m.args.dim)
-    throw InputError("an observer asking for mlp_out must be set with observe(), which sizes "
-                     "its buffer");
+    throw InputError(
+        "an observer asking for mlp_out must be set with observe(), which sizes "
+        "its buffer");
   return m.act.observed.data();
 }
 

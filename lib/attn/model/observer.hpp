@@ -93,13 +93,12 @@ struct Observer {
   // Where to write layer `layer`'s probabilities [bsz, n_heads, seqlen, keys] (the fused kernel
   // never holds them whole); null, or no function: not kept, not reported.
   std::function<float*(std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
-                        std::int64_t seqlen, std::int64_t keys)>
+                       std::int64_t seqlen, std::int64_t keys)>
       probs;
 
   bool wants_layer(std::int64_t layer) const {
-    return sites != 0 &&
-           (layers.empty() || (layer >= 0 && layer < std::int64_t(layers.size()) &&
-                               layers[std::size_t(layer)] != 0));
+    return sites != 0 && (layers.empty() || (layer >= 0 && layer < std::int64_t(layers.size()) &&
+                                             layers[std::size_t(layer)] != 0));
   }
   bool wants(Site s, std::int64_t layer) const {
     if ((sites & site_bit(s)) == 0) return false;
