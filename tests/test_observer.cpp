@@ -4,17 +4,21 @@
 // when nothing is asked; the layer filter; the sites each block type has.
 #include <doctest/doctest.h>
 
+#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/observer.hpp"
+#include "attn/model/parallel.hpp"
 #include "attn/model/session.hpp"
 #include "test_support.hpp"
 
@@ -191,7 +195,117 @@ std::set<std::string> sites_of(const Recorder& r, const std::string& prefix) {
   return s;
 }
 
+// Two ranks as two threads of this process, with the one collective forward needs: both sum
+// in the same order, so both get the same bits, as MPI_Allreduce gives every rank.
+struct RankPair {
+  std::barrier<> sync{2};
+  float* data[2] = {};
+};
+
+class ThreadComm final : public attn::Comm {
+ public:
+  ThreadComm(RankPair& pair, int rank) : pair_(pair), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  void allreduce_sum(float* data, std::int64_t n) const override {
+    pair_.data[rank_] = data;
+    pair_.sync.arrive_and_wait();
+    std::vector<float> sum(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) sum[std::size_t(i)] = pair_.data[0][i] + pair_.data[1][i];
+    pair_.sync.arrive_and_wait();  // both have read both
+    std::copy(sum.begin(), sum.end(), data);
+  }
+  int allreduce_max(int) const override { throw std::logic_error("not used by forward"); }
+  int allreduce_min(int) const override { throw std::logic_error("not used by forward"); }
+  void gather(const float*, std::int64_t, float*) const override {
+    throw std::logic_error("not used by forward");
+  }
+  void gather(const double*, std::int64_t, double*) const override {
+    throw std::logic_error("not used by forward");
+  }
+  void barrier() const override { pair_.sync.arrive_and_wait(); }
+  [[noreturn]] void abort(int) const override { std::abort(); }
+
+ private:
+  RankPair& pair_;
+  int rank_;
+};
+
+// x [B, P+N, dim] through a prefill of P and N decode steps on `shard` of the golden case's
+// weights, every site recorded.
+void run_rank(const attn::ModelArgs& a, const fs::path& weights, const std::vector<float>& x,
+              const attn::RunOptions& o, const attn::Shard& shard, Recorder& rec) {
+  const std::int64_t B = o.batch, P = o.prefill, T = o.prefill + o.steps, dim = a.dim;
+  attn::Transformer m = attn::make_transformer(a, attn::load_weights(a, weights, shard), B * P,
+                                               attn::make_runtime(1), shard);
+  attn::observe(m, &rec.observer);
+  std::vector<float> in(std::size_t(B * P * dim)), out(in.size());
+  for (std::int64_t b = 0; b < B; ++b)
+    std::copy_n(&x[std::size_t(b * T * dim)], P * dim, &in[std::size_t(b * P * dim)]);
+  attn::forward(m, in.data(), B, P, 0, out.data());
+  for (std::int64_t i = 1; i <= o.steps; ++i) {
+    rec.call = "decode." + std::to_string(i);
+    for (std::int64_t b = 0; b < B; ++b)
+      std::copy_n(&x[std::size_t((b * T + P + i - 1) * dim)], dim, &in[std::size_t(b * dim)]);
+    attn::forward(m, in.data(), B, 1, P + i - 1, out.data());
+  }
+}
+
+// t [d0, d1, d2, d3]'s entries with axis `axis` in [from, from + count): the rank's heads.
+std::vector<float> heads(const Recorded& t, int axis, std::int64_t from, std::int64_t count) {
+  const std::int64_t outer = axis == 1 ? t.shape[0] : t.shape[0] * t.shape[1];
+  const std::int64_t n = t.shape[std::size_t(axis)];
+  const std::int64_t inner = axis == 1 ? t.shape[2] * t.shape[3] : t.shape[3];
+  std::vector<float> out;
+  for (std::int64_t i = 0; i < outer; ++i)
+    out.insert(out.end(), t.data.begin() + (i * n + from) * inner,
+               t.data.begin() + (i * n + from + count) * inner);
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("observer: model parallel, each rank reports its own heads and the summed outputs") {
+  const fs::path dir = test::golden_dir() / "gqa_llama_interleaved_b2";
+  attn::ModelArgs a = attn::load_config(dir / "config.json");
+  attn::RunOptions o{2, 6, 3};
+  const std::vector<float> x = attn::load_input(dir / "input.safetensors", a, o, true);
+  Recorder whole(a.n_layers);
+  run_rank(a, dir / "weights.safetensors", x, o, {}, whole);
+  a.model_parallel_size = 2;
+  RankPair pair;
+  const ThreadComm comm0(pair, 0), comm1(pair, 1);
+  Recorder rank0(a.n_layers), rank1(a.n_layers);
+  std::thread second([&] {
+    run_rank(a, dir / "weights.safetensors", x, o, {1, 2, &comm1}, rank1);
+  });
+  run_rank(a, dir / "weights.safetensors", x, o, {0, 2, &comm0}, rank0);
+  second.join();
+  REQUIRE(rank0.got.size() == whole.got.size());
+  REQUIRE(rank1.got.size() == whole.got.size());
+  const std::int64_t H = a.n_heads / 2, KV = a.n_kv_heads / 2;
+  for (const auto& [name_, w] : whole.got) {
+    const std::string name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
+    CAPTURE(name);
+    const std::string site = name.substr(name.rfind('.') + 1);
+    for (int r = 0; r < 2; ++r) {
+      CAPTURE(r);
+      const Recorded& g = (r == 0 ? rank0 : rank1).got.at(name);
+      std::vector<float> want = w.data;
+      if (site == "q") want = heads(w, 2, r * H, H);
+      if (site == "k" || site == "v") want = heads(w, 2, r * KV, KV);
+      if (site == "attn_probs") want = heads(w, 1, r * H, H);
+      std::vector<std::int64_t> shape = w.shape;
+      if (site == "q" || site == "k" || site == "v" || site == "attn_probs")
+        shape[site == "attn_probs" ? 1 : 2] /= 2;
+      CHECK(g.shape == shape);
+      REQUIRE(g.data.size() == want.size());
+      CHECK(test::compare(g.data.data(), want.data(), std::int64_t(want.size()), {}).failures == 0);
+    }
+    if (site != "q" && site != "k" && site != "v" && site != "attn_probs")  // the summed ones
+      CHECK(same_bits(rank0.got.at(name).data, rank1.got.at(name).data));
+  }
+}
 
 TEST_CASE("observer: every site of a prefill and 3 decode steps matches the PyTorch reference") {
   for (const nlohmann::json& c : read_json(test::golden_dir() / "observer" / "cases.json")) {
