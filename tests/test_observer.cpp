@@ -316,6 +316,12 @@ TEST_CASE("observer: every site of a prefill and 3 decode steps matches the PyTo
     const attn::SafetensorsFile expected =
         attn::open_safetensors(test::golden_dir() / "observer" / (name + ".safetensors"));
     const TokenRun plain = run_tokens(tc, steps, nullptr, 1);
+    {  // final_norm alone: no block site, every call's norm
+      Recorder norm(tc.args.n_layers, attn::site_bit(attn::Site::final_norm));
+      CHECK(same_bits(run_tokens(tc, steps, &norm, 1).logits, plain.logits));
+      CHECK(norm.got.size() == std::size_t(1 + steps));
+      CHECK(norm.got.count("prefill.final_norm") == 1);
+    }
     // FFN blocks of 20 hidden units (several and a remainder): mlp_out summed over blocks.
     for (const auto& [threads_, ffn_block_] :
          {std::pair{1, attn::kFfnBlock}, std::pair{2, std::int64_t(20)}}) {

@@ -13,29 +13,27 @@ namespace attn {
 
 // The sites, named as TransformerLens's hooks. Shapes per forward call of seqlen positions from
 // start_pos (S = start_pos + seqlen keys); model parallel, heads are the rank's own
-// (n_heads / K, n_kv_heads / K) and nothing is gathered. Which block types have which:
+// (n_heads / K, n_kv_heads / K) and nothing is gathered.
 //
-//   resid_pre   [bsz, seqlen, dim]                 the block's input              every block
-//   q           [bsz, seqlen, n_heads, head_dim]   wq x after RoPE                every block
-//   k           [bsz, seqlen, n_kv_heads, head_dim] wk x after RoPE               every block
-//   v           [bsz, seqlen, n_kv_heads, head_dim] wv x                          every block
-//   attn_probs  [bsz, n_heads, seqlen, S]          softmax(q k^T / sqrt(head_dim) + mask),
-//                                                  masked entries 0; only into the buffer
-//                                                  Observer::probs hands over  every block
-//   attn_out    [bsz, seqlen, dim]                 wo(attention) (+ bo), before the residual
-//                                                  add                            every block
-//   resid_mid   [bsz, seqlen, dim]                 between attention and MLP: resid_pre +
-//                                                  attn_out (llama, encoder norm_first);
-//                                                  LN1(resid_pre + attn_out) (encoder post-norm)
-//                                                                                 llama, encoder
-//   mlp_out     [bsz, seqlen, dim]                 w2(...) (+ b2), before its residual add
-//                                                                                 llama, encoder
-//   resid_post  [bsz, seqlen, dim]                 the block's output             every block
-//   final_norm  [bsz, seqlen, dim]                 norm(h) before the output head, every
-//                                                  position: forward(tokens) of a model with
-//                                                  the head (logits_out) only; layer n_layers
+//   resid_pre   [bsz, seqlen, dim]                   the block's input
+//   q           [bsz, seqlen, n_heads, head_dim]     wq x after RoPE
+//   k           [bsz, seqlen, n_kv_heads, head_dim]  wk x after RoPE
+//   v           [bsz, seqlen, n_kv_heads, head_dim]  wv x
+//   attn_probs  [bsz, n_heads, seqlen, S]            softmax(q k^T / sqrt(head_dim) + mask),
+//                                                    masked entries 0, written into the buffer
+//                                                    Observer::probs hands over
+//   attn_out    [bsz, seqlen, dim]                   wo(attention) (+ bo), before the residual add
+//   resid_mid   [bsz, seqlen, dim]                   between attention and MLP: resid_pre +
+//                                                    attn_out (llama, encoder norm_first),
+//                                                    LN1(resid_pre + attn_out) (encoder post-norm)
+//   mlp_out     [bsz, seqlen, dim]                   w2(...) (+ b2), before its residual add
+//   resid_post  [bsz, seqlen, dim]                   the block's output
+//   final_norm  [bsz, seqlen, dim]                   norm(h) of every position before the output
+//                                                    head, layer n_layers
 //
-// The block `attention` (no norms, no MLP) has no resid_mid nor mlp_out: they are not reported.
+// Every block type reports resid_pre, q, k, v, attn_probs, attn_out and resid_post; llama and
+// encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are not
+// reported). final_norm comes from forward(tokens) of a model with the head (logits_out) only.
 // attn_out and mlp_out exist apart from the residual only when observed: the model then computes
 // them a second time into their own buffer, the residual stream keeping its own rounding, so an
 // observed run gives the same outputs bit for bit as an unobserved one.
@@ -70,8 +68,8 @@ Site parse_site(std::string_view name);
 
 // One tensor as the forward reports it: data points into the model's own buffers (or the one
 // Observer::probs handed over) and is valid only during the call; copy what is kept. Layer is
-// the model's block index, 0 .. n_layers-1 (a --layers A:B slice counts from its first block:
-// add args.first_layer for the checkpoint's); final_norm's is n_layers.
+// the model's block index, 0 .. n_layers-1 (a model of a slice of a checkpoint's layers counts
+// from its first block: add args.first_layer for the checkpoint's); final_norm's is n_layers.
 struct Observation {
   Site site;
   std::int64_t layer;
@@ -96,13 +94,17 @@ struct Observer {
                        std::int64_t seqlen, std::int64_t keys)>
       probs;
 
+  // Whether the layer filter lets block `layer` through.
+  bool keeps_layer(std::int64_t layer) const {
+    return layers.empty() ||
+           (layer >= 0 && layer < std::int64_t(layers.size()) && layers[std::size_t(layer)] != 0);
+  }
+  // Whether any of a block's sites is reported at this layer.
   bool wants_layer(std::int64_t layer) const {
-    return sites != 0 && (layers.empty() || (layer >= 0 && layer < std::int64_t(layers.size()) &&
-                                             layers[std::size_t(layer)] != 0));
+    return (sites & ~site_bit(Site::final_norm)) != 0 && keeps_layer(layer);
   }
   bool wants(Site s, std::int64_t layer) const {
-    if ((sites & site_bit(s)) == 0) return false;
-    return s == Site::final_norm || wants_layer(layer);
+    return (sites & site_bit(s)) != 0 && (s == Site::final_norm || keeps_layer(layer));
   }
 };
 
