@@ -195,7 +195,8 @@ class Model {
     if (!keep_probs_)
       throw py::value_error(
           "attention weights are kept only with Model(..., attention_weights=True)");
-    if (probs_.empty()) throw py::value_error("no forward call has kept attention weights yet");
+    if (probs_.empty())
+      throw py::value_error("no forward call has kept attention weights yet (generate keeps none)");
     if (layer < 0 || layer >= std::int64_t(probs_.size()))
       throw py::index_error("layer " + std::to_string(layer) + " out of range");
     return probs_[std::size_t(layer)];
@@ -318,16 +319,26 @@ class Model {
     if (!keep_probs_) return;
     const attn::ModelArgs& a = args();
     probs_.clear();
+    kept_.clear();
     for (std::int64_t l = 0; l < a.n_layers; ++l) {
       probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
-      e_.model.attn_probs[std::size_t(l)] = probs_.back().mutable_data();
+      kept_.push_back(probs_.back().mutable_data());
     }
+    // The forward asks from its own thread, the GIL released: raw pointers, checked for size.
+    observer_.sites = attn::site_bit(attn::Site::attn_probs);
+    observer_.probs = [this, n = B * a.n_heads * T * (start_pos + T)](
+                          std::int64_t layer, std::int64_t bsz, std::int64_t heads,
+                          std::int64_t seqlen, std::int64_t keys) -> float* {
+      return bsz * heads * seqlen * keys == n ? kept_[std::size_t(layer)] : nullptr;
+    };
+    e_.model.observer = &observer_;
   }
 
   // Generation keeps no probabilities: its calls' shapes change every step.
   void drop_probabilities() {
     probs_.clear();
-    for (float*& p : e_.model.attn_probs) p = nullptr;
+    kept_.clear();
+    e_.model.observer = nullptr;
   }
 
   // Roughly a call's floating-point operations: what decides whether Ctrl-C is watched for.
@@ -381,6 +392,8 @@ class Model {
   attn::Engine e_;
   bool keep_probs_ = false;
   std::vector<py::array_t<float>> probs_;
+  std::vector<float*> kept_;  // probs_'s data, for the observer
+  attn::Observer observer_;   // keeps the probabilities in probs_ (attention_weights=True)
   std::uintptr_t last_input_ = 0;
   double last_seconds_ = 0;
   std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();

@@ -95,4 +95,47 @@ TEST_CASE("forward: mask none with a padding mask and the encoder block allocate
   const long allocations = g_allocations.load() - before;
   CHECK(allocations == 0);
 }
+
+TEST_CASE("observer: an observer asking nothing, or every site, allocates nothing in forward") {
+  attn::ModelArgs a = attn::seed_args();
+  a.block = attn::Block::llama;
+  a.rope = attn::Rope::interleaved;
+  a.dim = 64;
+  a.n_heads = 8;
+  a.n_kv_heads = 2;
+  a.max_seq_len = 32;
+  const attn::Runtime rt = attn::make_runtime(2, 0);
+  const attn::RunOptions opts{2, 5, 3};
+  const std::vector<float> x = attn::seeded_input(a, opts, 1);
+  std::vector<float> out(x.size());
+  attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
+  attn::forward(warm, x.data(), 2, 5, 0, out.data());
+  // [n_layers] buffers of [2, n_heads, 5, 8] at most: the probabilities of every call below.
+  std::vector<std::vector<float>> probs(std::size_t(a.n_layers),
+                                        std::vector<float>(std::size_t(2 * 8 * 5 * 8)));
+  double sum = 0;
+  long reported = 0;
+  attn::Observer nothing;
+  nothing.on_tensor = [&](const attn::Observation&) { ++reported; };
+  attn::Observer every;
+  every.sites = attn::kAllSites;
+  every.probs = [&](std::int64_t layer, std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+    return probs[std::size_t(layer)].data();
+  };
+  every.on_tensor = [&](const attn::Observation& o) {
+    sum += double(o.data[0]);
+    ++reported;
+  };
+  for (const attn::Observer* observer : {&nothing, &every}) {
+    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
+    attn::observe(m, observer);
+    reported = 0;
+    const long before = g_allocations.load();
+    attn::forward(m, x.data(), 2, 5, 0, out.data());
+    for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
+    const long allocations = g_allocations.load() - before;
+    CHECK(allocations == 0);
+    CHECK(reported == (observer == &every ? 4 * 9 * a.n_layers : 0));
+  }
+}
 #endif

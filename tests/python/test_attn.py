@@ -386,3 +386,24 @@ def test_generate_keeps_no_attention_weights_of_its_own():
     assert len(m.generate(list(range(1, 40)), steps=150, stop=[])) == 150
     with pytest.raises(ValueError, match="no forward call"):
         m.attention_weights(0)
+
+
+def test_generate_keeps_no_attention_weights_and_leaves_the_last_calls():
+    """generate's calls have other shapes than the last call's arrays: it must not write into
+    them (it keeps no probabilities), and the next call keeps its own again."""
+    d = MODEL / "meta_f32"
+    m = attn.Model(attn.ModelArgs.from_file(str(d / "config.json")),
+                   weights=str(d / "weights.safetensors"), threads=2, attention_weights=True)
+    e = safetensors_np.load(d / "expected.safetensors")
+    m.forward(e["tokens"])
+    kept = [m.attention_weights(l) for l in range(m.args.n_layers)]
+    before = [w.copy() for w in kept]
+    assert m.generate(e["tokens"][0][:3].tolist(), steps=4) == m.generate(
+        e["tokens"][0][:3].tolist(), steps=4)
+    for w, b in zip(kept, before):
+        assert np.array_equal(w, b)
+    with pytest.raises(ValueError, match="generate keeps none"):
+        m.attention_weights(0)
+    m.forward(e["tokens"][:, :4])
+    assert m.attention_weights(1).shape == (1, m.args.n_heads, 4, 4)
+    np.testing.assert_allclose(m.attention_weights(1).sum(-1), 1, rtol=1e-6)

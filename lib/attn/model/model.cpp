@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 
 #include "attn/error.hpp"
 #include "attn/kernels/attention.hpp"
@@ -18,8 +19,25 @@ std::vector<float> buffer(std::int64_t floats) {
   return std::vector<float>(std::size_t(floats));
 }
 
-// Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once).
-void reduce_into(Transformer& m, float* h, const float* bias, std::int64_t rows) {
+// Where a block runs: its layer, the call's shape, and the observer if it asks for anything at
+// this layer (null otherwise, so an unobserved site costs a test of a null pointer).
+struct At {
+  std::int64_t layer, bsz, seqlen, start_pos;
+  const Observer* observer;
+  bool wants(Site s) const { return observer && observer->wants(s, layer); }
+};
+
+void report(const At& at, Site s, const float* data, std::initializer_list<std::int64_t> shape) {
+  if (!at.wants(s) || !at.observer->on_tensor) return;
+  Observation o{s, at.layer, at.start_pos, data, {}, int(shape.size())};
+  std::copy(shape.begin(), shape.end(), o.shape);
+  at.observer->on_tensor(o);
+}
+
+// Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once); apart, if not
+// null, receives that sum [rows, dim] too.
+void reduce_into(Transformer& m, float* h, const float* bias, std::int64_t rows,
+                 float* apart = nullptr) {
   const std::int64_t dim = m.args.dim;
   float* p = m.act.partial.data();
   const auto t0 = std::chrono::steady_clock::now();
@@ -27,39 +45,73 @@ void reduce_into(Transformer& m, float* h, const float* bias, std::int64_t rows)
   m.allreduce_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < dim; ++i) h[r * dim + i] += p[r * dim + i] + (bias ? bias[i] : 0);
+    for (std::int64_t i = 0; i < dim; ++i) {
+      const float sum = p[r * dim + i] + (bias ? bias[i] : 0);
+      if (apart) apart[r * dim + i] = sum;
+      h[r * dim + i] += sum;
+    }
 }
 
 // h += wo(attention(rope(wq x), rope(wk x), wv x)), x = h or its norm.
-void attention_block(Transformer& m, const LayerWeights& w, std::int64_t layer, const float* x,
-                     float* h, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+void attention_block(Transformer& m, const LayerWeights& w, const At& at, const float* x,
+                     float* h) {
   const ModelArgs& a = m.local;
   Activations& act = m.act;
-  const std::int64_t rows = bsz * seqlen, hd = a.head_dim();
+  const std::int64_t layer = at.layer, bsz = at.bsz, seqlen = at.seqlen, start_pos = at.start_pos;
+  const std::int64_t rows = bsz * seqlen, hd = a.head_dim(), keys = start_pos + seqlen;
   const std::array<Projection, 3> qkv = {Projection{act.xq(), w.wq, w.bq, a.n_heads * hd},
                                          Projection{act.xk(), w.wk, w.bk, a.n_kv_heads * hd},
                                          Projection{act.xv(), w.wv, w.bv, a.n_kv_heads * hd}};
   linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
   apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
+  report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it
+  report(at, Site::k, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
+  report(at, Site::v, act.xv(), {bsz, seqlen, a.n_kv_heads, hd});
   store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
+  // [bsz, n_heads, seqlen, keys], in the observer's buffer: the fused kernel keeps none.
+  float* probs = at.wants(Site::attn_probs) && at.observer->probs
+                     ? at.observer->probs(layer, bsz, a.n_heads, seqlen, keys)
+                     : nullptr;
   attention(m.rt, act.xq(), act.xq(), m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos,
-            act.scores.data(), m.mask, m.attn_probs[std::size_t(layer)]);
+            act.scores.data(), m.mask, probs);
+  if (probs) report(at, Site::attn_probs, probs, {bsz, a.n_heads, seqlen, keys});
+  // attn_out goes to xb [rows, dim], free once q, k, v are made.
+  float* attn_out = at.wants(Site::attn_out) ? act.xb.data() : nullptr;
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
     const std::array<Projection, 1> wo = {Projection{act.partial.data(), w.wo, nullptr, a.dim}};
     linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
-    reduce_into(m, h, w.bo, rows);
+    reduce_into(m, h, w.bo, rows, attn_out);
+    if (attn_out) report(at, Site::attn_out, attn_out, {bsz, seqlen, a.dim});
     return;
+  }
+  if (attn_out) {  // a product of its own: the residual below keeps its rounding
+    const std::array<Projection, 1> wo = {Projection{attn_out, w.wo, w.bo, a.dim}};
+    linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
+    report(at, Site::attn_out, attn_out, {bsz, seqlen, a.dim});
   }
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
   linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
 }
 
+// Where mlp_out is summed apart from the residual [rows, dim], for an observer that asks for it.
+float* mlp_out_buffer(Transformer& m, std::int64_t rows) {
+  if (std::int64_t(m.act.observed.size()) < rows * m.args.dim)
+    throw InputError(
+        "an observer asking for mlp_out must be set with observe(), which sizes "
+        "its buffer");
+  return m.act.observed.data();
+}
+
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
 // small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
-void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t rows) {
+void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h) {
   const ModelArgs& a = m.local;
+  const std::int64_t rows = at.bsz * at.seqlen;
   const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
+  // Observed on one rank: w2 a second time into a sum of its own, the residual keeping its
+  // rounding (over ranks the allreduced partial is that sum).
+  float* apart = !split && at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
@@ -70,12 +122,22 @@ void feed_forward(Transformer& m, const LayerWeights& w, float* h, std::int64_t 
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    if (apart) {
+      const std::array<Projection, 1> w2 = {
+          Projection{apart, w.w2.columns(j0, hidden), nullptr, a.dim}};
+      linear(m.rt, w2, act.h1(), rows, n, act.pack.data(), /*accumulate=*/j0 > 0);
+    }
     const std::array<Projection, 1> w2 = {
         Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
     linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
   }
-  if (split) reduce_into(m, h, nullptr, rows);
+  if (split) {
+    reduce_into(m, h, nullptr, rows);
+    report(at, Site::mlp_out, act.partial.data(), {at.bsz, at.seqlen, a.dim});
+  } else if (apart) {
+    report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
+  }
 }
 
 // Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
@@ -92,9 +154,11 @@ void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::in
 }
 
 // torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, over blocks of hidden units as above.
-void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x, float* h,
-                          std::int64_t rows) {
+void encoder_feed_forward(Transformer& m, const LayerWeights& w, const At& at, const float* x,
+                          float* h) {
   const ModelArgs& a = m.args;
+  const std::int64_t rows = at.bsz * at.seqlen;
+  float* apart = at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;  // as feed_forward
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, m.act.ffn_block, rows, m.act.ffn_whole_rows);
   float* h1 = m.act.h1();
@@ -103,31 +167,38 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const float* x,
     const std::array<Projection, 1> w1 = {Projection{h1, w.w1.row(j0, a.dim), w.b1 + j0, n}};
     linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
     activate(m.rt, a.activation, h1, rows * n);
+    if (apart) {
+      const std::array<Projection, 1> w2 = {
+          Projection{apart, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
+      linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/j0 > 0);
+    }
     const std::array<Projection, 1> w2 = {
         Projection{h, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
     linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
+  if (apart) report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
 }
 
 // torch.nn.TransformerEncoderLayer in eval mode. Post-norm: h = LN1(x + SA(x)),
 // out = LN2(h + FF(h)); norm_first: h = x + SA(LN1(x)), out = h + FF(LN2(h)).
-void encoder_block(Transformer& m, const LayerWeights& w, std::int64_t layer, float* h,
-                   std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos) {
+void encoder_block(Transformer& m, const LayerWeights& w, const At& at, float* h) {
   const ModelArgs& a = m.args;
-  const std::int64_t rows = bsz * seqlen;
+  const std::int64_t rows = at.bsz * at.seqlen;
   const float eps = float(a.norm_eps);
   float* xb = m.act.xb.data();
   if (a.norm_first) {
     layernorm(m.rt, xb, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
-    attention_block(m, w, layer, xb, h, bsz, seqlen, start_pos);
+    attention_block(m, w, at, xb, h);
+    report(at, Site::resid_mid, h, {at.bsz, at.seqlen, a.dim});
     layernorm(m.rt, xb, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
-    encoder_feed_forward(m, w, xb, h, rows);
+    encoder_feed_forward(m, w, at, xb, h);
     return;
   }
-  attention_block(m, w, layer, h, h, bsz, seqlen, start_pos);
+  attention_block(m, w, at, h, h);
   layernorm(m.rt, h, h, w.attention_norm, w.attention_norm_bias, rows, a.dim, eps);
+  report(at, Site::resid_mid, h, {at.bsz, at.seqlen, a.dim});
   std::memcpy(xb, h, std::size_t(rows * a.dim) * sizeof(float));
-  encoder_feed_forward(m, w, xb, h, rows);
+  encoder_feed_forward(m, w, at, xb, h);
   layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
 }
 
@@ -140,7 +211,6 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves);
   Transformer m{
       whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
-  m.attn_probs.assign(std::size_t(a.n_layers), nullptr);
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
   Activations& act = m.act;
@@ -167,19 +237,26 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
   const std::int64_t rows = bsz * seqlen;
   extend_rope(m.rope, start_pos + seqlen);
   std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
+  const Observer* observer = m.observer;
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     if (m.cancel && m.cancel->load(std::memory_order_relaxed))
       throw Interrupted("interrupted before layer " + std::to_string(l));
     const LayerWeights& w = m.weights.layers[std::size_t(l)];
+    const At at{l, bsz, seqlen, start_pos,
+                observer && observer->wants_layer(l) ? observer : nullptr};
+    report(at, Site::resid_pre, out, {bsz, seqlen, a.dim});
     if (a.block == Block::llama) {
       rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
-      attention_block(m, w, l, m.act.xb.data(), out, bsz, seqlen, start_pos);
-      feed_forward(m, w, out, rows);
+      attention_block(m, w, at, m.act.xb.data(), out);
+      report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
+      feed_forward(m, w, at, out);
     } else if (a.block == Block::encoder) {
-      encoder_block(m, w, l, out, bsz, seqlen, start_pos);
+      encoder_block(m, w, at, out);
     } else {
-      attention_block(m, w, l, out, out, bsz, seqlen, start_pos);
+      attention_block(m, w, at, out, out);
     }
+    // Before the check, so that an observer sees the block that made a NaN.
+    report(at, Site::resid_post, out, {bsz, seqlen, a.dim});
     check_residual(out, rows, a.dim, l, seqlen, start_pos);
   }
 }
@@ -196,13 +273,41 @@ void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, 
   }
 }
 
+namespace {
+
+// logits[rows, vocab_size] = output(xn) for xn [rows, dim] already normed.
+void head(Transformer& m, const float* xn, std::int64_t rows, float* logits) {
+  const ModelArgs& a = m.args;
+  const std::array<Projection, 1> out = {
+      Projection{logits, m.weights.tokens.output, nullptr, a.vocab_size}};
+  linear(m.rt, out, xn, rows, a.dim, m.act.pack.data());
+}
+
+// Each sequence's last position of h [bsz, seqlen, dim], packed into rows [bsz, dim].
+void last_positions(const float* h, std::int64_t bsz, std::int64_t seqlen, std::int64_t dim,
+                    float* rows) {
+  for (std::int64_t b = 0; b < bsz; ++b)
+    std::memmove(rows + b * dim, h + ((b + 1) * seqlen - 1) * dim,
+                 std::size_t(dim) * sizeof(float));
+}
+
+}  // namespace
+
 void output_logits(Transformer& m, const float* h, std::int64_t rows, float* logits) {
   const ModelArgs& a = m.args;
   float* xb = m.act.xb.data();
   rmsnorm(m.rt, xb, h, m.weights.tokens.norm, rows, a.dim, float(a.norm_eps));
-  const std::array<Projection, 1> out = {
-      Projection{logits, m.weights.tokens.output, nullptr, a.vocab_size}};
-  linear(m.rt, out, xb, rows, a.dim, m.act.pack.data());
+  head(m, xb, rows, logits);
+}
+
+void observe(Transformer& m, const Observer* observer) {
+  m.observer = observer;
+  const bool apart = observer && (observer->sites & site_bit(Site::mlp_out)) && m.shard.size == 1;
+  if (!apart) {
+    m.act.observed = {};
+  } else if (m.act.observed.size() != std::size_t(m.act.plan.xb)) {
+    m.act.observed.assign(std::size_t(m.act.plan.xb), 0.0f);  // [max_rows, dim]
+  }
 }
 
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
@@ -221,13 +326,22 @@ void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::
   }
   float* h = m.act.hidden_out.data();  // [rows, dim]
   forward(m, x, bsz, seqlen, start_pos, h);
+  if (m.observer && m.observer->wants(Site::final_norm, a.n_layers)) {
+    // Every position normed, [bsz, seqlen, dim]; norm works row by row, so the head's rows are
+    // the same bits as below.
+    float* xb = m.act.xb.data();
+    rmsnorm(m.rt, xb, h, m.weights.tokens.norm, rows, a.dim, float(a.norm_eps));
+    report({a.n_layers, bsz, seqlen, start_pos, m.observer}, Site::final_norm, xb,
+           {bsz, seqlen, a.dim});
+    if (all_positions || seqlen == 1) return head(m, xb, rows, out);
+    last_positions(xb, bsz, seqlen, a.dim, x);  // [bsz, dim]
+    return head(m, x, bsz, out);
+  }
   if (all_positions || seqlen == 1) {
     output_logits(m, h, rows, out);
     return;
   }
-  for (std::int64_t b = 0; b < bsz; ++b)  // each sequence's last position, packed: [bsz, dim]
-    std::memmove(x + b * a.dim, h + ((b + 1) * seqlen - 1) * a.dim,
-                 std::size_t(a.dim) * sizeof(float));
+  last_positions(h, bsz, seqlen, a.dim, x);  // [bsz, dim]
   output_logits(m, x, bsz, out);
 }
 

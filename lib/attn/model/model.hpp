@@ -12,6 +12,7 @@
 #include "attn/model/buffers.hpp"
 #include "attn/model/cache.hpp"
 #include "attn/model/config.hpp"
+#include "attn/model/observer.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/weights.hpp"
 
@@ -37,6 +38,9 @@ struct Activations {
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
   // A token run (args.tokens_in or logits_out): the embedded input and the blocks' output.
   std::vector<float> hidden_in, hidden_out;  // [rows, dim] each
+  // [max_rows, dim]: mlp_out summed apart from the residual, for an observer that asks for it;
+  // sized by observe(), outside the plan (empty unless asked).
+  std::vector<float> observed;
 };
 
 struct Transformer {
@@ -45,9 +49,10 @@ struct Transformer {
   KVCache cache;
   RopeTable rope;
   Activations act;
-  AttentionMask mask;              // kind from args.mask; keep: a padded batch's attention_mask
-  std::vector<float*> attn_probs;  // [n_layers]: where forward writes the probabilities, or null
-  Runtime rt;                      // fixed at make_transformer: the scratch above is sized from it
+  AttentionMask mask;  // kind from args.mask; keep: a padded batch's attention_mask
+  // What forward reports of its insides (observer.hpp), set with observe(); null: nothing.
+  const Observer* observer = nullptr;
+  Runtime rt;  // fixed at make_transformer: the scratch above is sized from it
   // Model parallel: this rank, and the part of the model it computes (local_args: its heads,
   // KV heads and FFN rows; the weights and cache hold only those). Without a shard, local = args.
   Shard shard;
@@ -64,8 +69,13 @@ Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt = make_runtime(1),
                              const Shard& shard = {});
 
+// Sets m.observer (null: none) and sizes the buffer its sites need (mlp_out's), so that forward
+// allocates nothing. The observer must outlive its use by forward.
+void observe(Transformer& m, const Observer* observer);
+
 // out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
-// start_pos .. start_pos+seqlen-1, reading and extending the KV cache. No allocation.
+// start_pos .. start_pos+seqlen-1, reading and extending the KV cache, reporting to m.observer
+// what it asks for. No allocation.
 void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out);
 
@@ -73,7 +83,8 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
 // the blocks as above, then (args.logits_out) norm and output: out = logits [bsz, 1, vocab_size]
 // of each sequence's last position, or [bsz, seqlen, vocab_size] with all_positions. Without
 // logits_out (a --layers slice short of the last layer) out is the hidden state [bsz, seqlen,
-// dim]. Throws InputError for a token outside [0, vocab_size). No allocation.
+// dim]. With logits_out, m.observer may ask for final_norm: norm(h) of every position. Throws
+// InputError for a token outside [0, vocab_size). No allocation.
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out, bool all_positions = false);
 

@@ -26,8 +26,9 @@ void slice_positions(float* dst, const std::vector<float>& x, std::int64_t B, st
                 std::size_t(seqlen * dim) * sizeof(float));
 }
 
+// probs: the call's kept probabilities, per layer, or null.
 Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::int64_t start_pos,
-                 std::int64_t seqlen) {
+                 std::int64_t seqlen, const std::vector<std::vector<float>>* probs) {
   const ModelArgs& a = m.args;
   const Shape cache = {B, a.n_kv_heads, start_pos + seqlen, a.head_dim()};
   const Shape io = {B, seqlen, a.dim};
@@ -39,8 +40,8 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
       n = std::count(m.mask.keep + b * m.mask.ld, m.mask.keep + b * m.mask.ld + n, 1);
     e.unmasked.push_back(n);
   }
-  for (float* p : m.attn_probs)
-    if (p) e.attn.push_back(p);
+  if (probs)
+    for (const std::vector<float>& p : *probs) e.attn.push_back(p.data());
   return e;
 }
 
@@ -59,10 +60,33 @@ void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs&
     make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
 }
 
-void point_probs(Transformer& m, std::vector<std::vector<float>>* layers) {
-  for (std::size_t l = 0; l < m.attn_probs.size(); ++l)
-    m.attn_probs[l] = layers ? (*layers)[l].data() : nullptr;
-}
+// The probabilities a run keeps, through the model's observer: each forward call writes layer
+// l's into (*call)[l], allocated before any work by make_attention_outputs. While it runs, it
+// takes the place of the model's own observer, put back however the run ends.
+struct KeepProbs {
+  Transformer& m;
+  const Observer* before;
+  std::vector<std::vector<float>>* call = nullptr;
+  Observer observer;
+
+  KeepProbs(Transformer& model, bool keep) : m(model), before(model.observer) {
+    if (!keep) return;
+    observer.sites = site_bit(Site::attn_probs);
+    observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
+                            std::int64_t seqlen, std::int64_t keys) -> float* {
+      std::vector<float>& p = (*call)[std::size_t(layer)];
+      return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
+    };
+    m.observer = &observer;  // wants no mlp_out: needs no buffer of observe()'s
+  }
+  KeepProbs(const KeepProbs&) = delete;
+  KeepProbs& operator=(const KeepProbs&) = delete;
+  ~KeepProbs() { m.observer = before; }
+  // Where the next call's probabilities go (null: a run that keeps none).
+  std::vector<std::vector<float>>* point(std::vector<std::vector<float>>* layers) {
+    return call = m.observer == &observer ? layers : nullptr;
+  }
+};
 
 // forward, with the step named when a NaN or Inf appears.
 void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t seqlen,
@@ -150,17 +174,18 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
+  KeepProbs probs(m, keep_probs);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
-    point_probs(m, keep_probs ? &out.attn_prefill : nullptr);
+    const auto* kept = probs.point(&out.attn_prefill);
     open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
-    Event e = make_event(m, Event::Kind::prefill, B, 0, P);
+    Event e = make_event(m, Event::Kind::prefill, B, 0, P, kept);
     if (logits && !inspect.all_logits)
       e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
@@ -170,7 +195,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
-    point_probs(m, keep_probs ? &out.attn_decode[std::size_t(i - 1)] : nullptr);
+    const auto* kept = keep_probs ? probs.point(&out.attn_decode[std::size_t(i - 1)]) : nullptr;
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
@@ -178,7 +203,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     if (logits)
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
-    Event e = make_event(m, Event::Kind::decode, B, start_pos, 1);
+    Event e = make_event(m, Event::Kind::decode, B, start_pos, 1, kept);
     if (logits)
       e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size,
       e.vocab = m.args.vocab_size;
@@ -186,7 +211,6 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     e.seconds = out.decode_seconds[std::size_t(i - 1)];
     on_event(e);
   }
-  point_probs(m, nullptr);
   m.mask.keep = nullptr;
   return out;
 }

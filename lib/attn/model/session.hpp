@@ -73,6 +73,9 @@ void check_attention_weights(const ModelArgs& args, const RunOptions& opts, cons
 // Refuses (InputError) a batch or a number of positions the cache cannot hold, before any work.
 void check_capacity(const ModelArgs& args, const RunOptions& opts);
 
+// The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
+// with inspect.attention_weights the run keeps the probabilities through an observer of its own,
+// in m.observer's place until it returns.
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 

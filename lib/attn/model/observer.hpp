@@ -1,0 +1,111 @@
+#pragma once
+// What a caller sees inside a forward call: the model reports, for the sites and layers an
+// Observer asks for, each tensor where it is computed (gemma.cpp's activations_observer). One
+// forward serves prefill and decode alike; with no observer, or one that asks for nothing at a
+// layer, the forward copies nothing and allocates nothing.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace attn {
+
+// The sites, named as TransformerLens's hooks. Shapes per forward call of seqlen positions from
+// start_pos (S = start_pos + seqlen keys); model parallel, heads are the rank's own
+// (n_heads / K, n_kv_heads / K) and nothing is gathered.
+//
+//   resid_pre   [bsz, seqlen, dim]                   the block's input
+//   q           [bsz, seqlen, n_heads, head_dim]     wq x after RoPE
+//   k           [bsz, seqlen, n_kv_heads, head_dim]  wk x after RoPE
+//   v           [bsz, seqlen, n_kv_heads, head_dim]  wv x
+//   attn_probs  [bsz, n_heads, seqlen, S]            softmax(q k^T / sqrt(head_dim) + mask),
+//                                                    masked entries 0, written into the buffer
+//                                                    Observer::probs hands over
+//   attn_out    [bsz, seqlen, dim]                   wo(attention) (+ bo), before the residual add
+//   resid_mid   [bsz, seqlen, dim]                   between attention and MLP: resid_pre +
+//                                                    attn_out (llama, encoder norm_first),
+//                                                    LN1(resid_pre + attn_out) (encoder post-norm)
+//   mlp_out     [bsz, seqlen, dim]                   w2(...) (+ b2), before its residual add
+//   resid_post  [bsz, seqlen, dim]                   the block's output
+//   final_norm  [bsz, seqlen, dim]                   norm(h) of every position before the output
+//                                                    head, layer n_layers
+//
+// Every block type reports resid_pre, q, k, v, attn_probs, attn_out and resid_post; llama and
+// encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are not
+// reported). final_norm comes from forward(tokens) of a model with the head (logits_out) only.
+// attn_out and mlp_out exist apart from the residual only when observed: the model then computes
+// them a second time into their own buffer, the residual stream keeping its own rounding, so an
+// observed run gives the same outputs bit for bit as an unobserved one.
+enum class Site : std::uint8_t {
+  resid_pre,
+  q,
+  k,
+  v,
+  attn_probs,
+  attn_out,
+  resid_mid,
+  mlp_out,
+  resid_post,
+  final_norm,
+};
+
+inline constexpr std::size_t kSiteCount = 10;
+inline constexpr std::array<std::string_view, kSiteCount> kSiteNames = {
+    "resid_pre", "q",         "k",       "v",          "attn_probs",
+    "attn_out",  "resid_mid", "mlp_out", "resid_post", "final_norm"};
+
+constexpr std::string_view site_name(Site s) {
+  return kSiteNames[std::size_t(s)];
+}
+constexpr std::uint32_t site_bit(Site s) {
+  return std::uint32_t(1) << unsigned(s);
+}
+inline constexpr std::uint32_t kAllSites = (std::uint32_t(1) << kSiteCount) - 1;
+
+// "resid_pre" -> Site::resid_pre; throws InputError naming the bad name and the valid ones.
+Site parse_site(std::string_view name);
+
+// One tensor as the forward reports it: data points into the model's own buffers (or the one
+// Observer::probs handed over) and is valid only during the call; copy what is kept. Layer is
+// the model's block index, 0 .. n_layers-1 (a model of a slice of a checkpoint's layers counts
+// from its first block: add args.first_layer for the checkpoint's); final_norm's is n_layers.
+struct Observation {
+  Site site;
+  std::int64_t layer;
+  std::int64_t start_pos;
+  const float* data;  // row-major, contiguous
+  std::int64_t shape[4];
+  int ndim;
+};
+
+// What a caller asks to see. Set with observe() (model.hpp), which sizes mlp_out's buffer; the
+// forward reads it from its own thread and never changes it.
+struct Observer {
+  std::uint32_t sites = 0;  // site_bit() of each site reported
+  // [layers]: nonzero = report this block's sites; empty: every block. final_norm ignores it.
+  std::vector<std::uint8_t> layers;
+  // Called synchronously on the forward's thread, after the tensor is complete and before it
+  // changes; may be empty (attn_probs written through `probs` need no call).
+  std::function<void(const Observation&)> on_tensor;
+  // Where to write layer `layer`'s probabilities [bsz, n_heads, seqlen, keys] (the fused kernel
+  // never holds them whole); null, or no function: not kept, not reported.
+  std::function<float*(std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
+                       std::int64_t seqlen, std::int64_t keys)>
+      probs;
+
+  // Whether the layer filter lets block `layer` through.
+  bool keeps_layer(std::int64_t layer) const {
+    return layers.empty() ||
+           (layer >= 0 && layer < std::int64_t(layers.size()) && layers[std::size_t(layer)] != 0);
+  }
+  // Whether any of a block's sites is reported at this layer.
+  bool wants_layer(std::int64_t layer) const {
+    return (sites & ~site_bit(Site::final_norm)) != 0 && keeps_layer(layer);
+  }
+  bool wants(Site s, std::int64_t layer) const {
+    return (sites & site_bit(s)) != 0 && (s == Site::final_norm || keeps_layer(layer));
+  }
+};
+
+}  // namespace attn
