@@ -82,49 +82,28 @@ attn::ModelArgs bench_args(const Options& f, const attn::Shard& shard) {
   return args;
 }
 
-// Every type's model is held at once, each in its own type: refuses to start if they would not
-// fit.
-void check_bench_memory(const attn::ModelArgs& args, const attn::RunShape& file_shape, bool file,
-                        const std::vector<std::string>& types, const attn::Shard& shard) {
-  std::vector<attn::MemoryPart> parts;
-  for (const std::string& t : types) {
-    attn::RunShape shape = file_shape;
-    if (!file) shape.matrices = {weight_type(t)};
-    for (attn::MemoryPart& p : attn::memory_parts(args, shape, shard))
-      parts.push_back({t + " " + p.name, p.bytes, p.reserved});
-  }
-  attn::check_memory(parts, attn::available_memory(), args.source);
-}
-
 // The same layer in each weight type, and its input.
 struct Workload {
   std::vector<float> x;
   std::vector<attn::Transformer> models;
 };
 
+// A file runs as it is; drawn weights once per weight type, the same draws rounded. Every
+// type's model is held at once: the engine's pre-flight counts them all before any is made.
 void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& progress,
                      Workload& w) {
-  const attn::ModelArgs args = bench_args(f, shard);
-  // A file runs as it is; drawn weights once per weight type, the same draws rounded.
-  const std::vector<std::string> types =
-      f.weights.empty() ? f.weight_types : std::vector<std::string>{"file"};
+  attn::ModelSpec spec = model_spec(f, shard);
+  spec.drawn.clear();
+  for (const std::string& t : f.weight_types) spec.drawn.push_back(weight_type(t));
+  const attn::ModelFiles files = attn::find_model_files(spec);
   const std::int64_t rows = std::max(f.run.prefill, kMaxBatch);
-  attn::RunShape file_shape{kMaxBatch, f.run.prefill, f.run.steps, rows, f.threads, false};
-  std::optional<attn::WeightsSource> file = open_weights(f, args, shard, file_shape);
-  check_bench_memory(args, file_shape, file.has_value(), types, shard);
-  progress.line("drawing the weights (" + std::to_string(types.size()) +
-                " weight type(s)) and the input");
-  w.x = attn::seeded_input(args, {1, f.run.prefill, f.run.steps}, f.seed);
-  w.models.reserve(types.size());
-  for (const std::string& t : types) {
-    attn::TransformerWeights weights =
-        file ? attn::load_weights(args, std::move(*file), shard)
-             : attn::seeded_weights(args, f.seed, shard, weight_type(t));
-    w.models.push_back(attn::make_transformer(
-        args, std::move(weights), rows,
-        attn::make_runtime(f.threads, attn::kParallelFlops, "", attn::parse_compute(f.compute)),
-        shard));
-  }
+  attn::ModelPlan plan = attn::plan_model(bench_args(f, shard), spec, files,
+                                          {kMaxBatch, f.run.prefill, f.run.steps, rows});
+  const std::size_t n = plan.drawn ? spec.drawn.size() : 1;
+  progress.line("drawing the weights (" + std::to_string(n) + " weight type(s)) and the input");
+  w.x = attn::seeded_input(plan.args, {1, f.run.prefill, f.run.steps}, f.seed);
+  w.models.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) w.models.push_back(attn::load_model(plan, spec, i));
 }
 
 // Every model in the same rounds, --compute bf16's error, then the machine's limits.

@@ -30,34 +30,31 @@ void parse_layers(const std::string& text, attn::ConfigOverrides& o) {
 
 }  // namespace
 
-// The config file (or the built-in default), with the command line's overrides applied. A
-// Hugging Face config.json has no model_parallel_size: mpirun's number of ranks is it.
+attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard) {
+  attn::ModelSpec s;
+  s.weights = f.weights;
+  s.config = f.config;
+  s.tokenizer = f.text.tokenizer;
+  s.overrides = f.overrides;
+  parse_layers(f.layers, s.overrides);
+  if (!f.mask.empty()) s.mask = attn::parse_mask(f.mask, "--mask");
+  s.seed = f.seed;
+  s.threads = f.threads;
+  s.compute = attn::parse_compute(f.compute);
+  s.shard = shard;
+  return s;
+}
+
 attn::ModelArgs model_args(const Options& f, attn::ModelArgs (*fallback)(),
                            const attn::Shard& shard) {
-  attn::ModelArgs args = f.config.empty() ? fallback() : attn::load_config(f.config);
-  attn::ConfigOverrides o = f.overrides;
-  parse_layers(f.layers, o);
-  if (args.hugging_face && o.model_parallel_size == 0 && shard.size > 1)
-    o.model_parallel_size = shard.size;
-  attn::apply_overrides(args, o);
-  return args;
+  const attn::ModelSpec s = model_spec(f, shard);
+  return attn::model_args(s, attn::find_model_files(s), fallback);
 }
 
 // Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
 void quiet_other_ranks(const attn::Shard& shard) {
   if (shard.rank != 0 && spdlog::get_level() < spdlog::level::err)
     spdlog::set_level(spdlog::level::err);
-}
-
-// The --weights file with its headers read and nothing mapped, for the memory estimate to count
-// the matrices in their dtypes (shape.matrices); none for drawn weights, whose type the caller
-// knows (`run` draws F32).
-std::optional<attn::WeightsSource> open_weights(const Options& f, const attn::ModelArgs& args,
-                                                const attn::Shard& shard, attn::RunShape& shape) {
-  if (f.weights.empty()) return std::nullopt;
-  attn::WeightsSource file = attn::open_weights(f.weights, shard);
-  shape.matrices = attn::matrix_types(args, file);
-  return file;
 }
 
 }  // namespace cli

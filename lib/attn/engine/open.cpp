@@ -36,7 +36,8 @@ fs::path weights_in(const fs::path& dir) {
 ModelFiles find_model_files(const ModelSpec& spec) {
   ModelFiles f;
   std::error_code ec;
-  if (!spec.weights.empty() && !fs::exists(spec.weights, ec))
+  const bool per_rank = spec.weights.string().find("{rank}") != std::string::npos;
+  if (!spec.weights.empty() && !per_rank && !fs::exists(spec.weights, ec))
     throw InputError(escape(spec.weights.string()) + ": no such file or folder", "weights");
   f.weights = !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights)
                                                             : spec.weights;
