@@ -216,7 +216,7 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
     for (const attn::LayerWeights& l : half.layers)  // matrices stay in the file's type
       for (const attn::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
         CHECK(m->type != attn::WeightType::f32);
-    CHECK(half.owned_halves.empty());  // the fixtures are aligned: views of the mapping
+    CHECK(half.owned_blocks.empty());  // the fixtures are aligned: views of the mapping
     // Seeded weights drawn straight into BF16 or F16 are the F32 draws rounded.
     const attn::TransformerWeights seeded32 = attn::seeded_weights(a, 3);
     const attn::WeightType type = half.layers[0].wq.type;
@@ -291,7 +291,7 @@ TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and r
 
   attn::ModelArgs a = attn::load_config(dir / "config.json");
   const attn::TransformerWeights moved = attn::load_weights(a, shifted);
-  CHECK(moved.owned_halves.size() == 7);  // the seven matrices, copied once
+  CHECK(moved.owned_blocks.size() == 7);  // the seven matrices, copied once
   CHECK(moved.layers[0].wq.type == attn::WeightType::bf16);
   const attn::RunOptions opts{1, 5, 2};
   const std::vector<float> x = attn::seeded_input(a, opts, 3);
@@ -323,7 +323,7 @@ TEST_CASE(
         attn::load_weights(a, dir / "weights.safetensors", shard);
     const std::int64_t q = l.n_heads * l.head_dim(), kv = l.n_kv_heads * l.head_dim();
     const std::int64_t hidden = l.ffn_hidden(), dim = a.dim;
-    CHECK(moved.owned_halves.size() == std::size_t(7 * a.n_layers));
+    CHECK(moved.owned_blocks.size() == std::size_t(7 * a.n_layers));
     for (std::size_t layer = 0; layer < moved.layers.size(); ++layer) {
       const attn::LayerWeights& m = moved.layers[layer];
       const attn::LayerWeights& w = aligned.layers[layer];

@@ -1,9 +1,10 @@
 #pragma once
-// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's type
-// (F32, BF16 or F16) and point into the mapped file (a rank's block of a whole file's matrix too:
-// its columns with a stride); vectors (norms, biases) are read as F32, converted once at load.
-// What cannot be a view of the file lives in `owned` (F32: vectors converted from halves, blocks
-// of misaligned tensors, seeded tensors) or `owned_halves` (misaligned halves, seeded halves).
+// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's weight
+// type (weight_type.hpp) and point into the mapped file (a rank's block of a whole file's matrix
+// too: its columns with a stride); vectors (norms, biases) are read as F32, converted once at
+// load. What cannot be a view of the file lives in `owned` (F32: vectors converted from other
+// types, blocks of misaligned tensors, seeded tensors) or `owned_blocks` (misaligned matrices of
+// other types, seeded matrices of other types, in their bytes).
 // Layouts are nn.Linear's [out_features, in_features], row-major.
 #include <cstdint>
 #include <filesystem>
@@ -53,9 +54,9 @@ struct TransformerWeights {
   TokenWeights tokens;
   Checkpoint checkpoint;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
-  std::vector<std::vector<std::uint16_t>> owned_halves;
+  std::vector<std::vector<std::uint8_t>> owned_blocks;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
-  bool halves = false;      // some matrix is BF16 or F16: prefill needs widening scratch
+  bool halves = false;      // some matrix is not F32: prefill needs widening scratch
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
@@ -101,8 +102,9 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
 
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
 // matrices and biases, ones for norms.
-// With a shard, each rank draws only its slice of the same whole model. matrices: BF16 or F16
-// draws each matrix's F32 values rounded to nearest even, straight into half the bytes.
+// With a shard, each rank draws only its slice of the same whole model. matrices: a type other
+// than F32 draws each matrix's F32 values and stores them in the type (traits' from_f32: BF16
+// and F16 rounded to nearest even).
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
                                   const Shard& shard = {}, WeightType matrices = WeightType::f32);
 
