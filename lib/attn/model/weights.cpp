@@ -78,30 +78,31 @@ std::string hf_name(const std::string& meta) {
 }
 
 // The checkpoint's name for a spec: Meta's if present, else Hugging Face's.
-std::string stored_name(const Checkpoint& c, const std::string& meta) {
+std::string stored_name(const TensorSource& c, const std::string& meta) {
   if (c.contains(meta)) return meta;
   const std::string hf = hf_name(meta);
   return !hf.empty() && c.contains(hf) ? hf : meta;
 }
 
 // A checkpoint in Hugging Face's names is told about its tensors in those names.
-bool hf_named(const Checkpoint& c) {
-  const auto it = c.weight_map.lower_bound("model.layers.");
-  return it != c.weight_map.end() && it->first.starts_with("model.layers.");
+bool hf_named(const TensorSource& c) {
+  const std::vector<std::string> names = c.names();
+  const auto it = std::lower_bound(names.begin(), names.end(), "model.layers.");
+  return it != names.end() && it->starts_with("model.layers.");
 }
 
-[[noreturn]] void missing_tensor(const Checkpoint& c, const std::string& meta,
+[[noreturn]] void missing_tensor(const TensorSource& c, const std::string& meta,
                                  const std::vector<std::int64_t>& shape, const ModelArgs& args) {
   const std::string hf = hf_name(meta);
   const std::string name = hf_named(c) && !hf.empty() ? hf : meta;
-  throw InputError(c.path + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
+  throw InputError(c.source() + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
                    shape_text(shape) + "; " + args.source + " has " +
                    std::to_string(args.first_layer + args.n_layers) + " layers)");
 }
 
 // The last layer's tensors are looked up first: a config with 2^24 layers beside a 2-layer file
 // is refused before every layer's specs are built.
-void check_last_layer(const ModelArgs& args, const Checkpoint& c) {
+void check_last_layer(const ModelArgs& args, const TensorSource& c) {
   LayerWeights unused;
   for (const TensorSpec& s : layer_tensor_specs(args, unused, args.n_layers - 1))
     if (!c.contains(stored_name(c, s.name))) missing_tensor(c, s.name, s.shape, args);
@@ -122,19 +123,13 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
 }
 
 // A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
-const float* f32_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+const float* f32_view(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                       TransformerWeights& w) {
   std::vector<float> storage;
   const float* p =
-      s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
+      s.full.empty() ? tensor_as_f32(t, name, storage) : slice_as_f32(t, name, s, storage);
   if (!storage.empty()) w.owned.push_back(std::move(storage));
   return p;
-}
-
-// How a matrix stored as `d` is held: as the weight type that reads it, anything else as F32
-// (or refused).
-std::optional<WeightType> weight_type_of(Dtype d) {
-  return weight_type_of_safetensors(dtype_name(d));
 }
 
 // A matrix's rows must be whole blocks of its type, and a rank's columns start on one.
@@ -154,20 +149,19 @@ void check_blocks(const std::string& source, const std::string& name, const Tens
 // (or the rank's block of it, dense) is copied once as it is, in the bytes the memory estimate
 // counts; anything else goes through f32_view (which also refuses dtypes no weight type reads,
 // naming file and tensor).
-Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                    TransformerWeights& w) {
-  const TensorInfo& t = file.info(name);
-  const std::uint8_t* src = file.bytes(t);
-  const std::optional<WeightType> type = weight_type_of(t.dtype);
-  if (type) check_blocks(file.path, name, s, *type);
+  const std::uint8_t* src = t.data;
+  const std::optional<WeightType> type = t.type;
+  if (type) check_blocks(t.file, name, s, *type);
   if (type && reinterpret_cast<std::uintptr_t>(src) % weight_alignment(*type) == 0) {
     if (s.full.empty()) return {src, *type};
     const Matrix block = Matrix{src, *type}.at(index_in_full(s, 0, 0));
     return {block.data, *type, s.full[1] != s.shape[1] ? s.full[1] : 0};
   }
-  if (!type || *type == WeightType::f32) return {f32_view(file, name, s, w), WeightType::f32};
+  if (!type || *type == WeightType::f32) return {f32_view(t, name, s, w), WeightType::f32};
   const std::int64_t rows = s.shape[0], cols = s.shape[1];  // [rows, cols]: the rank's block
-  const std::int64_t row_bytes = std::int64_t(weight_bytes(*type, cols, file.path));
+  const std::int64_t row_bytes = std::int64_t(weight_bytes(*type, cols, t.file));
   std::vector<std::uint8_t>& copy = w.owned_blocks.emplace_back(std::size_t(rows * row_bytes));
   const Matrix whole{src, *type};
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -251,18 +245,19 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWe
 }
 
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard) {
-  return {open_checkpoint(rank_path(path.string(), shard.rank)), is_per_rank_path(path.string())};
+  return {open_tensor_source(rank_path(path.string(), shard.rank)),
+          is_per_rank_path(path.string())};
 }
 
 std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
-  Checkpoint& c = source.checkpoint;
+  TensorSource& c = *source.tensors;
   TransformerWeights w;
   std::vector<WeightType> types;
   check_last_layer(args, c);
   for (const TensorSpec& s : all_specs(args, w, {})) {  // a rank's names are the same
     const std::string name = stored_name(c, s.name);
     if (!s.slot.matrix || !c.contains(name)) continue;
-    const WeightType t = weight_type_of(c.info(name).dtype).value_or(WeightType::f32);
+    const WeightType t = c.describe(name).type.value_or(WeightType::f32);
     if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
   }
   return types;
@@ -276,8 +271,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
   TransformerWeights w;
   const bool per_rank = source.per_rank;
-  w.checkpoint = std::move(source.checkpoint);
-  Checkpoint& c = w.checkpoint;
+  w.tensors = std::move(source.tensors);
+  TensorSource& c = *w.tensors;
   std::set<std::string> used;
   check_last_layer(args, c);
   for (TensorSpec& s : all_specs(args, w, shard)) {
@@ -286,31 +281,31 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
     const std::string name = stored_name(c, s.name);
     if (!c.contains(name)) missing_tensor(c, s.name, stored, args);
-    const SafetensorsFile& file = c.file_of(name);
-    const TensorInfo& t = file.info(name);
+    const SourceTensor t = c.tensor(name);
     if (t.shape != stored)
-      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(stored) +
-                       (per_rank && shard.size > 1
-                            ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
-                                  std::to_string(shard.size) + ")"
-                            : "") +
-                       ", got " + shape_text(t.shape));
-    const Matrix m = s.slot.matrix ? matrix_view(file, name, s, w)
-                                   : Matrix{f32_view(file, name, s, w), WeightType::f32};
+      throw InputError(
+          c.source() + ": tensor '" + name + "': expected shape " + shape_text(stored) +
+          (per_rank && shard.size > 1 ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
+                                            std::to_string(shard.size) + ")"
+                                      : "") +
+          ", got " + shape_text(t.shape));
+    const Matrix m = s.slot.matrix ? matrix_view(t, name, s, w)
+                                   : Matrix{f32_view(t, name, s, w), WeightType::f32};
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
-    check_finite(m, s.shape[0], cols, c.path, name);
+    check_finite(m, s.shape[0], cols, c.source(), name);
     if (s.slot.matrix) *s.slot.matrix = m;
     if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
-    w.bytes += std::uint64_t(s.shape[0]) * weight_bytes(m.type, cols, c.path);
+    w.bytes += std::uint64_t(s.shape[0]) * weight_bytes(m.type, cols, c.source());
     w.halves |= m.type != WeightType::f32;
     used.insert(name);
   }
   tie(args, w);
-  std::vector<std::string> unused;         // one summary line, not one warning per tensor
-  for (auto& [name, file] : c.weight_map)  // the token model's are expected unless a run uses them
+  std::vector<std::string> unused;  // one summary line, not one warning per tensor
+  for (const std::string& name :
+       c.names())  // the token model's are expected unless a run uses them
     if (!used.count(name) && !is_token_tensor(name)) unused.push_back(name);
   if (!unused.empty())
-    spdlog::warn("{}: {} not used by this config, ignored", c.path,
+    spdlog::warn("{}: {} not used by this config, ignored", c.source(),
                  summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
   return w;
 }

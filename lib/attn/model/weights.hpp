@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <vector>
 
-#include "attn/io/checkpoint.hpp"
-#include "attn/io/safetensors.hpp"
+#include <memory>
+
+#include "attn/io/safetensors.hpp"  // not used here: callers read inputs and dumps through it
+#include "attn/io/tensor_source.hpp"
 #include "attn/matrix.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
@@ -52,7 +54,7 @@ struct TokenWeights {
 struct TransformerWeights {
   std::vector<LayerWeights> layers;
   TokenWeights tokens;
-  Checkpoint checkpoint;  // the mapped file(s) the views point into
+  std::unique_ptr<TensorSource> tensors;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
   std::vector<std::vector<std::uint8_t>> owned_blocks;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
@@ -89,8 +91,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 // mapped yet, so that the memory estimate can read the matrices' types first (matrix_types)
 // and the load then maps the files without parsing their headers again.
 struct WeightsSource {
-  Checkpoint checkpoint;
-  bool per_rank = false;  // the file holds this rank's slice as it is
+  std::unique_ptr<TensorSource> tensors;  // opened by open_tensor_source: any format it reads
+  bool per_rank = false;                  // the file holds this rank's slice as it is
 };
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
