@@ -82,7 +82,9 @@ struct SafetensorsFile : TensorSource {
   const std::string& source() const override { return path; }
   bool contains(const std::string& name) const override { return header.tensors.count(name) > 0; }
   std::vector<std::string> names() const override;
-  SourceTensor describe(const std::string& name) override { return entry(name); }
+  SourceTensor describe(const std::string& name) override {
+    return source_tensor(info(name), path);  // as any source describes: no bytes
+  }
   SourceTensor tensor(const std::string& name) override { return entry(name); }
   // The tensor with its bytes; throws InputError naming the file and tensor if absent.
   SourceTensor entry(const std::string& name) const {
