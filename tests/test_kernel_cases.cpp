@@ -10,8 +10,10 @@
 // product over its F32 widening. Widening is checked against the traits' scalar widening.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -474,8 +476,9 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
       for (const std::string& set : sets()) {
         std::int64_t n = 0;
         for (const Case& c : registry()) n += c.op == op && c.type == t.type && c.set == set;
-        CAPTURE(op_name(op));
-        CAPTURE(t.name);
+        const std::string op_text = op_name(op), type = t.name;
+        CAPTURE(op_text);
+        CAPTURE(type);
         CAPTURE(set);
         CHECK(n > 0);
       }
@@ -514,4 +517,42 @@ TEST_CASE("kernel cases: compute bf16 against float64 over rounded x and the sta
     return;
   }
   CHECK(run_cases(Op::bf16) > 0);
+}
+
+TEST_CASE("weight types: each traits row is found by its names and keeps what it stores") {
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    const std::string name = t.name;
+    CAPTURE(name);
+    CHECK(&attn::traits(t.type) == &t);
+    CHECK(attn::find_weight_type(t.name) == t.type);
+    std::string lower = t.name;
+    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    CHECK(attn::find_weight_type(lower) == t.type);
+    if (t.safetensors) CHECK(attn::weight_type_of_safetensors(t.safetensors) == t.type);
+    CHECK(attn::weight_type_names().find(t.name) != std::string::npos);
+    // Small integers and halves are exact in every type: stored and widened back unchanged,
+    // finite; a NaN among them is found where it is.
+    const std::int64_t n = 4 * t.block;
+    std::vector<float> x(static_cast<std::size_t>(n)), back(x.size());
+    for (std::int64_t i = 0; i < n; ++i) x[std::size_t(i)] = float(i % 7 - 3) / 2;
+    std::vector<std::uint8_t> stored(attn::weight_bytes(t.type, n, "test"));
+    t.from_f32(x.data(), n, stored.data());
+    t.to_f32(stored.data(), n, back.data());
+    CHECK(back == x);
+    CHECK(t.first_non_finite(stored.data(), n) == -1);
+    x[std::size_t(n - 2)] = std::nanf("");
+    t.from_f32(x.data(), n, stored.data());
+    CHECK(t.first_non_finite(stored.data(), n) == n - 2);
+    // Whole blocks only, and sizes past 2^64 bytes, are refused.
+    CHECK_THROWS_AS(attn::weight_bytes(t.type, -t.block, "test"), attn::InputError);
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max() / t.block * t.block;
+    const unsigned __int128 bytes = (unsigned __int128)(big / t.block) * t.block_bytes;
+    if (bytes >> 64)
+      CHECK_THROWS_AS(attn::weight_bytes(t.type, big, "test"), attn::InputError);
+    else
+      CHECK(attn::weight_bytes(t.type, big, "test") == std::uint64_t(bytes));
+    if (t.block > 1) CHECK_THROWS_AS(attn::weight_bytes(t.type, 1, "test"), attn::InputError);
+  }
+  CHECK_FALSE(attn::find_weight_type("Q9_9"));
+  CHECK_FALSE(attn::weight_type_of_safetensors("I32"));
 }
