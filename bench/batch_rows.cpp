@@ -53,9 +53,7 @@ int main(int argc, char** argv) {
   for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
     const std::string flag = argv[first], value = argv[first + 1];
     if (flag == "--type")
-      type = value == "bf16"  ? attn::WeightType::bf16
-             : value == "f16" ? attn::WeightType::f16
-                              : attn::WeightType::f32;
+      type = attn::find_weight_type(value).value_or(attn::WeightType::f32);
     else if (flag == "--compute")
       compute = attn::parse_compute(value);
     else if (flag == "--lanes-from")
@@ -67,15 +65,11 @@ int main(int argc, char** argv) {
   if (lanes_from >= 2 && kernels.own_gemm) kernels.lanes_from = lanes_from;
   rt.kernels = &kernels;
   g_cpu_time = threads == 1;
-  // The weights in `type` (16-bit types in the low halves of the same floats' storage).
+  // The weights in `type`, stored over the start of the same floats (no type is wider).
   std::vector<std::vector<float>> w;
   for (const Shape& s : kShapes) {
     w.emplace_back(std::size_t(s.n * s.k), 0.01f);
-    if (type != attn::WeightType::f32) {
-      auto* h = reinterpret_cast<std::uint16_t*>(w.back().data());
-      for (std::int64_t i = 0; i < s.n * s.k; ++i)
-        h[i] = type == attn::WeightType::bf16 ? attn::f32_to_bf16(0.01f) : attn::f32_to_f16(0.01f);
-    }
+    attn::traits(type).from_f32(w.back().data(), s.n * s.k, w.back().data());
   }
   const std::int64_t maxM = 512;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));

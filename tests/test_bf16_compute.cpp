@@ -1,9 +1,7 @@
 // --compute bf16 (issue 23): BF16 weights times activations rounded to BF16 by vdpbf16ps. The
-// rounding is checked against PyTorch's .bfloat16() (tests/golden/halves, make_halves.py); each
-// product against a float64 sum of the BF16 weights times the rounded activations, over the shape
-// space the kernels choose paths by (rows of x per register block and group, the 32-column blocks
-// and their masked tail, 64-row blocks, the decode/prefill boundary, gemm blocks and panels,
-// threads), and against the exact F32 product within the bound docs/perf/bf16-compute.md states.
+// rounding is checked against PyTorch's .bfloat16() (tests/golden/halves, make_halves.py), a BF16
+// layer against PyTorch's float64 reference, and the refusals. The products over the shape space
+// the kernels choose paths by are cases of the registry (test_kernel_cases.cpp, Op::bf16).
 // Each runs the kernels with vdpbf16ps where the CPU has it, and with its emulation by FMAs on
 // every AVX-512 CPU (bf16_dot_emulated), so the kernels' blocking is tested on CPUs without it.
 #include <doctest/doctest.h>
@@ -46,76 +44,6 @@ attn::Runtime runtime(const Dot& dot, int threads) {
   return rt;
 }
 
-struct Product {
-  std::vector<std::uint16_t> w;  // [n, ldw] BF16 bits
-  std::vector<float> x;          // [M, K]
-  std::int64_t n, K, M, ldw;
-};
-
-Product draw(std::int64_t M, std::int64_t K, std::int64_t n, std::int64_t ldw, std::uint64_t s) {
-  Product p{std::vector<std::uint16_t>(std::size_t(n * ldw)),
-            std::vector<float>(std::size_t(M * K)),
-            n,
-            K,
-            M,
-            ldw};
-  for (std::size_t i = 0; i < p.w.size(); ++i)
-    p.w[i] = attn::f32_to_bf16(float(attn::uniform_pm1(23, s, i)));
-  for (std::size_t i = 0; i < p.x.size(); ++i)
-    p.x[i] = float(4 * attn::uniform_pm1(24, s, i));  // activations wider than the weights
-  return p;
-}
-
-// out[m, j] of one nn.Linear through attn::linear with the runtime given.
-std::vector<float> run(const attn::Runtime& rt, const Product& p) {
-  std::vector<float> out(std::size_t(p.M * p.n), -1.0f);
-  const attn::Projection proj{out.data(), attn::Matrix{p.w.data(), attn::WeightType::bf16, p.ldw},
-                              nullptr, p.n};
-  std::vector<float> scratch(
-      std::size_t(attn::scratch_floats(p.M, p.K, rt.threads, true, *rt.kernels, rt.compute) + 1));
-  attn::linear(rt, {&proj, 1}, p.x.data(), p.M, p.K, scratch.data());
-  return out;
-}
-
-struct Reference {
-  double rounded;    // sum of w * bf16(x), in float64
-  double exact;      // sum of w * x
-  double magnitude;  // sum of |w * x|
-};
-
-Reference reference(const Product& p, std::int64_t m, std::int64_t j) {
-  Reference r{0, 0, 0};
-  for (std::int64_t k = 0; k < p.K; ++k) {
-    const double w = attn::bf16_to_f32(p.w[std::size_t(j * p.ldw + k)]);
-    const float x = p.x[std::size_t(m * p.K + k)];
-    r.rounded += w * attn::bf16_to_f32(attn::f32_to_bf16(x));
-    r.exact += w * x;
-    r.magnitude += std::fabs(w * x);
-  }
-  return r;
-}
-
-// The worst errors of out against the float64 references, each over its allowance: F32
-// accumulation (K * 2^-23 of the magnitude) against the rounded sum; the stated bound (2^-8 of the
-// magnitude) against the exact one.
-struct Errors {
-  double rounded = 0, exact = 0;
-};
-
-Errors errors(const Product& p, const std::vector<float>& out) {
-  Errors e;
-  for (std::int64_t m = 0; m < p.M; ++m)
-    for (std::int64_t j = 0; j < p.n; ++j) {
-      const Reference r = reference(p, m, j);
-      const double got = out[std::size_t(m * p.n + j)];
-      const double tiny = 1e-30;
-      e.rounded = std::max(e.rounded, std::fabs(got - r.rounded) /
-                                          (double(p.K + 2) * std::ldexp(r.magnitude, -23) + tiny));
-      e.exact = std::max(e.exact, std::fabs(got - r.exact) / (std::ldexp(r.magnitude, -8) + tiny));
-    }
-  return e;
-}
-
 // x rounded as PyTorch's .bfloat16() rounds it (tests/golden/halves), by dot's round and pack.
 void check_rounding(const attn::Bf16Dot& dot) {
   const attn::SafetensorsFile f =
@@ -148,41 +76,6 @@ TEST_CASE("bf16 compute: activations round to BF16 as PyTorch's .bfloat16() does
   for (const Dot& dot : dots()) {
     CAPTURE(dot.name);
     check_rounding(*dot.kernels);
-  }
-}
-
-TEST_CASE("bf16 compute: products over the shape space, against float64 and the stated bound") {
-  struct Case {
-    std::int64_t M, K, n;
-  };
-  // M: every register blocking (1, 2, 3, groups of 4 with tails 1-3) up to kBatchRows and the
-  // prefill past it (8-row tiles and their tails); K: under, at and past the 32-column blocks
-  // (masked tail), odd (prefill's half pair), past a gemm chunk (512); n: 64-row blocks, 4- and
-  // 1-row tails of 6-row groups, gemm panels (48) and blocks (192).
-  std::vector<Case> cases;
-  for (std::int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 32, 33, 40, 47})
-    for (std::int64_t K : {1, 31, 32, 33, 64, 96, 513, 1100})
-      cases.push_back({M, K, M < 20 ? std::int64_t(71) : std::int64_t(50)});
-  for (std::int64_t n : {1, 4, 5, 6, 47, 48, 49, 63, 64, 65, 191, 192, 193, 250})
-    for (std::int64_t M : {1, 4, 16, 33}) cases.push_back({M, 130, n});
-  for (const Dot& dot : dots()) {
-    CAPTURE(dot.name);
-    const attn::Runtime one = runtime(dot, 1), two = runtime(dot, 2);
-    std::uint64_t s = 0;
-    for (const Case& c : cases)
-      for (std::int64_t ldw : {c.K, c.K + 3}) {  // a block of a wider matrix's columns too
-        CAPTURE(c.M);
-        CAPTURE(c.K);
-        CAPTURE(c.n);
-        CAPTURE(ldw);
-        const Product p = draw(c.M, c.K, c.n, ldw, ++s);
-        const std::vector<float> a = run(one, p), b = run(two, p);
-        const Errors e = errors(p, a);
-        CHECK(e.rounded <= 1.0);
-        CHECK(e.exact <= 1.0);
-        CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) ==
-              0);  // threads: same bits
-      }
   }
 }
 

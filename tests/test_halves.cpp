@@ -1,8 +1,8 @@
-// BF16 and F16 weights kept at half the bytes (issue 10): widened exactly, and every product
-// gives the bits the same product gives over the F32-widened weights. References: PyTorch's
-// .float() of every 16-bit pattern and of the golden cases' BF16/F16 files
-// (tests/golden/make_halves.py); the F32 paths themselves are checked against PyTorch by the
-// golden and matmul tests.
+// BF16 and F16 weights kept at half the bytes (issue 10): widened exactly, and a model over them
+// gives the bits of the same model over the F32-widened weights. References: PyTorch's .float()
+// of every 16-bit pattern and of the golden cases' BF16/F16 files (tests/golden/make_halves.py).
+// Each kernel's products over every weight type, against float64 and the F32 widening's bits, are
+// the registry's cases (test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -31,34 +31,6 @@ std::int64_t bit_differences(const float* a, const float* b, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) d += std::memcmp(a + i, b + i, sizeof(float)) != 0;
   return d;
 }
-
-// Random weights of `type` with their F32 widening: BF16 the top half of a uniform draw; F16
-// drawn as bit patterns over normal exponents 2^-10..2^1 and subnormals, no Inf or NaN.
-struct HalfWeights {
-  std::vector<std::uint16_t> bits;
-  std::vector<float> f32;
-};
-
-HalfWeights draw_halves(attn::WeightType type, std::size_t n, std::uint64_t stream) {
-  HalfWeights h{std::vector<std::uint16_t>(n), std::vector<float>(n)};
-  for (std::size_t i = 0; i < n; ++i) {
-    const double u = attn::uniform_pm1(21, stream, i);
-    if (type == attn::WeightType::bf16) {
-      h.bits[i] = std::uint16_t(std::bit_cast<std::uint32_t>(float(u * 0.5)) >> 16);
-    } else {
-      const auto r = std::uint32_t((u + 1) * 1e6);
-      const std::uint32_t exp = i % 17 == 0 ? 0 : 5 + r % 12;  // some subnormals
-      h.bits[i] = std::uint16_t((r & 0x8000u) | (exp << 10) | ((r >> 4) & 0x3FFu));
-    }
-    h.f32[i] =
-        type == attn::WeightType::bf16 ? attn::bf16_to_f32(h.bits[i]) : attn::f16_to_f32(h.bits[i]);
-  }
-  return h;
-}
-
-struct Shape {
-  std::int64_t n, K, ldw;
-};
 
 }  // namespace
 
@@ -109,98 +81,6 @@ TEST_CASE("halves: F32 narrows to BF16 and F16 as PyTorch rounds (nearest even)"
   CHECK(badbf == 0);
 }
 
-TEST_CASE("halves: BF16 and F16 products give the bits of their F32 widening, rows 1 to 70") {
-  // Rows: gemv (1), the batched kernel (2..kBatchRows), sgemm over widened blocks beyond (33,
-  // 40, 70). Shapes as test_matmul's, strided weights among them, and one whose rows take
-  // several widening blocks (widen_rows) per thread, the last one short.
-  const Shape blocks = {1000, 4500, 4500};
-  REQUIRE(attn::widen_rows(blocks.K) < blocks.n / 2);  // 2 blocks per thread of 2, 3 of 1
-  const Shape shapes[] = {{53, 37, 37}, {130, 100, 100}, {67, 64, 80}, {9, 4500, 4503}, blocks};
-  std::vector<std::int64_t> rows;
-  for (std::int64_t M = 1; M <= attn::kBatchRows + 1; ++M) rows.push_back(M);
-  rows.insert(rows.end(), {40, 70});
-  for (attn::WeightType type : {attn::WeightType::bf16, attn::WeightType::f16})
-    for (const Shape& s : shapes) {
-      const HalfWeights w = draw_halves(type, std::size_t(s.n * s.ldw), std::uint64_t(s.K));
-      for (std::int64_t M : rows) {
-        if (s.n == blocks.n && M <= attn::kBatchRows) continue;  // only the blocks matter there
-        std::vector<float> x(std::size_t(M * s.K)), bias(std::size_t(s.n));
-        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(22, 1, i));
-        for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = float(attn::uniform_pm1(22, 2, i));
-        for (const std::string& isa : test::kernel_names())
-          for (int threads : {1, 2}) {
-            const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
-            std::vector<float> scratch(std::size_t(
-                attn::scratch_floats(M, s.K, threads, /*halves=*/true, *attn::find_kernels(isa))));
-            std::vector<float> got(std::size_t(M * s.n), 0.5f), want = got;
-            const attn::Projection ph{got.data(), {w.bits.data(), type, s.ldw}, bias.data(), s.n};
-            const attn::Projection pf{
-                want.data(), {w.f32.data(), attn::WeightType::f32, s.ldw}, bias.data(), s.n};
-            attn::linear(rt, {&ph, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
-            attn::linear(rt, {&pf, 1}, x.data(), M, s.K, scratch.data(), /*accumulate=*/true);
-            CAPTURE(attn::weight_type_name(type));
-            CAPTURE(isa);
-            CAPTURE(threads);
-            CAPTURE(M);
-            CAPTURE(s.n);
-            CAPTURE(s.K);
-            CHECK(bit_differences(got.data(), want.data(), M * s.n) == 0);
-          }
-      }
-    }
-}
-
-TEST_CASE("halves: the gemv at and around its column blocks and row groups, bit for bit") {
-  // One row of x (decode, batch 1): blocks of 16 columns (AVX-512, AVX2) or 8 (generic), the
-  // last one short or whole; 8-row (F32 on AVX-512) or 4-row groups and single rows; strided
-  // rows. BF16 splits each block into even and odd columns, F16 into halves, F32 on AVX-512 keeps
-  // it in one vector: all must sum the same chains in the same order. F32 itself against a
-  // double loop.
-  std::vector<std::int64_t> ks;
-  for (std::int64_t k : {4, 8, 16, 32, 64})
-    for (std::int64_t d : {-1, 0, 1}) ks.push_back(k + d);
-  ks.insert(ks.end(), {1, 2, 100, 4500});
-  for (std::int64_t n : {1, 3, 4, 5, 8, 9, 19})
-    for (std::int64_t K : ks)
-      for (std::int64_t pad : {0, 3}) {
-        const std::int64_t ldw = K + pad;
-        std::vector<float> x(static_cast<std::size_t>(K));
-        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(attn::uniform_pm1(23, 1, i));
-        for (attn::WeightType type : {attn::WeightType::bf16, attn::WeightType::f16}) {
-          const HalfWeights w = draw_halves(type, std::size_t(n * ldw), std::uint64_t(n * K));
-          std::vector<double> ref(static_cast<std::size_t>(n)), mag = ref;  // sum of |w x|
-          for (std::int64_t j = 0; j < n; ++j)
-            for (std::int64_t k = 0; k < K; ++k) {
-              const double p = double(w.f32[std::size_t(j * ldw + k)]) * x[std::size_t(k)];
-              ref[std::size_t(j)] += p;
-              mag[std::size_t(j)] += std::fabs(p);
-            }
-          for (const std::string& isa : test::kernel_names())
-            for (int threads : {1, 2}) {
-              const attn::Runtime rt = attn::make_runtime(threads, 0, isa);
-              std::vector<float> scratch(std::size_t(
-                  attn::scratch_floats(1, K, threads, /*halves=*/true, *attn::find_kernels(isa))));
-              std::vector<float> got(static_cast<std::size_t>(n)), want = got;
-              const attn::Projection ph{got.data(), {w.bits.data(), type, ldw}, nullptr, n};
-              const attn::Projection pf{
-                  want.data(), {w.f32.data(), attn::WeightType::f32, ldw}, nullptr, n};
-              attn::linear(rt, {&ph, 1}, x.data(), 1, K, scratch.data());
-              attn::linear(rt, {&pf, 1}, x.data(), 1, K, scratch.data());
-              CAPTURE(attn::weight_type_name(type));
-              CAPTURE(isa);
-              CAPTURE(threads);
-              CAPTURE(n);
-              CAPTURE(K);
-              CAPTURE(ldw);
-              CHECK(bit_differences(got.data(), want.data(), n) == 0);
-              for (std::int64_t j = 0; j < n; ++j)
-                CHECK(std::fabs(want[std::size_t(j)] - ref[std::size_t(j)]) <=
-                      1e-6 * mag[std::size_t(j)]);
-            }
-        }
-      }
-}
-
 TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 widening of it") {
   for (const char* name : {"bf16_llama_mqa_half", "f16_llama_gqa_interleaved"}) {
     CAPTURE(name);
@@ -216,7 +96,7 @@ TEST_CASE("halves: a BF16 or F16 checkpoint runs bit for bit as PyTorch's F32 wi
     for (const attn::LayerWeights& l : half.layers)  // matrices stay in the file's type
       for (const attn::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
         CHECK(m->type != attn::WeightType::f32);
-    CHECK(half.owned_halves.empty());  // the fixtures are aligned: views of the mapping
+    CHECK(half.owned_blocks.empty());  // the fixtures are aligned: views of the mapping
     // Seeded weights drawn straight into BF16 or F16 are the F32 draws rounded.
     const attn::TransformerWeights seeded32 = attn::seeded_weights(a, 3);
     const attn::WeightType type = half.layers[0].wq.type;
@@ -291,7 +171,7 @@ TEST_CASE("halves: misaligned BF16 tensors are copied once, still in BF16, and r
 
   attn::ModelArgs a = attn::load_config(dir / "config.json");
   const attn::TransformerWeights moved = attn::load_weights(a, shifted);
-  CHECK(moved.owned_halves.size() == 7);  // the seven matrices, copied once
+  CHECK(moved.owned_blocks.size() == 7);  // the seven matrices, copied once
   CHECK(moved.layers[0].wq.type == attn::WeightType::bf16);
   const attn::RunOptions opts{1, 5, 2};
   const std::vector<float> x = attn::seeded_input(a, opts, 3);
@@ -323,7 +203,7 @@ TEST_CASE(
         attn::load_weights(a, dir / "weights.safetensors", shard);
     const std::int64_t q = l.n_heads * l.head_dim(), kv = l.n_kv_heads * l.head_dim();
     const std::int64_t hidden = l.ffn_hidden(), dim = a.dim;
-    CHECK(moved.owned_halves.size() == std::size_t(7 * a.n_layers));
+    CHECK(moved.owned_blocks.size() == std::size_t(7 * a.n_layers));
     for (std::size_t layer = 0; layer < moved.layers.size(); ++layer) {
       const attn::LayerWeights& m = moved.layers[layer];
       const attn::LayerWeights& w = aligned.layers[layer];

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/io/checkpoint.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/weights.hpp"
@@ -208,11 +209,12 @@ TEST_CASE("memory: a file's matrix types come from its header, nothing mapped be
   attn::WeightsSource source = attn::open_weights(w);
   CHECK(attn::matrix_types(a, source) ==
         std::vector<WeightType>{WeightType::bf16, WeightType::f32});
-  CHECK(source.checkpoint.files.empty());
+  CHECK(dynamic_cast<const attn::Checkpoint&>(*source.tensors).files.empty());
   const attn::TransformerWeights loaded = attn::load_weights(a, std::move(source));
   CHECK(loaded.halves);
   CHECK(loaded.layers[0].wq.type == WeightType::bf16);
-  CHECK(loaded.checkpoint.headers.empty());  // the header read first went to the mapping
+  // the header read first went to the mapping
+  CHECK(dynamic_cast<const attn::Checkpoint&>(*loaded.tensors).headers.empty());
 }
 
 TEST_CASE("memory: the CLI counts a BF16 file's matrices at half an F32 file's bytes") {

@@ -621,7 +621,7 @@ TEST_CASE("safetensors: tensor_as_f32 refuses other dtypes") {
   const attn::SafetensorsFile f = attn::open_safetensors(p);
   std::vector<float> s;
   const std::string msg = refusal([&] { attn::tensor_as_f32(f, "ids", s); });
-  CHECK(msg == p.string() + ": tensor 'ids': expected F32, F16 or BF16, got I32");
+  CHECK(msg == p.string() + ": tensor 'ids': expected F32, BF16 or F16, got I32");
 }
 
 TEST_CASE("safetensors: write_safetensors leaves nothing behind") {
@@ -664,5 +664,49 @@ TEST_CASE("safetensors: write_safetensors leaves nothing behind") {
     CHECK_THROWS_AS(attn::write_safetensors(p, {{"x", {1}, nullptr}}), std::runtime_error);
     CHECK_THROWS_AS(attn::write_safetensors(p, {{"x", {1ll << 62, 4}, &x}}), std::runtime_error);
     CHECK(dir.names().empty());
+  }
+}
+
+TEST_CASE("tensor source: a file and a checkpoint describe and give each tensor alike") {
+  const auto path = test::golden_dir() / "bf16_llama_mqa_half" / "weights.safetensors";
+  attn::SafetensorsFile file = attn::open_safetensors(path);
+  const std::unique_ptr<attn::TensorSource> source = attn::open_tensor_source(path);
+  CHECK(source->source() == path.string());
+  REQUIRE(source->names() == file.names());
+  REQUIRE(!file.names().empty());
+  for (const std::string& name : file.names()) {
+    CAPTURE(name);
+    const attn::SourceTensor described = source->describe(name), given = source->tensor(name);
+    CHECK(described.data == nullptr);  // the header alone
+    CHECK(file.describe(name).data == nullptr);
+    for (const attn::SourceTensor& t : {described, given, file.tensor(name)}) {
+      CHECK(t.dtype == attn::dtype_name(file.info(name).dtype));
+      CHECK(t.shape == file.info(name).shape);
+      CHECK(t.size == file.info(name).end - file.info(name).begin);
+      CHECK(t.type == attn::weight_type_of_safetensors(t.dtype));
+    }
+    CHECK(given.data != nullptr);
+    CHECK(std::memcmp(given.data, file.bytes(file.info(name)), given.size) == 0);
+  }
+  CHECK_THROWS_WITH_AS(source->tensor("no.such.tensor"),
+                       (path.string() + ": tensor 'no.such.tensor' is missing").c_str(),
+                       attn::InputError);
+}
+
+TEST_CASE("tensor source: an index describes from the shards' headers and names the shard") {
+  const auto dir = test::golden_dir() / "hf" / "llama31_gqa_bf16";
+  const std::unique_ptr<attn::TensorSource> source =
+      attn::open_tensor_source(dir / "model.safetensors.index.json");
+  REQUIRE(!source->names().empty());
+  for (const std::string& name : source->names()) {
+    CAPTURE(name);
+    const attn::SourceTensor d = source->describe(name);
+    CHECK(d.data == nullptr);
+    CHECK(d.file.starts_with((dir / "model-0000").string()));
+    const attn::SourceTensor t = source->tensor(name);
+    CHECK(t.data != nullptr);
+    CHECK(t.shape == d.shape);
+    CHECK(t.dtype == d.dtype);
+    CHECK(t.file == d.file);
   }
 }

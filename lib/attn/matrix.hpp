@@ -1,95 +1,55 @@
 #pragma once
-// A weight matrix as its file stores it. F32 is read as it is; BF16 and F16 stay at half the
-// bytes, mapped, and are widened to F32 where a product reads them (matmul.cpp). Widening is
-// exact, since every BF16 and F16 value is an F32 value, so a product over BF16 weights gives
-// the bits the same product gives over the F32-widened weights.
-#include <bit>
+// A weight matrix as its file stores it, in one of the weight types (weight_type.hpp). F32 is
+// read as it is; BF16 and F16 stay at half the bytes, mapped, and are widened to F32 where a
+// product reads them (matmul.cpp). Widening is exact, since every BF16 and F16 value is an F32
+// value, so a product over BF16 weights gives the bits the same product gives over the
+// F32-widened weights.
 #include <cstdint>
+#include <stdexcept>
+
+#include "attn/weight_type.hpp"
 
 namespace attn {
 
-enum class WeightType : std::uint8_t { f32, bf16, f16 };
-
-inline const char* weight_type_name(WeightType t) {
-  return t == WeightType::f32 ? "F32" : t == WeightType::bf16 ? "BF16" : "F16";
-}
-
-inline std::int64_t weight_type_bytes(WeightType t) {
-  return t == WeightType::f32 ? 4 : 2;
-}
-
+// Rows are addressed in whole blocks of their type (weight_type.hpp): an offset in weights must
+// fall on a block boundary, which the load checks for every view it makes.
 struct Matrix {
   const void* data = nullptr;
   WeightType type = WeightType::f32;
-  std::int64_t ld = 0;  // elements from one row to the next; 0: dense (a rank's column slice
+  std::int64_t ld = 0;  // weights from one row to the next; 0: dense (a rank's column slice
                         // of a mapped matrix is strided)
 
   Matrix() = default;
   Matrix(const float* f32) : data(f32) {}  // F32 rows, as tests and callers have them
   Matrix(const void* p, WeightType t, std::int64_t ld = 0) : data(p), type(t), ld(ld) {}
 
-  // The view `elements` elements on: a block of rows, or the first of a block of columns.
-  Matrix at(std::int64_t elements) const {
-    return {static_cast<const char*>(data) + elements * weight_type_bytes(type), type, ld};
+  // The view `weights` weights on (whole blocks): a block of rows, or the first of a block of
+  // columns.
+  Matrix at(std::int64_t weights) const {
+    const WeightTypeTraits& t = traits(type);
+    return {static_cast<const char*>(data) + weights / t.block * t.block_bytes, type, ld};
   }
-  // Row r's first element, rows being `cols` long when dense.
+  // Row r's first weight, rows being `cols` long when dense.
   Matrix row(std::int64_t r, std::int64_t cols) const { return at(r * stride(cols)); }
-  // Elements from one row to the next, rows being `cols` long when dense.
+  // Weights from one row to the next, rows being `cols` long when dense.
   std::int64_t stride(std::int64_t cols) const { return ld ? ld : cols; }
   // A block of `cols` columns from column c0 of a [?, cols_total] matrix: the same rows, strided.
+  // c0 starts a block of the type, or the view would start inside one.
   Matrix columns(std::int64_t c0, std::int64_t cols_total) const {
+    if (c0 % traits(type).block != 0)
+      throw std::logic_error("Matrix::columns: column " + std::to_string(c0) +
+                             " is inside a block of " + traits(type).name + " weights");
     return {at(c0).data, type, stride(cols_total)};
   }
   explicit operator bool() const { return data != nullptr; }
 };
 
-// bf16 is the top half of an f32.
-inline float bf16_to_f32(std::uint16_t b) {
-  return std::bit_cast<float>(std::uint32_t(b) << 16);
-}
-
-// IEEE half to single, every value exactly: subnormals become normal floats; a NaN keeps its
-// payload and comes out quiet, as the hardware's vcvtph2ps (and so PyTorch) makes it.
-inline float f16_to_f32(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
-  if (exp == 0) {  // zero or subnormal: mant x 2^-24 = (2^-14 + mant x 2^-24) - 2^-14
-    const float mag = std::bit_cast<float>((113u << 23) | (mant << 13)) - 0x1p-14f;
-    return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(mag));
-  }
-  if (exp == 31)
-    return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0));
-  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
-}
-
-// F32 to BF16 and F16, rounding to nearest even (as PyTorch's .bfloat16() and .half()), in
-// integer operations only: no compiler can contract or reorder them. NaN stays NaN.
-inline std::uint16_t f32_to_bf16(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return std::uint16_t((u >> 16) | 0x40u);
-  return std::uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-inline std::uint16_t f32_to_f16(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f), a = u & 0x7FFFFFFFu;
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  auto round = [](std::uint32_t kept, std::uint32_t rest, std::uint32_t half) {
-    return kept + (rest > half || (rest == half && (kept & 1u)));  // a carry moves up the exponent
-  };
-  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);   // NaN
-  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);  // rounds past 65504: Inf
-  if (a <= 0x33000000u) return std::uint16_t(sign);            // at most 2^-25: zero
-  if (a >= 0x38800000u)                                        // normal in F16
-    return std::uint16_t(sign | round((a - 0x38000000u) >> 13, a & 0x1FFFu, 0x1000u));
-  const std::uint32_t shift = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u;  // subnormal
-  return std::uint16_t(sign | round(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1)));
-}
-
-// Element i of m, widened: for tests and checks, not for hot loops.
+// Weight i of m, widened (its block widened whole): for tests and checks, not for hot loops.
 inline float element(const Matrix& m, std::int64_t i) {
-  const std::uint16_t* h = static_cast<const std::uint16_t*>(m.data);
-  if (m.type == WeightType::f32) return static_cast<const float*>(m.data)[i];
-  return m.type == WeightType::bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+  const WeightTypeTraits& t = traits(m.type);
+  float block[kMaxBlock];
+  t.to_f32(m.at(i - i % t.block).data, t.block, block);
+  return block[i % t.block];
 }
 
 }  // namespace attn

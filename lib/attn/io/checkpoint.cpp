@@ -114,6 +114,21 @@ const SafetensorsFile& Checkpoint::file_of(const std::string& name) {
   return *file;
 }
 
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(weight_map.size());
+  for (const auto& entry : weight_map) out.push_back(entry.first);
+  return out;
+}
+
+SourceTensor Checkpoint::describe(const std::string& name) {
+  return source_tensor(info(name), escape((dir / file_name(*this, name)).string()));
+}
+
+SourceTensor Checkpoint::tensor(const std::string& name) {
+  return file_of(name).entry(name);
+}
+
 Checkpoint open_checkpoint(const std::filesystem::path& path) {
   if (path.string().ends_with(".index.json"))
     return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
@@ -125,6 +140,14 @@ Checkpoint open_checkpoint(const std::filesystem::path& path) {
   const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(path);
   for (auto& [name, info] : read.header.tensors) c.weight_map[name] = file;
   return c;
+}
+
+}  // namespace attn
+
+namespace attn {
+
+std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path) {
+  return std::make_unique<Checkpoint>(open_checkpoint(path));
 }
 
 }  // namespace attn

@@ -2,7 +2,7 @@
 // A checkpoint's tensors by name: one safetensors file, or a Hugging Face index
 // (model.safetensors.index.json) whose weight_map spreads them over files in its directory.
 // Each file is mapped when a tensor in it is first asked for, and never copied; its header may be
-// read before that (info), for the memory estimate, and is then not parsed again.
+// read before that (describe), for the memory estimate, and is then not parsed again.
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -10,17 +10,23 @@
 #include <vector>
 
 #include "attn/io/safetensors.hpp"
+#include "attn/io/tensor_source.hpp"
 
 namespace attn {
 
-struct Checkpoint {
+struct Checkpoint : TensorSource {
   std::string path;                               // what the user named, escaped for messages
   std::map<std::string, std::string> weight_map;  // tensor name -> file name in `dir`
   std::filesystem::path dir;
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files;  // mapped so far, by file name
   std::map<std::string, SafetensorsHeaderRead> headers;  // read but not mapped yet, by file name
 
-  bool contains(const std::string& name) const { return weight_map.count(name) > 0; }
+  const std::string& source() const override { return path; }
+  bool contains(const std::string& name) const override { return weight_map.count(name) > 0; }
+  std::vector<std::string> names() const override;
+  SourceTensor describe(const std::string& name) override;
+  SourceTensor tensor(const std::string& name) override;
+
   // `name`'s header entry, reading its file's header (not mapping the file) if needed; valid
   // until file_of maps that file. Throws InputError.
   const TensorInfo& info(const std::string& name);

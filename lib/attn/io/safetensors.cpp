@@ -110,10 +110,6 @@ std::uint64_t read_le64(const std::uint8_t* p) {
   return v;
 }
 
-std::uint16_t read_le16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-}
-
 // ---- UTF-8 ----
 
 // Offset of the first byte that breaks UTF-8 (as Rust's str::from_utf8 defines it: no
@@ -387,11 +383,6 @@ void read_at(const InputFile& in, std::uint64_t offset, std::span<std::uint8_t> 
   }
 }
 
-void from_le_halves(const std::uint8_t* src, std::size_t n, float* dst,
-                    float (*convert)(std::uint16_t)) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = convert(read_le16(src + 2 * i));
-}
-
 // ---- Writing ----
 
 [[noreturn]] void write_fail(const std::string& target, const std::string& what) {
@@ -530,29 +521,33 @@ SafetensorsFile open_safetensors(const std::filesystem::path& path, SafetensorsH
 
 const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
                            std::vector<float>& storage) {
-  const TensorInfo& t = file.info(name);
-  const std::uint8_t* src = file.bytes(t);
-  const auto n = static_cast<std::size_t>(t.numel());
-  switch (t.dtype) {
-    case Dtype::F32:
-      if (reinterpret_cast<std::uintptr_t>(src) % alignof(float) == 0) {
-        return reinterpret_cast<const float*>(src);
-      }
-      storage.resize(n);
-      std::memcpy(storage.data(), src, n * sizeof(float));  // never read floats misaligned
-      return storage.data();
-    case Dtype::F16:
-      storage.resize(n);
-      from_le_halves(src, n, storage.data(), f16_to_f32);
-      return storage.data();
-    case Dtype::BF16:
-      storage.resize(n);
-      from_le_halves(src, n, storage.data(), bf16_to_f32);
-      return storage.data();
-    default:
-      fail(file.path, "tensor " + attn::quoted(name) + ": expected F32, F16 or BF16, got " +
-                          dtype_name(t.dtype));
-  }
+  return tensor_as_f32(file.entry(name), name, storage);
+}
+
+const float* tensor_as_f32(const SourceTensor& t, const std::string& name,
+                           std::vector<float>& storage) {
+  if (!t.type)
+    fail(t.file,
+         "tensor " + attn::quoted(name) + ": expected " + weight_type_names() + ", got " + t.dtype);
+  const auto n = t.numel();
+  if (*t.type == WeightType::f32 && reinterpret_cast<std::uintptr_t>(t.data) % alignof(float) == 0)
+    return reinterpret_cast<const float*>(t.data);
+  weight_bytes(*t.type, n, t.file + ": tensor " + attn::quoted(name));  // whole blocks
+  storage.resize(std::size_t(n));
+  traits(*t.type).to_f32(t.data, n, storage.data());  // never reads floats misaligned
+  return storage.data();
+}
+
+SourceTensor source_tensor(const TensorInfo& t, const std::string& file, const std::uint8_t* data) {
+  const char* dtype = dtype_name(t.dtype);
+  return {dtype, weight_type_of_safetensors(dtype), t.shape, data, t.end - t.begin, file};
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(header.tensors.size());
+  for (const auto& entry : header.tensors) out.push_back(entry.first);
+  return out;
 }
 
 void write_safetensors(OutputFile& out, const std::vector<OutTensor>& tensors,

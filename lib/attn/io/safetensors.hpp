@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/io/tensor_source.hpp"
 #include "attn/matrix.hpp"  // bf16_to_f32, f16_to_f32
 
 namespace attn {
@@ -33,9 +34,6 @@ enum class Dtype {
 const char* dtype_name(Dtype d);    // "F32", ...
 std::uint64_t dtype_size(Dtype d);  // bytes per element
 
-// A shape as messages and traces print it: "[1, 2, 8, 3]".
-std::string shape_text(const std::vector<std::int64_t>& shape);
-
 struct TensorInfo {
   Dtype dtype;
   std::vector<std::int64_t> shape;
@@ -56,8 +54,13 @@ struct SafetensorsHeader {
 // messages. Throws InputError.
 SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& source);
 
-// A read-only mapping of a safetensors file. Move-only; unmaps on destruction.
-struct SafetensorsFile {
+// A tensor's header entry as a source describes it: data null, the file named `file`.
+SourceTensor source_tensor(const TensorInfo& t, const std::string& file,
+                           const std::uint8_t* data = nullptr);
+
+// A read-only mapping of a safetensors file, and the file as a tensor source. Move-only; unmaps
+// on destruction.
+struct SafetensorsFile : TensorSource {
   std::string path;
   SafetensorsHeader header;
   const std::uint8_t* base = nullptr;  // the mapping, size bytes
@@ -74,6 +77,18 @@ struct SafetensorsFile {
   const TensorInfo& info(const std::string& name) const;
   const std::uint8_t* bytes(const TensorInfo& t) const {
     return base + header.data_start + t.begin;
+  }
+
+  const std::string& source() const override { return path; }
+  bool contains(const std::string& name) const override { return header.tensors.count(name) > 0; }
+  std::vector<std::string> names() const override;
+  SourceTensor describe(const std::string& name) override {
+    return source_tensor(info(name), path);  // as any source describes: no bytes
+  }
+  SourceTensor tensor(const std::string& name) override { return entry(name); }
+  // The tensor with its bytes; throws InputError naming the file and tensor if absent.
+  SourceTensor entry(const std::string& name) const {
+    return source_tensor(info(name), path, bytes(info(name)));
   }
 };
 
@@ -92,9 +107,7 @@ SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path)
 SafetensorsFile open_safetensors(const std::filesystem::path& path,
                                  SafetensorsHeaderRead* read = nullptr);
 
-// A tensor as f32 values: the mapping itself when the tensor is F32 and 4-byte aligned,
-// otherwise converted (F16, BF16) or copied (misaligned F32) into `storage`.
-// Any other dtype throws InputError.
+// A tensor as f32 values, as tensor_as_f32 on the file's SourceTensor (tensor_source.hpp).
 const float* tensor_as_f32(const SafetensorsFile& file, const std::string& name,
                            std::vector<float>& storage);
 

@@ -141,14 +141,9 @@ void pack_lanes(const float* x, std::int64_t M, std::int64_t K, float* xl) {
 void batch_lanes(const Matrix& w, std::int64_t ldw, const float* xl, std::int64_t M, std::int64_t K,
                  float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
   if (M < 1 || M > kLanesMaxRows) throw std::logic_error("batch_lanes: M outside 1..32");
-  switch (w.type) {
-    case WeightType::f32:
-      return lanes_typed(static_cast<const float*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
-    case WeightType::bf16:
-      return lanes_typed(static_cast<const Bf16*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
-    case WeightType::f16:
-      return lanes_typed(static_cast<const F16*>(w.data), ldw, xl, M, K, y, ldy, n, accumulate);
-  }
+  with_storage(w.type, w.data, [&](const auto* typed) {
+    lanes_typed(typed, ldw, xl, M, K, y, ldy, n, accumulate);
+  });
 }
 
 #else

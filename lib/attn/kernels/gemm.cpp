@@ -142,17 +142,9 @@ void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t
                  float* out, std::int64_t ldo, std::int64_t n, bool accumulate, float* panel) {
   if (K == 0 && !accumulate)
     for (std::int64_t m = 0; m < M; ++m) std::fill(out + m * ldo, out + m * ldo + n, 0.0f);
-  switch (w.type) {
-    case WeightType::f32:
-      return gemm_typed(static_cast<const float*>(w.data), ldw, x, M, K, out, ldo, n, accumulate,
-                        panel);
-    case WeightType::bf16:
-      return gemm_typed(static_cast<const Bf16*>(w.data), ldw, x, M, K, out, ldo, n, accumulate,
-                        panel);
-    case WeightType::f16:
-      return gemm_typed(static_cast<const F16*>(w.data), ldw, x, M, K, out, ldo, n, accumulate,
-                        panel);
-  }
+  with_storage(w.type, w.data, [&](const auto* typed) {
+    gemm_typed(typed, ldw, x, M, K, out, ldo, n, accumulate, panel);
+  });
 }
 
 #else

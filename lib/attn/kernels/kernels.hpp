@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attn/weight_type.hpp"
+
 namespace attn {
 
 // y[r] (=|+=) w[r] . x for n rows of w (ldw apart) and K features; xd: x deinterleaved for BF16.
@@ -46,11 +48,11 @@ struct TypedKernels {
 
 // Every set gives the same bits: the FMAs are written out and the sums run in one order.
 struct Kernels {
-  const char* name;    // "avx512", "avx2", "generic"
-  int width;           // floats per vector
-  int lanes;           // V of the BF16 gemv, which x is deinterleaved for
-  TypedKernels of[3];  // by WeightType: f32, bf16, f16
-  bool own_gemm;       // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
+  const char* name;                   // "avx512", "avx2", "generic"
+  int width;                          // floats per vector
+  int lanes;                          // V of the BF16 gemv, which x is deinterleaved for
+  TypedKernels of[kWeightTypeCount];  // by WeightType (ATTN_STORAGE_TYPES, lanes.hpp)
+  bool own_gemm;  // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
   // Batched decode from this many rows on with x's rows in vector lanes (batch_lanes.cpp), past
   // kBatchRows where the set has no such kernel.
   std::int64_t lanes_from;
@@ -61,6 +63,8 @@ struct Kernels {
   FmaLoopFn fma_loop;
   ReadContiguousFn read_contiguous;
   ReadRowsFn read_rows;
+
+  const TypedKernels& typed(WeightType t) const { return of[std::size_t(t)]; }
 };
 
 // The sets this CPU runs, best first, whatever the build's -march; generic is always last.

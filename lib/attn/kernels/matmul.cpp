@@ -69,7 +69,7 @@ void prefill_product(const Kernels& kernels, const Projection& p, const float* x
   if (kernels.own_gemm)
     return gemm_avx512(p.w.at(n0 * ldw), ldw, xg, M, K, p.out + n0, p.n, n1 - n0, accumulate,
                        scratch);
-  const TypedKernels& k = kernels.of[int(p.w.type)];
+  const TypedKernels& k = kernels.typed(p.w.type);
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
     const std::int64_t nb = std::min(rows, n1 - b0);
     const Matrix block = p.w.at(b0 * ldw);
@@ -106,7 +106,7 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
              std::int64_t n1, float* scratch, bool accumulate) {
   const std::int64_t n = n1 - n0, M = in.M, K = in.K;
   if (n <= 0) return;
-  const TypedKernels& k = kernels.of[int(p.w.type)];
+  const TypedKernels& k = kernels.typed(p.w.type);
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
@@ -298,7 +298,7 @@ void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v
 
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out) {
-  rt.kernels->of[int(w.type)].widen(w.data, K, rows, K, out);
+  rt.kernels->typed(w.type).widen(w.data, K, rows, K, out);
 }
 
 void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,

@@ -45,38 +45,44 @@ std::uint64_t checked_sum(std::initializer_list<std::uint64_t> terms, const std:
   return n;
 }
 
-// Bytes per element the matrices are counted at: the widest of their types.
-std::int64_t matrix_bytes(const std::vector<WeightType>& types) {
+// Bytes of a row of `cols` weights, at the widest of the matrices' types (F32 if none is known),
+// in whole blocks: a row the load would refuse for a partial block is still counted.
+std::int64_t row_bytes(const std::vector<WeightType>& types, std::int64_t cols) {
   std::int64_t n = 0;
-  for (WeightType t : types) n = std::max(n, weight_type_bytes(t));
-  return n ? n : kF32;
+  for (WeightType type : types.empty() ? std::vector<WeightType>{WeightType::f32} : types) {
+    const WeightTypeTraits& t = traits(type);
+    const std::int64_t blocks = cols / t.block + (cols % t.block != 0);
+    n = std::max<std::int64_t>(n, checked_product({blocks, t.block_bytes}, "weights"));
+  }
+  return n;
 }
 
-bool any_halves(const std::vector<WeightType>& types) {
+bool any_widened(const std::vector<WeightType>& types) {
   return std::any_of(types.begin(), types.end(), [](WeightType t) { return t != WeightType::f32; });
 }
 
-// Bytes of every tensor the layers list, drawn or converted or mapped, matrices at `matrix`
-// bytes an element and vectors (norms, biases) at F32's: one layer's list (shapes are config
-// sizes, each under 2^24), times n_layers.
-std::uint64_t weight_bytes(const ModelArgs& a, std::int64_t matrix) {
+// Bytes of one tensor: a matrix's rows at `types`' widest, a vector (norm, bias) at F32's.
+std::uint64_t tensor_bytes(const TensorSpec& s, const std::vector<WeightType>& types) {
+  const std::string w = "weights";
+  const std::int64_t rows = s.shape[0], cols = s.shape.size() == 2 ? s.shape[1] : 1;
+  if (s.slot.matrix) return checked_product({rows, row_bytes(types, cols)}, w);
+  return checked_product({rows, cols, kF32}, w);
+}
+
+// Bytes of every tensor the layers list, drawn or converted or mapped: one layer's list (shapes
+// are config sizes, each under 2^24), times n_layers.
+std::uint64_t weight_bytes(const ModelArgs& a, const std::vector<WeightType>& types) {
   const std::string w = "weights";
   LayerWeights layer;
   std::uint64_t per_layer = 0;
-  for (const TensorSpec& s : layer_tensor_specs(a, layer)) {
-    std::uint64_t n = std::uint64_t(s.slot.matrix ? matrix : kF32);
-    for (std::int64_t d : s.shape) n = checked_product({std::int64_t(n), d}, w);
-    per_layer = checked_sum({per_layer, n}, w);
-  }
+  for (const TensorSpec& s : layer_tensor_specs(a, layer))
+    per_layer = checked_sum({per_layer, tensor_bytes(s, types)}, w);
   std::uint64_t n = 0;
   if (__builtin_mul_overflow(per_layer, std::uint64_t(a.n_layers), &n))
     throw InputError("the weights would need more than 2^64 bytes: lower the sizes");
   TokenWeights tokens;
   for (const TensorSpec& s : token_tensor_specs(a, tokens))
-    n = checked_sum({n, checked_product({s.slot.matrix ? matrix : kF32, s.shape[0],
-                                         s.shape.size() == 2 ? s.shape[1] : 1},
-                                        w)},
-                    w);
+    n = checked_sum({n, tensor_bytes(s, types)}, w);
   return n;
 }
 
@@ -90,9 +96,9 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   auto add = [&](const std::string& name, std::initializer_list<std::int64_t> factors) {
     parts.push_back({name, checked_product(factors, name)});
   };
-  parts.push_back({"weights", weight_bytes(a, matrix_bytes(r.matrices))});
+  parts.push_back({"weights", weight_bytes(a, r.matrices)});
   const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa, r.compute);
-  const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt, any_halves(r.matrices));
+  const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt, any_widened(r.matrices));
   for (const BufferPlan::Part& p : plan.parts(r.batch, T))
     parts.push_back(
         {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});

@@ -12,16 +12,6 @@ bool ends_with_any(const std::string& name, std::initializer_list<const char*> s
   return false;
 }
 
-float element(const std::uint8_t* p, Dtype d) {
-  if (d == Dtype::F32) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  const std::uint16_t h = std::uint16_t(p[0] | (p[1] << 8));  // little-endian halves
-  return d == Dtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
-
 }  // namespace
 
 void shard_specs(std::vector<TensorSpec>& specs, const Shard& shard) {
@@ -51,24 +41,24 @@ std::string rank_path(const std::string& path, int rank) {
   return p;
 }
 
-const float* slice_as_f32(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+const float* slice_as_f32(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                           std::vector<float>& storage) {
-  const TensorInfo& t = file.info(name);
-  if (t.dtype != Dtype::F32 && t.dtype != Dtype::F16 && t.dtype != Dtype::BF16)
-    return tensor_as_f32(file, name, storage);  // refuses the dtype, naming file and tensor
-  const std::uint8_t* src = file.bytes(t);
+  if (!t.type) return tensor_as_f32(t, name, storage);  // refuses the dtype, naming file and tensor
   const std::int64_t rows = s.shape[0], cols = s.shape.size() == 2 ? s.shape[1] : 1;
   const bool whole_rows = s.col0 == 0 && (s.full.size() == 1 || s.full[1] == cols);
-  if (t.dtype == Dtype::F32 && whole_rows &&
-      reinterpret_cast<std::uintptr_t>(src) % alignof(float) == 0)
-    return reinterpret_cast<const float*>(src) + index_in_full(s, 0, 0);
-  // wo and w2 by columns (strided), or converted: repacked once into owned memory.
-  const std::uint64_t size = dtype_size(t.dtype);
+  const Matrix whole{t.data, *t.type};
+  if (*t.type == WeightType::f32 && whole_rows &&
+      reinterpret_cast<std::uintptr_t>(t.data) % alignof(float) == 0)
+    return static_cast<const float*>(whole.at(index_in_full(s, 0, 0)).data);
+  // wo and w2 by columns (strided), or widened: repacked once into owned memory, a vector's
+  // rows as one run of weights.
+  const RowToF32 widen = traits(*t.type).to_f32;
   storage.resize(std::size_t(rows * cols));
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j)
-      storage[std::size_t(i * cols + j)] =
-          element(src + std::uint64_t(index_in_full(s, i, j)) * size, t.dtype);
+  if (s.shape.size() == 1)
+    widen(whole.at(index_in_full(s, 0, 0)).data, rows, storage.data());
+  else
+    for (std::int64_t i = 0; i < rows; ++i)
+      widen(whole.at(index_in_full(s, i, 0)).data, cols, storage.data() + i * cols);
   return storage.data();
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "attn/error.hpp"
@@ -77,30 +78,31 @@ std::string hf_name(const std::string& meta) {
 }
 
 // The checkpoint's name for a spec: Meta's if present, else Hugging Face's.
-std::string stored_name(const Checkpoint& c, const std::string& meta) {
+std::string stored_name(const TensorSource& c, const std::string& meta) {
   if (c.contains(meta)) return meta;
   const std::string hf = hf_name(meta);
   return !hf.empty() && c.contains(hf) ? hf : meta;
 }
 
 // A checkpoint in Hugging Face's names is told about its tensors in those names.
-bool hf_named(const Checkpoint& c) {
-  const auto it = c.weight_map.lower_bound("model.layers.");
-  return it != c.weight_map.end() && it->first.starts_with("model.layers.");
+bool hf_named(const TensorSource& c) {
+  const std::vector<std::string> names = c.names();
+  const auto it = std::lower_bound(names.begin(), names.end(), "model.layers.");
+  return it != names.end() && it->starts_with("model.layers.");
 }
 
-[[noreturn]] void missing_tensor(const Checkpoint& c, const std::string& meta,
+[[noreturn]] void missing_tensor(const TensorSource& c, const std::string& meta,
                                  const std::vector<std::int64_t>& shape, const ModelArgs& args) {
   const std::string hf = hf_name(meta);
   const std::string name = hf_named(c) && !hf.empty() ? hf : meta;
-  throw InputError(c.path + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
+  throw InputError(c.source() + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
                    shape_text(shape) + "; " + args.source + " has " +
                    std::to_string(args.first_layer + args.n_layers) + " layers)");
 }
 
 // The last layer's tensors are looked up first: a config with 2^24 layers beside a 2-layer file
 // is refused before every layer's specs are built.
-void check_last_layer(const ModelArgs& args, const Checkpoint& c) {
+void check_last_layer(const ModelArgs& args, const TensorSource& c) {
   LayerWeights unused;
   for (const TensorSpec& s : layer_tensor_specs(args, unused, args.n_layers - 1))
     if (!c.contains(stored_name(c, s.name))) missing_tensor(c, s.name, s.shape, args);
@@ -121,44 +123,52 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
 }
 
 // A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
-const float* f32_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+const float* f32_view(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                       TransformerWeights& w) {
   std::vector<float> storage;
   const float* p =
-      s.full.empty() ? tensor_as_f32(file, name, storage) : slice_as_f32(file, name, s, storage);
+      s.full.empty() ? tensor_as_f32(t, name, storage) : slice_as_f32(t, name, s, storage);
   if (!storage.empty()) w.owned.push_back(std::move(storage));
   return p;
 }
 
-// How a matrix stored as `d` is held: BF16 and F16 as they are, anything else as F32 (or refused).
-WeightType weight_type_of(Dtype d) {
-  return d == Dtype::BF16 ? WeightType::bf16 : d == Dtype::F16 ? WeightType::f16 : WeightType::f32;
+// A matrix's rows must be whole blocks of its type, and a rank's columns start on one.
+void check_blocks(const std::string& source, const std::string& name, const TensorSpec& s,
+                  WeightType type) {
+  const WeightTypeTraits& t = traits(type);
+  const std::int64_t cols = s.shape[1];
+  if (cols % t.block == 0 && s.col0 % t.block == 0) return;
+  throw InputError(source + ": tensor " + attn::quoted(name) + ": " + t.name +
+                   " rows are blocks of " + std::to_string(t.block) + " weights, but " +
+                   (cols % t.block ? "the rows hold " + std::to_string(cols)
+                                   : "this rank's columns start at " + std::to_string(s.col0)));
 }
 
 // A matrix (or a rank's block of one, spec.full) as the file stores it: a view of the mapping,
-// a rank's columns strided (ld: the whole row). Misaligned, a BF16/F16 matrix (or the rank's
-// block of it, dense) is copied once as it is, in the bytes the memory estimate counts; anything
-// else goes through f32_view (which also refuses dtypes other than F32, BF16 and F16, naming file
-// and tensor).
-Matrix matrix_view(const SafetensorsFile& file, const std::string& name, const TensorSpec& s,
+// a rank's columns strided (ld: the whole row). Misaligned, a matrix of a type other than F32
+// (or the rank's block of it, dense) is copied once as it is, in the bytes the memory estimate
+// counts; anything else goes through f32_view (which also refuses dtypes no weight type reads,
+// naming file and tensor).
+Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                    TransformerWeights& w) {
-  const TensorInfo& t = file.info(name);
-  const std::uint8_t* src = file.bytes(t);
-  const bool known = t.dtype == Dtype::F32 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F16;
-  const WeightType type = weight_type_of(t.dtype);
-  if (known && reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) == 0) {
-    if (s.full.empty()) return {src, type};
-    const Matrix block = Matrix{src, type}.at(index_in_full(s, 0, 0));
-    return {block.data, type, s.full[1] != s.shape[1] ? s.full[1] : 0};
+  const std::uint8_t* src = t.data;
+  const std::optional<WeightType> type = t.type;
+  if (type) check_blocks(t.file, name, s, *type);
+  if (type && reinterpret_cast<std::uintptr_t>(src) % weight_alignment(*type) == 0) {
+    if (s.full.empty()) return {src, *type};
+    const Matrix block = Matrix{src, *type}.at(index_in_full(s, 0, 0));
+    return {block.data, *type, s.full[1] != s.shape[1] ? s.full[1] : 0};
   }
-  if (!known || type == WeightType::f32) return {f32_view(file, name, s, w), WeightType::f32};
+  if (!type || *type == WeightType::f32) return {f32_view(t, name, s, w), WeightType::f32};
   const std::int64_t rows = s.shape[0], cols = s.shape[1];  // [rows, cols]: the rank's block
-  std::vector<std::uint16_t>& copy = w.owned_halves.emplace_back(std::size_t(rows * cols));
+  const std::int64_t row_bytes = std::int64_t(weight_bytes(*type, cols, t.file));
+  std::vector<std::uint8_t>& copy = w.owned_blocks.emplace_back(std::size_t(rows * row_bytes));
+  const Matrix whole{src, *type};
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t first = s.full.empty() ? r * cols : index_in_full(s, r, 0);
-    std::memcpy(copy.data() + r * cols, src + first * 2, std::size_t(cols) * 2);
+    std::memcpy(copy.data() + r * row_bytes, whole.at(first).data, std::size_t(row_bytes));
   }
-  return {copy.data(), type};
+  return {copy.data(), *type};
 }
 
 bool is_token_tensor(const std::string& name) {
@@ -235,18 +245,19 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& whole, std::vector<LayerWe
 }
 
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard) {
-  return {open_checkpoint(rank_path(path.string(), shard.rank)), is_per_rank_path(path.string())};
+  return {open_tensor_source(rank_path(path.string(), shard.rank)),
+          is_per_rank_path(path.string())};
 }
 
 std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
-  Checkpoint& c = source.checkpoint;
+  TensorSource& c = *source.tensors;
   TransformerWeights w;
   std::vector<WeightType> types;
   check_last_layer(args, c);
   for (const TensorSpec& s : all_specs(args, w, {})) {  // a rank's names are the same
     const std::string name = stored_name(c, s.name);
     if (!s.slot.matrix || !c.contains(name)) continue;
-    const WeightType t = weight_type_of(c.info(name).dtype);
+    const WeightType t = c.describe(name).type.value_or(WeightType::f32);
     if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
   }
   return types;
@@ -260,8 +271,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
   TransformerWeights w;
   const bool per_rank = source.per_rank;
-  w.checkpoint = std::move(source.checkpoint);
-  Checkpoint& c = w.checkpoint;
+  w.tensors = std::move(source.tensors);
+  TensorSource& c = *w.tensors;
   std::set<std::string> used;
   check_last_layer(args, c);
   for (TensorSpec& s : all_specs(args, w, shard)) {
@@ -270,34 +281,60 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
     const std::string name = stored_name(c, s.name);
     if (!c.contains(name)) missing_tensor(c, s.name, stored, args);
-    const SafetensorsFile& file = c.file_of(name);
-    const TensorInfo& t = file.info(name);
+    const SourceTensor t = c.tensor(name);
     if (t.shape != stored)
-      throw InputError(c.path + ": tensor '" + name + "': expected shape " + shape_text(stored) +
-                       (per_rank && shard.size > 1
-                            ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
-                                  std::to_string(shard.size) + ")"
-                            : "") +
-                       ", got " + shape_text(t.shape));
-    const Matrix m = s.slot.matrix ? matrix_view(file, name, s, w)
-                                   : Matrix{f32_view(file, name, s, w), WeightType::f32};
+      throw InputError(
+          c.source() + ": tensor '" + name + "': expected shape " + shape_text(stored) +
+          (per_rank && shard.size > 1 ? " (rank " + std::to_string(shard.rank) + "'s slice of " +
+                                            std::to_string(shard.size) + ")"
+                                      : "") +
+          ", got " + shape_text(t.shape));
+    const Matrix m = s.slot.matrix ? matrix_view(t, name, s, w)
+                                   : Matrix{f32_view(t, name, s, w), WeightType::f32};
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
-    check_finite(m, s.shape[0], cols, c.path, name);
+    check_finite(m, s.shape[0], cols, c.source(), name);
     if (s.slot.matrix) *s.slot.matrix = m;
     if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
-    w.bytes += std::uint64_t(numel(s.shape) * weight_type_bytes(m.type));
+    w.bytes += std::uint64_t(s.shape[0]) * weight_bytes(m.type, cols, c.source());
     w.halves |= m.type != WeightType::f32;
     used.insert(name);
   }
   tie(args, w);
-  std::vector<std::string> unused;         // one summary line, not one warning per tensor
-  for (auto& [name, file] : c.weight_map)  // the token model's are expected unless a run uses them
+  std::vector<std::string> unused;  // one summary line, not one warning per tensor
+  for (const std::string& name :
+       c.names())  // the token model's are expected unless a run uses them
     if (!used.count(name) && !is_token_tensor(name)) unused.push_back(name);
   if (!unused.empty())
-    spdlog::warn("{}: {} not used by this config, ignored", c.path,
+    spdlog::warn("{}: {} not used by this config, ignored", c.source(),
                  summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));
   return w;
 }
+
+namespace {
+
+// A small config's tensors are drawn quickly on one thread; a team of threads, which then
+// spin-wait for more work, would cost a notebook run more than that (docs/perf/startup.md).
+constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
+
+// f(i) for i < n, on the threads if n is large.
+template <typename F>
+void draw(std::int64_t n, const F& f) {
+#pragma omp parallel for if (n > kParallelDraw)
+  for (std::int64_t i = 0; i < n; ++i) f(i);
+}
+
+// f(r, row) for each of `rows` rows of `cols` values, row: the thread's buffer of cols floats.
+template <typename F>
+void draw_rows(std::int64_t rows, std::int64_t cols, const F& f) {
+#pragma omp parallel if (rows * cols > kParallelDraw)
+  {
+    std::vector<float> row(static_cast<std::size_t>(cols));
+#pragma omp for
+    for (std::int64_t r = 0; r < rows; ++r) f(r, row.data());
+  }
+}
+
+}  // namespace
 
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
                                   WeightType matrices) {
@@ -320,25 +357,26 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
       return bound * uniform_pm1_keyed(key, std::uint64_t(at));
     };
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
-    // A small config's tensors are drawn quickly on one thread; a team of threads, which then
-    // spin-wait for more work, would cost a notebook run more than that (docs/perf/startup.md).
-    constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
     if (type == WeightType::f32) {
       std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
-#pragma omp parallel for if (n > kParallelDraw)
-      for (std::int64_t i = 0; i < n; ++i) t[std::size_t(i)] = value(i);
+      draw(n, [&](std::int64_t i) { t[std::size_t(i)] = value(i); });
       if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
       if (s.slot.vector) *s.slot.vector = t.data();
-    } else {
-      std::vector<std::uint16_t>& t = w.owned_halves.emplace_back(std::size_t(n));
-      const bool bf16 = type == WeightType::bf16;
-#pragma omp parallel for if (n > kParallelDraw)
-      for (std::int64_t i = 0; i < n; ++i)
-        t[std::size_t(i)] = bf16 ? f32_to_bf16(value(i)) : f32_to_f16(value(i));
-      *s.slot.matrix = {t.data(), type};
-      w.halves = true;
+      w.bytes += std::uint64_t(n) * 4;
+      continue;
     }
-    w.bytes += std::uint64_t(n * weight_type_bytes(type));
+    // Drawn in F32 a row at a time, stored in the type as PyTorch rounds to it.
+    const std::uint64_t row_bytes = weight_bytes(type, cols, "seeded " + s.name);
+    std::vector<std::uint8_t>& t =
+        w.owned_blocks.emplace_back(std::size_t(row_bytes) * std::size_t(s.shape[0]));
+    const RowFromF32 store = traits(type).from_f32;
+    draw_rows(s.shape[0], cols, [&](std::int64_t r, float* row) {
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = value(r * cols + j);
+      store(row, cols, t.data() + std::size_t(r) * row_bytes);
+    });
+    *s.slot.matrix = {t.data(), type};
+    w.halves = true;
+    w.bytes += row_bytes * std::uint64_t(s.shape[0]);
   }
   tie(args, w);
   return w;

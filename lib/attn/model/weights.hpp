@@ -1,16 +1,19 @@
 #pragma once
-// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's type
-// (F32, BF16 or F16) and point into the mapped file (a rank's block of a whole file's matrix too:
-// its columns with a stride); vectors (norms, biases) are read as F32, converted once at load.
-// What cannot be a view of the file lives in `owned` (F32: vectors converted from halves, blocks
-// of misaligned tensors, seeded tensors) or `owned_halves` (misaligned halves, seeded halves).
+// The block's weights as views (llama2.c's TransformerWeights). Matrices keep the file's weight
+// type (weight_type.hpp) and point into the mapped file (a rank's block of a whole file's matrix
+// too: its columns with a stride); vectors (norms, biases) are read as F32, converted once at
+// load. What cannot be a view of the file lives in `owned` (F32: vectors converted from other
+// types, blocks of misaligned tensors, seeded tensors) or `owned_blocks` (misaligned matrices of
+// other types, seeded matrices of other types, in their bytes).
 // Layouts are nn.Linear's [out_features, in_features], row-major.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
 
-#include "attn/io/checkpoint.hpp"
-#include "attn/io/safetensors.hpp"
+#include <memory>
+
+#include "attn/io/safetensors.hpp"  // not used here: callers read inputs and dumps through it
+#include "attn/io/tensor_source.hpp"
 #include "attn/matrix.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
@@ -51,11 +54,11 @@ struct TokenWeights {
 struct TransformerWeights {
   std::vector<LayerWeights> layers;
   TokenWeights tokens;
-  Checkpoint checkpoint;  // the mapped file(s) the views point into
+  std::unique_ptr<TensorSource> tensors;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
-  std::vector<std::vector<std::uint16_t>> owned_halves;
+  std::vector<std::vector<std::uint8_t>> owned_blocks;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
-  bool halves = false;      // some matrix is BF16 or F16: prefill needs widening scratch
+  bool halves = false;      // some matrix is not F32: prefill needs widening scratch
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
@@ -88,8 +91,8 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 // mapped yet, so that the memory estimate can read the matrices' types first (matrix_types)
 // and the load then maps the files without parsing their headers again.
 struct WeightsSource {
-  Checkpoint checkpoint;
-  bool per_rank = false;  // the file holds this rank's slice as it is
+  std::unique_ptr<TensorSource> tensors;  // opened by open_tensor_source: any format it reads
+  bool per_rank = false;                  // the file holds this rank's slice as it is
 };
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
@@ -101,8 +104,9 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
 
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
 // matrices and biases, ones for norms.
-// With a shard, each rank draws only its slice of the same whole model. matrices: BF16 or F16
-// draws each matrix's F32 values rounded to nearest even, straight into half the bytes.
+// With a shard, each rank draws only its slice of the same whole model. matrices: a type other
+// than F32 draws each matrix's F32 values and stores them in the type (traits' from_f32: BF16
+// and F16 rounded to nearest even).
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
                                   const Shard& shard = {}, WeightType matrices = WeightType::f32);
 

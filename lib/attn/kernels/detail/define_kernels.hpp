@@ -140,8 +140,11 @@
             widen_##name##_##T};                                                             \
   }
 
+// The set's table entry of one element type, in ATTN_STORAGE_TYPES' order.
+#define ATTN_TYPED_ENTRY(T, name) name##_##T##_kernels(fma512_full_width()),
+
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
-// of ATTN_TYPED_SET for float, Bf16 and F16.
+// of ATTN_TYPED_SET for each of ATTN_STORAGE_TYPES.
 #define ATTN_KERNELS(name, target, W, GEMM)                                                     \
   namespace {                                                                                   \
   target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,        \
@@ -171,20 +174,18 @@
   }                                                                                             \
   }                                                                                             \
   const Kernels& name##_kernels() {                                                             \
-    static const Kernels k = {                                                                  \
-        #name,                                                                                  \
-        W,                                                                                      \
-        kGemvLanes<W, Bf16>,                                                                    \
-        {name##_float_kernels(fma512_full_width()), name##_Bf16_kernels(fma512_full_width()),   \
-         name##_F16_kernels(fma512_full_width())},                                              \
-        GEMM,                                                                                   \
-        lanes_from(GEMM),                                                                       \
-        scores_##name,                                                                          \
-        mix_##name,                                                                             \
-        softmax_##name,                                                                         \
-        swiglu_##name,                                                                          \
-        fma_loop_##name,                                                                        \
-        read_contiguous_##name,                                                                 \
-        read_rows_##name};                                                                      \
+    static const Kernels k = {#name,                                                            \
+                              W,                                                                \
+                              kGemvLanes<W, Bf16>,                                              \
+                              {ATTN_STORAGE_TYPES(ATTN_TYPED_ENTRY, name)},                     \
+                              GEMM,                                                             \
+                              lanes_from(GEMM),                                                 \
+                              scores_##name,                                                    \
+                              mix_##name,                                                       \
+                              softmax_##name,                                                   \
+                              swiglu_##name,                                                    \
+                              fma_loop_##name,                                                  \
+                              read_contiguous_##name,                                           \
+                              read_rows_##name};                                                \
     return k;                                                                                   \
   }

@@ -18,6 +18,35 @@ struct F16 {
   std::uint16_t bits;
 };
 
+// The kernels' element type of each WeightType, in its order: every set's typed kernels
+// (define_kernels.hpp, sets.hpp) and the AVX-512 GEMM and lanes kernels are instantiated from
+// this list, X(T, args...) for each.
+#define ATTN_STORAGE_TYPES(X, ...) X(float, __VA_ARGS__) X(Bf16, __VA_ARGS__) X(F16, __VA_ARGS__)
+
+// One element type per row of the traits table, each the size of the row's block: a missing one
+// would leave the sets' tables with null kernels for its type.
+constexpr bool storage_matches_traits() {
+  std::size_t i = 0;
+  bool ok = true;
+#define ATTN_STORAGE_CHECK(T, ...) \
+  ok = ok && i < kWeightTypeCount && sizeof(T) == std::size_t(kWeightTypeTraits[i++].block_bytes);
+  ATTN_STORAGE_TYPES(ATTN_STORAGE_CHECK, )
+#undef ATTN_STORAGE_CHECK
+  return ok && i == kWeightTypeCount;
+}
+static_assert(storage_matches_traits(), "ATTN_STORAGE_TYPES: one type per WeightType, in order");
+
+// f(static_cast<const T*>(w)) for w's element type T: one dispatch per matrix, the kernels
+// being templates over T.
+template <typename F>
+void with_storage(WeightType type, const void* w, F&& f) {
+  std::size_t i = 0;
+#define ATTN_STORAGE_CASE(T, ...) \
+  if (std::size_t(type) == i++) return f(static_cast<const T*>(w));
+  ATTN_STORAGE_TYPES(ATTN_STORAGE_CASE, )
+#undef ATTN_STORAGE_CASE
+}
+
 [[gnu::always_inline]] inline float to_f32(float w) {
   return w;
 }

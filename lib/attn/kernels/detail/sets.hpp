@@ -1,15 +1,15 @@
 #pragma once
 // Each instruction set's table, defined in the file named after it, and its kernels for each
 // weight type (generic_f32.cpp, avx2_bf16.cpp, ...; see define_kernels.hpp).
+#include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/kernels.hpp"
 
 namespace attn {
 
-#define ATTN_DECLARE_SET(name)                        \
-  const Kernels& name##_kernels();                    \
-  TypedKernels name##_float_kernels(bool full_width); \
-  TypedKernels name##_Bf16_kernels(bool full_width);  \
-  TypedKernels name##_F16_kernels(bool full_width);
+#define ATTN_DECLARE_TYPED(T, name) TypedKernels name##_##T##_kernels(bool full_width);
+#define ATTN_DECLARE_SET(name)     \
+  const Kernels& name##_kernels(); \
+  ATTN_STORAGE_TYPES(ATTN_DECLARE_TYPED, name)
 
 ATTN_DECLARE_SET(generic)
 #if defined(__x86_64__)
@@ -18,6 +18,7 @@ ATTN_DECLARE_SET(avx512)
 #endif
 
 #undef ATTN_DECLARE_SET
+#undef ATTN_DECLARE_TYPED
 
 // Whether this CPU's 512-bit FMAs run at full width: false on AMD's family 25 (Zen 4: two 256-bit
 // halves), true elsewhere (Intel, Zen 5). Read from CPUID once.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/io/safetensors.hpp"
+#include "attn/io/tensor_source.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/tensors.hpp"
 
@@ -21,10 +21,11 @@ void shard_specs(std::vector<TensorSpec>& specs, const Shard& shard);
 bool is_per_rank_path(const std::string& path);
 std::string rank_path(const std::string& path, int rank);
 
-// The spec's block of tensor `name` (whose shape is spec.full) as f32: rows of an aligned F32
-// tensor in place from the mapping, anything else converted or repacked into `storage`.
-const float* slice_as_f32(const SafetensorsFile& file, const std::string& name,
-                          const TensorSpec& spec, std::vector<float>& storage);
+// The spec's block of tensor `name` (t, whose shape is spec.full) as f32: rows of an aligned F32
+// tensor in place from the mapping, anything else widened or repacked into `storage` (whole
+// blocks: the load checked that the block's columns start and end on them).
+const float* slice_as_f32(const SourceTensor& t, const std::string& name, const TensorSpec& spec,
+                          std::vector<float>& storage);
 
 // Element (i, j) of the spec's block is element index_in_full(spec, i, j) of the whole tensor.
 inline std::int64_t index_in_full(const TensorSpec& s, std::int64_t i, std::int64_t j) {

@@ -1,0 +1,237 @@
+#pragma once
+// The weight types a matrix may be held in, one row of kWeightTypeTraits each (ggml's
+// type_traits): how many weights a block holds and in how many bytes, which file dtype it is read
+// from, and how a row is widened to F32. A row of a matrix is a whole number of blocks; F32, BF16
+// and F16 are blocks of one weight. Everything that sizes, addresses, names, checks or widens
+// weights asks this table, so that a new type is a row here and its kernels (docs/design.md,
+// "Adding a weight type").
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "attn/error.hpp"
+
+namespace attn {
+
+// In the order of kWeightTypeTraits' rows; the kernels' tables are indexed by it.
+enum class WeightType : std::uint8_t { f32, bf16, f16 };
+
+// bf16 is the top half of an f32.
+inline float bf16_to_f32(std::uint16_t b) {
+  return std::bit_cast<float>(std::uint32_t(b) << 16);
+}
+
+// IEEE half to single, every value exactly: subnormals become normal floats; a NaN keeps its
+// payload and comes out quiet, as the hardware's vcvtph2ps (and so PyTorch) makes it.
+inline float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24 = (2^-14 + mant x 2^-24) - 2^-14
+    const float mag = std::bit_cast<float>((113u << 23) | (mant << 13)) - 0x1p-14f;
+    return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(mag));
+  }
+  if (exp == 31)
+    return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0));
+  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+}
+
+// F32 to BF16 and F16, rounding to nearest even (as PyTorch's .bfloat16() and .half()), in
+// integer operations only: no compiler can contract or reorder them. NaN stays NaN.
+inline std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return std::uint16_t((u >> 16) | 0x40u);
+  return std::uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f), a = u & 0x7FFFFFFFu;
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  auto round = [](std::uint32_t kept, std::uint32_t rest, std::uint32_t half) {
+    return kept + (rest > half || (rest == half && (kept & 1u)));  // a carry moves up the exponent
+  };
+  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);   // NaN
+  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);  // rounds past 65504: Inf
+  if (a <= 0x33000000u) return std::uint16_t(sign);            // at most 2^-25: zero
+  if (a >= 0x38800000u)                                        // normal in F16
+    return std::uint16_t(sign | round((a - 0x38000000u) >> 13, a & 0x1FFFu, 0x1000u));
+  const std::uint32_t shift = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u;  // subnormal
+  return std::uint16_t(sign | round(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1)));
+}
+
+// n weights (a whole number of blocks) from p widened to F32, exactly.
+using RowToF32 = void (*)(const void* p, std::int64_t n, float* out);
+// n F32 values (whole blocks) stored into out in the type, as PyTorch rounds to it: how seeded
+// weights are drawn in a type.
+using RowFromF32 = void (*)(const float* x, std::int64_t n, void* out);
+// The index of the first of n weights (whole blocks) that is NaN or Inf once widened, or -1:
+// read in the stored type, so that the load checks every weight without widening it.
+using FirstNonFinite = std::int64_t (*)(const void* p, std::int64_t n);
+
+struct WeightTypeTraits {
+  WeightType type;
+  const char* name;          // "F32": as messages, traces and the benchmark print it
+  const char* safetensors;   // the safetensors dtype held as this type, null if none
+  std::int64_t block;        // weights per block
+  std::int64_t block_bytes;  // bytes per block
+  RowToF32 to_f32;
+  RowFromF32 from_f32;
+  FirstNonFinite first_non_finite;
+};
+
+namespace detail {
+
+// Files are little-endian; read so, whatever the alignment.
+inline std::uint16_t load_le16(const void* p, std::int64_t i) {
+  const auto* b = static_cast<const std::uint8_t*>(p) + 2 * i;
+  return std::uint16_t(b[0] | (b[1] << 8));
+}
+
+inline void f32_row(const void* p, std::int64_t n, float* out) {
+  std::memmove(out, p, std::size_t(n) * sizeof(float));
+}
+
+template <float (*Widen)(std::uint16_t)>
+void half_row(const void* p, std::int64_t n, float* out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = Widen(load_le16(p, i));
+}
+
+inline void f32_from_row(const float* x, std::int64_t n, void* out) {
+  std::memmove(out, x, std::size_t(n) * sizeof(float));
+}
+
+template <std::uint16_t (*Narrow)(float)>
+void half_from_row(const float* x, std::int64_t n, void* out) {
+  auto* b = static_cast<std::uint8_t*>(out);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint16_t h = Narrow(x[i]);
+    b[2 * i] = std::uint8_t(h);
+    b[2 * i + 1] = std::uint8_t(h >> 8);
+  }
+}
+
+// A branch-free pass per block, then the exact index only if needed.
+inline std::int64_t f32_first_non_finite(const void* p, std::int64_t n) {
+  const float* f = static_cast<const float*>(p);
+  constexpr std::int64_t kBlock = 1024;
+  for (std::int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::int64_t i1 = std::min(n, i0 + kBlock);
+    bool bad = false;
+    for (std::int64_t i = i0; i < i1; ++i) bad |= !(std::fabs(f[i]) <= 3.4028235e38f);
+    if (!bad) continue;
+    for (std::int64_t i = i0; i < i1; ++i)
+      if (!std::isfinite(f[i])) return i;
+  }
+  return -1;
+}
+
+// Halves are NaN or Inf when every exponent bit is set.
+template <std::uint16_t Exp>
+std::int64_t half_first_non_finite(const void* p, std::int64_t n) {
+  const auto* h = static_cast<const std::uint16_t*>(p);
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((h[i] & Exp) == Exp) return i;
+  return -1;
+}
+
+}  // namespace detail
+
+inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
+    {WeightType::f32, "F32", "F32", 1, 4, detail::f32_row, detail::f32_from_row,
+     detail::f32_first_non_finite},
+    {WeightType::bf16, "BF16", "BF16", 1, 2, detail::half_row<bf16_to_f32>,
+     detail::half_from_row<f32_to_bf16>, detail::half_first_non_finite<0x7F80>},
+    {WeightType::f16, "F16", "F16", 1, 2, detail::half_row<f16_to_f32>,
+     detail::half_from_row<f32_to_f16>, detail::half_first_non_finite<0x7C00>},
+};
+inline constexpr std::size_t kWeightTypeCount = std::size(kWeightTypeTraits);
+
+// The widest block: element() widens one into a buffer on the stack.
+inline constexpr std::int64_t kMaxBlock = [] {
+  std::int64_t b = 0;
+  for (const WeightTypeTraits& t : kWeightTypeTraits) b = std::max(b, t.block);
+  return b;
+}();
+
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < kWeightTypeCount; ++i)
+        if (std::size_t(kWeightTypeTraits[i].type) != i || kWeightTypeTraits[i].block < 1 ||
+            kWeightTypeTraits[i].block_bytes < 1)
+          return false;
+      return true;
+    }(),
+    "kWeightTypeTraits: one row per WeightType, in its order, blocks of at least one weight");
+
+inline const WeightTypeTraits& traits(WeightType t) {
+  return kWeightTypeTraits[std::size_t(t)];
+}
+
+inline const char* weight_type_name(WeightType t) {
+  return traits(t).name;
+}
+
+// The type named `name` (as traits' name, any case); none if no row has it.
+inline std::optional<WeightType> find_weight_type(std::string_view name) {
+  for (const WeightTypeTraits& t : kWeightTypeTraits)
+    if (std::equal(name.begin(), name.end(), t.name, t.name + std::strlen(t.name),
+                   [](char a, char b) { return (a | 0x20) == (b | 0x20); }))
+      return t.type;
+  return std::nullopt;
+}
+
+// The type a safetensors dtype ("BF16") is held in; none for a dtype no row reads.
+inline std::optional<WeightType> weight_type_of_safetensors(std::string_view dtype) {
+  for (const WeightTypeTraits& t : kWeightTypeTraits)
+    if (t.safetensors && dtype == t.safetensors) return t.type;
+  return std::nullopt;
+}
+
+// The types' names as a message lists them: "F32, BF16 or F16".
+inline std::string weight_type_names() {
+  std::string s;
+  for (std::size_t i = 0; i < kWeightTypeCount; ++i)
+    s += std::string(i == 0                      ? ""
+                     : i + 1 == kWeightTypeCount ? " or "
+                                                 : ", ") +
+         kWeightTypeTraits[i].name;
+  return s;
+}
+
+// Bytes of `count` weights of type t, a whole number of its blocks: for sizes read from files
+// and configs, so checked (InputError naming `what`).
+inline std::uint64_t weight_bytes(WeightType t, std::int64_t count, const std::string& what) {
+  const WeightTypeTraits& tt = traits(t);
+  std::uint64_t n = 0;
+  if (count < 0 || count % tt.block != 0)
+    throw InputError(what + ": " + std::to_string(count) + " " + tt.name +
+                     " weights are not a whole number of its blocks of " +
+                     std::to_string(tt.block));
+  if (__builtin_mul_overflow(std::uint64_t(count / tt.block), std::uint64_t(tt.block_bytes), &n))
+    throw InputError(what + ": " + std::to_string(count) + " " + tt.name +
+                     " weights would need more than 2^64 bytes");
+  return n;
+}
+
+// The alignment a view of the type needs: its blocks are made of halves or floats.
+inline std::uintptr_t weight_alignment(WeightType t) {
+  return traits(t).block_bytes % 4 == 0 ? 4 : traits(t).block_bytes % 2 == 0 ? 2 : 1;
+}
+
+// Bytes per weight of a type whose blocks hold one weight. For callers that sample or size
+// single weights (the session digest, the benchmark's stream sizes); a block type must be
+// addressed by blocks (weight_bytes, Matrix::at) instead.
+inline std::int64_t weight_type_bytes(WeightType t) {
+  const WeightTypeTraits& tt = traits(t);
+  if (tt.block != 1)
+    throw std::logic_error(std::string("weight_type_bytes: ") + tt.name +
+                           " weights are stored in blocks");
+  return tt.block_bytes;
+}
+
+}  // namespace attn
