@@ -7,7 +7,7 @@
 
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -16,7 +16,7 @@
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/kernels/matmul.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

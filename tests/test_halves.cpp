@@ -16,7 +16,7 @@
 #include "attn/model/model.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

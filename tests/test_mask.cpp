@@ -9,7 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/kernels/matmul.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

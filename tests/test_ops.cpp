@@ -13,7 +13,7 @@
 #include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 using doctest::Approx;

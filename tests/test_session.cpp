@@ -1,5 +1,5 @@
 // The session API, as a library user and examples/consumer call it: every golden case through
-// plan_run / open_session / run against the PyTorch reference, the CLI's dump equal to the
+// plan_run / open_run / run against the PyTorch reference, the CLI's dump equal to the
 // session's outputs bit for bit, and the refusals plan_run makes before any work.
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -20,16 +20,16 @@ attn::RunRequest golden_request(const std::string& name, const nlohmann::json& c
   const auto dir = test::golden_dir() / name;
   attn::RunRequest r;
   r.args = attn::load_config(dir / "config.json");
-  r.weights = dir / "weights.safetensors";
+  r.model.weights = dir / "weights.safetensors";
   r.input = dir / "input.safetensors";
   r.opts = {c.at("batch"), c.at("prefill"), c.at("steps")};
-  r.threads = threads;
+  r.model.threads = threads;
   return r;
 }
 
 // Every output the dump holds, from the session, against the file's tensor of that name.
 // No tolerance: bit for bit.
-void compare_outputs(const attn::Session& s, const attn::SafetensorsFile& f,
+void compare_outputs(const attn::Run& s, const attn::SafetensorsFile& f,
                      const std::optional<test::Tolerance>& tol) {
   const attn::RunOptions& o = s.request.opts;
   const attn::ModelArgs& a = s.request.args;
@@ -64,13 +64,13 @@ nlohmann::json golden_cases() {
 
 }  // namespace
 
-TEST_CASE("session: every golden case through plan_run, open_session and run matches PyTorch") {
+TEST_CASE("session: every golden case through plan_run, open_run and run matches PyTorch") {
   const nlohmann::json cases = golden_cases();
   REQUIRE(cases.size() >= 10);
   for (const nlohmann::json& c : cases) {
     const std::string name = c.at("name");
     CAPTURE(name);
-    attn::Session s = attn::open_session(attn::plan_run(golden_request(name, c, 2)));
+    attn::Run s = attn::open_run(attn::plan_run(golden_request(name, c, 2)));
     std::int64_t events = 0;
     attn::run(s, [&](const attn::Event&) { ++events; });
     CHECK(events == (s.request.opts.prefill > 0) + s.request.opts.steps);
@@ -88,12 +88,12 @@ TEST_CASE("session: the CLI's dump holds the session's outputs bit for bit") {
   attn::RunRequest r = golden_request(name, c, 2);
   r.dump = test::temp_path("session_dump.safetensors");
   const auto cli_dump = test::temp_path("session_cli_dump.safetensors");
-  attn::Session s = attn::open_session(attn::plan_run(r));
+  attn::Run s = attn::open_run(attn::plan_run(r));
   attn::run(s, [](const attn::Event&) {});
   attn::write_dump(s);
   const test::CliResult cli =
       test::run_cli("run -t 2 --config " + (test::golden_dir() / name / "config.json").string() +
-                    " --weights " + r.weights.string() + " --input " + r.input.string() + " -b " +
+                    " --weights " + r.model.weights.string() + " --input " + r.input.string() + " -b " +
                     std::to_string(r.opts.batch) + " --prefill " + std::to_string(r.opts.prefill) +
                     " --steps " + std::to_string(r.opts.steps) + " --dump " + cli_dump.string());
   INFO(cli.err);
@@ -115,19 +115,19 @@ TEST_CASE("session: plan_run refuses a run before any work, naming what is wrong
   r.dump = test::temp_path("no_such_dir") / "dump.safetensors";
   CHECK_THROWS_WITH_AS(attn::plan_run(r), doctest::Contains("dump"), attn::InputError);
   r.dump.clear();
-  r.weights = test::temp_path("no_such_weights.safetensors");
+  r.model.weights = test::temp_path("no_such_weights.safetensors");
   CHECK_THROWS_WITH_AS(attn::plan_run(r), doctest::Contains("no_such_weights"), attn::InputError);
-  r.weights.clear();
+  r.model.weights.clear();
   r.args.n_layers = 64;
   r.args.max_seq_len = 8192;
   r.opts = {1, 8000, 1};
   r.attention_weights = true;
   CHECK_THROWS_WITH_AS(attn::plan_run(r), doctest::Contains("limit of 1 GiB"), attn::InputError);
   r.attention_weights = false;
-  r.shard = {0, 4};  // n_kv_heads 2 does not split 4 ways
+  r.model.shard = {0, 4};  // n_kv_heads 2 does not split 4 ways
   CHECK_THROWS_AS(attn::plan_run(r), attn::InputError);
-  r.shard = {};
+  r.model.shard = {};
   const attn::RunPlan ok = attn::plan_run(r);
-  CHECK(ok.shape.max_rows == 8000);
-  CHECK_FALSE(ok.weights.has_value());
+  CHECK(ok.model.shape.max_rows == 8000);
+  CHECK(ok.model.drawn);
 }

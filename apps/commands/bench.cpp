@@ -15,7 +15,7 @@
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/memory.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "attn/model/weights.hpp"
 #include "bench_report.hpp"
 #include "commands/commands.hpp"

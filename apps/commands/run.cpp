@@ -12,7 +12,7 @@
 #include "attn/io/text.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/runtime.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 #include "commands/commands.hpp"
 #include "commands/setup.hpp"
 #include "flags.hpp"
@@ -40,12 +40,12 @@ Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out, const 
 attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool keep_attention,
                              const PromptTokens& prompt) {
   attn::RunRequest r;
-  r.args = model_args(f, attn::seed_args, shard);
+  r.model = model_spec(f, shard);
+  r.args = attn::model_args(r.model, attn::find_model_files(r.model), attn::seed_args);
   r.tokens = prompt.sequences;
   r.all_logits = f.all_logits;
   r.logits = f.logits;
 
-  if (!f.mask.empty()) r.args.mask = f.mask == "none" ? attn::Mask::none : attn::Mask::causal;
   r.opts = f.run;
   std::int64_t longest = 0;
   for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
@@ -56,15 +56,10 @@ attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool ke
   if (!r.tokens.empty() && !f.prefill_given)
     r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
   r.batch_given = f.input.empty() || f.batch_given;
-  r.weights = f.weights;
   r.input = f.input;
   r.dump = f.dump;
-  r.seed = f.seed;
-  r.threads = f.threads;
-  r.compute = attn::parse_compute(f.compute);
   r.attention_weights = keep_attention;
   r.dump_attention_weights = f.attention_weights;
-  r.shard = shard;
   return r;
 }
 
@@ -78,7 +73,7 @@ void check_print_attention(const attn::RunRequest& r) {
 }
 
 // The heatmap's sequence, scale, padding and token labels (a prompt's pieces, or its ids).
-HeatmapOptions heatmap_options(const Options& f, const attn::Session& se,
+HeatmapOptions heatmap_options(const Options& f, const attn::Run& se,
                                const PromptTokens& prompt) {
   const attn::RunOptions& o = se.request.opts;
   const std::int64_t T = o.prefill + o.steps;
@@ -105,7 +100,7 @@ HeatmapOptions heatmap_options(const Options& f, const attn::Session& se,
 }
 
 // Every rank's setup: the prompt's tokens, the plan, the checks, the session.
-attn::Session open_run(const Options& f, Command c, const attn::Shard& shard,
+attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard,
                        PromptTokens& prompt) {
   const bool heatmap = c == Command::heatmap;
   if (shard.rank == 0 && !std::cout)  // see keep_standard_streams (attn_cli.cpp)
@@ -119,11 +114,11 @@ attn::Session open_run(const Options& f, Command c, const attn::Shard& shard,
     check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
     if (shard.rank == 0) attn::check_output(f.png, "PNG");
   }
-  return attn::open_session(std::move(plan));
+  return attn::open_run(std::move(plan));
 }
 
 // Runs the session, printing the config, each step (flushed as it comes) and the summary.
-void run_traced(const Options& f, bool decode_only, attn::Session& se, std::ostream& trace,
+void run_traced(const Options& f, bool decode_only, attn::Run& se, std::ostream& trace,
                 bool rank0) {
   const attn::ModelArgs& args = se.request.args;
   if (f.json)
@@ -150,7 +145,7 @@ void check_stdout() {
 }
 
 // Files appear only once everything else has succeeded, the trace on stdout included.
-void write_outputs(const Options& f, bool heatmap, const attn::Session& se,
+void write_outputs(const Options& f, bool heatmap, const attn::Run& se,
                    const PromptTokens& prompt, bool rank0) {
   check_stdout();
   std::vector<attn::OutputFile> outputs;
@@ -174,10 +169,10 @@ void write_outputs(const Options& f, bool heatmap, const attn::Session& se,
 int run_command(const Options& f, Command c, const attn::Shard& shard) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   quiet_other_ranks(shard);
-  std::optional<attn::Session> session;
+  std::optional<attn::Run> session;
   PromptTokens prompt;
   // Every rank sets up, then all agree on one status before any collective.
-  ranks::set_up(shard, [&] { session.emplace(open_run(f, c, shard, prompt)); });
+  ranks::set_up(shard, [&] { session.emplace(set_up_run(f, c, shard, prompt)); });
   return ranks::or_abort(shard, [&] {
     const bool rank0 = shard.rank == 0;
     std::ostream nowhere(nullptr);

@@ -9,7 +9,7 @@
 
 #include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 
 namespace cli {
 

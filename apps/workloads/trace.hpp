@@ -9,7 +9,7 @@
 
 #include "attn/io/safetensors.hpp"  // shape_text
 #include "attn/model/config.hpp"
-#include "attn/model/session.hpp"  // Event
+#include "attn/engine/run.hpp"  // Event
 
 namespace cli {
 

@@ -1,7 +1,7 @@
 // Loads a config and its weights, runs a prefill of 7 positions and one decode step through the
 // session the CLI runs, and prints the KV cache's shape after each as the notebooks do:
 //   consumer configs/gqa.json weights/gqa.safetensors
-#include <attn/model/session.hpp>
+#include <attn/engine/run.hpp>
 #include <attn/version.hpp>
 
 #include <cstdio>
@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
   try {
     attn::RunRequest request;
     request.args = attn::load_config(argv[1]);
-    request.weights = argv[2];
-    request.opts = {/*batch=*/1, /*prefill=*/7, /*steps=*/1};  // x drawn from request.seed
-    attn::Session session = attn::open_session(attn::plan_run(request));
+    request.model.weights = argv[2];
+    request.opts = {/*batch=*/1, /*prefill=*/7, /*steps=*/1};  // x drawn from request.model.seed
+    attn::Run session = attn::open_run(attn::plan_run(request));
     attn::run(session, [](const attn::Event& e) {
       std::printf("attn %s: %s: kv cache shape: ", ATTN_VERSION,
                   e.kind == attn::Event::Kind::prefill ? "prefill" : "decode");

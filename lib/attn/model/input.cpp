@@ -7,7 +7,6 @@
 #include "attn/io/safetensors.hpp"
 #include "attn/model/finite.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/model/session.hpp"  // check_capacity
 
 namespace attn {
 
@@ -115,6 +114,26 @@ std::int64_t input_batch(const std::filesystem::path& path) {
   if (it == f.header.tensors.end() || it->second.shape.size() != 3 || it->second.shape[0] < 1)
     return 1;
   return it->second.shape[0];
+}
+
+void check_capacity(const ModelArgs& a, const RunOptions& o) {
+  if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
+    throw InputError("the batch must be at least 1, the prefill and the steps at least 0", "batch");
+  if (o.batch > a.max_batch_size)
+    throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
+                     std::to_string(a.max_batch_size) + " (" + a.source + "; max_batch_size " +
+                     std::to_string(o.batch) + " makes room)", "max_batch_size");
+  // Each term is checked alone first, so the sum cannot overflow.
+  if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
+    throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
+                     std::to_string(o.steps) + " positions, but max_seq_len is " +
+                     std::to_string(a.max_seq_len) + " (" + a.source + "; max_seq_len " +
+                     (o.prefill <= a.max_seq_len && o.steps <= a.max_seq_len
+                          ? std::to_string(o.prefill + o.steps) + " makes room)"
+                          : "sets it)"),
+                     "max_seq_len");
+  if (o.prefill + o.steps < 1)
+    throw InputError("nothing to run: the prefill and the steps are both 0", "steps");
 }
 
 }  // namespace attn

@@ -16,6 +16,9 @@ struct RunOptions {
   std::int64_t steps = 3;
 };
 
+// Refuses (InputError) a batch or a number of positions the cache cannot hold, before any work.
+void check_capacity(const ModelArgs& args, const RunOptions& opts);
+
 // x: [B, T, dim], T >= P + N. Drawn from the seed when no input file is given.
 std::vector<float> seeded_input(const ModelArgs& args, const RunOptions& opts, std::uint64_t seed);
 

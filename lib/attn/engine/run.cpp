@@ -1,4 +1,4 @@
-#include "attn/model/session.hpp"
+#include "attn/engine/run.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -123,25 +123,6 @@ void prefill_logits(Transformer& m, const Inspect& inspect, std::int64_t B, std:
 
 }  // namespace
 
-void check_capacity(const ModelArgs& a, const RunOptions& o) {
-  if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
-    throw InputError("the batch must be at least 1, the prefill and the steps at least 0", "batch");
-  if (o.batch > a.max_batch_size)
-    throw InputError("batch " + std::to_string(o.batch) + " is over the cache's max_batch_size " +
-                     std::to_string(a.max_batch_size) + " (" + a.source + "; max_batch_size " +
-                     std::to_string(o.batch) + " makes room)", "max_batch_size");
-  // Each term is checked alone first, so the sum cannot overflow.
-  if (o.prefill > a.max_seq_len || o.steps > a.max_seq_len || o.prefill + o.steps > a.max_seq_len)
-    throw InputError("the cache is full: prefill " + std::to_string(o.prefill) + " + steps " +
-                     std::to_string(o.steps) + " positions, but max_seq_len is " +
-                     std::to_string(a.max_seq_len) + " (" + a.source + "; max_seq_len " +
-                     (o.prefill <= a.max_seq_len && o.steps <= a.max_seq_len
-                          ? std::to_string(o.prefill + o.steps) + " makes room)"
-                          : "sets it)"),
-                     "max_seq_len");
-  if (o.prefill + o.steps < 1)
-    throw InputError("nothing to run: the prefill and the steps are both 0", "steps");
-}
 
 double attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
   // In double: a config at every cap (2^24) would overflow 64 bits; exact below 2^53.
@@ -275,7 +256,8 @@ void plan_tokens(RunRequest& r) {
                      "tok_embeddings, norm and output); this config has vocab_size " +
                      std::to_string(a.vocab_size));
   if (!r.input.empty()) throw InputError("an input file and token input: give one of them", "input");
-  if (r.shard.size > 1) throw InputError("token input runs on one process (model_parallel_size 1)");
+  if (r.model.shard.size > 1)
+    throw InputError("token input runs on one process (model_parallel_size 1)", "model_parallel_size");
   if (!a.has_first_layer())
     throw InputError("layers " + std::to_string(a.first_layer) + ":" +
                      std::to_string(a.first_layer + a.n_layers) +
@@ -304,38 +286,30 @@ void plan_tokens(RunRequest& r) {
 
 RunPlan plan_run(RunRequest r) {
   RunOptions& o = r.opts;
-  check_shard(r.args, r.shard);
+  const Shard& shard = r.model.shard;
+  check_shard(r.args, shard);
   if (!r.tokens.empty()) plan_tokens(r);
   if (!r.input.empty() && !r.batch_given) o.batch = input_batch(r.input);
   // A Hugging Face config has no batch size: the cache holds the run's.
   if (r.args.batch_from_run && o.batch > r.args.max_batch_size && o.batch <= (1 << 24))
     r.args.max_batch_size = o.batch;
   check_capacity(r.args, o);
-  if (r.shard.rank == 0 && !r.dump.empty()) check_output(r.dump, "dump");  // costs nothing
+  if (shard.rank == 0 && !r.dump.empty()) check_output(r.dump, "dump");  // costs nothing
   r.attention_weights = r.attention_weights || r.dump_attention_weights;
-  if (r.attention_weights && r.shard.size > 1)
+  if (r.attention_weights && shard.size > 1)
     throw InputError(
         "attention weights (kept, printed or drawn) need one process "
-        "(model_parallel_size "
-        "1): each rank holds only its own heads' probabilities");
+        "(model_parallel_size 1): each rank holds only its own heads' probabilities",
+        "attention_weights");
   check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});
-  RunShape shape{o.batch,
-                 o.prefill,
-                 o.steps,
-                 o.batch * std::max<std::int64_t>(o.prefill, 1),
-                 r.threads < 1 ? cores() : r.threads,
-                 !r.dump.empty()};
+  RunShape shape{o.batch, o.prefill, o.steps, o.batch * std::max<std::int64_t>(o.prefill, 1)};
+  shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.all_logits = r.all_logits;
-  shape.compute = r.compute;
-  std::optional<WeightsSource> file;
-  if (!r.weights.empty()) {
-    file = open_weights(r.weights, r.shard);
-    shape.matrices = matrix_types(r.args, *file);
-  }
-  check_memory(memory_parts(r.args, shape, r.shard), available_memory(), r.args.source);
-  return {std::move(r), std::move(shape), std::move(file)};
+  r.model.drawn = {WeightType::f32};
+  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
+  return {std::move(r), std::move(model)};
 }
 
 namespace {
@@ -364,35 +338,31 @@ std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspe
 
 }  // namespace
 
-Session open_session(RunPlan plan) {
+Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
   Inspect inspect{{}, r.attention_weights, r.all_logits, {}};
   std::vector<float> x;
   if (r.tokens.empty()) {
-    x = r.input.empty() ? seeded_input(r.args, r.opts, r.seed)
+    x = r.input.empty() ? seeded_input(r.args, r.opts, r.model.seed)
                         : load_input(r.input, r.args, r.opts, r.batch_given);
     if (!r.input.empty()) inspect.attention_mask = load_attention_mask(r.input, r.opts);
   }
-  TransformerWeights w = plan.weights ? load_weights(r.args, std::move(*plan.weights), r.shard)
-                                      : seeded_weights(r.args, r.seed, r.shard);
-  Transformer m =
-      make_transformer(r.args, std::move(w), plan.shape.max_rows,
-                       make_runtime(plan.shape.threads, kParallelFlops, "", r.compute), r.shard);
+  Transformer m = load_model(plan.model, r.model);
   if (!r.tokens.empty()) x = embed_tokens(m, r, inspect);
   return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
 }
 
-void run(Session& s, const std::function<void(const Event&)>& on_event) {
+void run(Run& s, const std::function<void(const Event&)>& on_event) {
   s.out = run(s.model, s.x, s.request.opts, on_event, s.inspect);
 }
 
-std::optional<OutputFile> stage_dump(const Session& s) {
+std::optional<OutputFile> stage_dump(const Run& s) {
   if (s.request.dump.empty()) return std::nullopt;
   return stage_dump(s.request.dump, s.model, s.x, s.request.opts, s.out,
                     s.request.dump_attention_weights);
 }
 
-void write_dump(const Session& s) {
+void write_dump(const Run& s) {
   if (std::optional<OutputFile> f = stage_dump(s)) f->commit();
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "attn/engine/open.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/memory.hpp"
@@ -70,8 +71,6 @@ double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
 // Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
 void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);
 
-// Refuses (InputError) a batch or a number of positions the cache cannot hold, before any work.
-void check_capacity(const ModelArgs& args, const RunOptions& opts);
 
 // The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
 // with inspect.attention_weights the run keeps the probabilities through an observer of its own,
@@ -89,40 +88,37 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
 
 // Everything a run needs, as data: what the CLI's flags say, or what a library user sets.
 struct RunRequest {
-  ModelArgs args;                 // the config, overrides applied
-  RunOptions opts;                // B, P, N
-  bool batch_given = true;        // false: B is the input file's
-  std::filesystem::path weights;  // safetensors or a Hugging Face index; empty: drawn from seed
-  std::filesystem::path input;    // safetensors with x [B, T, dim]; empty: drawn from seed
-  std::filesystem::path dump;     // empty: no dump
-  std::uint64_t seed = 42;
-  int threads = 0;                      // < 1: one per core
-  Compute compute = Compute::f32;       // bf16: BF16 weights times x rounded to BF16 (opt-in)
+  ModelArgs args;          // the config, overrides applied
+  RunOptions opts;         // B, P, N
+  bool batch_given = true;  // false: B is the input file's
+  // The weights (a file, an index or a folder; empty: drawn from model.seed, which draws the
+  // input too), the threads, compute and this rank: the model as the engine opens it.
+  ModelSpec model;
+  std::filesystem::path input;          // safetensors with x [B, T, dim]; empty: drawn from seed
+  std::filesystem::path dump;           // empty: no dump
   bool attention_weights = false;       // keep the probabilities (to print or draw them)
   bool dump_attention_weights = false;  // and write them to the dump
-  Shard shard;                          // model parallel: this rank's part
   // Token input (instead of `input`): B sequences of ids, ragged ones right-padded with the
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
   bool all_logits = false;  // every prefill position's logits
-  bool logits = false;      // the head after a --layers slice that stops short of the last layer
+  bool logits = false;      // the head after a slice of layers that stops short of the last
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read
 // and nothing mapped.
 struct RunPlan {
   RunRequest request;
-  RunShape shape;
-  std::optional<WeightsSource> weights;  // none: drawn
+  ModelPlan model;  // the args, the shape, the weights' headers
 };
 
 // Checks everything a run can be refused for before any work (the shard, the cache's capacity,
 // the dump's path, the attention weights' bound, the memory the run needs on this rank), in
-// that order; throws InputError naming the file, key or flag.
+// that order; throws InputError naming the file, key or setting.
 RunPlan plan_run(RunRequest request);
 
-struct Session {
+struct Run {
   RunRequest request;
   Inspect inspect;
   std::vector<float> x;  // [B, P+N, dim]: the input, or a token run's embeddings
@@ -131,15 +127,15 @@ struct Session {
 };
 
 // Reads the input (and its padding mask) and the weights, and builds the model.
-Session open_session(RunPlan plan);
+Run open_run(RunPlan plan);
 
 // Runs the prefill and the decode steps into s.out, calling on_event after each.
-void run(Session& s, const std::function<void(const Event&)>& on_event);
+void run(Run& s, const std::function<void(const Event&)>& on_event);
 
 // s.request.dump staged as stage_dump above (nothing without a dump path).
-std::optional<OutputFile> stage_dump(const Session& s);
+std::optional<OutputFile> stage_dump(const Run& s);
 
 // stage_dump(s), committed at once.
-void write_dump(const Session& s);
+void write_dump(const Run& s);
 
 }  // namespace attn
