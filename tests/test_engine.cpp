@@ -127,7 +127,7 @@ TEST_CASE("engine: the cache's capacity, at and around each bound, names its set
   CHECK(setting_of([&] { attn::check_fits(a, 1, INT64_MAX, INT64_MAX, "x"); }) == "max_seq_len");
   CHECK(setting_of([&] { attn::check_fits(a, 1, -1, 1, "x"); }) == "max_seq_len");
   CHECK(setting_of([&] { attn::check_fits(a, 3, 0, 1, "x"); }) == "max_batch_size");
-  CHECK(setting_of([&] { attn::check_fits(a, 0, 0, 1, "x"); }) == "max_batch_size");
+  CHECK(setting_of([&] { attn::check_fits(a, 0, 0, 1, "x"); }) == "batch");
 }
 
 TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0 or 1") {

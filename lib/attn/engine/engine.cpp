@@ -69,20 +69,6 @@ Engine open_engine(const ModelSpec& spec, EngineShape shape, std::optional<Model
   return e;
 }
 
-void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos,
-                std::int64_t seqlen, const std::string& what) {
-  if (batch < 1 || batch > a.max_batch_size)
-    throw InputError(what + ": batch " + std::to_string(batch) + " is outside 1.." +
-                         std::to_string(a.max_batch_size) + " (max_batch_size, " + a.source + ")",
-                     "max_batch_size");
-  // Each term alone first, so that their sum cannot overflow.
-  if (seqlen < 0 || start_pos < 0 || start_pos > a.max_seq_len || seqlen > a.max_seq_len - start_pos)
-    throw InputError(what + ": positions " + std::to_string(start_pos) + ".." +
-                         std::to_string(start_pos + seqlen - 1) + " do not fit the cache's " +
-                         std::to_string(a.max_seq_len) + " (max_seq_len, " + a.source + ")",
-                     "max_seq_len");
-}
-
 void require_token_model(const ModelArgs& a, const std::string& what) {
   if (a.vocab_size <= 0)
     throw InputError(a.source + ": " + what +

@@ -13,6 +13,7 @@
 #include "attn/engine/open.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/io/output.hpp"
+#include "attn/model/input.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/text/tokenizer.hpp"
 
@@ -48,11 +49,6 @@ Engine open_engine(const ModelSpec& spec, EngineShape shape = {},
 
 // The tokenizer the files name (none when no tokenizer.json is named or beside the config).
 std::optional<Tokenizer> open_tokenizer(const ModelFiles& files);
-
-// Refuses (InputError) a call of `batch` sequences at positions start_pos..start_pos+seqlen-1
-// that the cache cannot hold; `what` names the input in the message.
-void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos,
-                std::int64_t seqlen, const std::string& what);
 
 // Refuses (InputError) a model that is not a token model, naming what needs one.
 void require_token_model(const ModelArgs& a, const std::string& what);

@@ -96,15 +96,6 @@ std::size_t settled(const std::string& text) {
 
 }  // namespace
 
-void check_token_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size,
-                     const std::string& what) {
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || (vocab_size > 0 && ids[i] >= vocab_size))
-      throw InputError(what + ": token " + std::to_string(ids[i]) + " at index " +
-                       std::to_string(i) + " is outside the vocabulary [0, " +
-                       std::to_string(vocab_size) + ")");
-}
-
 std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
                                         const std::string& text, std::int64_t vocab) {
   EncodeOptions o;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/model/model.hpp"  // check_token_ids
 #include "attn/text/tokenizer.hpp"
 
 namespace attn {
@@ -21,11 +22,6 @@ struct TextInput {
   }
   bool wants_text() const { return !prompt.empty() || !prompt_file.empty(); }
 };
-
-// Refuses (InputError naming `what`, the index and the vocabulary) an id outside
-// [0, vocab_size); vocab_size <= 0 checks only that ids are not negative.
-void check_token_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size,
-                     const std::string& what);
 
 // "1,15043 29991" or "[1, 15043]" or {"ids": [...]}: ids, each checked against the vocabulary.
 // `what` names the option or file in messages.

@@ -269,12 +269,8 @@ void plan_tokens(RunRequest& r) {
   for (std::size_t b = 0; b < r.tokens.size(); ++b) {
     if (r.tokens[b].empty()) throw InputError("token sequence " + std::to_string(b) + " is empty");
     longest = std::max(longest, r.tokens[b].size());
-    for (std::size_t i = 0; i < r.tokens[b].size(); ++i)
-      if (r.tokens[b][i] < 0 || r.tokens[b][i] >= a.vocab_size)
-        throw InputError(
-            "token " + std::to_string(r.tokens[b][i]) + " at index " + std::to_string(i) +
-            (r.tokens.size() > 1 ? " of sequence " + std::to_string(b) : "") +
-            " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ") of " + a.source);
+    check_token_ids(r.tokens[b], a.vocab_size,
+                    a.source + (r.tokens.size() > 1 ? ": sequence " + std::to_string(b) : ""));
   }
   if (r.opts.prefill + r.opts.steps > std::int64_t(longest))
     throw InputError("the prompt has " + std::to_string(longest) + " tokens: prefill " +

@@ -83,9 +83,7 @@ std::vector<std::int32_t> read_tokens(const SafetensorsFile& f, const ModelArgs&
   } catch (const json::exception&) {
     throw InputError(f.path + ": metadata 'tokens' is not a JSON array of ids");
   }
-  for (const std::int32_t t : tokens)
-    if (t < 0 || t >= a.vocab_size)
-      throw InputError(f.path + ": token " + std::to_string(t) + " is outside the vocabulary");
+  check_token_ids(tokens, a.vocab_size, f.path + ": metadata 'tokens'");
   return tokens;
 }
 

@@ -261,16 +261,20 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
   }
 }
 
+void check_token_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size,
+                     const std::string& what) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || (vocab_size > 0 && ids[i] >= vocab_size))
+      throw InputError(what + ": token " + std::to_string(ids[i]) + " at index " +
+                       std::to_string(i) + " is outside the vocabulary [0, " +
+                       std::to_string(vocab_size) + ")");
+}
+
 void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, float* h) {
   const ModelArgs& a = m.args;
   const Matrix& e = m.weights.tokens.tok_embeddings;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t t = tokens[r];
-    if (t < 0 || t >= a.vocab_size)
-      throw InputError("token " + std::to_string(t) + " at index " + std::to_string(r) +
-                       " is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")");
-    widen_to_f32(m.rt, e.row(t, a.dim), 1, a.dim, h + r * a.dim);
-  }
+  check_token_ids({tokens, std::size_t(rows)}, a.vocab_size, "tokens");
+  for (std::int64_t r = 0; r < rows; ++r) widen_to_f32(m.rt, e.row(tokens[r], a.dim), 1, a.dim, h + r * a.dim);
 }
 
 namespace {

@@ -3,6 +3,8 @@
 // for prefill and decode, as Meta's Transformer.forward(x, start_pos).
 #include <atomic>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "attn/kernels/attention.hpp"
@@ -87,6 +89,11 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
 // InputError for a token outside [0, vocab_size). No allocation.
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out, bool all_positions = false);
+
+// Refuses (InputError naming `what`, the index and the vocabulary) an id outside
+// [0, vocab_size); vocab_size <= 0 checks only that ids are not negative.
+void check_token_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size,
+                     const std::string& what);
 
 // h[rows, dim]: row r is tokens[r]'s embedding, widened from BF16 or F16 (exact). Throws
 // InputError for a token outside [0, vocab_size).
