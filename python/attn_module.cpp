@@ -428,12 +428,11 @@ PYBIND11_MODULE(attn, mod) {
       .def_static(
           "from_file",
           [](const std::string& path, std::int64_t max_seq_len, std::int64_t max_batch_size) {
-            attn::ModelArgs a = attn::load_config(path);
-            attn::ConfigOverrides o;
-            o.max_seq_len = max_seq_len;
-            o.max_batch_size = max_batch_size;
-            attn::apply_overrides(a, o);
-            return a;
+            attn::ModelSpec s;
+            s.config = path;
+            s.overrides.max_seq_len = max_seq_len;
+            s.overrides.max_batch_size = max_batch_size;
+            return attn::model_args(s, {{}, path, {}}, nullptr);
           },
           py::arg("path"), py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 0,
           "a Meta params.json-style or Hugging Face config.json file; max_seq_len and "

@@ -21,7 +21,7 @@ ModelArgs engine_args(const ModelSpec& spec, const ModelFiles& files,
     throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +
                          " runs under mpirun with attn-cli run; this engine is one process",
                      "model_parallel_size");
-  a.tokens_in = a.logits_out = a.vocab_size > 0 && a.has_first_layer() && a.has_last_layer();
+  use_token_ends(a);
   return a;
 }
 
@@ -89,9 +89,7 @@ void set_padding(Engine& e, const float* mask, std::int64_t B, std::int64_t T,
     return;
   }
   for (std::int64_t i = 0; i < B * T; ++i)  // checked whole before the old mask changes
-    if (mask[i] != 0 && mask[i] != 1)
-      throw InputError("attention_mask: values must be 0 or 1, got " + std::to_string(mask[i]) +
-                       " at [" + std::to_string(i / T) + ", " + std::to_string(i % T) + "]");
+    padding_value(mask[i], "attention_mask", i / T, i % T);
   if (!m.keep || start_pos == 0) e.keep.assign(std::size_t(a.max_batch_size * a.max_seq_len), 1);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t)

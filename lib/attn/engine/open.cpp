@@ -64,6 +64,11 @@ ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (
   return args;
 }
 
+void use_token_ends(ModelArgs& a, bool head) {
+  a.tokens_in = a.vocab_size > 0 && a.has_first_layer();
+  a.logits_out = a.vocab_size > 0 && (a.has_last_layer() || head);
+}
+
 ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files,
                      RunShape shape, std::vector<MemoryPart> extra) {
   check_shard(args, spec.shard);

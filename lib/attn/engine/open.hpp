@@ -46,6 +46,11 @@ ModelFiles find_model_files(const ModelSpec& spec);
 // applied. A Hugging Face config has no model_parallel_size: the number of ranks is it.
 ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)());
 
+// A token model's ends (vocab_size > 0): the embeddings when the layers start at the
+// checkpoint's first, the final norm and output head when they end at its last, or after a
+// slice when `head` asks for them (a logit lens).
+void use_token_ends(ModelArgs& args, bool head = false);
+
 // A model checked before any allocation: the shard, the memory the run needs on this rank
 // (one model per drawn type, or the file's), the weights' headers read and nothing mapped.
 struct ModelPlan {

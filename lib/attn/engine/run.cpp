@@ -262,8 +262,7 @@ void plan_tokens(RunRequest& r) {
     throw InputError("layers " + std::to_string(a.first_layer) + ":" +
                      std::to_string(a.first_layer + a.n_layers) +
                      ": token input needs the embeddings, which feed layer 0");
-  a.tokens_in = true;
-  a.logits_out = a.has_last_layer() || r.logits;  // asked for: a logit lens on the slice
+  use_token_ends(a, r.logits);
   r.opts.batch = std::int64_t(r.tokens.size());
   std::size_t longest = 0;
   for (std::size_t b = 0; b < r.tokens.size(); ++b) {

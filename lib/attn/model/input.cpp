@@ -37,6 +37,14 @@ double element(Dtype d, const std::uint8_t* p, std::int64_t i) {
 
 }  // namespace
 
+bool padding_value(double v, const std::string& what, std::int64_t b, std::int64_t t) {
+  if (v != 0 && v != 1)
+    throw InputError(what + ": values must be 0 (padding) or 1 (real position), got " +
+                     std::to_string(v) + " at [" + std::to_string(b) + ", " + std::to_string(t) +
+                     "]");
+  return v == 1;
+}
+
 std::vector<std::uint8_t> load_attention_mask(const std::filesystem::path& path,
                                               const RunOptions& o) {
   const SafetensorsFile f = open_safetensors(path);
@@ -55,12 +63,8 @@ std::vector<std::uint8_t> load_attention_mask(const std::filesystem::path& path,
   const std::uint8_t* p = f.bytes(t);
   for (std::int64_t b = 0; b < o.batch; ++b)
     for (std::int64_t j = 0; j < T; ++j) {
-      const double v = element(d, p, b * T + j);
-      if (v != 0 && v != 1)
-        throw InputError(src + ": values must be 0 (padding) or 1 (real position), got " +
-                         std::to_string(v) + " at [" + std::to_string(b) + ", " +
-                         std::to_string(j) + "]");
-      if (j < used) mask[std::size_t(b * used + j)] = v == 1;
+      const bool real = padding_value(element(d, p, b * T + j), src, b, j);
+      if (j < used) mask[std::size_t(b * used + j)] = real;
     }
   return mask;
 }

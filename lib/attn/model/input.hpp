@@ -17,6 +17,10 @@ struct RunOptions {
   std::int64_t steps = 3;
 };
 
+// One value of a padding mask [batch, seqlen] at [b, t]: 1 a real position (true), 0 padding
+// (false); anything else: InputError naming `what`.
+bool padding_value(double v, const std::string& what, std::int64_t b, std::int64_t t);
+
 // Refuses (InputError, naming the setting max_batch_size or max_seq_len) a call of `batch`
 // sequences at positions start_pos..start_pos+seqlen-1 that the cache cannot hold; `what` names
 // the input in the message. The one capacity check of every front.
