@@ -100,20 +100,34 @@ HeatmapOptions heatmap_options(const Options& f, const attn::Run& se,
 }
 
 // Every rank's setup: the prompt's tokens, the plan, the checks, the session.
+// The heatmap's PNG as a writer of the run: rank 0 draws it once the run is done; `size` says
+// what it drew.
+attn::RunWriter png_writer(const Options& f, const attn::Shard& shard, const PromptTokens& prompt,
+                           std::string& size) {
+  return {"PNG", f.png, [&f, &prompt, &size, rank = shard.rank](const attn::Run& se) {
+            std::optional<attn::OutputFile> out;
+            if (rank != 0) return out;
+            const Image img = render_heatmap(se.request.args, se.request.opts, se.out, f.layer,
+                                             heatmap_options(f, se, prompt));
+            size = std::to_string(img.width) + " x " + std::to_string(img.height);
+            out.emplace(stage_png(f.png, img));
+            return out;
+          }};
+}
+
 attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard,
-                       PromptTokens& prompt) {
+                     PromptTokens& prompt, std::string& png_size) {
   const bool heatmap = c == Command::heatmap;
   if (shard.rank == 0 && !std::cout)  // see keep_standard_streams (attn_cli.cpp)
     throw std::runtime_error(
         "stdout is closed: the trace has nowhere to go (send it to "
         "/dev/null to discard it)");
   if (f.text.given()) prompt = prompt_tokens(f.text, f.config, 0);
-  attn::RunPlan plan = attn::plan_run(run_request(f, shard, f.print_attention || heatmap, prompt));
+  attn::RunRequest r = run_request(f, shard, f.print_attention || heatmap, prompt);
+  if (heatmap) r.writers.push_back(png_writer(f, shard, prompt, png_size));
+  attn::RunPlan plan = attn::plan_run(std::move(r));
   if (f.print_attention) check_print_attention(plan.request);
-  if (heatmap) {
-    check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
-    if (shard.rank == 0) attn::check_output(f.png, "PNG");
-  }
+  if (heatmap) check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
   return attn::open_run(std::move(plan));
 }
 
@@ -144,26 +158,6 @@ void check_stdout() {
   if (!std::cout) throw std::runtime_error("cannot write the trace to stdout");
 }
 
-// Files appear only once everything else has succeeded, the trace on stdout included.
-void write_outputs(const Options& f, bool heatmap, const attn::Run& se,
-                   const PromptTokens& prompt, bool rank0) {
-  check_stdout();
-  std::vector<attn::OutputFile> outputs;
-  std::string png_size;
-  if (std::optional<attn::OutputFile> dump = attn::stage_dump(se))
-    outputs.push_back(std::move(*dump));
-  if (heatmap && rank0) {
-    const Image img = render_heatmap(se.request.args, se.request.opts, se.out, f.layer,
-                                     heatmap_options(f, se, prompt));
-    outputs.push_back(stage_png(f.png, img));
-    png_size = std::to_string(img.width) + " x " + std::to_string(img.height);
-  }
-  check_stdout();
-  for (attn::OutputFile& o : outputs) o.commit();
-  if (!png_size.empty())
-    std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
-}
-
 }  // namespace
 
 int run_command(const Options& f, Command c, const attn::Shard& shard) {
@@ -171,13 +165,17 @@ int run_command(const Options& f, Command c, const attn::Shard& shard) {
   quiet_other_ranks(shard);
   std::optional<attn::Run> session;
   PromptTokens prompt;
+  std::string png_size;  // what the heatmap drew
   // Every rank sets up, then all agree on one status before any collective.
-  ranks::set_up(shard, [&] { session.emplace(set_up_run(f, c, shard, prompt)); });
+  ranks::set_up(shard, [&] { session.emplace(set_up_run(f, c, shard, prompt, png_size)); });
   return ranks::or_abort(shard, [&] {
     const bool rank0 = shard.rank == 0;
     std::ostream nowhere(nullptr);
     run_traced(f, c == Command::decode, *session, rank0 ? std::cout : nowhere, rank0);
-    write_outputs(f, c == Command::heatmap, *session, prompt, rank0);
+    check_stdout();
+    attn::write_outputs(*session, check_stdout);
+    if (!png_size.empty())
+      std::fprintf(stderr, "wrote %s (%s)\n", attn::escape(f.png).c_str(), png_size.c_str());
     return 0;
   });
 }

@@ -290,6 +290,8 @@ RunPlan plan_run(RunRequest r) {
     r.args.max_batch_size = o.batch;
   check_capacity(r.args, o);
   if (shard.rank == 0 && !r.dump.empty()) check_output(r.dump, "dump");  // costs nothing
+  for (const RunWriter& w : r.writers)
+    if (shard.rank == 0) check_output(w.path, w.what.c_str());
   r.attention_weights = r.attention_weights || r.dump_attention_weights;
   if (r.attention_weights && shard.size > 1)
     throw InputError(
@@ -351,14 +353,16 @@ void run(Run& s, const std::function<void(const Event&)>& on_event) {
   s.out = run(s.model, s.x, s.request.opts, on_event, s.inspect);
 }
 
-std::optional<OutputFile> stage_dump(const Run& s) {
-  if (s.request.dump.empty()) return std::nullopt;
-  return stage_dump(s.request.dump, s.model, s.x, s.request.opts, s.out,
-                    s.request.dump_attention_weights);
-}
-
-void write_dump(const Run& s) {
-  if (std::optional<OutputFile> f = stage_dump(s)) f->commit();
+void write_outputs(const Run& s, const std::function<void()>& before_commit) {
+  std::vector<OutputFile> staged;
+  if (!s.request.dump.empty())
+    if (std::optional<OutputFile> f = stage_dump(s.request.dump, s.model, s.x, s.request.opts,
+                                                 s.out, s.request.dump_attention_weights))
+      staged.push_back(std::move(*f));
+  for (const RunWriter& w : s.request.writers)
+    if (std::optional<OutputFile> f = w.stage(s)) staged.push_back(std::move(*f));
+  before_commit();
+  for (OutputFile& f : staged) f.commit();
 }
 
 }  // namespace attn

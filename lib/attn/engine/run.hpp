@@ -86,6 +86,17 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
                                      const std::vector<float>& x, const RunOptions& opts,
                                      const RunOutputs& out, bool attention_weights = false);
 
+struct Run;
+
+// One file a run writes besides its trace: its path checked before any work, staged after the
+// run into a temporary file beside it, and committed with the others once everything has
+// succeeded, so that a failed run leaves no file behind.
+struct RunWriter {
+  std::string what;  // "dump", "PNG": named in messages
+  std::filesystem::path path;
+  std::function<std::optional<OutputFile>(const Run&)> stage;  // none: nothing on this rank
+};
+
 // Everything a run needs, as data: what the CLI's flags say, or what a library user sets.
 struct RunRequest {
   ModelArgs args;          // the config, overrides applied
@@ -104,6 +115,7 @@ struct RunRequest {
   std::vector<std::vector<std::int32_t>> tokens;
   bool all_logits = false;  // every prefill position's logits
   bool logits = false;      // the head after a slice of layers that stops short of the last
+  std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read
@@ -132,10 +144,13 @@ Run open_run(RunPlan plan);
 // Runs the prefill and the decode steps into s.out, calling on_event after each.
 void run(Run& s, const std::function<void(const Event&)>& on_event);
 
-// s.request.dump staged as stage_dump above (nothing without a dump path).
-std::optional<OutputFile> stage_dump(const Run& s);
+// The run's files (the dump, then request.writers) staged, then `before_commit` (a front's last
+// check, such as its trace having reached stdout), then all committed.
+void write_outputs(const Run& s, const std::function<void()>& before_commit = [] {});
 
-// stage_dump(s), committed at once.
-void write_dump(const Run& s);
+// write_outputs with no check before the commit.
+inline void write_dump(const Run& s) {
+  write_outputs(s);
+}
 
 }  // namespace attn
