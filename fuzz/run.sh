@@ -9,7 +9,7 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -21,6 +21,7 @@ for h in "${harnesses[@]}"; do
     index) seeds=(tests/golden/hf/*/*.index.json) ;;
     hf_config) seeds=() ;;  # made below: a pick byte, then each Hugging Face config
     tokenizer) seeds=(fuzz/seeds/tokenizer/*) ;;
+    tokens) seeds=(fuzz/seeds/tokens/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "attn/error.hpp"
+#include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 
@@ -16,6 +17,30 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::uint64_t kMaxTextBytes = std::uint64_t(1) << 30;
+
+// Ids as JSON nest two levels at most ([[1, 2], [3]], {"ids": [...]}); a deeper document is
+// refused before nlohmann builds it (its DOM and its messages recurse).
+constexpr JsonLimits kIdsLimits{4, std::size_t(1) << 25, std::size_t(1) << 25};
+
+json parse_ids_json(const std::string& text, const std::string& what) {
+  check_json_structure(
+      text, kIdsLimits,
+      [&](const JsonStructure&) {
+        throw InputError(what + ": token ids nest deeper than " +
+                         std::to_string(kIdsLimits.max_depth) + " levels");
+      },
+      [&](const JsonStructure&, const std::string& key) {
+        throw InputError(what + ": key " + quoted(key, 60) + " twice");
+      },
+      [&](const JsonStructure&, const std::string& many) {
+        throw InputError(what + ": " + many);
+      });
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": not valid JSON: " + escape(e.what(), 160));
+  }
+}
 
 std::vector<std::int32_t> ids_from_json(const json& j, const std::string& what) {
   const json& list = j.is_object() && j.contains("ids") ? j["ids"] : j;
@@ -62,14 +87,14 @@ std::vector<std::vector<std::int32_t>> parse_sequences(const std::string& text,
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[' &&
       text.find('[', first + 1) < text.find(']', first + 1)) {
-    json j;
-    try {
-      j = json::parse(text);
-    } catch (const json::exception& e) {
-      throw InputError(what + ": not valid JSON: " + escape(e.what(), 160));
-    }
+    const json j = parse_ids_json(text, what);
+    if (!j.is_array()) throw InputError(what + ": expected a JSON array of token id arrays");
     for (std::size_t b = 0; b < j.size(); ++b)
-      out.push_back(parse_token_ids(j[b].dump(), what + " sequence " + std::to_string(b), vocab));
+    {
+      const std::string name = what + " sequence " + std::to_string(b);
+      out.push_back(ids_from_json(j[b], name));
+      check_token_ids(out.back(), vocab, name);
+    }
     return out;
   }
   if (first != std::string::npos && (text[first] == '[' || text[first] == '{'))
@@ -111,11 +136,7 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   std::vector<std::int32_t> ids;
   if (first != std::string::npos && (text[first] == '[' || text[first] == '{')) {
-    try {
-      ids = ids_from_json(json::parse(text), what);
-    } catch (const json::exception& e) {
-      throw InputError(what + ": not valid JSON: " + escape(e.what(), 160));
-    }
+    ids = ids_from_json(parse_ids_json(text, what), what);
   } else {
     ids = ids_from_text(text, what);
   }
