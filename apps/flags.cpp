@@ -266,7 +266,7 @@ std::vector<Flag> heatmap_and_bench_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.weight_types, h)
              ->delimiter(',')
-             ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+             ->check(CLI::IsMember(weight_type_flag_names()))
              ->capture_default_str();
        }},
   };

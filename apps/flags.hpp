@@ -11,6 +11,7 @@
 #include "attn/model/config.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/model/input.hpp"
+#include "attn/weight_type.hpp"
 #include "workloads/generate.hpp"
 
 namespace CLI {
@@ -19,6 +20,19 @@ class Option;
 }  // namespace CLI
 
 namespace cli {
+
+// --weight-types' spellings: the traits table's names in lower case, so that a new row is
+// accepted, listed in the help and benchmarked by default without an edit here.
+inline std::vector<std::string> weight_type_flag_names() {
+  std::vector<std::string> names;
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    std::string n = t.name;
+    for (char& c : n)
+      if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');  // not tolower: no locale in a flag
+    names.push_back(n);
+  }
+  return names;
+}
 
 // One bit each, so that a flag table entry can name several (Commands).
 enum class Command : unsigned {
@@ -71,7 +85,7 @@ struct Options {
   std::string png;    // --out
 
   // bench
-  std::vector<std::string> weight_types = {"f32", "bf16", "f16"};
+  std::vector<std::string> weight_types = weight_type_flag_names();
 
   // generate
   attn::Sampling sampling;

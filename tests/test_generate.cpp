@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
@@ -115,6 +116,21 @@ TEST_CASE("generate: a session saved after k steps and continued gives the bits 
     std::vector<std::int32_t> split = tokens_of(a.out).ids;
     for (const std::int32_t id : tokens_of(b.out).ids) split.push_back(id);
     CHECK(split == tokens_of(full.out).ids);
+  }
+}
+
+// The weights digest decides whether a saved session loads: were it to drift, every session saved
+// before would be refused. Pinned as computed before the digest sampled whole blocks.
+TEST_CASE("generate: a session's weights fingerprint is the one sessions were saved with") {
+  for (const auto& [name, fingerprint] :
+       {std::pair<std::string, std::string>{"meta_f32", "7b4124bb1759138a"},
+        {"meta_bf16", "f3f9e3bfe38e317c"}}) {
+    CAPTURE(name);
+    const fs::path s = test::temp_path("fingerprint_" + name + ".safetensors");
+    REQUIRE(test::run_cli("generate " + model_flags(name) + " --tokens 1,2,3 -n 1 --save-session " +
+                          s.string())
+                .status == 0);
+    CHECK(attn::open_safetensors(s).header.metadata.at("weights") == fingerprint);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "attn/model/memory.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/model/weights.hpp"
+#include "attn/weight_type.hpp"
 #include "bench_report.hpp"
 #include "commands/commands.hpp"
 #include "commands/setup.hpp"
@@ -27,12 +28,6 @@
 namespace cli {
 
 namespace {
-
-attn::WeightType weight_type(const std::string& name) {
-  return name == "bf16"  ? attn::WeightType::bf16
-         : name == "f16" ? attn::WeightType::f16
-                         : attn::WeightType::f32;
-}
 
 // bench's progress on stderr: a bar redrawn in place on a terminal, one line per phase otherwise
 // (a log, a CI job). Rank 0 only.
@@ -94,7 +89,8 @@ void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& pr
                      Workload& w) {
   attn::ModelSpec spec = model_spec(f, shard);
   spec.drawn.clear();
-  for (const std::string& t : f.weight_types) spec.drawn.push_back(weight_type(t));
+  for (const std::string& t : f.weight_types)
+    spec.drawn.push_back(*attn::find_weight_type(t));  // the flag checked it
   const attn::ModelFiles files = attn::find_model_files(spec);
   const std::int64_t rows = std::max(f.run.prefill, kMaxBatch);
   attn::ModelPlan plan = attn::plan_model(bench_args(f, shard), spec, files,

@@ -22,7 +22,7 @@ using attn::sgemm_seconds;
 using attn::StreamMatrix;
 using attn::TensorSpec;
 using attn::Transformer;
-using attn::weight_type_bytes;
+using attn::weight_bytes;
 
 namespace {
 
@@ -40,8 +40,9 @@ std::vector<StreamMatrix> weight_matrices(const Transformer& m) {
     for (const TensorSpec& s : layer_tensor_specs(m.local, views, std::int64_t(l)))
       if (s.slot.matrix) {
         const Matrix& w = *s.slot.matrix;
+        // A row's bytes, in floats: the stream reads bytes, whatever the blocks hold.
         out.push_back({static_cast<const float*>(w.data), s.shape[0],
-                       s.shape[1] * weight_type_bytes(w.type) / 4});
+                       std::int64_t(weight_bytes(w.type, s.shape[1], s.name) / 4)});
       }
   }
   return out;

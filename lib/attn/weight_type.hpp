@@ -223,15 +223,4 @@ inline std::uintptr_t weight_alignment(WeightType t) {
   return traits(t).block_bytes % 4 == 0 ? 4 : traits(t).block_bytes % 2 == 0 ? 2 : 1;
 }
 
-// Bytes per weight of a type whose blocks hold one weight. For callers that sample or size
-// single weights (the session digest, the benchmark's stream sizes); a block type must be
-// addressed by blocks (weight_bytes, Matrix::at) instead.
-inline std::int64_t weight_type_bytes(WeightType t) {
-  const WeightTypeTraits& tt = traits(t);
-  if (tt.block != 1)
-    throw std::logic_error(std::string("weight_type_bytes: ") + tt.name +
-                           " weights are stored in blocks");
-  return tt.block_bytes;
-}
-
 }  // namespace attn

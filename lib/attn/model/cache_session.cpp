@@ -34,11 +34,12 @@ void add_tensor(Digest& d, const TensorSpec& s) {
   const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : n;
   const Matrix m = s.slot.matrix ? *s.slot.matrix : Matrix{*s.slot.vector};
   d.add(&m.type, sizeof m.type);
-  const std::int64_t width = weight_type_bytes(m.type), step = std::max<std::int64_t>(1, n / 1024);
-  for (std::int64_t i = 0; i < n; i += step) {
-    const Matrix row = m.row(i / cols, cols);
-    d.add(static_cast<const char*>(row.data) + (i % cols) * width, std::size_t(width));
-  }
+  // Each sample is the whole block holding weight i, as stored: for blocks of one weight (F32,
+  // BF16, F16) the bytes of that weight alone, so sessions saved before blocks still load.
+  const std::size_t block_bytes = std::size_t(traits(m.type).block_bytes);
+  const std::int64_t step = std::max<std::int64_t>(1, n / 1024);
+  for (std::int64_t i = 0; i < n; i += step)
+    d.add(m.row(i / cols, cols).at(i % cols).data, block_bytes);
 }
 
 // The config's keys as the config event prints them, less the cache's capacity, which a run
