@@ -12,6 +12,7 @@
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
+#include "attn/engine/prompt.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
@@ -113,5 +114,19 @@ TEST_CASE("fuzz regressions: tokenizer.json and a text through it") {
           attn::encode(t, nul == std::string::npos ? "Hello world" : bytes.substr(nul + 1));
       attn::decode(t, ids);
     });
+  }
+}
+
+TEST_CASE("fuzz regressions: token ids as text or JSON") {
+  const auto files = regressions("tokens");
+  CHECK(!files.empty());
+  for (const fs::path& p : files) {
+    attn::TextInput t;
+    t.tokens = slurp(p);
+    accepted_or_refused(p, [&] { attn::prompt_sequences(t, nullptr, 1000); });
+    // Nesting this deep is refused by the structure check, before any value is built.
+    if (p.filename().string().find("deep") != std::string::npos)
+      CHECK_THROWS_WITH_AS(attn::prompt_sequences(t, nullptr, 1000),
+                           doctest::Contains("nest deeper than"), attn::InputError);
   }
 }
