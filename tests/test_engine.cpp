@@ -16,21 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path model_dir(const std::string& name) {
-  return test::golden_dir() / "model" / name;
-}
-
-std::vector<std::int32_t> expected_ints(const std::string& name, const std::string& tensor) {
-  const attn::SafetensorsFile f = attn::open_safetensors(model_dir(name) / "expected.safetensors");
-  const attn::TensorInfo& t = f.info(tensor);
-  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
-  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
-  return v;
-}
-
 attn::ModelSpec spec_of(const std::string& name) {
   attn::ModelSpec s;
-  s.weights = model_dir(name) / (name.starts_with("hf") ? "model.safetensors" : "weights.safetensors");
+  s.weights = test::model_dir(name) / (name.starts_with("hf") ? "model.safetensors" : "weights.safetensors");
   s.threads = 2;
   return s;
 }
@@ -71,13 +59,13 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   attn::ModelSpec s;
   s.weights = dir;
   CHECK(setting_of([&] { attn::find_model_files(s); }) == "weights");  // no checkpoint in it
-  fs::copy_file(model_dir("hf_untied_f32") / "model.safetensors", dir / "model.safetensors");
+  fs::copy_file(test::model_dir("hf_untied_f32") / "model.safetensors", dir / "model.safetensors");
   attn::ModelFiles f = attn::find_model_files(s);
   CHECK(f.weights == dir / "model.safetensors");
   CHECK(f.config.empty());
   CHECK(f.tokenizer.empty());
   CHECK(setting_of([&] { attn::open_engine(s); }) == "config");
-  fs::copy_file(model_dir("hf_untied_f32") / "config.json", dir / "config.json");
+  fs::copy_file(test::model_dir("hf_untied_f32") / "config.json", dir / "config.json");
   std::ofstream(dir / "model.safetensors.index.json") << "{}";
   std::ofstream(dir / "tokenizer.json") << "{}";
   f = attn::find_model_files(s);
@@ -91,8 +79,8 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
 TEST_CASE("engine: every golden token model's greedy chain, and a session continued elsewhere") {
   for (const std::string name : {"meta_f32", "meta_bf16", "hf_untied_f32", "hf_tied_bf16"}) {
     INFO(name);
-    const std::vector<std::int32_t> tokens = expected_ints(name, "tokens"),
-                                    greedy = expected_ints(name, "greedy");
+    const std::vector<std::int32_t> tokens = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
+                                    greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
     const std::span<const std::int32_t> prompt(tokens.data(), 7);  // each case's first prompt
     attn::Engine e = attn::open_engine(spec_of(name), {1, 7, 32});
     CHECK(run_generate(e, prompt, 32, {}) ==

@@ -17,18 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path model_dir(const std::string& name) {
-  return test::golden_dir() / "model" / name;
-}
-
-std::vector<std::int32_t> expected_ints(const std::string& name, const std::string& tensor) {
-  const attn::SafetensorsFile f = attn::open_safetensors(model_dir(name) / "expected.safetensors");
-  const attn::TensorInfo& t = f.info(tensor);
-  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
-  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
-  return v;
-}
-
 std::string ids_text(const std::vector<std::int32_t>& ids, std::size_t from, std::size_t n) {
   std::string s;
   for (std::size_t i = from; i < from + n; ++i) {
@@ -40,8 +28,8 @@ std::string ids_text(const std::vector<std::int32_t>& ids, std::size_t from, std
 
 std::string model_flags(const std::string& name) {
   const std::string weights = name.starts_with("hf") ? "model.safetensors" : "weights.safetensors";
-  return "--config " + (model_dir(name) / "config.json").string() + " -m " +
-         (model_dir(name) / weights).string() + " -t 2";
+  return "--config " + (test::model_dir(name) / "config.json").string() + " -m " +
+         (test::model_dir(name) / weights).string() + " -t 2";
 }
 
 // The token events' ids and the JSON text of each token's top logits (the bits, as printed).
@@ -67,8 +55,8 @@ Tokens tokens_of(const std::string& out) {
 TEST_CASE("generate: the greedy chain of every golden token model, from the command line") {
   for (const std::string name : {"meta_f32", "hf_untied_f32", "hf_tied_bf16"}) {
     INFO(name);
-    const std::vector<std::int32_t> prompt = expected_ints(name, "tokens"),
-                                    greedy = expected_ints(name, "greedy");
+    const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
+                                    greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
     const test::CliResult r = test::run_cli("generate " + model_flags(name) + " --tokens " +
                                             ids_text(prompt, 0, prompt.size()) + " -n 32 --json");
     REQUIRE_MESSAGE(r.status == 0, r.err);
@@ -80,7 +68,7 @@ TEST_CASE("generate: the greedy chain of every golden token model, from the comm
 
 TEST_CASE("generate: a session saved after k steps and continued gives the bits of one run") {
   const std::string name = "hf_tied_bf16", flags = model_flags(name);
-  const std::vector<std::int32_t> prompt = expected_ints(name, "tokens");
+  const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");
   const std::string tokens = " --tokens " + ids_text(prompt, 0, prompt.size());
   const test::CliResult one = test::run_cli("generate " + flags + tokens + " -n 20 --json");
   REQUIRE_MESSAGE(one.status == 0, one.err);
@@ -145,7 +133,7 @@ TEST_CASE("generate: sessions of another config or other weights, and bad ids, a
   CHECK(other_config.status == 2);
   CHECK(other_config.err.find("does not match this run: key '") != std::string::npos);
   const test::CliResult other_weights =
-      test::run_cli("generate --config " + (model_dir(name) / "config.json").string() +
+      test::run_cli("generate --config " + (test::model_dir(name) / "config.json").string() +
                     " -n 1 --load-session " + s.string());
   CHECK(other_weights.status == 2);
   CHECK(other_weights.err.find("other weights") != std::string::npos);
@@ -175,15 +163,15 @@ std::vector<float> dump_tensor(const fs::path& path, const std::string& name) {
 }
 
 std::vector<float> expected_floats(const std::string& name, const std::string& tensor) {
-  return dump_tensor(model_dir(name) / "expected.safetensors", tensor);
+  return dump_tensor(test::model_dir(name) / "expected.safetensors", tensor);
 }
 
 }  // namespace
 
 TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teacher-forced steps") {
   const std::string name = "meta_f32";
-  const std::vector<std::int32_t> prompt = expected_ints(name, "tokens"),
-                                  greedy = expected_ints(name, "greedy");
+  const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
+                                  greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
   std::vector<std::int32_t> tokens = prompt;
   tokens.insert(tokens.end(), greedy.begin(), greedy.begin() + 3);
   const fs::path dump = test::temp_path("tokens_dump.safetensors");
@@ -207,7 +195,7 @@ TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teac
 
 TEST_CASE("run --tokens: a ragged batch is right-padded, each row's logits its own run's") {
   const std::string name = "meta_bf16", flags = model_flags(name);
-  const std::vector<std::int32_t> both = expected_ints(name, "tokens");  // [2, 7]
+  const std::vector<std::int32_t> both = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");  // [2, 7]
   const std::string a = ids_text(both, 0, 7), b = ids_text(both, 7, 4);
   const auto logits = [&](const std::string& tokens, const std::string& file) {
     const fs::path dump = test::temp_path(file);

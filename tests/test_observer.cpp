@@ -68,14 +68,6 @@ struct Recorder {
   Recorder& operator=(const Recorder&) = delete;
 };
 
-std::vector<std::int32_t> ints(const attn::SafetensorsFile& f, const std::string& name) {
-  const attn::TensorInfo& t = f.info(name);
-  REQUIRE(t.dtype == attn::Dtype::I32);
-  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
-  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
-  return v;
-}
-
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   REQUIRE(in);
@@ -101,9 +93,8 @@ TokenCase token_case(const std::string& name) {
     t.batch = c["batch"];
     t.prompt = c["prompt_len"];
     t.greedy_steps = c["greedy_steps"];
-    const attn::SafetensorsFile e = attn::open_safetensors(dir / "expected.safetensors");
-    t.tokens = ints(e, "tokens");
-    t.greedy = ints(e, "greedy");
+    t.tokens = test::i32_tensor(dir / "expected.safetensors", "tokens");
+    t.greedy = test::i32_tensor(dir / "expected.safetensors", "greedy");
     return t;
   }
   FAIL("no model case " << name);

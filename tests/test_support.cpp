@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -85,6 +86,15 @@ CliResult run_shell(const std::string& command) {
   r.err = slurp(err);
   std::filesystem::remove_all(dir);
   return r;
+}
+
+std::vector<std::int32_t> i32_tensor(const std::filesystem::path& file, const std::string& name) {
+  const attn::SafetensorsFile f = attn::open_safetensors(file);
+  const attn::TensorInfo& t = f.info(name);
+  REQUIRE(t.dtype == attn::Dtype::I32);
+  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
+  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
+  return v;
 }
 
 }  // namespace test

@@ -18,6 +18,13 @@ inline std::filesystem::path source_dir() {
 inline std::filesystem::path golden_dir() {
   return source_dir() / "tests" / "golden";
 }
+// A golden token model's folder (tests/golden/model, make_model.py).
+inline std::filesystem::path model_dir(const std::string& name) {
+  return golden_dir() / "model" / name;
+}
+
+// An I32 tensor of a safetensors file, as values (the golden models' tokens and greedy chains).
+std::vector<std::int32_t> i32_tensor(const std::filesystem::path& file, const std::string& name);
 
 struct Tolerance {
   double rtol = 1e-4, atol = 1e-5;

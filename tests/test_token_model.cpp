@@ -26,19 +26,11 @@ struct Expected {
   const float* greedy_logits = nullptr;  // [B, 32, vocab]
 };
 
-std::vector<std::int32_t> ints(const attn::SafetensorsFile& f, const std::string& name) {
-  const attn::TensorInfo& t = f.info(name);
-  REQUIRE(t.dtype == attn::Dtype::I32);
-  std::vector<std::int32_t> v(std::size_t(t.end - t.begin) / 4);
-  std::memcpy(v.data(), f.bytes(t), v.size() * 4);
-  return v;
-}
-
 Expected read_expected(const fs::path& path) {
   Expected e;
   e.file = attn::open_safetensors(path);
-  e.tokens = ints(e.file, "tokens");
-  e.greedy = ints(e.file, "greedy");
+  e.tokens = test::i32_tensor(path, "tokens");
+  e.greedy = test::i32_tensor(path, "greedy");
   e.logits = attn::tensor_as_f32(e.file, "logits", e.logits_storage);
   e.greedy_logits = attn::tensor_as_f32(e.file, "greedy_logits", e.greedy_storage);
   return e;
