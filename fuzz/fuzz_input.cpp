@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "attn/error.hpp"
 #include "attn/engine/run.hpp"
+#include "attn/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const int fd = ::memfd_create("attn_fuzz_input", MFD_CLOEXEC);

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/engine.hpp"
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
-#include "attn/engine/engine.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
@@ -113,9 +113,10 @@ class Model {
   }
 
   // Model(args, weights=None, ...): the cache sized by args, for calls of up to the whole cache.
-  static std::unique_ptr<Model> from_args(const attn::ModelArgs& args, std::optional<std::string> weights,
-                         std::uint64_t seed, int threads, bool attention_weights,
-                         const std::string& compute) {
+  static std::unique_ptr<Model> from_args(const attn::ModelArgs& args,
+                                          std::optional<std::string> weights, std::uint64_t seed,
+                                          int threads, bool attention_weights,
+                                          const std::string& compute) {
     attn::ModelSpec s = spec(threads, compute, seed);
     if (weights) s.weights = *weights;
     py::gil_scoped_release release;
@@ -125,10 +126,10 @@ class Model {
 
   // Model.from_pretrained(path): a checkpoint file or folder with config.json and
   // tokenizer.json beside it, found as attn-cli's -m finds them.
-  static std::unique_ptr<Model> from_pretrained(const std::string& path, std::optional<std::string> config,
-                               std::optional<std::string> tokenizer, std::int64_t max_seq_len,
-                               std::int64_t max_batch_size, int threads, const std::string& compute,
-                               bool attention_weights) {
+  static std::unique_ptr<Model> from_pretrained(
+      const std::string& path, std::optional<std::string> config,
+      std::optional<std::string> tokenizer, std::int64_t max_seq_len, std::int64_t max_batch_size,
+      int threads, const std::string& compute, bool attention_weights) {
     attn::ModelSpec s = spec(threads, compute, 42);
     s.weights = path;
     if (config) s.config = *config;
@@ -219,15 +220,14 @@ class Model {
         throw py::value_error("tokens: every sequence must have the same length (pad them)");
       flat.insert(flat.end(), row.begin(), row.end());
     }
-    py::array_t<float> out({py::ssize_t(B), py::ssize_t(all_positions ? T : 1),
-                            py::ssize_t(args().vocab_size)});
+    py::array_t<float> out(
+        {py::ssize_t(B), py::ssize_t(all_positions ? T : 1), py::ssize_t(args().vocab_size)});
     float* y = out.mutable_data();
     auto lock = hold();
     attn::check_fits(args(), B, start_pos, T, "tokens");
     keep_probabilities(B, T, start_pos);
-    timed(B * T, start_pos + T, [&] {
-      attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions);
-    });
+    timed(B * T, start_pos + T,
+          [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
     return out;
   }
 
@@ -276,8 +276,9 @@ class Model {
   std::vector<std::int32_t> prompt_ids(py::object prompt) const {
     if (py::isinstance<py::str>(prompt)) {
       if (!e_.tokenizer)
-        throw py::value_error("prompt: text needs a tokenizer (Model.from_pretrained finds "
-                              "tokenizer.json beside config.json); give ids instead");
+        throw py::value_error(
+            "prompt: text needs a tokenizer (Model.from_pretrained finds "
+            "tokenizer.json beside config.json); give ids instead");
       return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), {});
     }
     try {
@@ -310,8 +311,7 @@ class Model {
     keep_probabilities(B, T, start_pos);
     float* y = out.mutable_data();
     last_input_ = reinterpret_cast<std::uintptr_t>(in.data());
-    timed(B * T, start_pos + T,
-          [&] { attn::forward_hidden(e_, in.data(), B, T, start_pos, y); });
+    timed(B * T, start_pos + T, [&] { attn::forward_hidden(e_, in.data(), B, T, start_pos, y); });
     return out;
   }
 
@@ -495,9 +495,8 @@ PYBIND11_MODULE(attn, mod) {
            "the memory available before anything is allocated (MemoryError)")
       .def_static("from_pretrained", &Model::from_pretrained, py::arg("path"),
                   py::arg("config") = py::none(), py::arg("tokenizer") = py::none(),
-                  py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 1,
-                  py::arg("threads") = 0, py::arg("compute") = "f32",
-                  py::arg("attention_weights") = false,
+                  py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 1, py::arg("threads") = 0,
+                  py::arg("compute") = "f32", py::arg("attention_weights") = false,
                   "a checkpoint as attn-cli -m opens it: a safetensors file, a Hugging Face index "
                   "or a folder holding one, with config.json and tokenizer.json found beside it; "
                   "max_seq_len 0: the config's (capped as attn-cli caps it)")
@@ -514,7 +513,7 @@ PYBIND11_MODULE(attn, mod) {
             return t ? py::cast(&*t, py::return_value_policy::reference_internal, self)
                      : py::none();
           },
-                             "the Tokenizer found beside the config, or None")
+          "the Tokenizer found beside the config, or None")
       .def("prefill", &Model::prefill, py::arg("x"), py::arg("start_pos") = 0,
            py::arg("mask") = py::none(), py::arg("attention_mask") = py::none(),
            "x [batch, seqlen, dim] float32 at positions start_pos..: the output [batch, seqlen, "
@@ -551,8 +550,7 @@ PYBIND11_MODULE(attn, mod) {
           "all_positions); the cache keeps them, as prefill does")
       .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = 32,
            py::arg("temp") = 0.0, py::arg("top_k") = 40, py::arg("top_p") = 0.95,
-           py::arg("min_p") = 0.05, py::arg("seed") = 42,
-           py::arg("stop") = py::none(),
+           py::arg("min_p") = 0.05, py::arg("seed") = 42, py::arg("stop") = py::none(),
            "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
            "chooses them (greedy unless temp > 0), stopping after an id in stop (None: the "
            "tokenizer's end-of-sequence ids); after load_session, continues the session")

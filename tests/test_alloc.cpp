@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <new>
 
+#include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
-#include "attn/engine/run.hpp"
 
 namespace {
 std::atomic<long> g_allocations{0};

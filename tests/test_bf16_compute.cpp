@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

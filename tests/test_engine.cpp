@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 
 attn::ModelSpec spec_of(const std::string& name) {
   attn::ModelSpec s;
-  s.weights = test::model_dir(name) / (name.starts_with("hf") ? "model.safetensors" : "weights.safetensors");
+  s.weights = test::model_dir(name) /
+              (name.starts_with("hf") ? "model.safetensors" : "weights.safetensors");
   s.threads = 2;
   return s;
 }
@@ -79,8 +80,10 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
 TEST_CASE("engine: every golden token model's greedy chain, and a session continued elsewhere") {
   for (const std::string name : {"meta_f32", "meta_bf16", "hf_untied_f32", "hf_tied_bf16"}) {
     INFO(name);
-    const std::vector<std::int32_t> tokens = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
-                                    greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
+    const std::vector<std::int32_t> tokens = test::i32_tensor(
+                                        test::model_dir(name) / "expected.safetensors", "tokens"),
+                                    greedy = test::i32_tensor(
+                                        test::model_dir(name) / "expected.safetensors", "greedy");
     const std::span<const std::int32_t> prompt(tokens.data(), 7);  // each case's first prompt
     attn::Engine e = attn::open_engine(spec_of(name), {1, 7, 32});
     CHECK(run_generate(e, prompt, 32, {}) ==
@@ -132,8 +135,7 @@ TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0
   CHECK(e.filled == 6);
   attn::forward_hidden(e, x.data(), 2, 5, 0, y.data());
   CHECK(setting_of([&] { attn::forward_hidden(e, x.data(), 2, 1, 6, y.data()); }) == "start_pos");
-  CHECK(setting_of([&] { attn::forward_hidden(e, x.data(), 2, 4, 5, y.data()); }) ==
-        "max_seq_len");
+  CHECK(setting_of([&] { attn::forward_hidden(e, x.data(), 2, 4, 5, y.data()); }) == "max_seq_len");
   const float good[2] = {1, 0}, bad[2] = {1, 0.5f};
   CHECK_THROWS_AS(attn::set_padding(e, bad, 2, 1, 5), attn::InputError);
   CHECK(e.model.mask.keep == nullptr);  // a refused mask changes nothing

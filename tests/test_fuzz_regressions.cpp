@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/prompt.hpp"
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
-#include "attn/engine/prompt.hpp"
-#include "attn/engine/run.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
 

@@ -55,8 +55,10 @@ Tokens tokens_of(const std::string& out) {
 TEST_CASE("generate: the greedy chain of every golden token model, from the command line") {
   for (const std::string name : {"meta_f32", "hf_untied_f32", "hf_tied_bf16"}) {
     INFO(name);
-    const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
-                                    greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
+    const std::vector<std::int32_t> prompt = test::i32_tensor(
+                                        test::model_dir(name) / "expected.safetensors", "tokens"),
+                                    greedy = test::i32_tensor(
+                                        test::model_dir(name) / "expected.safetensors", "greedy");
     const test::CliResult r = test::run_cli("generate " + model_flags(name) + " --tokens " +
                                             ids_text(prompt, 0, prompt.size()) + " -n 32 --json");
     REQUIRE_MESSAGE(r.status == 0, r.err);
@@ -68,7 +70,8 @@ TEST_CASE("generate: the greedy chain of every golden token model, from the comm
 
 TEST_CASE("generate: a session saved after k steps and continued gives the bits of one run") {
   const std::string name = "hf_tied_bf16", flags = model_flags(name);
-  const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");
+  const std::vector<std::int32_t> prompt =
+      test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");
   const std::string tokens = " --tokens " + ids_text(prompt, 0, prompt.size());
   const test::CliResult one = test::run_cli("generate " + flags + tokens + " -n 20 --json");
   REQUIRE_MESSAGE(one.status == 0, one.err);
@@ -170,8 +173,10 @@ std::vector<float> expected_floats(const std::string& name, const std::string& t
 
 TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teacher-forced steps") {
   const std::string name = "meta_f32";
-  const std::vector<std::int32_t> prompt = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens"),
-                                  greedy = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "greedy");
+  const std::vector<std::int32_t> prompt = test::i32_tensor(
+                                      test::model_dir(name) / "expected.safetensors", "tokens"),
+                                  greedy = test::i32_tensor(
+                                      test::model_dir(name) / "expected.safetensors", "greedy");
   std::vector<std::int32_t> tokens = prompt;
   tokens.insert(tokens.end(), greedy.begin(), greedy.begin() + 3);
   const fs::path dump = test::temp_path("tokens_dump.safetensors");
@@ -195,7 +200,8 @@ TEST_CASE("run --tokens: the dump's logits are the reference's, prefill and teac
 
 TEST_CASE("run --tokens: a ragged batch is right-padded, each row's logits its own run's") {
   const std::string name = "meta_bf16", flags = model_flags(name);
-  const std::vector<std::int32_t> both = test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");  // [2, 7]
+  const std::vector<std::int32_t> both =
+      test::i32_tensor(test::model_dir(name) / "expected.safetensors", "tokens");  // [2, 7]
   const std::string a = ids_text(both, 0, 7), b = ids_text(both, 7, 4);
   const auto logits = [&](const std::string& tokens, const std::string& file) {
     const fs::path dump = test::temp_path(file);

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attn/kernels/matmul.hpp"
 #include "attn/engine/run.hpp"
+#include "attn/kernels/matmul.hpp"
 #include "test_support.hpp"
 
 namespace {

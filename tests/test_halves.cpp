@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/engine/run.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

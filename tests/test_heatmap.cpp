@@ -140,7 +140,7 @@ TEST_CASE("heatmap from token ids: labelled axes, --batch-row, --scale, the wrot
   cli::HeatmapOptions o;
   for (int id = 5; id <= 13; ++id) o.labels.push_back(id <= 7 ? std::to_string(id) : "");
   const cli::HeatmapLayout labelled = cli::heatmap_layout(a, 9, o),
-                            plain = cli::heatmap_layout(a, 9);
+                           plain = cli::heatmap_layout(a, 9);
   CHECK(png.w == labelled.width);
   CHECK(png.h == labelled.height);
   CHECK(labelled.height > plain.height);  // room for the keys' labels below each panel

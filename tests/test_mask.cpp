@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/kernels/matmul.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -6,10 +6,10 @@
 
 #include <cmath>
 
+#include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/rng.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -14,12 +14,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/observer.hpp"
 #include "attn/model/parallel.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

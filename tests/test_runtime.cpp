@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/model.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -91,11 +91,11 @@ TEST_CASE("session: the CLI's dump holds the session's outputs bit for bit") {
   attn::Run s = attn::open_run(attn::plan_run(r));
   attn::run(s, [](const attn::Event&) {});
   attn::write_dump(s);
-  const test::CliResult cli =
-      test::run_cli("run -t 2 --config " + (test::golden_dir() / name / "config.json").string() +
-                    " --weights " + r.model.weights.string() + " --input " + r.input.string() + " -b " +
-                    std::to_string(r.opts.batch) + " --prefill " + std::to_string(r.opts.prefill) +
-                    " --steps " + std::to_string(r.opts.steps) + " --dump " + cli_dump.string());
+  const test::CliResult cli = test::run_cli(
+      "run -t 2 --config " + (test::golden_dir() / name / "config.json").string() + " --weights " +
+      r.model.weights.string() + " --input " + r.input.string() + " -b " +
+      std::to_string(r.opts.batch) + " --prefill " + std::to_string(r.opts.prefill) + " --steps " +
+      std::to_string(r.opts.steps) + " --dump " + cli_dump.string());
   INFO(cli.err);
   REQUIRE(cli.status == 0);
   compare_outputs(s, attn::open_safetensors(cli_dump), std::nullopt);

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/kernels/attention.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
-#include "attn/engine/run.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -104,7 +104,8 @@ TEST_CASE("user's words: a Hugging Face config takes its batch from the run and 
   CHECK(r.err.find("max_position_embeddings is 131072; the cache holds 4096 positions") !=
         std::string::npos);
   // The flag sets it, and then it holds.
-  refused(base + " -b 2 --max-batch 1", {"max_batch_size 1", "max_batch_size 2 makes room", "(set with --max-batch)"});
+  refused(base + " -b 2 --max-batch 1",
+          {"max_batch_size 1", "max_batch_size 2 makes room", "(set with --max-batch)"});
   refused(base + " --prefill 5000", {"max_seq_len is 4096", "--max-seq-len"});
   r = test::run_cli(base + " --max-seq-len 64");
   CHECK(r.status == 0);

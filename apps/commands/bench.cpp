@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/memory.hpp"
-#include "attn/engine/run.hpp"
 #include "attn/model/weights.hpp"
 #include "attn/weight_type.hpp"
 #include "bench_report.hpp"

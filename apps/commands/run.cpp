@@ -8,11 +8,11 @@
 #include <ostream>
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/runtime.hpp"
-#include "attn/engine/run.hpp"
 #include "commands/commands.hpp"
 #include "commands/setup.hpp"
 #include "flags.hpp"
@@ -73,8 +73,7 @@ void check_print_attention(const attn::RunRequest& r) {
 }
 
 // The heatmap's sequence, scale, padding and token labels (a prompt's pieces, or its ids).
-HeatmapOptions heatmap_options(const Options& f, const attn::Run& se,
-                               const PromptTokens& prompt) {
+HeatmapOptions heatmap_options(const Options& f, const attn::Run& se, const PromptTokens& prompt) {
   const attn::RunOptions& o = se.request.opts;
   const std::int64_t T = o.prefill + o.steps;
   HeatmapOptions h{f.batch_row,
@@ -115,8 +114,8 @@ attn::RunWriter png_writer(const Options& f, const attn::Shard& shard, const Pro
           }};
 }
 
-attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard,
-                     PromptTokens& prompt, std::string& png_size) {
+attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard, PromptTokens& prompt,
+                     std::string& png_size) {
   const bool heatmap = c == Command::heatmap;
   if (shard.rank == 0 && !std::cout)  // see keep_standard_streams (attn_cli.cpp)
     throw std::runtime_error(

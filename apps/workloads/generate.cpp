@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "attn/engine/engine.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
-#include "attn/engine/engine.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "flags.hpp"
 #include "workloads/trace.hpp"
@@ -61,7 +61,8 @@ PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::i
   const ModelFiles files = find_model_files(spec);
   PromptTokens p;
   if (t.wants_text() && files.tokenizer.empty())
-    throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside the config)");
+    throw InputError(
+        "--tokenizer is needed to read a prompt (no tokenizer.json beside the config)");
   p.tokenizer = open_tokenizer(files);
   p.sequences = prompt_sequences(t, p.tokenizer ? &*p.tokenizer : nullptr, vocab);
   return p;
@@ -87,7 +88,8 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
                                           std::optional<Tokenizer>& tok) {
   const ModelFiles files = find_model_files(spec);
   if (files.config.empty())
-    throw InputError("generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
+    throw InputError(
+        "generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
   if (f.text.wants_text() && files.tokenizer.empty())
     throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside " +
                      escape(files.config.string()) + ")");
@@ -159,12 +161,13 @@ int generate_command(const Options& f) {
   }
   std::cout.flush();
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
-  generate(e, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
-    if (f.json && t.step == 0)
-      print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
-    print_token(f, e, stream, t);
-    std::cout.flush();
-  });
+  generate(e, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(),
+           [&](const Generated& t) {
+             if (f.json && t.step == 0)
+               print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
+             print_token(f, e, stream, t);
+             std::cout.flush();
+           });
   print_summary(f, e);
   print_timing(e.generation,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -180,7 +183,8 @@ int tokenize_command(const Options& f) {
   if (f.text.tokenizer.empty()) throw InputError("--tokenizer is needed to read a prompt");
   const Tokenizer tok = load_tokenizer(f.text.tokenizer);
   if (f.decode) {
-    const std::vector<std::int32_t> ids = one_sequence(prompt_sequences(f.text, &tok, tok.vocab_size()));
+    const std::vector<std::int32_t> ids =
+        one_sequence(prompt_sequences(f.text, &tok, tok.vocab_size()));
     const std::string text = decode(tok, ids, {false, false});
     if (f.json)
       std::cout << json{{"ids", ids}, {"text", text}}.dump() << '\n';

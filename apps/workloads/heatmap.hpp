@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/run.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
-#include "attn/engine/run.hpp"
 
 namespace cli {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/run.hpp"      // Event
 #include "attn/io/safetensors.hpp"  // shape_text
 #include "attn/model/config.hpp"
-#include "attn/engine/run.hpp"  // Event
 
 namespace cli {
 

@@ -62,7 +62,8 @@ Engine open_engine(const ModelSpec& spec, EngineShape shape, std::optional<Model
   if (!tok) tok = open_tokenizer(files);
   check_tokenizer(tok, a);
   const std::int64_t positions = shape.positions > 0 ? shape.positions : a.max_seq_len;
-  RunShape run{shape.batch, positions, shape.steps, std::max<std::int64_t>(1, shape.batch * positions)};
+  RunShape run{shape.batch, positions, shape.steps,
+               std::max<std::int64_t>(1, shape.batch * positions)};
   ModelPlan plan = plan_model(a, spec, files, run);
   Engine e{std::move(files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
   if (e.tokenizer) e.eos = e.tokenizer->eos;
@@ -143,7 +144,8 @@ void generate(Engine& e, std::span<const std::int32_t> prompt, std::int64_t step
   e.resume = false;
   if (prompt.empty() && g.logits.empty())
     throw InputError("generation needs a prompt (or a cache session to continue)", "prompt");
-  if (steps < 0) throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
+  if (steps < 0)
+    throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
   const std::int64_t before = std::int64_t(g.tokens.size());
   check_token_ids(prompt, a.vocab_size, "prompt");
   check_fits(a, 1, before, std::int64_t(prompt.size()) + steps, "the prompt and steps");

@@ -13,8 +13,8 @@
 #include "attn/engine/open.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/io/output.hpp"
-#include "attn/model/input.hpp"
 #include "attn/model/generate.hpp"
+#include "attn/model/input.hpp"
 #include "attn/text/tokenizer.hpp"
 
 namespace attn {
@@ -66,8 +66,8 @@ void forward_hidden(Engine& e, const float* x, std::int64_t batch, std::int64_t 
 
 // Meta's Transformer.forward(tokens, start_pos): logits of each sequence's last position
 // [batch, vocab_size], or every position's [batch, seqlen, vocab_size] with all_positions.
-void forward_tokens(Engine& e, const std::int32_t* tokens, std::int64_t batch,
-                    std::int64_t seqlen, std::int64_t start_pos, float* out, bool all_positions);
+void forward_tokens(Engine& e, const std::int32_t* tokens, std::int64_t batch, std::int64_t seqlen,
+                    std::int64_t start_pos, float* out, bool all_positions);
 
 // Forgets the cache's positions: the next call starts at 0.
 void reset(Engine& e);

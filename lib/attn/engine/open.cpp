@@ -26,9 +26,9 @@ bool is_file(const fs::path& p) {
 fs::path weights_in(const fs::path& dir) {
   for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
     if (is_file(dir / name)) return dir / name;
-  throw InputError(escape(dir.string()) +
-                       ": a folder without model.safetensors.index.json or model.safetensors",
-                   "weights");
+  throw InputError(
+      escape(dir.string()) + ": a folder without model.safetensors.index.json or model.safetensors",
+      "weights");
 }
 
 }  // namespace
@@ -39,8 +39,8 @@ ModelFiles find_model_files(const ModelSpec& spec) {
   const bool per_rank = spec.weights.string().find("{rank}") != std::string::npos;
   if (!spec.weights.empty() && !per_rank && !fs::exists(spec.weights, ec))
     throw InputError(escape(spec.weights.string()) + ": no such file or folder", "weights");
-  f.weights = !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights)
-                                                            : spec.weights;
+  f.weights =
+      !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
   f.config = spec.config;
   if (f.config.empty() && !f.weights.empty()) {
     const fs::path beside = f.weights.parent_path() / "config.json";
@@ -69,8 +69,8 @@ void use_token_ends(ModelArgs& a, bool head) {
   a.logits_out = a.vocab_size > 0 && (a.has_last_layer() || head);
 }
 
-ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files,
-                     RunShape shape, std::vector<MemoryPart> extra) {
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files, RunShape shape,
+                     std::vector<MemoryPart> extra) {
   check_shard(args, spec.shard);
   shape.threads = spec.threads < 1 ? cores() : spec.threads;
   shape.compute = spec.compute;
@@ -84,7 +84,8 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& fi
     for (const WeightType t : spec.drawn) {  // every drawn model at once, each in its own type
       RunShape typed = shape;
       typed.matrices = {t};
-      const std::string prefix = spec.drawn.size() > 1 ? weight_type_name(t) + std::string(" ") : "";
+      const std::string prefix =
+          spec.drawn.size() > 1 ? weight_type_name(t) + std::string(" ") : "";
       for (MemoryPart& p : memory_parts(args, typed, spec.shard))
         parts.push_back({prefix + p.name, p.bytes, p.reserved});
     }
@@ -97,9 +98,9 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& fi
 Transformer load_model(ModelPlan& plan, const ModelSpec& spec, std::size_t drawn_index) {
   const ModelArgs& a = plan.args;
   if (!plan.drawn && !plan.weights) throw std::logic_error("load_model: the file is loaded once");
-  TransformerWeights w =
-      plan.drawn ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index))
-                 : load_weights(a, std::move(*plan.weights), spec.shard);
+  TransformerWeights w = plan.drawn
+                             ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index))
+                             : load_weights(a, std::move(*plan.weights), spec.shard);
   plan.weights.reset();
   return make_transformer(a, std::move(w), plan.shape.max_rows,
                           make_runtime(plan.shape.threads, kParallelFlops, "", spec.compute),

@@ -27,7 +27,8 @@ struct ModelSpec {
   ConfigOverrides overrides;
   std::optional<Mask> mask;  // none: the config's
   std::uint64_t seed = 42;   // of drawn weights
-  // Drawn weights' matrix types: one model each (the benchmark compares them); a file's are its own.
+  // Drawn weights' matrix types: one model each (the benchmark compares them); a file's are its
+  // own.
   std::vector<WeightType> drawn = {WeightType::f32};
   int threads = 0;  // < 1: one per core
   Compute compute = Compute::f32;
@@ -59,8 +60,8 @@ struct ModelPlan {
   std::optional<WeightsSource> weights;  // the file's, until load_model maps it
   bool drawn = true;                     // no file: spec.drawn's types
 };
-ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files,
-                     RunShape shape, std::vector<MemoryPart> extra = {});
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files, RunShape shape,
+                     std::vector<MemoryPart> extra = {});
 
 // The weights (mapped, or drawn in spec.drawn[drawn_index]'s type), the runtime and the model,
 // sized for forward calls of up to plan.shape.max_rows rows.

@@ -32,9 +32,7 @@ json parse_ids_json(const std::string& text, const std::string& what) {
       [&](const JsonStructure&, const std::string& key) {
         throw InputError(what + ": key " + quoted(key, 60) + " twice");
       },
-      [&](const JsonStructure&, const std::string& many) {
-        throw InputError(what + ": " + many);
-      });
+      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -89,8 +87,7 @@ std::vector<std::vector<std::int32_t>> parse_sequences(const std::string& text,
       text.find('[', first + 1) < text.find(']', first + 1)) {
     const json j = parse_ids_json(text, what);
     if (!j.is_array()) throw InputError(what + ": expected a JSON array of token id arrays");
-    for (std::size_t b = 0; b < j.size(); ++b)
-    {
+    for (std::size_t b = 0; b < j.size(); ++b) {
       const std::string name = what + " sequence " + std::to_string(b);
       out.push_back(ids_from_json(j[b], name));
       check_token_ids(out.back(), vocab, name);
@@ -157,18 +154,16 @@ std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, cons
   try {
     if (!t.tokens.empty()) return parse_sequences(t.tokens, "token ids", vocab);
     if (!t.tokens_file.empty())
-      return parse_sequences(read_text_input(t.tokens_file, "tokens file"),
-                             escape(t.tokens_file), vocab);
+      return parse_sequences(read_text_input(t.tokens_file, "tokens file"), escape(t.tokens_file),
+                             vocab);
   } catch (const InputError& e) {  // the option the ids came from, for the front to name
     throw InputError(e.what(), t.tokens.empty() ? "tokens_file" : "tokens");
   }
   if (t.wants_text() && !tok)
-    throw InputError("a tokenizer is needed to read a prompt's text (tokenizer.json)",
-                     "tokenizer");
+    throw InputError("a tokenizer is needed to read a prompt's text (tokenizer.json)", "tokenizer");
   std::vector<std::vector<std::int32_t>> out;
   if (!t.prompt_file.empty())
-    out.push_back(
-        encode_prompt(*tok, t, read_text_input(t.prompt_file, "prompt file"), vocab));
+    out.push_back(encode_prompt(*tok, t, read_text_input(t.prompt_file, "prompt file"), vocab));
   for (const std::string& text : t.prompt) out.push_back(encode_prompt(*tok, t, text, vocab));
   return out;
 }

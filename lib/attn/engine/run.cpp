@@ -123,7 +123,6 @@ void prefill_logits(Transformer& m, const Inspect& inspect, std::int64_t B, std:
 
 }  // namespace
 
-
 double attention_weights_bytes(const ModelArgs& a, const RunOptions& o) {
   // In double: a config at every cap (2^24) would overflow 64 bits; exact below 2^53.
   const double P = double(o.prefill), N = double(o.steps);
@@ -135,12 +134,12 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
   if (!inspect.attention_weights) return;
   const double bytes = attention_weights_bytes(a, o);
   if (bytes > double(kAttentionWeightsLimit))
-    throw InputError("the attention weights would keep " +
-                     std::to_string(std::int64_t(bytes / (1 << 20))) +
-                     " MiB of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
-                     "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
-                     "batch",
-                     "attention_weights");
+    throw InputError(
+        "the attention weights would keep " + std::to_string(std::int64_t(bytes / (1 << 20))) +
+            " MiB of probabilities (n_layers x batch x n_heads x (P*P + decode keys) "
+            "floats), over the limit of 1 GiB: use fewer positions, layers or a smaller "
+            "batch",
+        "attention_weights");
 }
 
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
@@ -255,9 +254,11 @@ void plan_tokens(RunRequest& r) {
                      ": token input needs a token model (vocab_size > 0, with "
                      "tok_embeddings, norm and output); this config has vocab_size " +
                      std::to_string(a.vocab_size));
-  if (!r.input.empty()) throw InputError("an input file and token input: give one of them", "input");
+  if (!r.input.empty())
+    throw InputError("an input file and token input: give one of them", "input");
   if (r.model.shard.size > 1)
-    throw InputError("token input runs on one process (model_parallel_size 1)", "model_parallel_size");
+    throw InputError("token input runs on one process (model_parallel_size 1)",
+                     "model_parallel_size");
   if (!a.has_first_layer())
     throw InputError("layers " + std::to_string(a.first_layer) + ":" +
                      std::to_string(a.first_layer + a.n_layers) +

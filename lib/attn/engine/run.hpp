@@ -71,7 +71,6 @@ double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
 // Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
 void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);
 
-
 // The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
 // with inspect.attention_weights the run keeps the probabilities through an observer of its own,
 // in m.observer's place until it returns.
@@ -99,8 +98,8 @@ struct RunWriter {
 
 // Everything a run needs, as data: what the CLI's flags say, or what a library user sets.
 struct RunRequest {
-  ModelArgs args;          // the config, overrides applied
-  RunOptions opts;         // B, P, N
+  ModelArgs args;           // the config, overrides applied
+  RunOptions opts;          // B, P, N
   bool batch_given = true;  // false: B is the input file's
   // The weights (a file, an index or a folder; empty: drawn from model.seed, which draws the
   // input too), the threads, compute and this rank: the model as the engine opens it.
@@ -113,8 +112,8 @@ struct RunRequest {
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
-  bool all_logits = false;  // every prefill position's logits
-  bool logits = false;      // the head after a slice of layers that stops short of the last
+  bool all_logits = false;         // every prefill position's logits
+  bool logits = false;             // the head after a slice of layers that stops short of the last
   std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
 };
 
@@ -146,7 +145,8 @@ void run(Run& s, const std::function<void(const Event&)>& on_event);
 
 // The run's files (the dump, then request.writers) staged, then `before_commit` (a front's last
 // check, such as its trace having reached stdout), then all committed.
-void write_outputs(const Run& s, const std::function<void()>& before_commit = [] {});
+void write_outputs(
+    const Run& s, const std::function<void()>& before_commit = [] {});
 
 // write_outputs with no check before the commit.
 inline void write_dump(const Run& s) {

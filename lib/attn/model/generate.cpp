@@ -86,8 +86,9 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
     const bool last = step + 1 == steps || std::find(stop.begin(), stop.end(), id) != stop.end();
     if (last && !feed_last) break;
     if (pos + 1 > m.args.max_seq_len)
-      throw InputError("the cache is full at " + std::to_string(pos) +
-                       " positions: raise max_seq_len for more", "max_seq_len");
+      throw InputError(
+          "the cache is full at " + std::to_string(pos) + " positions: raise max_seq_len for more",
+          "max_seq_len");
     const auto t0 = std::chrono::steady_clock::now();
     forward(m, &id, 1, 1, pos, g.logits.data());
     g.eval_seconds += seconds_since(t0);

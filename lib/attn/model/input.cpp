@@ -120,29 +120,27 @@ std::int64_t input_batch(const std::filesystem::path& path) {
   return it->second.shape[0];
 }
 
-void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos,
-                std::int64_t seqlen, const std::string& what) {
+void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos, std::int64_t seqlen,
+                const std::string& what) {
   if (batch < 1)
     throw InputError(what + ": batch " + std::to_string(batch) + " must be at least 1", "batch");
   if (batch > a.max_batch_size)
     throw InputError(what + ": batch " + std::to_string(batch) +
-                         " is over the cache's max_batch_size " +
-                         std::to_string(a.max_batch_size) + " (" + a.source + "; max_batch_size " +
-                         std::to_string(batch) + " makes room)",
+                         " is over the cache's max_batch_size " + std::to_string(a.max_batch_size) +
+                         " (" + a.source + "; max_batch_size " + std::to_string(batch) +
+                         " makes room)",
                      "max_batch_size");
   // Each term alone first, so that their sum cannot overflow.
   if (seqlen < 0 || start_pos < 0 || start_pos > a.max_seq_len ||
       seqlen > a.max_seq_len - start_pos) {
     const bool room = start_pos >= 0 && seqlen >= 0 && start_pos <= (std::int64_t(1) << 24) &&
                       seqlen <= (std::int64_t(1) << 24);
-    throw InputError(what + ": the cache is full: positions " + std::to_string(start_pos) + ".." +
-                         std::to_string(start_pos + seqlen - 1) + " need " +
-                         std::to_string(start_pos + seqlen) + ", but max_seq_len is " +
-                         std::to_string(a.max_seq_len) + " (" + a.source +
-                         (room ? "; max_seq_len " + std::to_string(start_pos + seqlen) +
-                                     " makes room)"
-                               : ")"),
-                     "max_seq_len");
+    throw InputError(
+        what + ": the cache is full: positions " + std::to_string(start_pos) + ".." +
+            std::to_string(start_pos + seqlen - 1) + " need " + std::to_string(start_pos + seqlen) +
+            ", but max_seq_len is " + std::to_string(a.max_seq_len) + " (" + a.source +
+            (room ? "; max_seq_len " + std::to_string(start_pos + seqlen) + " makes room)" : ")"),
+        "max_seq_len");
   }
 }
 

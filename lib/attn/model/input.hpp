@@ -2,8 +2,8 @@
 // A run's input: x [B, T, dim] drawn from a seed or read from a safetensors file, with the
 // optional padding mask of a ragged batch (Hugging Face's attention_mask [B, T]) beside it.
 #include <cstdint>
-#include <string>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "attn/model/config.hpp"
@@ -24,8 +24,8 @@ bool padding_value(double v, const std::string& what, std::int64_t b, std::int64
 // Refuses (InputError, naming the setting max_batch_size or max_seq_len) a call of `batch`
 // sequences at positions start_pos..start_pos+seqlen-1 that the cache cannot hold; `what` names
 // the input in the message. The one capacity check of every front.
-void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos,
-                std::int64_t seqlen, const std::string& what);
+void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos, std::int64_t seqlen,
+                const std::string& what);
 
 // Refuses (InputError) a batch or a number of positions the cache cannot hold, before any work.
 void check_capacity(const ModelArgs& args, const RunOptions& opts);

@@ -274,7 +274,8 @@ void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, 
   const ModelArgs& a = m.args;
   const Matrix& e = m.weights.tokens.tok_embeddings;
   check_token_ids({tokens, std::size_t(rows)}, a.vocab_size, "tokens");
-  for (std::int64_t r = 0; r < rows; ++r) widen_to_f32(m.rt, e.row(tokens[r], a.dim), 1, a.dim, h + r * a.dim);
+  for (std::int64_t r = 0; r < rows; ++r)
+    widen_to_f32(m.rt, e.row(tokens[r], a.dim), 1, a.dim, h + r * a.dim);
 }
 
 namespace {
