@@ -119,6 +119,14 @@ TEST_CASE("engine: the cache's capacity, at and around each bound, names its set
   CHECK(setting_of([&] { attn::check_fits(a, 1, -1, 1, "x"); }) == "max_seq_len");
   CHECK(setting_of([&] { attn::check_fits(a, 3, 0, 1, "x"); }) == "max_batch_size");
   CHECK(setting_of([&] { attn::check_fits(a, 0, 0, 1, "x"); }) == "batch");
+  // A run's prefill and steps together: the room it names is their sum.
+  CHECK_THROWS_WITH_AS(attn::check_capacity(a, {1, 7, 3}),
+                       doctest::Contains("positions 0..9 need 10, but max_seq_len is 8"),
+                       attn::InputError);
+  CHECK_THROWS_WITH_AS(attn::check_capacity(a, {1, 7, 3}),
+                       doctest::Contains("max_seq_len 10 makes room"), attn::InputError);
+  CHECK(setting_of([&] { attn::check_capacity(a, {1, INT64_MAX, INT64_MAX}); }) == "max_seq_len");
+  CHECK(setting_of([&] { attn::check_capacity(a, {2, 5, 3}); }) == "(none)");
 }
 
 TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0 or 1") {

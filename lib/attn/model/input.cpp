@@ -147,8 +147,10 @@ void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos, 
 void check_capacity(const ModelArgs& a, const RunOptions& o) {
   if (o.batch < 1 || o.prefill < 0 || o.steps < 0)
     throw InputError("the batch must be at least 1, the prefill and the steps at least 0", "batch");
-  check_fits(a, o.batch, 0, o.prefill, "the run");  // each alone first: the sum cannot overflow
-  check_fits(a, o.batch, 0, o.steps, "the run");
+  // A term past 2^40 is refused alone (no cache holds it), so that the sum cannot overflow.
+  constexpr std::int64_t kHuge = std::int64_t(1) << 40;
+  if (o.prefill > kHuge || o.steps > kHuge)
+    check_fits(a, o.batch, 0, std::max(o.prefill, o.steps), "the run");
   check_fits(a, o.batch, 0, o.prefill + o.steps, "the run");
   if (o.prefill + o.steps < 1)
     throw InputError("nothing to run: the prefill and the steps are both 0", "steps");
