@@ -113,9 +113,10 @@ TEST_CASE("generate: a session saved after k steps and continued gives the bits 
 // The weights digest decides whether a saved session loads: were it to drift, every session saved
 // before would be refused. Pinned as computed before the digest sampled whole blocks.
 TEST_CASE("generate: a session's weights fingerprint is the one sessions were saved with") {
-  for (const auto& [name, fingerprint] :
-       {std::pair<std::string, std::string>{"meta_f32", "7b4124bb1759138a"},
-        {"meta_bf16", "f3f9e3bfe38e317c"}}) {
+  for (const auto& pinned : {std::pair<std::string, std::string>{"meta_f32", "7b4124bb1759138a"},
+                             {"meta_bf16", "f3f9e3bfe38e317c"}}) {
+    const std::string& name = pinned.first;          // a plain reference: clang 14's CAPTURE cannot
+    const std::string& fingerprint = pinned.second;  // capture a structured binding
     CAPTURE(name);
     const fs::path s = test::temp_path("fingerprint_" + name + ".safetensors");
     REQUIRE(test::run_cli("generate " + model_flags(name) + " --tokens 1,2,3 -n 1 --save-session " +

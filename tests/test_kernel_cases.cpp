@@ -381,7 +381,7 @@ void check_lanes(const Case& c) {
   attn::pack_lanes(in.x.data(), c.M, c.K, xl.data());
   std::vector<float> xg(std::size_t(attn::gemm_rows_floats(c.M, c.K)));
   attn::pack_gemm_rows(in.x.data(), c.M, c.K, xg.data());
-  std::vector<float> panel(std::size_t(attn::gemm_panel_floats()));
+  std::vector<float> panel(static_cast<std::size_t>(attn::gemm_panel_floats()));
   std::vector<float> out = in.init, gemm = in.init;
   attn::batch_lanes(w.matrix(), c.ldw, xl.data(), c.M, c.K, out.data(), c.n, c.n, c.accumulate);
   attn::gemm_avx512(w.matrix(), c.ldw, xg.data(), c.M, c.K, gemm.data(), c.n, c.n, c.accumulate,

@@ -133,12 +133,17 @@ void check_fits(const ModelArgs& a, std::int64_t batch, std::int64_t start_pos, 
   // Each term alone first, so that their sum cannot overflow.
   if (seqlen < 0 || start_pos < 0 || start_pos > a.max_seq_len ||
       seqlen > a.max_seq_len - start_pos) {
+    // A sum only of terms a cache could hold (max_seq_len is at most 2^24) is worth printing.
     const bool room = start_pos >= 0 && seqlen >= 0 && start_pos <= (std::int64_t(1) << 24) &&
                       seqlen <= (std::int64_t(1) << 24);
+    const std::string need = room ? "positions " + std::to_string(start_pos) + ".." +
+                                        std::to_string(start_pos + seqlen - 1) + " need " +
+                                        std::to_string(start_pos + seqlen)
+                                  : std::to_string(seqlen) + " positions from " +
+                                        std::to_string(start_pos) + " need more";
     throw InputError(
-        what + ": the cache is full: positions " + std::to_string(start_pos) + ".." +
-            std::to_string(start_pos + seqlen - 1) + " need " + std::to_string(start_pos + seqlen) +
-            ", but max_seq_len is " + std::to_string(a.max_seq_len) + " (" + a.source +
+        what + ": the cache is full: " + need + ", but max_seq_len is " +
+            std::to_string(a.max_seq_len) + " (" + a.source +
             (room ? "; max_seq_len " + std::to_string(start_pos + seqlen) + " makes room)" : ")"),
         "max_seq_len");
   }
