@@ -174,3 +174,24 @@ TEST_CASE("tokenizer: files it cannot read are refused, naming the file and the 
   CHECK_THROWS_AS(attn::load_tokenizer(deep / "tokenizer.json"), attn::InputError);
   CHECK_THROWS_AS(attn::load_tokenizer(test::temp_path("none.json")), attn::InputError);
 }
+
+TEST_CASE("tokenizer: a space mark after a short character, and an empty Metaspace mark") {
+  // "a▁b": the mark follows a one-byte character, fewer bytes than the mark itself. The
+  // vocabulary then has a mark inside a piece, so no word is cut before it, and the text
+  // encodes as it does without that piece.
+  json j = sentencepiece_style();
+  j["model"]["vocab"]["a\u2581b"] = 272;
+  const attn::Tokenizer with = attn::load_tokenizer(write_json("mark_after_a", j));
+  CHECK(with.word_start.empty());
+  const attn::Tokenizer plain =
+      attn::load_tokenizer(write_json("mark_plain", sentencepiece_style()));
+  CHECK(plain.word_start == "\u2581");
+  CHECK(attn::encode(with, "hello world  hello", {}) ==
+        attn::encode(plain, "hello world  hello", {}));
+  // An empty replacement would never advance the search for it: refused, naming the key.
+  j = sentencepiece_style();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", ""}};
+  const auto path = write_json("metaspace_empty", j);
+  CHECK_THROWS_WITH_AS(attn::load_tokenizer(path), doctest::Contains("replacement"),
+                       attn::InputError);
+}

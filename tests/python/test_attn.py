@@ -407,3 +407,16 @@ def test_generate_keeps_no_attention_weights_and_leaves_the_last_calls():
     m.forward(e["tokens"][:, :4])
     assert m.attention_weights(1).shape == (1, m.args.n_heads, 4, 4)
     np.testing.assert_allclose(m.attention_weights(1).sum(-1), 1, rtol=1e-6)
+
+
+def test_ctrl_c_stops_generate_between_steps_and_the_next_generate_works():
+    args = attn.ModelArgs(dim=256, n_heads=8, n_kv_heads=8, n_layers=32, block="llama",
+                          rope="half", vocab_size=512, max_seq_len=2048, max_batch_size=1)
+    m = attn.Model(args, threads=2)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.generate([1, 2, 3], steps=2000, stop=[])  # seconds of work if not stopped
+    timer.join()
+    fresh = attn.Model(args, threads=2)
+    assert m.generate([1, 2, 3], steps=5, stop=[]) == fresh.generate([1, 2, 3], steps=5, stop=[])

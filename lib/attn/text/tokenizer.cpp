@@ -176,7 +176,7 @@ Words word_starts(const Tokenizer& t, std::string s) {
   Words words;
   std::size_t from = 0;
   for (std::size_t k = s.find(m, 1); k != std::string::npos; k = s.find(m, k + m.size()))
-    if (s.compare(k - m.size(), m.size(), m) != 0) {
+    if (!follows(s, k, m)) {
       words.push_back(s.substr(from, k - from));
       from = k;
     }

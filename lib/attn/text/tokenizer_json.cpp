@@ -7,6 +7,7 @@
 #include "attn/io/text.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "attn/text/unicode.hpp"
 
 namespace attn {
 
@@ -240,6 +241,8 @@ TextStep read_step(const Node& n, const char* what) {
     if (s.use_regex) s.regex = gpt2_regex();
   } else if (type == "Metaspace") {
     s = {K::metaspace, n.at("replacement").text(), {}, {}};
+    // Hugging Face's replacement is one character; an empty one would never advance a search.
+    if (s.text.empty()) n.at("replacement").fail("must be a character, got an empty string");
     s.scheme = scheme(n);
     s.split_words = n.flag("split", true);
   } else if (type == "ByteFallback") {
@@ -347,7 +350,7 @@ std::string word_start(const Tokenizer& t) {
   if (mark.empty() || !t.pre_tokenizer.empty()) return {};
   for (const auto& [piece, id] : t.bpe.vocab)
     for (std::size_t k = piece.find(mark, 1); k != std::string::npos; k = piece.find(mark, k + 1))
-      if (piece.compare(k - mark.size(), mark.size(), mark) != 0) return {};
+      if (!follows(piece, k, mark)) return {};
   return mark;
 }
 

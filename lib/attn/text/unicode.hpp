@@ -13,6 +13,12 @@ namespace attn {
 // decoder, Rust's String::from_utf8_lossy): the same text a JavaScript or Rust tokenizer sees.
 std::string valid_utf8(std::string_view s);
 
+// True when a whole `mark` ("▁") stands right before byte k of s: k continues a run of marks
+// rather than following another character (of any length, one byte included).
+inline bool follows(std::string_view s, std::size_t k, std::string_view mark) {
+  return k >= mark.size() && s.substr(k - mark.size(), mark.size()) == mark;
+}
+
 // Bytes of the (valid) code point starting at s[i]: 1 to 4.
 std::size_t code_point_bytes(std::string_view s, std::size_t i);
 
