@@ -57,8 +57,10 @@ CLI::Option* flag(CLI::App& cmd, Names n, bool& field, Help h) {
 std::vector<Flag> model_flags() {
   return {
       {"--config",
-       {{kRunLike, "ModelArgs JSON (default: the seed notebook's GQA)"},
-        {Command::bench, "ModelArgs JSON (default: one Llama-3-8B layer)"},
+       {{kRunLike,
+         "ModelArgs JSON (default: config.json beside the weights, else the seed notebook's GQA)"},
+        {Command::bench,
+         "ModelArgs JSON (default: config.json beside the weights, else one Llama-3-8B layer)"},
         {Command::generate,
          "ModelArgs or Hugging Face config.json with vocab_size (default: config.json beside "
          "the weights)"}},
@@ -67,10 +69,11 @@ std::vector<Flag> model_flags() {
        }},
       {"-m,--weights",
        {{kModel,
-         "safetensors weights, or a Hugging Face model.safetensors.index.json (default: drawn "
-         "from --seed)"},
+         "safetensors weights, a Hugging Face model.safetensors.index.json, or a folder holding "
+         "one (default: drawn from --seed)"},
         {Command::generate,
-         "safetensors weights or a Hugging Face index (default: drawn from --seed)"}},
+         "safetensors weights, a Hugging Face index, or a folder holding one with config.json "
+         "and tokenizer.json (default: drawn from --seed)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
        }},

@@ -173,3 +173,19 @@ TEST_CASE("engine: what one process cannot open or run is refused with its setti
   CHECK(setting_of([&] { attn::stage_cache_session(m, test::temp_path("none.session")); }) ==
         "save_session");
 }
+
+TEST_CASE("engine: attn-cli run and generate take a checkpoint folder, its config beside") {
+  const fs::path dir = test::temp_path("engine-cli-folder");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(test::model_dir("hf_untied_f32") / f, dir / f);
+  const test::CliResult run =
+      test::run_cli("run -m " + dir.string() + " --prefill 3 --steps 1 -t 1 --json");
+  REQUIRE_MESSAGE(run.status == 0, run.err);
+  CHECK(run.out.find("\"dim\":24") != std::string::npos);  // hidden_size of the folder's config
+  const test::CliResult gen =
+      test::run_cli("generate -m " + dir.string() + " --tokens 1,5,9 -n 3 -t 1 --json");
+  REQUIRE_MESSAGE(gen.status == 0, gen.err);
+  CHECK(gen.out.find("\"event\":\"token\"") != std::string::npos);
+}
