@@ -66,9 +66,10 @@ struct ProgressBar {
 const std::int64_t kMaxBatch = kBenchBatches.back();
 
 // The layer's config with the flags' overrides, checked, its cache sized for the batched rows.
-attn::ModelArgs bench_args(const Options& f, const attn::Shard& shard) {
-  attn::ModelArgs args = model_args(f, attn::llama3_8b_layer_args, shard);
-  attn::check_shard(args, shard);
+attn::ModelArgs bench_args(const Options& f, const attn::ModelSpec& spec,
+                           const attn::ModelFiles& files) {
+  attn::ModelArgs args = attn::model_args(spec, files, attn::llama3_8b_layer_args);
+  attn::check_shard(args, spec.shard);
   attn::check_capacity(args, {1, f.run.prefill, f.run.steps});
   if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
@@ -93,7 +94,7 @@ void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& pr
     spec.drawn.push_back(*attn::find_weight_type(t));  // the flag checked it
   const attn::ModelFiles files = attn::find_model_files(spec);
   const std::int64_t rows = std::max(f.run.prefill, kMaxBatch);
-  attn::ModelPlan plan = attn::plan_model(bench_args(f, shard), spec, files,
+  attn::ModelPlan plan = attn::plan_model(bench_args(f, spec, files), spec, files,
                                           {kMaxBatch, f.run.prefill, f.run.steps, rows});
   const std::size_t n = plan.drawn ? spec.drawn.size() : 1;
   progress.line("drawing the weights (" + std::to_string(n) + " weight type(s)) and the input");

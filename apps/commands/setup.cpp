@@ -45,12 +45,6 @@ attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard) {
   return s;
 }
 
-attn::ModelArgs model_args(const Options& f, attn::ModelArgs (*fallback)(),
-                           const attn::Shard& shard) {
-  const attn::ModelSpec s = model_spec(f, shard);
-  return attn::model_args(s, attn::find_model_files(s), fallback);
-}
-
 // Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
 void quiet_other_ranks(const attn::Shard& shard) {
   if (shard.rank != 0 && spdlog::get_level() < spdlog::level::err)

@@ -12,10 +12,6 @@ struct Options;
 // threads, compute, this rank.
 attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard);
 
-// The config the flags name (or `fallback`, the built-in default), with their overrides.
-attn::ModelArgs model_args(const Options& f, attn::ModelArgs (*fallback)(),
-                           const attn::Shard& shard);
-
 // Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
 void quiet_other_ranks(const attn::Shard& shard);
 

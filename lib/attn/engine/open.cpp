@@ -5,6 +5,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
+#include "attn/model/detail/slice.hpp"  // rank_path
 
 namespace attn {
 
@@ -36,9 +37,9 @@ fs::path weights_in(const fs::path& dir) {
 ModelFiles find_model_files(const ModelSpec& spec) {
   ModelFiles f;
   std::error_code ec;
-  const bool per_rank = spec.weights.string().find("{rank}") != std::string::npos;
-  if (!spec.weights.empty() && !per_rank && !fs::exists(spec.weights, ec))
-    throw InputError(escape(spec.weights.string()) + ": no such file or folder", "weights");
+  const fs::path mine = rank_path(spec.weights.string(), spec.shard.rank);  // "{rank}": its own
+  if (!spec.weights.empty() && !fs::exists(mine, ec))
+    throw InputError(escape(mine.string()) + ": no such file or folder", "weights");
   f.weights =
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
   f.config = spec.config;
