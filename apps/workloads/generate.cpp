@@ -87,13 +87,10 @@ ModelSpec generate_spec(const Options& f) {
 std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spec,
                                           std::optional<Tokenizer>& tok) {
   const ModelFiles files = find_model_files(spec);
-  if (files.config.empty())
-    throw InputError(
-        "generate needs --config (or -m DIR/model.safetensors beside DIR/config.json)");
+  const std::int64_t vocab = model_args(spec, files, nullptr).vocab_size;  // needs a config
   if (f.text.wants_text() && files.tokenizer.empty())
     throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside " +
                      escape(files.config.string()) + ")");
-  const std::int64_t vocab = model_args(spec, files, nullptr).vocab_size;
   tok = open_tokenizer(files);
   std::vector<std::int32_t> prompt =
       one_sequence(prompt_sequences(f.text, tok ? &*tok : nullptr, vocab));

@@ -11,11 +11,6 @@ namespace {
 
 ModelArgs engine_args(const ModelSpec& spec, const ModelFiles& files,
                       std::optional<ModelArgs> args) {
-  if (!args && files.config.empty())
-    throw InputError(
-        "no config: name one, or keep config.json beside the weights" +
-            (files.weights.empty() ? std::string() : " (" + files.weights.string() + ")"),
-        "config");
   ModelArgs a = args ? *args : model_args(spec, files, nullptr);
   if (a.model_parallel_size > 1)
     throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +

@@ -56,6 +56,11 @@ ModelFiles find_model_files(const ModelSpec& spec) {
 }
 
 ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)()) {
+  if (files.config.empty() && !fallback)
+    throw InputError(
+        "no config: name one, or keep config.json beside the weights" +
+            (files.weights.empty() ? std::string() : " (" + escape(files.weights.string()) + ")"),
+        "config");
   ModelArgs args = files.config.empty() ? fallback() : load_config(files.config);
   ConfigOverrides o = spec.overrides;
   if (args.hugging_face && o.model_parallel_size == 0 && spec.shard.size > 1)
