@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench and llama-batched-bench from the sources that npm's
+# Builds llama.cpp's llama-bench, llama-batched-bench, llama-quantize, llama-tokenize and
+# llama-simple from the sources that npm's
 # node-llama-cpp package ships (package/llama/gitRelease.bundle, a git bundle), once, into
 #   ${XDG_CACHE_HOME:-~/.cache}/attn-cli/llama.cpp/<version>/
 # (node-llama-cpp-<version>.tgz, src/ the clone, build/ the cmake tree), and prints the path of
-# the directory holding the two binaries on stdout; everything else goes to stderr.
+# the directory holding the binaries on stdout; everything else goes to stderr.
 # The tarball's sha512 is checked against the one pinned below (npm view ... dist.integrity).
 # A second run finds the build/.built stamp and only prints the path.
 # Usage: bench/llama_cpp.sh [--src]   (--src: print the source folder instead, e.g. for gguf-py)
@@ -30,7 +31,7 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/attn-cli/llama.cpp/$version
 src=$cache/src
 build=$cache/build
 bin=$build/bin
-targets=(llama-bench llama-batched-bench)
+targets=(llama-bench llama-batched-bench llama-quantize llama-tokenize llama-simple)
 
 report() {
   if [ "$want" = src ]; then echo "$src"; else echo "$bin"; fi

@@ -77,6 +77,7 @@ struct WeightTypeTraits {
   WeightType type;
   const char* name;          // "F32": as messages, traces and the benchmark print it
   const char* safetensors;   // the safetensors dtype held as this type, null if none
+  std::int32_t ggml;         // ggml's type id (enum ggml_type) in GGUF files, -1 if none
   std::int64_t block;        // weights per block
   std::int64_t block_bytes;  // bytes per block
   RowToF32 to_f32;
@@ -142,11 +143,11 @@ std::int64_t half_first_non_finite(const void* p, std::int64_t n) {
 }  // namespace detail
 
 inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
-    {WeightType::f32, "F32", "F32", 1, 4, detail::f32_row, detail::f32_from_row,
+    {WeightType::f32, "F32", "F32", 0, 1, 4, detail::f32_row, detail::f32_from_row,
      detail::f32_first_non_finite},
-    {WeightType::bf16, "BF16", "BF16", 1, 2, detail::half_row<bf16_to_f32>,
+    {WeightType::bf16, "BF16", "BF16", 30, 1, 2, detail::half_row<bf16_to_f32>,
      detail::half_from_row<f32_to_bf16>, detail::half_first_non_finite<0x7F80>},
-    {WeightType::f16, "F16", "F16", 1, 2, detail::half_row<f16_to_f32>,
+    {WeightType::f16, "F16", "F16", 1, 1, 2, detail::half_row<f16_to_f32>,
      detail::half_from_row<f32_to_f16>, detail::half_first_non_finite<0x7C00>},
 };
 inline constexpr std::size_t kWeightTypeCount = std::size(kWeightTypeTraits);
@@ -189,6 +190,13 @@ inline std::optional<WeightType> find_weight_type(std::string_view name) {
 inline std::optional<WeightType> weight_type_of_safetensors(std::string_view dtype) {
   for (const WeightTypeTraits& t : kWeightTypeTraits)
     if (t.safetensors && dtype == t.safetensors) return t.type;
+  return std::nullopt;
+}
+
+// The type ggml's type id `ggml` (a GGUF tensor's type) is held in; none for a type no row reads.
+inline std::optional<WeightType> weight_type_of_ggml(std::uint32_t ggml) {
+  for (const WeightTypeTraits& t : kWeightTypeTraits)
+    if (t.ggml >= 0 && std::uint32_t(t.ggml) == ggml) return t.type;
   return std::nullopt;
 }
 
