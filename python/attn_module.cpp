@@ -58,10 +58,10 @@ attn::ModelArgs make_args(const py::kwargs& keys) {
     } catch (py::error_already_set& e) {
       const bool type = e.matches(PyExc_TypeError);
       const std::string got = py::str(py::repr(value));
-      const std::string why = k + ": " +
-                              (type ? "expected a number, string, bool or list, got "
-                                    : "must be finite, got ") +
-                              attn::escape(got, 60);
+      const std::string why =
+          k + ": " +
+          (type ? "expected a number, string, bool or list, got " : "must be finite, got ") +
+          attn::escape(got, 60);
       if (type) throw py::type_error(why);
       throw py::value_error(why);
     }
@@ -77,9 +77,8 @@ std::int64_t int_arg(py::handle v, const char* name) {
     throw py::type_error(std::string(name) + ": expected an int, got " +
                          std::string(py::str(v.get_type().attr("__name__"))));
   int overflow = 0;
-  const long long x = PyLong_AsLongLongAndOverflow(py::reinterpret_steal<py::object>(
-                                                       PyNumber_Index(v.ptr())).ptr(),
-                                                   &overflow);
+  const long long x = PyLong_AsLongLongAndOverflow(
+      py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())).ptr(), &overflow);
   if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
     PyErr_Clear();
     throw py::value_error(std::string(name) + ": " + std::string(py::str(v)).substr(0, 40) +
@@ -292,7 +291,8 @@ class Model {
   // (ValueError naming it), before any work.
   std::vector<std::int32_t> generate(py::object prompt, py::object steps_arg, py::object temp,
                                      py::object top_k, py::object top_p, py::object min_p,
-                                     py::object seed, std::optional<std::vector<std::int32_t>> stop) {
+                                     py::object seed,
+                                     std::optional<std::vector<std::int32_t>> stop) {
     const std::int64_t steps = int_arg(steps_arg, "steps");
     const std::int64_t draw_seed = int_arg(seed, "seed");
     if (draw_seed < 0) throw py::value_error("seed: must not be negative");
@@ -542,7 +542,8 @@ PYBIND11_MODULE(attn, mod) {
           "token_bytes",
           [](const attn::Tokenizer& t, std::int64_t id) {
             if (id < 0 || id >= t.vocab_size())
-              throw py::index_error("id: " + std::to_string(id) + " is outside the vocabulary [0, " +
+              throw py::index_error("id: " + std::to_string(id) +
+                                    " is outside the vocabulary [0, " +
                                     std::to_string(t.vocab_size()) + ")");
             return py::bytes(attn::token_bytes(t, std::int32_t(id)));
           },

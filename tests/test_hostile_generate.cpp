@@ -78,7 +78,8 @@ json bos_tokenizer() {
             {"decoders",
              {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
               {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
-          {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", json::array()}}}};
+          {"model",
+           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", json::array()}}}};
 }
 
 // A Hugging Face config of a tiny Llama with `vocab` ids and drawn weights (no -m): 600 is more
@@ -125,8 +126,9 @@ void refused(const std::string& args, const std::vector<std::string>& needles) {
 fs::path saved_session() {
   const fs::path s = test::temp_path("eight.safetensors");
   if (!fs::exists(s))
-    REQUIRE(test::run_cli(golden() + "--tokens 1,2,3,4,5 -n 3 --save-session " + s.string())
-                .status == 0);
+    REQUIRE(
+        test::run_cli(golden() + "--tokens 1,2,3,4,5 -n 3 --save-session " + s.string()).status ==
+        0);
   return s;
 }
 
@@ -142,7 +144,8 @@ fs::path altered(const std::string& name, const std::string& key, const std::str
     std::vector<float>& v = data[t];
     v.assign(p, p + f.info(t).numel());
     if (t == tensor)
-      for (std::int64_t i = 0; i < count && i < std::int64_t(v.size()); ++i) v[std::size_t(i)] = fill;
+      for (std::int64_t i = 0; i < count && i < std::int64_t(v.size()); ++i)
+        v[std::size_t(i)] = fill;
   }
   for (const std::string t : {"cache_k", "cache_v", "logits"})
     out.push_back({t, f.info(t).shape, data[t].data()});
@@ -215,7 +218,8 @@ TEST_CASE("generate: negative steps and NaN sampling settings are refused naming
     }
 }
 
-TEST_CASE("generate: session values are checked at load: integral ids, finite tensors, shallow JSON") {
+TEST_CASE(
+    "generate: session values are checked at load: integral ids, finite tensors, shallow JSON") {
   const std::string load = golden() + "-n 1 --load-session ";
   refused(load + altered("wrapped", "tokens", "[1,2,3,4,5,4294967582,6,7]").string(),
           {"wrapped.safetensors", "'tokens'", "token 5", "4294967582", "outside the vocabulary"});
@@ -232,8 +236,9 @@ TEST_CASE("generate: session values are checked at load: integral ids, finite te
   refused(load + altered("deep_config", "config", config.dump()).string(),
           {"deep_config.safetensors", "'config' nests deeper"});
   // A deeper value than the parser's DOM would survive: refused by the pass before it.
-  refused(load + altered("very_deep_config", "config", "{\"dim\":" + std::string(200000, '[')).string(),
-          {"'config' nests deeper"});
+  refused(
+      load + altered("very_deep_config", "config", "{\"dim\":" + std::string(200000, '[')).string(),
+      {"'config' nests deeper"});
   refused(load + altered("nan_k", "", "", "cache_k", std::nanf(""), 3).string(),
           {"nan_k.safetensors", "tensor 'cache_k'", "NaN at flat index 0"});
   refused(load + altered("inf_v", "", "", "cache_v", INFINITY, 1).string(),

@@ -170,8 +170,8 @@ int generate_command(const Options& f) {
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   check_generation(e, prompt, f.run.steps, f.sampling);  // before any output
-  const std::int64_t before = e.filled;  // a loaded session's positions
-  std::optional<TextStream> stream;      // a loaded session's text was printed by its own run
+  const std::int64_t before = e.filled;                  // a loaded session's positions
+  std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (e.tokenizer) stream.emplace(*e.tokenizer, e.generation.tokens);
   if (f.json) {
     print_config_json(std::cout, e.model.args);
@@ -215,9 +215,8 @@ int tokenize_command(const Options& f) {
   if (!f.text.wants_text())
     throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
   if (f.text.prompt.size() > 1) throw InputError("one --prompt at a time here");
-  const std::string text = f.text.prompt_file.empty()
-                               ? f.text.prompt[0]
-                               : read_text_input(f.text.prompt_file, "prompt");
+  const std::string text =
+      f.text.prompt_file.empty() ? f.text.prompt[0] : read_text_input(f.text.prompt_file, "prompt");
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::int32_t> ids = encode_prompt(tok, f.text, text, tok.vocab_size());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

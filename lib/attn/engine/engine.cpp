@@ -143,9 +143,9 @@ void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t
     throw InputError(std::to_string(steps) + " steps cannot fit the cache: max_seq_len is " +
                          std::to_string(a.max_seq_len) + " (" + a.source + ")",
                      "steps");
-  check_fits(a, 1, before, prompt + steps,
-             "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) +
-                 " steps");
+  check_fits(
+      a, 1, before, prompt + steps,
+      "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps");
 }
 
 void check_generation(const Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,

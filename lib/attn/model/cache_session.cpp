@@ -113,13 +113,15 @@ std::vector<std::int32_t> read_tokens(const SafetensorsFile& f, const ModelArgs&
   for (std::size_t i = 0; i < list.size(); ++i) {
     const json& t = list[i];
     const bool integer = t.is_number_integer();
-    const bool in_range = t.is_number_unsigned() ? t.get<std::uint64_t>() < std::uint64_t(a.vocab_size)
-                          : integer ? t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < a.vocab_size
-                                    : false;
+    const bool in_range =
+        t.is_number_unsigned() ? t.get<std::uint64_t>() < std::uint64_t(a.vocab_size)
+        : integer              ? t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < a.vocab_size
+                               : false;
     if (!in_range)
       throw InputError(what + ": token " + std::to_string(i) + ", " + quoted(t.dump(), 40) + ", " +
-                       (integer ? "is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")"
-                                : std::string("is not an integer token id")));
+                       (integer
+                            ? "is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")"
+                            : std::string("is not an integer token id")));
     tokens.push_back(std::int32_t(t.get<std::int64_t>()));
   }
   return tokens;

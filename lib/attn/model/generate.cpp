@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <numeric>
+#include <string>
 
 #include "attn/error.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -30,9 +30,10 @@ std::int32_t argmax(std::span<const float> logits) {
   return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+// 16777216 as such, 0.95 as 0.95.
 std::string number_text(double v) {
   char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
+  std::snprintf(text, sizeof text, std::fabs(v) < 1e15 && v == std::floor(v) ? "%.0f" : "%g", v);
   return text;
 }
 
