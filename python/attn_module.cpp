@@ -607,8 +607,18 @@ PYBIND11_MODULE(attn, mod) {
             if (py::cast<int>(t.attr("ndim")) == 1) t = t.attr("reshape")(1, -1);
             if (py::cast<int>(t.attr("ndim")) != 2)
               throw py::value_error("tokens: expected ids [seqlen] or [batch, seqlen]");
-            for (py::handle row : t.attr("tolist")())
-              rows.push_back(row.cast<std::vector<std::int32_t>>());
+            // Integers only: True is not id 1, 286.9 not 286.
+            const std::string kind = py::str(t.attr("dtype").attr("kind"));
+            if (kind != "i" && kind != "u" && py::cast<std::int64_t>(t.attr("size")) > 0)
+              throw py::type_error("tokens: expected integer ids, got dtype " +
+                                   std::string(py::str(t.attr("dtype"))));
+            try {
+              for (py::handle row : t.attr("tolist")())
+                rows.push_back(row.cast<std::vector<std::int32_t>>());
+            } catch (const py::cast_error&) {  // past 32 bits: never wrapped into the vocabulary
+              throw py::value_error("tokens: an id is outside the vocabulary [0, " +
+                                    std::to_string(m.args().vocab_size) + ")");
+            }
             return m.forward_tokens(rows, start_pos, all_positions);
           },
           py::arg("tokens"), py::arg("start_pos") = 0, py::arg("all_positions") = false,

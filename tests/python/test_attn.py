@@ -546,3 +546,16 @@ def test_generate_escapes_control_bytes_on_a_terminal_only(tmp_path):
     assert p.wait() == 0
     assert b"\x1b" not in out and b"\x07" not in out and b"\xc2\x9b" not in out
     assert b"\\x1b[31m\\x07\\u009b\t" in out  # the terminal turns \n into \r\n
+
+
+def test_forward_refuses_ids_that_are_not_integers_or_past_32_bits():
+    args = attn.ModelArgs(dim=32, n_heads=4, n_kv_heads=2, n_layers=2, block="llama",
+                          vocab_size=50, max_seq_len=64, max_batch_size=1)
+    m = attn.Model(args, threads=1)
+    with pytest.raises(ValueError, match="vocabulary"):
+        m.forward([[1, 2**32 + 3]])
+    with pytest.raises(TypeError, match="tokens"):
+        m.forward([[1, 2.5]])
+    with pytest.raises(TypeError, match="tokens"):
+        m.forward(np.array([[True, False]]))
+    assert m.filled == 0
