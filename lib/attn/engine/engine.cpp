@@ -42,6 +42,7 @@ void advance(Engine& e, std::int64_t batch, std::int64_t start_pos, std::int64_t
   e.filled = start_pos + seqlen;
   e.batch = batch;
   e.generation.tokens.clear();  // the cache no longer holds one generation's ids
+  e.resume = false;             // nor a loaded session for generate to continue
 }
 
 }  // namespace
