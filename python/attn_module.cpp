@@ -57,10 +57,12 @@ attn::ModelArgs make_args(const py::kwargs& keys) {
                  .cast<std::string>();
     } catch (py::error_already_set& e) {
       const bool type = e.matches(PyExc_TypeError);
+      if (!type && !e.matches(PyExc_ValueError)) throw;  // RecursionError, KeyboardInterrupt
       const std::string got = py::str(py::repr(value));
       const std::string why =
           k + ": " +
-          (type ? "expected a number, string, bool or list, got " : "must be finite, got ") +
+          (type ? "expected a number, string, bool or list, got "
+                : "must be finite (no NaN, Inf or a value holding itself), got ") +
           attn::escape(got, 60);
       if (type) throw py::type_error(why);
       throw py::value_error(why);
@@ -76,9 +78,10 @@ std::int64_t int_arg(py::handle v, const char* name) {
   if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
     throw py::type_error(std::string(name) + ": expected an int, got " +
                          std::string(py::str(v.get_type().attr("__name__"))));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!index) throw py::error_already_set();  // an __index__ that raised
   int overflow = 0;
-  const long long x = PyLong_AsLongLongAndOverflow(
-      py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())).ptr(), &overflow);
+  const long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
     PyErr_Clear();
     throw py::value_error(std::string(name) + ": " + std::string(py::str(v)).substr(0, 40) +
