@@ -96,8 +96,7 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
     throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside " +
                      escape(files.config.string()) + ")");
   tok = open_tokenizer(files);
-  const std::int64_t vocab =
-      tok && tok->vocab_size() < a.vocab_size ? tok->vocab_size() : a.vocab_size;
+  const std::int64_t vocab = token_vocab(a, tok);
   TextInput text = f.text;
   if (!f.load_session.empty() && !text.add_bos) text.no_bos = true;
   std::vector<std::int32_t> prompt =
@@ -116,15 +115,15 @@ bool stdout_is_terminal() {
 // Text for a terminal: the model's C0 and C1 control bytes (ESC, BEL, CSI, ...) escaped, so that
 // sampled tokens cannot move the cursor, retitle the window or forge output; newlines and tabs
 // kept. A pipe or a file gets the bytes as they are.
-std::string for_terminal(const std::string& piece, bool terminal) {
-  return terminal ? escape_controls(piece) : piece;
+std::string for_terminal(const std::string& piece) {
+  return stdout_is_terminal() ? escape_controls(piece) : piece;
 }
 
 void print_token(const Options& f, const Engine& e, std::optional<TextStream>& stream,
                  const Generated& t) {
   const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
   if (!f.json) {
-    std::cout << for_terminal(piece, stdout_is_terminal());
+    std::cout << for_terminal(piece);
     return;
   }
   const std::string text = e.tokenizer ? decode(*e.tokenizer, {t.id}, {false, false}) : "";
@@ -176,8 +175,7 @@ int generate_command(const Options& f) {
   if (f.json) {
     print_config_json(std::cout, e.model.args);
   } else if (stream) {
-    for (const std::int32_t id : prompt)
-      std::cout << for_terminal(stream->next(id), stdout_is_terminal());
+    for (const std::int32_t id : prompt) std::cout << for_terminal(stream->next(id));
   }
   std::cout.flush();
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);

@@ -131,9 +131,12 @@ std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos) {
   return ignore_eos ? std::vector<std::int32_t>{} : e.eos;
 }
 
+std::int64_t token_vocab(const ModelArgs& a, const std::optional<Tokenizer>& tok) {
+  return tok && tok->vocab_size() < a.vocab_size ? tok->vocab_size() : a.vocab_size;
+}
+
 std::int64_t token_vocab(const Engine& e) {
-  const std::int64_t model = e.model.args.vocab_size;
-  return e.tokenizer && e.tokenizer->vocab_size() < model ? e.tokenizer->vocab_size() : model;
+  return token_vocab(e.model.args, e.tokenizer);
 }
 
 void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t prompt,

@@ -78,6 +78,7 @@ std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos);
 // The ids a generation reads and chooses from: the model's vocabulary, or the tokenizer's when
 // it is smaller (embeddings padded past the tokenizer, as Hugging Face checkpoints often are:
 // the logits past it are masked).
+std::int64_t token_vocab(const ModelArgs& a, const std::optional<Tokenizer>& tok);
 std::int64_t token_vocab(const Engine& e);
 
 // Refuses (InputError naming the setting) a generation the cache cannot hold before any work:
