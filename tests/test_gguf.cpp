@@ -425,7 +425,7 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
       put32(v, 4);  // u32 elements
       put64(v, count);
       h.kv_raw("arr", v);
-      CHECK_REFUSED(h, "key 'arr': array of " + std::to_string(count) + " u32");
+      CHECK_REFUSED(h, "key 'arr': array of " + std::to_string(count) + " u32 values");
     }
   }
   SUBCASE("an array of strings longer than the file") {
@@ -434,7 +434,7 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
     put32(v, 8);
     put64(v, std::uint64_t{1} << 61);
     g.kv_raw("toks", v);
-    CHECK_REFUSED(g, "key 'toks': array of 2305843009213693952 string");
+    CHECK_REFUSED(g, "key 'toks': array of 2305843009213693952 string values");
   }
   SUBCASE("an array of strings with one string past the end") {
     Bytes v;

@@ -135,16 +135,22 @@ Llama2cHeader read_llama2c_header(const std::filesystem::path& path) {
   return *h;
 }
 
+std::unique_ptr<Llama2cCheckpoint> parse_llama2c(std::span<const std::uint8_t> bytes,
+                                                 const std::string& source) {
+  std::string why;
+  const std::optional<Llama2cHeader> h = check_header(bytes, bytes.size(), why);
+  if (!h) throw InputError(source + ": not a llama2.c checkpoint: " + why);
+  auto c = std::make_unique<Llama2cCheckpoint>();
+  c->path = source;
+  c->header = *h;
+  c->bytes = bytes;
+  c->entries = layout(*h);
+  return c;
+}
+
 std::unique_ptr<Llama2cCheckpoint> open_llama2c(const std::filesystem::path& path) {
   std::shared_ptr<const MappedFile> m = map_file(path, "llama2.c checkpoint");
-  std::string why;
-  const std::optional<Llama2cHeader> h = check_header(m->bytes, m->bytes.size(), why);
-  if (!h) throw InputError(m->source + ": not a llama2.c checkpoint: " + why);
-  auto c = std::make_unique<Llama2cCheckpoint>();
-  c->path = m->source;
-  c->header = *h;
-  c->bytes = m->bytes;
-  c->entries = layout(*h);
+  std::unique_ptr<Llama2cCheckpoint> c = parse_llama2c(m->bytes, m->source);
   c->mapping = std::move(m);
   return c;
 }

@@ -49,6 +49,10 @@ std::unique_ptr<TensorSource> llama2c_tensor_source(const std::filesystem::path&
 // The same source, its header at hand: what the model layer builds its config from.
 struct Llama2cCheckpoint;
 std::unique_ptr<Llama2cCheckpoint> open_llama2c(const std::filesystem::path& path);
+// The same checks on bytes that outlive the result (no mapping held); `source` names them in
+// messages (fuzzing, tests).
+std::unique_ptr<Llama2cCheckpoint> parse_llama2c(std::span<const std::uint8_t> bytes,
+                                                 const std::string& source);
 
 struct Llama2cCheckpoint : TensorSource {
   struct Entry {
