@@ -22,9 +22,9 @@ class Regex;
 // llama.cpp's llama_token_attr bits: a token's type (tokenizer.ggml.token_type 1..6 maps to
 // normal, unknown, control, user_defined, unused, byte) and what llama.cpp adds to it.
 namespace token_attr {
-inline constexpr std::uint16_t unknown = 1 << 0, unused = 1 << 1, normal = 1 << 2,
-                               control = 1 << 3, user_defined = 1 << 4, byte = 1 << 5,
-                               lstrip = 1 << 7, rstrip = 1 << 8;
+inline constexpr std::uint16_t unknown = 1 << 0, unused = 1 << 1, normal = 1 << 2, control = 1 << 3,
+                               user_defined = 1 << 4, byte = 1 << 5, lstrip = 1 << 7,
+                               rstrip = 1 << 8;
 }
 
 struct LlamaVocab {
