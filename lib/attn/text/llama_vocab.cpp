@@ -35,6 +35,7 @@ std::vector<Fragment> partition(const LlamaVocab& v, std::string_view text, bool
     const std::uint16_t attr = v.attrs[std::size_t(id)];
     if (!parse_special && (attr & (A::control | A::unknown))) continue;
     const std::string& piece = v.pieces[std::size_t(id)];
+    if (piece.empty()) continue;  // would match everywhere (GGUF's empty pieces are renamed)
     std::vector<Fragment> next;
     for (const Fragment& f : frags) {
       if (f.id >= 0) {
