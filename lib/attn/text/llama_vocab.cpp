@@ -80,31 +80,16 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
 std::string llama_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto cont = [&](std::size_t k) {
-    return k < s.size() && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80;
-  };
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
+    // The length the first byte announces (0: not a first byte), if its continuations follow.
     std::size_t n = c < 0x80 ? 1 : c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
     for (std::size_t k = 1; k < n; ++k)
-      if (!cont(i + k)) n = 0;
-    if (n > 1) {
-      const std::string_view seq = s.substr(i, n);
-      if (valid_utf8(seq) == seq) {
-        out.append(seq);
-        i += n;
-        continue;
-      }
-      out += "\xEF\xBF\xBD";
-      i += n;  // llama.cpp decodes the sequence as one code point: one replacement
-      continue;
-    }
-    if (n == 1) {
-      out += char(c);
-    } else {
-      out += "\xEF\xBF\xBD";
-    }
-    ++i;
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) n = 0;
+    const std::string_view seq = s.substr(i, std::max<std::size_t>(n, 1));
+    // One replacement for a sequence llama.cpp decodes as one code point, one per other byte.
+    out.append(n > 0 && valid_utf8(seq) == seq ? seq : "\xEF\xBF\xBD");
+    i += seq.size();
   }
   return out;
 }

@@ -32,22 +32,6 @@ bool is_byte_piece(const std::string& p) {
 
 }  // namespace
 
-bool looks_like_llama2c_tokenizer(std::string_view bytes) {
-  std::size_t at = 0;
-  std::int32_t max_len = 0;
-  if (!read_at(bytes, at, max_len) || max_len < 1 || max_len > kMaxPieceBytes) return false;
-  std::size_t count = 0;
-  while (at < bytes.size()) {
-    float score;
-    std::int32_t len;
-    if (!read_at(bytes, at, score) || !read_at(bytes, at, len) || len < 0 || len > max_len ||
-        bytes.size() - at < std::size_t(len) || ++count > kMaxTokens)
-      return false;
-    at += std::size_t(len);
-  }
-  return count > 0;
-}
-
 Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& source) {
   auto v = std::make_shared<LlamaVocab>();
   v->kind = LlamaVocab::Kind::llama2c;
