@@ -140,7 +140,9 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
     return;
   }
   const json& g = golden();
-  for (const auto& [name, v] : g["vocabs"].items()) {
+  for (const auto& entry : g["vocabs"].items()) {  // no structured binding: CAPTURE is a lambda
+    const std::string name = entry.key();
+    const json& v = entry.value();
     CAPTURE(name);
     const fs::path file = name == "stories260K"
                               ? kStoriesGguf
