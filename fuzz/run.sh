@@ -9,7 +9,8 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
+  llama2c llama_tokenizer)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -23,6 +24,9 @@ for h in "${harnesses[@]}"; do
     tokenizer) seeds=(fuzz/seeds/tokenizer/*) ;;
     tokens) seeds=(fuzz/seeds/tokens/*) ;;
     session) seeds=() ;;  # made below: sessions attn-cli saves from the harness's model
+    gguf) seeds=(tests/golden/gguf/*.gguf weights/*.gguf) ;;
+    llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
+    llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do
@@ -36,6 +40,7 @@ for h in "${harnesses[@]}"; do
     done
   fi
   for s in "${seeds[@]}" fuzz/regressions/"$h"/*; do
+    [ -f "$s" ] || continue  # a pattern that matched nothing
     # Small seeds only: the harness's speed scales with input size.
     if [ "$(stat -c %s "$s")" -le 65536 ]; then cp "$s" "$corpus/seed-$(echo "$s" | tr / _)"; fi
   done

@@ -129,9 +129,12 @@ SourceTensor Checkpoint::tensor(const std::string& name) {
   return file_of(name).entry(name);
 }
 
+Checkpoint open_index(const std::filesystem::path& path) {
+  return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
+}
+
 Checkpoint open_checkpoint(const std::filesystem::path& path) {
-  if (path.string().ends_with(".index.json"))
-    return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
+  if (path.string().ends_with(".index.json")) return open_index(path);
   Checkpoint c;
   c.path = escape(path.string());
   c.dir = path.parent_path();
@@ -140,14 +143,6 @@ Checkpoint open_checkpoint(const std::filesystem::path& path) {
   const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(path);
   for (auto& [name, info] : read.header.tensors) c.weight_map[name] = file;
   return c;
-}
-
-}  // namespace attn
-
-namespace attn {
-
-std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path) {
-  return std::make_unique<Checkpoint>(open_checkpoint(path));
 }
 
 }  // namespace attn
