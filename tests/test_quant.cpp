@@ -358,3 +358,41 @@ TEST_CASE("quant: a tensor of a ggml type without a row is refused naming tensor
     CHECK(msg.find("Q4_1") != std::string::npos);
   }
 }
+
+TEST_CASE("quant: a rank's block of a quantized matrix is a view on block boundaries") {
+  attn::ModelArgs a = block_args();
+  a.vocab_size = 0;
+  a.tokens_in = a.logits_out = false;
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+    make_sources(a, WeightType::q8_0, *quant, *wide);
+    const attn::TransformerWeights whole = attn::load_weights(a, {std::move(wide)});
+    const attn::TransformerWeights part = attn::load_weights(a, {std::move(quant)}, {r, 2});
+    CHECK(part.owned_blocks.empty());  // wo's and w2's columns strided in place, not copied
+    // wq: this rank's 128 rows of 256; wo and w2: its half of the columns (128 of 256, 256 of
+    // 512), each row a strided run of whole Q8_0 blocks.
+    struct Slice {
+      const attn::Matrix &p, &w;
+      std::int64_t rows, cols, cols_whole, row0, col0;
+    };
+    const attn::LayerWeights &pl = part.layers[1], &wl = whole.layers[1];
+    const Slice slices[] = {{pl.wq, wl.wq, 128, 256, 256, 128 * r, 0},
+                            {pl.wo, wl.wo, 256, 128, 256, 0, 128 * r},
+                            {pl.w2, wl.w2, 256, 256, 512, 0, 256 * r}};
+    for (const Slice& s : slices) {
+      CHECK(s.p.type == WeightType::q8_0);
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < s.rows; ++i)
+        for (std::int64_t j = 0; j < s.cols; ++j)
+          bad += attn::element(s.p.row(i, s.cols), j) !=
+                 attn::element(s.w, (s.row0 + i) * s.cols_whole + s.col0 + j);
+      CHECK(bad == 0);
+    }
+  }
+  // Q4_K's blocks are 256 weights: a rank's 128 columns of wo would end inside one.
+  auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+  make_sources(a, WeightType::q4_k, *quant, *wide);
+  CHECK_THROWS_WITH_AS(attn::load_weights(a, {std::move(quant)}, {1, 2}),
+                       doctest::Contains("Q4_K rows are blocks of 256 weights"), attn::InputError);
+}
