@@ -315,7 +315,7 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
     // Prefill 2 x 20 rows (the GEMM or sgemm over tiles), then batched decode of 2; prefill 5
     // (the batched kernel) and gemv decode; on 1 and 2 threads; tokens in, logits out.
     for (int threads : {1, 2})
-      for (const std::pair<int, int> shape : {std::pair{2, 20}, std::pair{1, 5}}) {
+      for (const std::pair<int, int>& shape : {std::pair{2, 20}, std::pair{1, 5}}) {
         const int bsz = shape.first, seqlen = shape.second;  // clang 14: no bindings in CAPTURE
         CAPTURE(threads);
         CAPTURE(seqlen);
