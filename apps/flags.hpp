@@ -22,10 +22,12 @@ class Option;
 namespace cli {
 
 // --weight-types' spellings: the traits table's names in lower case, so that a new row is
-// accepted, listed in the help and benchmarked by default without an edit here.
-inline std::vector<std::string> weight_type_flag_names() {
+// accepted, listed in the help and benchmarked without an edit here. By default (all: false) the
+// types of one weight per block (F32, BF16, F16); ggml's quantized blocks when asked for.
+inline std::vector<std::string> weight_type_flag_names(bool all = true) {
   std::vector<std::string> names;
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    if (!all && t.block > 1) continue;
     std::string n = t.name;
     for (char& c : n)
       if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');  // not tolower: no locale in a flag
@@ -85,7 +87,7 @@ struct Options {
   std::string png;    // --out
 
   // bench
-  std::vector<std::string> weight_types = weight_type_flag_names();
+  std::vector<std::string> weight_types = weight_type_flag_names(false);
 
   // generate
   attn::Sampling sampling;

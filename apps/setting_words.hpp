@@ -32,6 +32,7 @@ inline std::string cli_flag_for(std::string_view setting) {
       {"attention_weights", "--attention-weights"},
       {"save_session", "--save-session"},
       {"load_session", "--load-session"},
+      {"weight_types", "--weight-types"},
   };
   for (const auto& [name, flag] : kFlags)
     if (name == setting) return std::string(flag);

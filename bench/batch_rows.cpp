@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
     else if (flag == "--lanes-from")
       lanes_from = std::atoi(value.c_str());
   }
+  if (attn::traits(type).block > 1) {  // the batched kernels are the element types' only
+    std::fprintf(stderr, "--type: %s has no batched kernel of its own (attn-cli bench runs it)\n",
+                 attn::weight_type_name(type));
+    return 2;
+  }
   attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
   attn::Kernels kernels = *rt.kernels;
   // AVX-512 only; the scratch (sized for 512 rows) holds x in lanes for any M.
@@ -74,7 +79,7 @@ int main(int argc, char** argv) {
   const std::int64_t maxM = 512;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
   std::vector<float> pack(
-      std::size_t(attn::scratch_floats(maxM, 14336, threads, true, *rt.kernels, compute)));
+      std::size_t(attn::scratch_floats(maxM, 14336, threads, true, false, *rt.kernels, compute)));
   const bool gemm = rt.kernels->own_gemm;
   std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
   std::vector<float> xg(std::size_t(gemm ? attn::gemm_rows_floats(maxM, 14336) : 0));  // packed x

@@ -1,6 +1,8 @@
 // attn-cli bench runs and reports every figure; speed itself is never asserted here.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -101,6 +103,30 @@ TEST_CASE("bench: --weight-types picks the types, and a file runs as it is") {
   j = nlohmann::json::parse(r.out);
   REQUIRE(j.at("weight_types").size() == 1);
   CHECK(j.at("weight_type") == "F16");
+}
+
+TEST_CASE("bench: Q8_0 and Q4_0 are drawn as ggml quantizes, the K-quants are refused") {
+  // Rows of whole 32-weight blocks: dim 64, FFN 192.
+  const std::filesystem::path cfg = test::temp_path("bench_quant.json");
+  std::ofstream(cfg) << R"({"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2,
+    "multiple_of": 32, "norm_eps": 1e-5, "max_batch_size": 2, "max_seq_len": 32,
+    "block": "llama", "rope": "interleaved"})";
+  test::CliResult r = test::run_cli("bench --config " + cfg.string() +
+                                    " --prefill 4 --steps 2 --threads 1 --json "
+                                    "--weight-types q8_0,q4_0");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& types = j.at("weight_types");
+  REQUIRE(types.size() == 2);
+  CHECK(types[0].at("weight_type") == "Q8_0");
+  CHECK(types[1].at("weight_type") == "Q4_0");
+  CHECK(types[1].at("weight_bytes").get<double>() < types[0].at("weight_bytes").get<double>());
+  r = test::run_cli("bench --config " + cfg.string() +
+                    " --prefill 4 --steps 2 --threads 1 --weight-types q4_k");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("Q4_K") != std::string::npos);
+  CHECK(r.err.find("--weight-types") != std::string::npos);
 }
 
 TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {

@@ -10,6 +10,7 @@
 // product over its F32 widening. Widening is checked against the traits' scalar widening.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -77,6 +78,34 @@ std::int64_t stride_for(std::int64_t n, std::int64_t K, std::int64_t pad) {
   return K + (n % 2 ? pad : 0);
 }
 
+// A quantized type's cases (ggml's blocks, run on F32 tiles: matmul.cpp): K in whole blocks of
+// B (1, 2, 3 blocks; 4608 columns, where a decode tile is 28 rows; 11008, where a prefill tile
+// is one 48-feature panel), rows around the tiles, strided by a block.
+void add_linear_blocks(std::vector<Case>& out, const attn::WeightTypeTraits& t) {
+  const std::int64_t B = t.block;
+  struct Shape {
+    std::int64_t n, K;
+  };
+  const Shape decode[] = {{53, B},    {130, 2 * B}, {67, 3 * B}, {5, B},
+                          {29, 4608}, {57, 4608},   {64, 8 * B}};
+  const std::int64_t decode_rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 16, 17, 31, 32};
+  for (const Shape& s : decode)
+    for (std::int64_t M : decode_rows)
+      for (const std::string& set : sets())
+        for (int threads : {1, 2})
+          out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
+                         M % 2 == 1, M % 3 == 0});
+  const Shape prefill[] = {{1, B},   {47, 2 * B},  {48, 3 * B},  {49, B},   {192, 2 * B},
+                           {193, B}, {400, 3 * B}, {100, 11008}, {47, 4608}};
+  for (const Shape& s : prefill)
+    for (std::int64_t M : {33, 40, 64})
+      for (const std::string& set : sets())
+        for (int threads : {1, 2})
+          if (threads == 1 || M != 40)
+            out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
+                           (M + s.n) % 2 == 1, (M + s.n) % 2 == 1});
+}
+
 void add_linear(std::vector<Case>& out) {
   struct Shape {
     std::int64_t n, K;
@@ -96,6 +125,10 @@ void add_linear(std::vector<Case>& out) {
   const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
   const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    if (t.block > 1) {
+      add_linear_blocks(out, t);
+      continue;
+    }
     for (const Shape& s : decode)
       for (std::int64_t M : decode_rows)
         for (const std::string& set : sets())
@@ -119,13 +152,16 @@ void add_linear(std::vector<Case>& out) {
   }
 }
 
+// The element types' own kernels (a quantized type has none: its products are linear's, on F32
+// tiles).
 void add_batch(std::vector<Case>& out) {
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
     for (std::int64_t K : {257, 4500})
-      for (std::int64_t n : {64, 13})
-        for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32})
-          for (const std::string& set : sets())
-            out.push_back({Op::batch, t.type, set, M, n, K, K + 3});
+      if (t.block == 1)
+        for (std::int64_t n : {64, 13})
+          for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32})
+            for (const std::string& set : sets())
+              out.push_back({Op::batch, t.type, set, M, n, K, K + 3});
 }
 
 void add_lanes(std::vector<Case>& out) {
@@ -137,17 +173,22 @@ void add_lanes(std::vector<Case>& out) {
     for (std::int64_t K : columns)
       for (std::int64_t n : features)
         for (std::int64_t M : rows)
-          for (bool accumulate : {false, true})
-            out.push_back(
-                {Op::lanes, t.type, "avx512", M, n, K, stride_for(n, K, 5), 1, accumulate});
+          if (t.block == 1)
+            for (bool accumulate : {false, true})
+              out.push_back(
+                  {Op::lanes, t.type, "avx512", M, n, K, stride_for(n, K, 5), 1, accumulate});
 }
 
 void add_widen(std::vector<Case>& out) {
-  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    const std::int64_t B = t.block;
     for (std::int64_t K : {1, 3, 7, 8, 9, 15, 16, 17, 19, 31, 32, 33, 255, 256, 257, 4500})
       for (std::int64_t rows : {1, 3, 17})
         for (const std::string& set : sets())
-          out.push_back({Op::widen, t.type, set, rows, rows, K, K + 3});
+          if (B == 1 || (K <= 19 && K % 4 == 1))  // quantized: K = 1, 9, 17 blocks
+            out.push_back({Op::widen, t.type, set, rows, rows, B == 1 ? K : K * B,
+                           B == 1 ? K + 3 : (K + 1) * B});
+  }
 }
 
 std::vector<std::string> bf16_dots() {
@@ -195,7 +236,36 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
   return v;
 }
 
-// [n, ldw] weights drawn in F32, stored in `type` (traits' from_f32, row by row) and widened
+// n weights (whole blocks) of x stored in type tt: traits' from_f32, or for a type without one
+// (the K-quants) blocks of quants drawn from x's bits with F16 scales that keep the weights near
+// x's magnitude (Q4_K, Q5_K: d at byte 0, dmin at 2; Q6_K: d at 208).
+void store(const attn::WeightTypeTraits& tt, const float* x, std::int64_t n, std::uint8_t* out) {
+  if (tt.from_f32) return tt.from_f32(x, n, out);
+  for (std::int64_t b = 0; b < n / tt.block; ++b) {
+    std::uint8_t* blk = out + b * tt.block_bytes;
+    float amax = 0;
+    for (std::int64_t j = 0; j < tt.block; ++j)
+      amax = std::max(amax, std::fabs(x[b * tt.block + j]));
+    for (std::int64_t j = 0; j < tt.block_bytes; ++j) {
+      std::uint32_t u;
+      std::memcpy(&u, &x[b * tt.block + j % tt.block], 4);
+      blk[j] = std::uint8_t((u >> 5) ^ (u >> 13) ^ std::uint32_t(j * 37));
+    }
+    auto put = [](std::uint8_t* p, float v) {
+      const std::uint16_t h = attn::f32_to_f16(v);
+      p[0] = std::uint8_t(h);
+      p[1] = std::uint8_t(h >> 8);
+    };
+    if (tt.type == attn::WeightType::q6_k) {
+      put(blk + 208, amax / 2000);
+    } else {
+      put(blk, amax / 500);
+      put(blk + 2, amax / 1000);
+    }
+  }
+}
+
+// [n, ldw] weights drawn in F32, stored in `type` (store, row by row) and widened
 // back (to_f32): `stored` is what the kernels read, `values` the weights they multiply.
 struct Weights {
   attn::WeightType type;
@@ -211,7 +281,7 @@ struct Weights {
     stored.resize(std::size_t(row) * std::size_t(n) + 64);
     values.resize(drawn.size());
     for (std::int64_t r = 0; r < n; ++r) {
-      tt.from_f32(drawn.data() + r * ldw, ldw, stored.data() + r * row);
+      store(tt, drawn.data() + r * ldw, ldw, stored.data() + r * row);
       tt.to_f32(stored.data() + r * row, ldw, values.data() + r * ldw);
     }
   }
@@ -279,8 +349,10 @@ Inputs inputs(const Case& c) {
 std::vector<float> run_linear(const Case& c, const attn::Matrix& w, const Inputs& in) {
   const attn::Runtime rt = attn::make_runtime(c.threads, 0, c.set);
   std::vector<float> out = c.accumulate ? in.init : std::vector<float>(in.init.size(), -1.0f);
-  std::vector<float> scratch(std::size_t(
-      attn::scratch_floats(c.M, c.K, c.threads, /*halves=*/true, *rt.kernels, rt.compute) + 1));
+  std::vector<float> scratch(
+      std::size_t(attn::scratch_floats(c.M, c.K, c.threads, /*halves=*/true, /*blocks=*/true,
+                                       *rt.kernels, rt.compute) +
+                  1));
   const attn::Projection p{out.data(), w, c.bias ? in.bias.data() : nullptr, c.n};
   attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch.data(), c.accumulate);
   return out;
@@ -347,7 +419,7 @@ std::vector<attn::TypedKernels> typed_kernels(const std::string& set, bool full_
   }
 #endif
 #undef ATTN_TEST_TYPED
-  REQUIRE(k.size() == attn::kWeightTypeCount);
+  REQUIRE(k.size() == attn::kElementTypeCount);
   return k;
 }
 
@@ -412,8 +484,8 @@ void check_bf16(const Case& c) {
   rt.compute = attn::Compute::bf16;
   rt.bf16_dot = c.set == "vdpbf16ps" ? attn::bf16_dot_native() : attn::bf16_dot_emulated();
   std::vector<float> got(std::size_t(c.M * c.n), -1.0f);
-  std::vector<float> scratch(
-      std::size_t(attn::scratch_floats(c.M, c.K, c.threads, true, *rt.kernels, rt.compute) + 1));
+  std::vector<float> scratch(std::size_t(
+      attn::scratch_floats(c.M, c.K, c.threads, true, false, *rt.kernels, rt.compute) + 1));
   const attn::Projection p{got.data(), w.matrix(), nullptr, c.n};
   attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch.data());
   std::vector<float> rounded = in.x;
@@ -474,6 +546,7 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
   for (Op op : {Op::linear, Op::batch, Op::widen})
     for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
       for (const std::string& set : sets()) {
+        if (op == Op::batch && t.block > 1) continue;  // no batched kernel of its own
         std::int64_t n = 0;
         for (const Case& c : registry()) n += c.op == op && c.type == t.type && c.set == set;
         const std::string op_text = op_name(op), type = t.name;
@@ -530,8 +603,19 @@ TEST_CASE("weight types: each traits row is found by its names and keeps what it
     CHECK(attn::find_weight_type(lower) == t.type);
     if (t.safetensors) CHECK(attn::weight_type_of_safetensors(t.safetensors) == t.type);
     CHECK(attn::weight_type_names().find(t.name) != std::string::npos);
-    // Small integers and halves are exact in every type: stored and widened back unchanged,
-    // finite; a NaN among them is found where it is.
+    // Whole blocks only, and sizes past 2^64 bytes, are refused.
+    CHECK_THROWS_AS(attn::weight_bytes(t.type, -t.block, "test"), attn::InputError);
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max() / t.block * t.block;
+    const unsigned __int128 bytes = (unsigned __int128)(big / t.block) * t.block_bytes;
+    if (bytes >> 64)
+      CHECK_THROWS_AS(attn::weight_bytes(t.type, big, "test"), attn::InputError);
+    else
+      CHECK(attn::weight_bytes(t.type, big, "test") == std::uint64_t(bytes));
+    if (t.block > 1) CHECK_THROWS_AS(attn::weight_bytes(t.type, 1, "test"), attn::InputError);
+    // Small integers and halves are exact in every type of one weight a block: stored and
+    // widened back unchanged, finite; a NaN among them is found where it is. (Quantized blocks:
+    // test_quant.cpp, against gguf-py.)
+    if (t.block > 1) continue;
     const std::int64_t n = 4 * t.block;
     std::vector<float> x(static_cast<std::size_t>(n)), back(x.size());
     for (std::int64_t i = 0; i < n; ++i) x[std::size_t(i)] = float(i % 7 - 3) / 2;
@@ -543,15 +627,6 @@ TEST_CASE("weight types: each traits row is found by its names and keeps what it
     x[std::size_t(n - 2)] = std::nanf("");
     t.from_f32(x.data(), n, stored.data());
     CHECK(t.first_non_finite(stored.data(), n) == n - 2);
-    // Whole blocks only, and sizes past 2^64 bytes, are refused.
-    CHECK_THROWS_AS(attn::weight_bytes(t.type, -t.block, "test"), attn::InputError);
-    const std::int64_t big = std::numeric_limits<std::int64_t>::max() / t.block * t.block;
-    const unsigned __int128 bytes = (unsigned __int128)(big / t.block) * t.block_bytes;
-    if (bytes >> 64)
-      CHECK_THROWS_AS(attn::weight_bytes(t.type, big, "test"), attn::InputError);
-    else
-      CHECK(attn::weight_bytes(t.type, big, "test") == std::uint64_t(bytes));
-    if (t.block > 1) CHECK_THROWS_AS(attn::weight_bytes(t.type, 1, "test"), attn::InputError);
   }
   CHECK_FALSE(attn::find_weight_type("Q9_9"));
   CHECK_FALSE(attn::weight_type_of_safetensors("I32"));

@@ -16,58 +16,20 @@
 #include <string_view>
 
 #include "attn/error.hpp"
+#include "attn/halves.hpp"
+#include "attn/quant_blocks.hpp"
 
 namespace attn {
 
-// In the order of kWeightTypeTraits' rows; the kernels' tables are indexed by it.
-enum class WeightType : std::uint8_t { f32, bf16, f16 };
-
-// bf16 is the top half of an f32.
-inline float bf16_to_f32(std::uint16_t b) {
-  return std::bit_cast<float>(std::uint32_t(b) << 16);
-}
-
-// IEEE half to single, every value exactly: subnormals become normal floats; a NaN keeps its
-// payload and comes out quiet, as the hardware's vcvtph2ps (and so PyTorch) makes it.
-inline float f16_to_f32(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
-  if (exp == 0) {  // zero or subnormal: mant x 2^-24 = (2^-14 + mant x 2^-24) - 2^-14
-    const float mag = std::bit_cast<float>((113u << 23) | (mant << 13)) - 0x1p-14f;
-    return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(mag));
-  }
-  if (exp == 31)
-    return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0));
-  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
-}
-
-// F32 to BF16 and F16, rounding to nearest even (as PyTorch's .bfloat16() and .half()), in
-// integer operations only: no compiler can contract or reorder them. NaN stays NaN.
-inline std::uint16_t f32_to_bf16(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return std::uint16_t((u >> 16) | 0x40u);
-  return std::uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-inline std::uint16_t f32_to_f16(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f), a = u & 0x7FFFFFFFu;
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  auto round = [](std::uint32_t kept, std::uint32_t rest, std::uint32_t half) {
-    return kept + (rest > half || (rest == half && (kept & 1u)));  // a carry moves up the exponent
-  };
-  if (a > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);   // NaN
-  if (a >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);  // rounds past 65504: Inf
-  if (a <= 0x33000000u) return std::uint16_t(sign);            // at most 2^-25: zero
-  if (a >= 0x38800000u)                                        // normal in F16
-    return std::uint16_t(sign | round((a - 0x38000000u) >> 13, a & 0x1FFFu, 0x1000u));
-  const std::uint32_t shift = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u;  // subnormal
-  return std::uint16_t(sign | round(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1)));
-}
+// In the order of kWeightTypeTraits' rows; the kernels' tables are indexed by it. The types of
+// one weight per block (the kernels' element types, ATTN_STORAGE_TYPES) come first, then ggml's
+// quantized blocks (quant_blocks.hpp).
+enum class WeightType : std::uint8_t { f32, bf16, f16, q8_0, q4_0, q4_k, q5_k, q6_k };
 
 // n weights (a whole number of blocks) from p widened to F32, exactly.
 using RowToF32 = void (*)(const void* p, std::int64_t n, float* out);
-// n F32 values (whole blocks) stored into out in the type, as PyTorch rounds to it: how seeded
-// weights are drawn in a type.
+// n F32 values (whole blocks) stored into out in the type, as PyTorch rounds to it (a quantized
+// type: as ggml's reference quantizer stores it): how seeded weights are drawn in a type.
 using RowFromF32 = void (*)(const float* x, std::int64_t n, void* out);
 // The index of the first of n weights (whole blocks) that is NaN or Inf once widened, or -1:
 // read in the stored type, so that the load checks every weight without widening it.
@@ -81,7 +43,7 @@ struct WeightTypeTraits {
   std::int64_t block;        // weights per block
   std::int64_t block_bytes;  // bytes per block
   RowToF32 to_f32;
-  RowFromF32 from_f32;
+  RowFromF32 from_f32;  // null: weights are not drawn in the type (the K-quants)
   FirstNonFinite first_non_finite;
 };
 
@@ -149,6 +111,17 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
      detail::half_from_row<f32_to_bf16>, detail::half_first_non_finite<0x7F80>},
     {WeightType::f16, "F16", "F16", 1, 1, 2, detail::half_row<f16_to_f32>,
      detail::half_from_row<f32_to_f16>, detail::half_first_non_finite<0x7C00>},
+    // ggml's blocks: NaN or Inf only in their F16 scales.
+    {WeightType::q8_0, "Q8_0", nullptr, 8, 32, 34, quant::widen_row<quant::Q8_0>,
+     quant::store_row<quant::Q8_0>, quant::first_non_finite_row<quant::Q8_0>},
+    {WeightType::q4_0, "Q4_0", nullptr, 2, 32, 18, quant::widen_row<quant::Q4_0>,
+     quant::store_row<quant::Q4_0>, quant::first_non_finite_row<quant::Q4_0>},
+    {WeightType::q4_k, "Q4_K", nullptr, 12, 256, 144, quant::widen_row<quant::Q4_K>, nullptr,
+     quant::first_non_finite_row<quant::Q4_K>},
+    {WeightType::q5_k, "Q5_K", nullptr, 13, 256, 176, quant::widen_row<quant::Q5_K>, nullptr,
+     quant::first_non_finite_row<quant::Q5_K>},
+    {WeightType::q6_k, "Q6_K", nullptr, 14, 256, 210, quant::widen_row<quant::Q6_K>, nullptr,
+     quant::first_non_finite_row<quant::Q6_K>},
 };
 inline constexpr std::size_t kWeightTypeCount = std::size(kWeightTypeTraits);
 
@@ -159,15 +132,24 @@ inline constexpr std::int64_t kMaxBlock = [] {
   return b;
 }();
 
+// The rows of one weight per block, which come first: the kernels' element types.
+inline constexpr std::size_t kElementTypeCount = [] {
+  std::size_t n = 0;
+  while (n < kWeightTypeCount && kWeightTypeTraits[n].block == 1) ++n;
+  return n;
+}();
+
 static_assert(
     [] {
       for (std::size_t i = 0; i < kWeightTypeCount; ++i)
         if (std::size_t(kWeightTypeTraits[i].type) != i || kWeightTypeTraits[i].block < 1 ||
-            kWeightTypeTraits[i].block_bytes < 1)
+            kWeightTypeTraits[i].block_bytes < 1 ||
+            (i >= kElementTypeCount && kWeightTypeTraits[i].block == 1))
           return false;
       return true;
     }(),
-    "kWeightTypeTraits: one row per WeightType, in its order, blocks of at least one weight");
+    "kWeightTypeTraits: one row per WeightType, in its order, blocks of at least one weight, "
+    "the blocks of one weight first");
 
 inline const WeightTypeTraits& traits(WeightType t) {
   return kWeightTypeTraits[std::size_t(t)];
@@ -226,9 +208,13 @@ inline std::uint64_t weight_bytes(WeightType t, std::int64_t count, const std::s
   return n;
 }
 
-// The alignment a view of the type needs: its blocks are made of halves or floats.
+// The alignment a view of the type needs: its blocks are made of floats or halves. ggml's blocks
+// (34, 18, 144, 176 or 210 bytes) are read a byte at a time, their F16 scales as two bytes: 2,
+// as ggml lays them out, whatever their size.
 inline std::uintptr_t weight_alignment(WeightType t) {
-  return traits(t).block_bytes % 4 == 0 ? 4 : traits(t).block_bytes % 2 == 0 ? 2 : 1;
+  const WeightTypeTraits& tt = traits(t);
+  if (tt.block > 1) return 2;
+  return tt.block_bytes % 4 == 0 ? 4 : tt.block_bytes % 2 == 0 ? 2 : 1;
 }
 
 }  // namespace attn

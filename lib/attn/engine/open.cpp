@@ -92,6 +92,7 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& fi
     for (MemoryPart& p : memory_parts(args, shape, spec.shard)) parts.push_back(std::move(p));
   } else {
     for (const WeightType t : spec.drawn) {  // every drawn model at once, each in its own type
+      check_drawable(t);
       RunShape typed = shape;
       typed.matrices = {t};
       const std::string prefix =

@@ -98,22 +98,63 @@ struct Input {
   const std::uint16_t* xb;
   const Bf16Dot* dot;
   std::int64_t M, K;
+  // The threads' tiles for quantized weights (tile_floats(M, K) each, thread t's at t times
+  // that), or null when no projection is quantized.
+  float* tiles = nullptr;
+  std::int64_t tile_floats = 0;
+
+  float* tile(int t) const { return tiles ? tiles + t * tile_floats : nullptr; }
 };
 
-// One thread's share of one projection; scratch: the thread's panel or widening buffer, for
-// prefill.
+bool is_blocks(WeightType t) {
+  return traits(t).block > 1;
+}
+
+bool any_blocks(std::span<const Projection> projections) {
+  for (const Projection& p : projections)
+    if (is_blocks(p.w.type)) return true;
+  return false;
+}
+
 void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
-             std::int64_t n1, float* scratch, bool accumulate) {
+             std::int64_t n1, float* scratch, float* tile, bool accumulate);
+
+// A quantized matrix's rows n0..n1: tile_rows(M, K) rows at a time widened (the set's widening,
+// exactly traits' to_f32) into the thread's tile, then the F32 product of the same path on the
+// tile. The F32 kernels compute each output row on its own (gemv, batched, lanes) or in an order
+// that does not depend on the rows' split (the GEMM), so the result has the bits of the F32
+// product over the whole dequantized matrix; and no more than a tile is ever widened at once,
+// which stays in L2 while the kernel reads it (no dequantized copy of a matrix). Prefill on
+// OpenBLAS widens in prefill_product's own blocks instead, those F32 reads in place.
+void tiled_product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
+                   std::int64_t n1, float* scratch, float* tile, bool accumulate) {
+  if (!tile) throw std::logic_error("linear: quantized weights without a tile to widen them in");
+  const std::int64_t K = in.K, ldw = p.w.stride(K), rows = tile_rows(kernels, in.M, K);
+  const WidenFn widen = kernels.typed(p.w.type).widen;
+  for (std::int64_t t0 = n0; t0 < n1; t0 += rows) {
+    const std::int64_t nt = std::min(rows, n1 - t0);
+    widen(p.w.at(t0 * ldw).data, ldw, nt, K, tile);  // [nt, K]
+    const Projection f{p.out + t0, Matrix(tile), nullptr, p.n};
+    product(kernels, f, in, 0, nt, scratch, nullptr, accumulate);
+  }
+}
+
+// One thread's share of one projection; scratch: the thread's panel or widening buffer, for
+// prefill; tile: the thread's tile for quantized weights.
+void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
+             std::int64_t n1, float* scratch, float* tile, bool accumulate) {
   const std::int64_t n = n1 - n0, M = in.M, K = in.K;
   if (n <= 0) return;
   const TypedKernels& k = kernels.typed(p.w.type);
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
+  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm))
+    tiled_product(kernels, p, in, n0, n1, scratch, tile, accumulate);
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M does not; for one row our gemv
   // outruns OpenBLAS's sgemv too (docs/perf/kernels.md).
-  if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows)
+  else if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows)
     in.dot->batch(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
   else if (in.xb && p.w.type == WeightType::bf16)
     in.dot->gemm(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate,
@@ -144,7 +185,7 @@ void linear_rows(const Kernels& kernels, std::span<const Projection> projections
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
         product(kernels, p, in, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
-                accumulate);
+                in.tile(omp_get_thread_num()), accumulate);
         break;
       }
       i -= nb;
@@ -182,7 +223,7 @@ void prefill_claimed(const Kernels& kernels, std::span<const Projection> project
         scratch + prefill_shared_floats(kernels, in.M, in.K) + t * prefill_floats(kernels, in.K);
     for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
       product(kernels, projections[b.part], in, b.begin - bounds[b.part], b.end - bounds[b.part],
-              own, accumulate);
+              own, in.tile(t), accumulate);
   }
 }
 
@@ -198,8 +239,24 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   return std::max(M * (K / kPack) * kPack, M >= kLanesFrom ? lanes_floats(M, K) : 0);
 }
 
+std::int64_t tile_rows(const Kernels& kernels, std::int64_t M, std::int64_t K) {
+  K = std::max<std::int64_t>(K, 1);
+  if (M > kBatchRows && kernels.own_gemm)  // whole 48-feature panels, up to a 192-feature block
+    return std::clamp(kWidenFloats / K / kGemmSteal * kGemmSteal, kGemmSteal, kGemmNC);
+  return std::clamp<std::int64_t>(kTileFloats / K, 16, kGemvRows) / 4 * 4;
+}
+
+std::int64_t tile_floats(const Kernels& kernels, std::int64_t M, std::int64_t K) {
+  // A bound of tile_rows(M, K) * K that grows with M and K, so that a call's tiles fit in the
+  // scratch sized for the largest call.
+  const std::int64_t decode = std::max(kTileFloats, 16 * K);
+  return M > kBatchRows && kernels.own_gemm ? std::max({decode, kWidenFloats, kGemmSteal * K})
+                                            : decode;
+}
+
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            const Kernels& kernels, Compute compute) {
+                            bool blocks, const Kernels& kernels, Compute compute) {
+  halves = halves || blocks;  // quantized weights are widened as halves are, besides their tiles
   // The packed rows (M <= kBatchRows) and the prefill buffers (M > kBatchRows) are never needed
   // by the same call, so they share the buffer. widen_rows(K) * K <= max(16 K, kWidenFloats).
   // x in BF16 (compute bf16) lies after them.
@@ -215,7 +272,8 @@ std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threa
   if (compute == Compute::bf16)
     bf16 = std::max(packed_bf16_elements(rows, k_max),
                     max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
-  return std::max(pack, shared + threads * prefill) + (bf16 + 1) / 2;
+  return std::max(pack, shared + threads * prefill) + (bf16 + 1) / 2 +
+         (blocks ? threads * tile_floats(kernels, max_rows, k_max) : 0);
 }
 
 namespace {
@@ -262,7 +320,11 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const Kernels& kernels = *rt.kernels;
-  const Input in = prepare_input(rt, projections, x, M, K, scratch);
+  Input in = prepare_input(rt, projections, x, M, K, scratch);
+  if (any_blocks(projections)) {  // the tiles after everything else in the scratch
+    in.tiles = scratch + scratch_floats(M, K, rt.threads, true, false, kernels, rt.compute);
+    in.tile_floats = tile_floats(kernels, M, K);
+  }
   // Waking a second thread costs microseconds, more than a small product takes.
   const bool parallel = rt.worth_parallel(flops);
   if (M > kBatchRows && kernels.own_gemm)
@@ -280,7 +342,7 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
       float* own = scratch ? scratch + t * prefill_floats(kernels, K) : nullptr;
       for (const Projection& p : projections) {
         auto [n0, n1] = slice(p.n, widen_rows(K), t, nt);
-        product(kernels, p, in, n0, n1, own, accumulate);
+        product(kernels, p, in, n0, n1, own, in.tile(t), accumulate);
       }
     }
   }
@@ -298,7 +360,7 @@ void group_mix(const Runtime& rt, const float* p, std::int64_t n, const float* v
 
 void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::int64_t K,
                   float* out) {
-  rt.kernels->typed(w.type).widen(w.data, K, rows, K, out);
+  rt.kernels->typed(w.type).widen(w.data, w.stride(K), rows, K, out);
 }
 
 void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,

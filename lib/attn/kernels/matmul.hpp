@@ -18,8 +18,8 @@ namespace attn {
 
 // One nn.Linear: out[M, n] (=|+=) x[M, K] · w[n, K]^T + bias[n]. Bias may be null. w's rows
 // lie w.ld elements apart (0: K), so a block of a matrix's columns (Matrix::columns) is a
-// projection too. w is F32, BF16 or F16 (widened to F32 as it is read: the result has the bits
-// of the F32-widened product).
+// projection too. w is any weight type (widened to F32 as it is read: the result has the bits
+// of the F32-widened product; ggml's blocks a tile at a time, below).
 struct Projection {
   float* out;
   Matrix w;
@@ -38,6 +38,17 @@ inline constexpr std::int64_t kBatchRows = 32;
 inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 
+// A quantized matrix (ggml's blocks) is read in place: a product widens tile_rows(M, K) of its
+// rows at a time into a tile of the calling thread (exactly as traits' to_f32 does) and runs the
+// F32 kernels on it, whose bits do not depend on how the rows are split: the bits of the F32
+// product over the dequantized matrix. kTileFloats: a decode tile's floats, at least 16 rows
+// (512 KB: it stays in L2 while the kernel reads it); prefill on the own GEMM widens whole
+// 48-feature panels, up to a 192-feature block, in kWidenFloats.
+inline constexpr std::int64_t kTileFloats = std::int64_t(1) << 17;
+std::int64_t tile_rows(const Kernels& kernels, std::int64_t M, std::int64_t K);
+// A thread's tile: at least tile_rows(M, K) * K floats, growing with M and K.
+std::int64_t tile_floats(const Kernels& kernels, std::int64_t M, std::int64_t K);
+
 // Floats linear() packs x into for M rows of K: the batched kernel's layout (or, from
 // kLanesFrom rows, the larger of it and x's rows in lanes), or for one row x deinterleaved for
 // the BF16 gemv.
@@ -45,15 +56,16 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
 // on `threads` threads with `kernels`: the packed rows, and
-// the GEMM's panels or, without it and with BF16 or F16 weights (halves), the widening buffers;
-// with compute bf16, x rounded to BF16 besides.
+// the GEMM's panels or, without it and with weights other than F32 (halves), the widening
+// buffers; with compute bf16, x rounded to BF16 besides; with quantized weights (blocks), each
+// thread's tile after all of it.
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            const Kernels& kernels, Compute compute = Compute::f32);
+                            bool blocks, const Kernels& kernels, Compute compute = Compute::f32);
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// scratch: scratch_floats(M, K, rt.threads, halves, *rt.kernels, rt.compute) floats. BF16
+// scratch: scratch_floats(M, K, rt.threads, halves, blocks, *rt.kernels, rt.compute) floats. BF16
 // weights under rt.compute bf16 run the BF16 kernels (detail/bf16_dot.hpp); the rest exactly.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);

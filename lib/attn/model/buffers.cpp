@@ -74,7 +74,7 @@ std::vector<BufferPlan::Part> BufferPlan::parts(std::int64_t batch, std::int64_t
 }
 
 BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max_rows,
-                        const Runtime& rt, bool halves) {
+                        const Runtime& rt, bool halves, bool blocks) {
   BufferPlan p;
   p.max_rows = max_rows;
   p.n_layers = a.n_layers;
@@ -98,7 +98,7 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   // The widest input of a product: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
   floats({std::min(max_rows, kBatchRows), k_max, rt.threads, 16}, "packed rows");
-  p.pack = scratch_floats(max_rows, k_max, rt.threads, halves, *rt.kernels, rt.compute);
+  p.pack = scratch_floats(max_rows, k_max, rt.threads, halves, blocks, *rt.kernels, rt.compute);
   p.partial = shard.size > 1 ? floats({max_rows, a.dim}, "partial sums") : 0;
   return p;
 }

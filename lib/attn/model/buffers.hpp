@@ -61,9 +61,10 @@ struct BufferPlan {
 };
 
 // The buffers of a model computing `local` (a rank's local_args, or the whole model) for forward
-// calls of up to max_rows rows on rt's threads and kernels. halves: some weight matrix is BF16
-// or F16 (without the own GEMM, prefill widens them into scratch).
+// calls of up to max_rows rows on rt's threads and kernels. halves: some weight matrix is not
+// F32 (without the own GEMM, prefill widens them into scratch); blocks: some is quantized (each
+// thread widens tiles of its rows, matmul.hpp).
 BufferPlan plan_buffers(const ModelArgs& local, const Shard& shard, std::int64_t max_rows,
-                        const Runtime& rt, bool halves);
+                        const Runtime& rt, bool halves, bool blocks);
 
 }  // namespace attn

@@ -208,7 +208,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt, const Shard& shard) {
   const ModelArgs a = local_args(whole, shard);
   // Sized before anything is allocated: a size past 2^63 bytes is refused here.
-  const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves);
+  const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves, weights.blocks);
   Transformer m{
       whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,

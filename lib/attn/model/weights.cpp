@@ -297,6 +297,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
     w.bytes += std::uint64_t(s.shape[0]) * weight_bytes(m.type, cols, c.source());
     w.halves |= m.type != WeightType::f32;
+    w.blocks |= traits(m.type).block > 1;
     used.insert(name);
   }
   tie(args, w);
@@ -336,8 +337,17 @@ void draw_rows(std::int64_t rows, std::int64_t cols, const F& f) {
 
 }  // namespace
 
+void check_drawable(WeightType matrices) {
+  if (!traits(matrices).from_f32)
+    throw InputError(std::string("drawn weights cannot be stored in ") +
+                         weight_type_name(matrices) +
+                         ": it is read from files only (no quantizer for it here)",
+                     "weight_types");
+}
+
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
                                   WeightType matrices) {
+  check_drawable(matrices);
   TransformerWeights w;
   std::uint64_t stream = 0;
   for (const TensorSpec& s : all_specs(args, w, shard)) {
@@ -376,6 +386,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     });
     *s.slot.matrix = {t.data(), type};
     w.halves = true;
+    w.blocks |= traits(type).block > 1;
     w.bytes += row_bytes * std::uint64_t(s.shape[0]);
   }
   tie(args, w);

@@ -59,6 +59,7 @@ struct TransformerWeights {
   std::vector<std::vector<std::uint8_t>> owned_blocks;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
   bool halves = false;      // some matrix is not F32: prefill needs widening scratch
+  bool blocks = false;      // some matrix is quantized (ggml's blocks): products need tiles
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
@@ -107,6 +108,10 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
 // With a shard, each rank draws only its slice of the same whole model. matrices: a type other
 // than F32 draws each matrix's F32 values and stores them in the type (traits' from_f32: BF16
 // and F16 rounded to nearest even).
+// Refuses (InputError, setting weight_types) a type weights cannot be drawn in: one without a
+// quantizer (traits' from_f32), such as the K-quants, which are read from files only.
+void check_drawable(WeightType matrices);
+
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
                                   const Shard& shard = {}, WeightType matrices = WeightType::f32);
 

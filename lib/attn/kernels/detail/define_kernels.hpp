@@ -142,9 +142,23 @@
 
 // The set's table entry of one element type, in ATTN_STORAGE_TYPES' order.
 #define ATTN_TYPED_ENTRY(T, name) name##_##T##_kernels(fma512_full_width()),
+// And of one quantized block, in ATTN_BLOCK_TYPES' order: widening only (no gemv or batched
+// kernel of its own: matmul.cpp runs the F32 ones on widened tiles).
+#define ATTN_BLOCK_ENTRY(B, name) TypedKernels{nullptr, nullptr, widen_blocks_##name<B>},
+// Every entry of a set's table, by WeightType.
+#define ATTN_TABLE_ENTRIES(name) \
+  ATTN_STORAGE_TYPES(ATTN_TYPED_ENTRY, name) ATTN_BLOCK_TYPES(ATTN_BLOCK_ENTRY, name)
+
+// A set's widening of the quantized blocks (vectors.hpp's widen_blocks), compiled for it.
+#define ATTN_BLOCK_WIDENING(name, target)                                                          \
+  template <typename B>                                                                            \
+  target ATTN_FLATTEN void widen_blocks_##name(const void* w, std::int64_t ldw, std::int64_t rows, \
+                                               std::int64_t K, float* out) {                       \
+    widen_blocks<B>(w, ldw, rows, K, out);                                                         \
+  }
 
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
-// of ATTN_TYPED_SET for each of ATTN_STORAGE_TYPES.
+// of ATTN_TYPED_SET for each of ATTN_STORAGE_TYPES and the widening of each of ATTN_BLOCK_TYPES.
 #define ATTN_KERNELS(name, target, W, GEMM)                                                     \
   namespace {                                                                                   \
   target ATTN_FLATTEN void scores_##name(const float* q, std::int64_t n, const float* k,        \
@@ -172,12 +186,13 @@
                                              int interleave) {                                  \
     return read_rows_loop(p, rows, k, interleave);                                              \
   }                                                                                             \
+  ATTN_BLOCK_WIDENING(name, target)                                                             \
   }                                                                                             \
   const Kernels& name##_kernels() {                                                             \
     static const Kernels k = {#name,                                                            \
                               W,                                                                \
                               kGemvLanes<W, Bf16>,                                              \
-                              {ATTN_STORAGE_TYPES(ATTN_TYPED_ENTRY, name)},                     \
+                              {ATTN_TABLE_ENTRIES(name)},                                       \
                               GEMM,                                                             \
                               lanes_from(GEMM),                                                 \
                               scores_##name,                                                    \

@@ -3,6 +3,8 @@
 // or F16, widened to F32 where they are loaded. Widening is exact (matrix.hpp), so a kernel
 // over BF16 weights gives the bits of the same kernel over their F32 widening.
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -23,21 +25,45 @@ struct F16 {
 // this list, X(T, args...) for each.
 #define ATTN_STORAGE_TYPES(X, ...) X(float, __VA_ARGS__) X(Bf16, __VA_ARGS__) X(F16, __VA_ARGS__)
 
-// One element type per row of the traits table, each the size of the row's block: a missing one
-// would leave the sets' tables with null kernels for its type.
+// ggml's quantized blocks (quant_blocks.hpp) of the rows after the element types, in their order:
+// each set's widening of them (define_kernels.hpp) is instantiated from this list, X(B, args...).
+#define ATTN_BLOCK_TYPES(X, ...)                                                      \
+  X(quant::Q8_0, __VA_ARGS__)                                                         \
+  X(quant::Q4_0, __VA_ARGS__) X(quant::Q4_K, __VA_ARGS__) X(quant::Q5_K, __VA_ARGS__) \
+      X(quant::Q6_K, __VA_ARGS__)
+
+constexpr bool blocks_match_traits() {
+  std::size_t i = kElementTypeCount;
+  bool ok = true;
+#define ATTN_BLOCK_CHECK(B, ...)                                                \
+  ok = ok && i < kWeightTypeCount && kWeightTypeTraits[i].block == B::kBlock && \
+       kWeightTypeTraits[i++].block_bytes == B::kBytes;
+  ATTN_BLOCK_TYPES(ATTN_BLOCK_CHECK, )
+#undef ATTN_BLOCK_CHECK
+  return ok && i == kWeightTypeCount;
+}
+static_assert(blocks_match_traits(),
+              "ATTN_BLOCK_TYPES: one block per quantized WeightType, in order");
+
+// One element type per row of the traits table whose blocks hold one weight (the first
+// kElementTypeCount rows), each the size of the row's block: a missing one would leave the sets'
+// tables with null kernels for its type. The quantized blocks after them are no element type: a
+// product widens a tile of their rows and runs the F32 kernels on it (matmul.cpp).
 constexpr bool storage_matches_traits() {
   std::size_t i = 0;
   bool ok = true;
-#define ATTN_STORAGE_CHECK(T, ...) \
-  ok = ok && i < kWeightTypeCount && sizeof(T) == std::size_t(kWeightTypeTraits[i++].block_bytes);
+#define ATTN_STORAGE_CHECK(T, ...)                                       \
+  ok = ok && i < kElementTypeCount && kWeightTypeTraits[i].block == 1 && \
+       sizeof(T) == std::size_t(kWeightTypeTraits[i++].block_bytes);
   ATTN_STORAGE_TYPES(ATTN_STORAGE_CHECK, )
 #undef ATTN_STORAGE_CHECK
-  return ok && i == kWeightTypeCount;
+  return ok && i == kElementTypeCount;
 }
-static_assert(storage_matches_traits(), "ATTN_STORAGE_TYPES: one type per WeightType, in order");
+static_assert(storage_matches_traits(),
+              "ATTN_STORAGE_TYPES: one type per WeightType of one weight a block, in order");
 
 // f(static_cast<const T*>(w)) for w's element type T: one dispatch per matrix, the kernels
-// being templates over T.
+// being templates over T. A block type has none: its callers widen it first (logic_error).
 template <typename F>
 void with_storage(WeightType type, const void* w, F&& f) {
   std::size_t i = 0;
@@ -45,6 +71,8 @@ void with_storage(WeightType type, const void* w, F&& f) {
   if (std::size_t(type) == i++) return f(static_cast<const T*>(w));
   ATTN_STORAGE_TYPES(ATTN_STORAGE_CASE, )
 #undef ATTN_STORAGE_CASE
+  throw std::logic_error(std::string("with_storage: ") + weight_type_name(type) +
+                         " is not an element type");
 }
 
 [[gnu::always_inline]] inline float to_f32(float w) {

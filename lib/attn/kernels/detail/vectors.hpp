@@ -406,6 +406,21 @@ template <int W, typename T>
   }
 }
 
+// rows x K weights of ggml's blocks B (ldw apart, whole blocks) widened into out [rows, K]: the
+// tiles the products of a quantized matrix run the F32 kernels on (matmul.cpp), and the token
+// rows of an embedding. Compiled into each set's function, the blocks' loops vectorize for it.
+template <typename B>
+[[gnu::always_inline]] inline void widen_blocks(const void* w, std::int64_t ldw, std::int64_t rows,
+                                                std::int64_t K, float* out) {
+  const auto* b = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* row = b + r * row_bytes;
+    for (std::int64_t i = 0; i < K / B::kBlock; ++i)
+      B::widen(row + i * B::kBytes, out + r * K + i * B::kBlock);
+  }
+}
+
 // acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
 // the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
