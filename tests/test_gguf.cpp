@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -205,7 +206,13 @@ std::string refusal(const Gguf& g) {
   return refusal(g.bytes());
 }
 
-#define CHECK_REFUSED(g, text) CHECK_MESSAGE(refusal(g).find(text) != std::string::npos, refusal(g))
+// The refusal is taken before the check: doctest's reporter must not run refusal's own checks
+// while it prints this one.
+#define CHECK_REFUSED(g, text)                                         \
+  do {                                                                 \
+    const std::string refused_ = refusal(g);                           \
+    CHECK_MESSAGE(refused_.find(text) != std::string::npos, refused_); \
+  } while (0)
 
 }  // namespace
 
@@ -602,6 +609,60 @@ TEST_CASE("gguf: open_gguf names the path, and refuses what is not a regular fil
   std::ofstream(dir.path / "empty.gguf").close();
   CHECK_THROWS_WITH_AS(attn::open_gguf(dir.path / "empty.gguf"),
                        doctest::Contains("empty.gguf: not a GGUF file"), attn::InputError);
+}
+
+TEST_CASE("gguf: llama.cpp's test vocabularies read as gguf-py reads them") {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path models = (xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache") /
+                          "attn-cli" / "llama.cpp" / "3.22.1" / "src" / "models";
+  if (!fs::is_directory(models)) {
+    MESSAGE("skipped: " << models << " is absent (bash bench/llama_cpp.sh --src unpacks it)");
+    return;
+  }
+  std::ifstream in(fixture("vocab.json"));
+  REQUIRE(in);
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  int read = 0;
+  for (const auto& item : expected.items()) {
+    const std::string file = item.key();
+    const nlohmann::json& e = item.value();
+    CAPTURE(file);
+    const fs::path path = models / file;
+    if (!fs::exists(path) || fs::file_size(path) != e["file_size"].get<std::uint64_t>()) continue;
+    ++read;
+    const auto f = attn::open_gguf(path);
+    CHECK(f->version == e["version"].get<std::uint32_t>());
+    REQUIRE(f->kv.size() == e["kv"].size());
+    for (std::size_t i = 0; i < f->kv.size(); ++i) {
+      const nlohmann::json& kv = e["kv"][i];
+      const attn::GgufValue& v = f->kv[i].second;
+      CAPTURE(f->kv[i].first);
+      CHECK(f->kv[i].first == kv["key"].get<std::string>());
+      CHECK(v.type == type_of(kv["type"]));
+      if (v.type != GgufValueType::array) continue;
+      CHECK(v.element == type_of(kv["element"]));
+      CHECK(v.count == kv["count"].get<std::uint64_t>());
+      if (!kv.contains("fnv")) continue;
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over each string's bytes, then 0xFF
+      for (std::string_view s : f->strings(f->kv[i].first)) {
+        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0xFFu) * 1099511628211ull;
+      }
+      CHECK(std::to_string(h) == kv["fnv"].get<std::string>());
+    }
+    REQUIRE(f->tensors.size() == e["tensors"].size());
+    for (std::size_t i = 0; i < f->tensors.size(); ++i) {
+      const nlohmann::json& t = e["tensors"][i];
+      CHECK(f->tensors[i].name == t["name"].get<std::string>());
+      CHECK(f->tensors[i].ggml_type == t["ggml_type"].get<std::uint32_t>());
+      CHECK(f->tensors[i].shape == t["shape"].get<std::vector<std::int64_t>>());
+      CHECK(f->tensors[i].offset == t["offset"].get<std::uint64_t>());
+      CHECK(f->tensors[i].size == t["size"].get<std::uint64_t>());
+    }
+  }
+  MESSAGE(read << " of " << expected.size() << " vocabularies read");
+  CHECK(read > 0);
 }
 
 TEST_CASE("gguf: stories260K.gguf, as ggml-org publishes it") {
