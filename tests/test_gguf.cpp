@@ -330,7 +330,8 @@ TEST_CASE("gguf: typed reads refuse another type, naming the file and the key") 
 }
 
 TEST_CASE("gguf: the writer here makes valid files (the hostile cases' base)") {
-  const attn::GgufFile f = attn::parse_gguf(Gguf().bytes(), kName);
+  const Bytes bytes = Gguf().bytes();  // outlives the file, which points into it
+  const attn::GgufFile f = attn::parse_gguf(bytes, kName);
   REQUIRE(f.tensors.size() == 2);
   CHECK(f.tensors[0].shape == std::vector<std::int64_t>{2, 4});
   CHECK(f.tensors[1].offset == f.data_start + 32);
@@ -366,7 +367,8 @@ TEST_CASE("gguf: the writer here makes valid files (the hostile cases' base)") {
     g.kv_raw("empty", arr);
     g.tensors = {{"q", {64, 1}, 8, 0}, {"d4", {1, 2, 3, 1}, 0, 96}};
     g.data_bytes = 128;
-    const attn::GgufFile q = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile q = attn::parse_gguf(bytes, kName);
     CHECK(q.floats("empty").empty());
     CHECK(q.tensors[0].size == 68);
     CHECK(q.tensors[1].shape == std::vector<std::int64_t>{1, 3, 2, 1});
@@ -505,7 +507,8 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
     put32(v, 7);
     v.push_back(2);
     g.kv_raw("b", v);
-    const attn::GgufFile f = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile f = attn::parse_gguf(bytes, kName);
     CHECK_THROWS_WITH_AS(f.boolean("b"), "h.gguf: key 'b': bool byte 2 is not 0 or 1",
                          attn::InputError);
   }
@@ -517,7 +520,8 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
     put64(v, 1);
     put64(v, ~std::uint64_t{0});
     g.kv_raw("ints", v);
-    const attn::GgufFile f = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile f = attn::parse_gguf(bytes, kName);
     CHECK_THROWS_WITH_AS(f.integers("ints"),
                          "h.gguf: key 'ints': element 1 (18446744073709551615) is out of range",
                          attn::InputError);
