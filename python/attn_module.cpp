@@ -478,9 +478,15 @@ PYBIND11_MODULE(attn, mod) {
       .def(
           "token_bytes",
           [](const attn::Tokenizer& t, std::int32_t id) {
-            return py::bytes(attn::token_bytes(t, id));
+            try {
+              return py::bytes(attn::token_bytes(t, id));
+            } catch (const attn::InputError& e) {  // the argument's name, as every check here
+              throw py::value_error(std::string("id: ") + e.what());
+            }
           },
-          py::arg("id"), "one token's text as bytes (a split character's byte, not U+FFFD)")
+          py::arg("id"),
+          "one token's text as bytes (a split character's byte, not U+FFFD); ValueError for an "
+          "id outside the vocabulary")
       .def_property_readonly("vocab_size", &attn::Tokenizer::vocab_size)
       .def_readonly("bos_id", &attn::Tokenizer::bos)
       .def_readonly("eos_ids", &attn::Tokenizer::eos)

@@ -410,3 +410,29 @@ TEST_CASE("tokenizer: token_bytes of an id outside the vocabulary is refused") {
         {"token id " + std::to_string(id), "outside the vocabulary [0, 259)", "bytes_range"});
   CHECK(attn::token_bytes(t, 258) == " the");
 }
+
+TEST_CASE("tokenizer: attn-cli tokenize refuses the hostile files with exit 2, escaped") {
+  const auto refused_cli = [](const std::string& args, const std::vector<std::string>& needles) {
+    const test::CliResult r = test::run_cli("tokenize " + args);
+    INFO("attn-cli tokenize " << args << "\nstderr: " << r.err.substr(0, 2000));
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.size() < 1000);
+    CHECK(!has_raw_control(r.err.substr(0, r.err.size() - 1)));  // but its closing newline
+    for (const std::string& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, n);
+  };
+  const auto regex = write_json("cli_catastrophic", with_split("(\\w+\\s?)+$"));
+  const auto prompt = regex.parent_path() / "prompt.txt";
+  std::ofstream(prompt) << repeat("aaaaaaaaaaaaaaaaaaaa!", 209);
+  refused_cli("--tokenizer " + regex.string() + " --prompt-file " + prompt.string(),
+              {regex.string(), "pre_tokenizer.pretokenizers[0].pattern", "retries"});
+  json j = byte_level();
+  j["decoder"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
+  const auto decoder = write_json("cli_split_decoder", j);
+  refused_cli("--tokenizer " + decoder.string() + " --decode --tokens 1,2",
+              {decoder.string(), "decoder.type", "'Split' cannot be a decoder"});
+  const auto config = write_json("cli_config_array", byte_level());
+  std::ofstream(config.parent_path() / "tokenizer_config.json") << "[1]";
+  refused_cli("--tokenizer " + config.string() + " -p hi",
+              {"tokenizer_config.json", "expected a JSON object"});
+}

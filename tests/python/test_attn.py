@@ -223,6 +223,9 @@ def test_tokenizer_encodes_and_decodes(tmp_path):
     assert t.decode([116, 257, 258]) == "the the"
     assert t.token_bytes(0xF0) == b"\xf0"
     assert t.vocab_size == 259
+    for bad in (-1, 259, 2**31 - 1):  # issue 37: b'' before
+        with pytest.raises(ValueError, match=r"^id: token id -?\d+ is outside the vocabulary \[0, 259\)"):
+            t.token_bytes(bad)
     with pytest.raises(ValueError, match="tokenizer.json"):
         attn.Tokenizer(str(tmp_path / "missing" / "tokenizer.json"))
 
