@@ -9,7 +9,7 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens tokenizer_text)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -22,6 +22,7 @@ for h in "${harnesses[@]}"; do
     hf_config) seeds=() ;;  # made below: a pick byte, then each Hugging Face config
     tokenizer) seeds=(fuzz/seeds/tokenizer/*) ;;
     tokens) seeds=(fuzz/seeds/tokens/*) ;;
+    tokenizer_text) seeds=(fuzz/seeds/tokenizer_text/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do
