@@ -2,6 +2,7 @@
 // (the real vocabularies are compared with Hugging Face's tokenizers.js by tests/tokenizer/run.sh),
 // UTF-8 repair as browsers do it, and files that cannot be read refused with the key named.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <functional>
@@ -435,4 +436,13 @@ TEST_CASE("tokenizer: attn-cli tokenize refuses the hostile files with exit 2, e
   std::ofstream(config.parent_path() / "tokenizer_config.json") << "[1]";
   refused_cli("--tokenizer " + config.string() + " -p hi",
               {"tokenizer_config.json", "expected a JSON object"});
+}
+
+TEST_CASE("tokenizer: a tokenizer path that is not a regular file is named once as a file") {
+  const auto dir = test::temp_path("fifo_dir");
+  std::filesystem::create_directories(dir);
+  const auto fifo = dir / "tokenizer.json";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  refused_with([&] { attn::load_tokenizer(fifo); },
+               {fifo.string() + ": the tokenizer file is a FIFO, not a regular file"});
 }

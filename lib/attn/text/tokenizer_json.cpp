@@ -89,7 +89,7 @@ json parse_text(const std::string& text, const std::string& source) {
 }
 
 json parse_file(const fs::path& path, const std::string& source) {
-  return parse_text(read_small_file(path, "tokenizer file", kMaxTokenizerBytes), source);
+  return parse_text(read_small_file(path, "tokenizer", kMaxTokenizerBytes), source);
 }
 
 std::int32_t checked_id(const Node& n, std::int64_t vocab_limit) {
