@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     attn::decode(t, ids, {true, false});
     for (const std::int32_t id : ids) attn::token_bytes(t, id);
   } catch (const attn::InputError& e) {
-    require_escaped(e.what());
+    require_escaped(e.what(), all);
   }
   return 0;
 }

@@ -95,8 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const char* c : {"\xE2\x96\x81", "a", "b", " ", "\xC3\xA9"}) pieces.push_back(c);
   json merges = json::array();
   for (int k = in.ConsumeIntegralInRange(0, 8); k > 0; --k) {
-    const auto& l = pieces[in.ConsumeIntegralInRange<std::size_t>(0, pieces.size() - 1)];
-    const auto& r = pieces[in.ConsumeIntegralInRange<std::size_t>(0, pieces.size() - 1)];
+    const std::string l = pieces[in.ConsumeIntegralInRange<std::size_t>(0, pieces.size() - 1)];
+    const std::string r = pieces[in.ConsumeIntegralInRange<std::size_t>(0, pieces.size() - 1)];
     if (std::find(pieces.begin(), pieces.end(), l + r) == pieces.end()) pieces.push_back(l + r);
     merges.push_back(json::array({l, r}));
   }
@@ -143,7 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     attn::decode(t, ids, {true, false});
     for (const std::int32_t id : ids) attn::token_bytes(t, id);
   } catch (const attn::InputError& e) {
-    require_escaped(e.what());
+    require_escaped(e.what(), std::string_view(reinterpret_cast<const char*>(data), size));
   }
   return 0;
 }

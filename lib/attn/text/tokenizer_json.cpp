@@ -1,6 +1,8 @@
 // Reading tokenizer.json, tokenizer_config.json and generation_config.json into a Tokenizer.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
@@ -84,7 +86,11 @@ json parse_text(const std::string& text, const std::string& source) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
+    // The parser's own words ("parse error at line 1, column 1: ..."), not its tag.
+    std::string_view what = e.what();
+    if (what.starts_with("[json.exception."))
+      what.remove_prefix(std::min(what.size(), what.find("] ") + 2));
+    throw InputError(source + ": not valid JSON: " + escape(what, 160));
   }
 }
 
