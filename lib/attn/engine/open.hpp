@@ -18,6 +18,8 @@
 
 namespace attn {
 
+inline constexpr int kMaxThreads = 1024;  // as --threads takes
+
 // What a user names: the model's files, the overrides and how to run it.
 struct ModelSpec {
   std::filesystem::path weights;    // a safetensors file, an index, or a folder holding one;
@@ -30,7 +32,7 @@ struct ModelSpec {
   // Drawn weights' matrix types: one model each (the benchmark compares them); a file's are its
   // own.
   std::vector<WeightType> drawn = {WeightType::f32};
-  int threads = 0;  // < 1: one per core
+  int threads = 0;  // < 1: one per core; at most kMaxThreads
   Compute compute = Compute::f32;
   Shard shard;  // model parallel: this rank's part
 };
@@ -44,7 +46,8 @@ struct ModelFiles {
 ModelFiles find_model_files(const ModelSpec& spec);
 
 // The config (or `fallback()` when no file is named or found; without a fallback, InputError
-// naming the setting "config") with the overrides and the mask applied. A Hugging Face config has no model_parallel_size: the number of ranks is it.
+// naming the setting "config") with the overrides and the mask applied. A Hugging Face config has
+// no model_parallel_size: the number of ranks is it.
 ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)());
 
 // A token model's ends (vocab_size > 0): the embeddings when the layers start at the
