@@ -10,7 +10,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
-  llama2c llama_tokenizer)
+  llama2c llama_tokenizer tokenizer_text)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -27,6 +27,7 @@ for h in "${harnesses[@]}"; do
     gguf) seeds=(tests/golden/gguf/*.gguf weights/*.gguf) ;;
     llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
     llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
+    tokenizer_text) seeds=(fuzz/seeds/tokenizer_text/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do

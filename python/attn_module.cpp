@@ -551,7 +551,9 @@ PYBIND11_MODULE(attn, mod) {
                                     std::to_string(t.vocab_size()) + ")");
             return py::bytes(attn::token_bytes(t, std::int32_t(id)));
           },
-          py::arg("id"), "one token's text as bytes (a split character's byte, not U+FFFD)")
+          py::arg("id"),
+          "one token's text as bytes (a split character's byte, not U+FFFD); IndexError for an "
+          "id outside the vocabulary")
       .def_property_readonly("vocab_size", &attn::Tokenizer::vocab_size)
       .def_readonly("bos_id", &attn::Tokenizer::bos)
       .def_readonly("eos_ids", &attn::Tokenizer::eos)

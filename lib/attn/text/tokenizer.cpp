@@ -5,6 +5,7 @@
 
 #include "attn/error.hpp"
 #include "attn/text/llama_vocab.hpp"
+#include "attn/text/added_tokens.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/unicode.hpp"
 
@@ -44,50 +45,28 @@ bool white_before(std::string_view s, std::size_t i, std::size_t& begin) {
   return true;
 }
 
-bool is_word_char(std::string_view s, std::size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  return c >= 0x80 || std::isalnum(c) || c == '_';
-}
-
-// Where the longest added token starting at s[i] ends (0: none), with its index.
-std::size_t match_added(const Tokenizer& t, std::string_view s, std::size_t i, std::size_t& which) {
-  for (std::size_t k = 0; k < t.added.size(); ++k) {
-    const std::string& c = t.added[k].content;
-    if (s.compare(i, c.size(), c) != 0) continue;
-    const std::size_t e = i + c.size();
-    if (t.added[k].single_word &&
-        ((i > 0 && is_word_char(s, i - 1)) || (e < s.size() && is_word_char(s, e))))
-      continue;
-    which = k;
-    return e;
-  }
-  return 0;
-}
-
 // The input cut at its added tokens, leftmost-longest (Hugging Face's Aho-Corasick split), each
 // token taking the white space around it its lstrip/rstrip ask for.
 std::vector<Segment> split_added(const Tokenizer& t, std::string_view s) {
   std::vector<Segment> out;
-  std::array<bool, 256> first{};
-  for (const AddedToken& a : t.added) first[static_cast<unsigned char>(a.content[0])] = true;
   std::size_t from = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    std::size_t which = 0, e = 0;
-    if (first[static_cast<unsigned char>(s[i])]) e = match_added(t, s, i, which);
-    if (!e) {
-      i += code_point_bytes(s, i);
-      continue;
+  if (!t.added.empty()) {
+    // A loader that made no index (none of this library's): one for this call.
+    const std::shared_ptr<const AddedTokenIndex> index =
+        t.added_index ? t.added_index : std::make_shared<const AddedTokenIndex>(t.added);
+    for (const auto& [i, which] : index->longest_at(s)) {
+      if (i < from) continue;  // inside a token taken, or the white space it took
+      const AddedToken& a = t.added[std::size_t(which)];
+      std::size_t b = i, e = i + a.content.size();
+      if (a.lstrip)
+        while (b > from && white_before(s, b, b)) {
+        }
+      if (a.rstrip)
+        for (std::size_t k = e; k < s.size() && is_white_space(next_code_point(s, k));) e = k;
+      if (b > from) out.push_back({s.substr(from, b - from), -1, from == 0});
+      out.push_back({s.substr(b, e - b), a.id, false});
+      from = e;
     }
-    const AddedToken& a = t.added[which];
-    std::size_t b = i;
-    if (a.lstrip)
-      while (b > from && white_before(s, b, b)) {
-      }
-    if (a.rstrip)
-      for (std::size_t k = e; k < s.size() && is_white_space(next_code_point(s, k));) e = k;
-    if (b > from) out.push_back({s.substr(from, b - from), -1, from == 0});
-    out.push_back({s.substr(b, e - b), a.id, false});
-    from = i = e;
   }
   if (from < s.size()) out.push_back({s.substr(from), -1, from == 0});
   return out;
@@ -103,14 +82,14 @@ std::string normalize(const Tokenizer& t, std::string_view text) {
 }
 
 // s cut into spans, each a match of the pattern or not: the pieces Split's behavior keeps.
-void split_word(const TextStep& st, const std::string& s, Words& out) {
+void split_word(const TextStep& st, const std::string& s, RegexBudget& budget, Words& out) {
   struct Span {
     std::size_t b, e;
     bool match;
   };
   std::vector<Span> spans;
   std::size_t at = 0;
-  for (const auto& [b, e] : st.regex->find_all(s)) {
+  for (const auto& [b, e] : st.regex->find_all(s, budget, st.where)) {
     if (b > at) spans.push_back({at, b, st.invert});
     spans.push_back({b, e, !st.invert});
     at = e;
@@ -185,7 +164,7 @@ Words word_starts(const Tokenizer& t, std::string s) {
   return words;
 }
 
-Words pre_tokenize(const Tokenizer& t, std::string s, bool at_start) {
+Words pre_tokenize(const Tokenizer& t, std::string s, bool at_start, RegexBudget& budget) {
   if (!t.word_start.empty()) return word_starts(t, std::move(s));
   Words words;
   words.push_back(std::move(s));
@@ -194,14 +173,14 @@ Words pre_tokenize(const Tokenizer& t, std::string s, bool at_start) {
     for (std::size_t i = 0; i < words.size(); ++i) {
       std::string& w = words[i];
       if (st.kind == TextStep::Kind::split) {
-        split_word(st, w, next);
+        split_word(st, w, budget, next);
       } else if (st.kind == TextStep::Kind::metaspace) {
         metaspace(st, std::move(w), at_start && i == 0, next);
       } else if (st.kind == TextStep::Kind::byte_level) {
         if (st.add_prefix_space && w.compare(0, 1, " ") != 0) w = " " + w;
         Words parts;
         if (st.use_regex)
-          split_word(st, w, parts);
+          split_word(st, w, budget, parts);
         else
           parts.push_back(std::move(w));
         for (const std::string& p : parts) next.push_back(to_byte_level(p));
@@ -216,9 +195,9 @@ Words pre_tokenize(const Tokenizer& t, std::string s, bool at_start) {
 
 using WordCache = std::unordered_map<std::string, std::vector<std::int32_t>>;
 
-void encode_segment(const Tokenizer& t, const Segment& seg, WordCache& cache,
+void encode_segment(const Tokenizer& t, const Segment& seg, WordCache& cache, RegexBudget& budget,
                     std::vector<std::int32_t>& ids) {
-  for (const std::string& w : pre_tokenize(t, normalize(t, seg.text), seg.at_start)) {
+  for (const std::string& w : pre_tokenize(t, normalize(t, seg.text), seg.at_start, budget)) {
     if (w.empty()) continue;
     auto it = cache.find(w);
     if (it == cache.end()) {
@@ -350,11 +329,12 @@ std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
     ids.insert(ids.begin(), t.bos);
   if (bos && !*bos) std::erase(ids, t.bos);
   WordCache cache;
+  RegexBudget budget(s.size());  // every search of this text, every step
   for (const Segment& seg : split_added(t, s)) {
     if (seg.added >= 0)
       ids.push_back(seg.added);
     else
-      encode_segment(t, seg, cache, ids);
+      encode_segment(t, seg, cache, budget, ids);
   }
   if (!o.add_special_tokens) return ids;
   std::vector<std::int32_t> suffix = t.suffix;
@@ -393,7 +373,9 @@ std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
 }
 
 std::string token_bytes(const Tokenizer& t, std::int32_t id) {
-  if (id < 0 || id >= t.vocab_size()) return {};
+  if (id < 0 || id >= t.vocab_size())
+    throw InputError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                     std::to_string(t.vocab_size()) + ") of " + t.source);
   if (t.llama) return token_bytes_llama(t, id);
   Words tokens = {t.pieces[std::size_t(id)]};
   run_decoder(t, tokens, /*repair=*/false);

@@ -17,6 +17,7 @@
 
 namespace attn {
 
+class AddedTokenIndex;
 class Regex;
 struct LlamaVocab;
 
@@ -49,6 +50,7 @@ struct TextStep {
   Scheme scheme = Scheme::always;                   // metaspace
   bool split_words = true;                          // metaspace
   std::int64_t start = 0, stop = 0;                 // strip
+  std::string where;  // "<file>: key 'pre_tokenizer.pretokenizers[0]'", escaped, for messages
 };
 
 struct Tokenizer {
@@ -56,7 +58,8 @@ struct Tokenizer {
   Bpe bpe;
   std::vector<std::string> pieces;  // [vocab_size]: id -> the vocabulary's string ("Ġworld")
   std::vector<AddedToken> added;    // longest first: how the text is split
-  std::vector<bool> special;        // [vocab_size]: a special added token
+  std::shared_ptr<const AddedTokenIndex> added_index;  // of `added`, made by the loader
+  std::vector<bool> special;                           // [vocab_size]: a special added token
   std::vector<TextStep> normalizer, pre_tokenizer, decoder;
   std::vector<std::int32_t> prefix, suffix;  // the post-processor's ids around one sequence
   std::int32_t bos = -1;                     // tokenizer_config's bos_token, or -1
@@ -112,7 +115,8 @@ std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
                    const DecodeOptions& o = {});
 
 // One token's text as its bytes, not made valid UTF-8: a byte token of a character split over
-// several tokens shows its own byte (for labels, escaped by the caller), not U+FFFD.
+// several tokens shows its own byte (for labels, escaped by the caller), not U+FFFD. Throws
+// InputError for an id outside the vocabulary.
 std::string token_bytes(const Tokenizer& t, std::int32_t id);
 
 }  // namespace attn

@@ -1,10 +1,13 @@
 // Reading tokenizer.json, tokenizer_config.json and generation_config.json into a Tokenizer.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
+#include "attn/text/added_tokens.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "attn/text/unicode.hpp"
@@ -23,33 +26,48 @@ constexpr JsonLimits kTokenizerLimits{64, std::size_t(1) << 24, std::size_t(1) <
 // of pieces, so a stray large one must not cost gigabytes.
 constexpr std::int64_t kMaxId = std::int64_t(1) << 22;
 
-// A view of one object of the file, for messages naming the key's full path.
+// A view of one value of the file, for messages naming the key's full path. Every read checks
+// the value's type first: a mismatch names the key, never the JSON library's own text.
 struct Node {
   const json& j;
-  std::string path;  // "model.merges"
+  std::string path;  // "model.merges", keys as the file spells them (escaped when printed)
   const std::string& source;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(source + ": key '" + path + "': " + what);
+    throw InputError(source + ": key " + attn::quoted(path) + ": " + what);
   }
-  bool has(const char* key) const { return j.is_object() && j.contains(key) && !j[key].is_null(); }
-  Node at(const char* key) const {
-    if (!has(key)) Node{j, path.empty() ? key : path + "." + key, source}.fail("is missing");
-    return {j[key], path.empty() ? key : path + "." + key, source};
+  bool has(const std::string& key) const {
+    return j.is_object() && j.contains(key) && !j[key].is_null();
   }
-  Node at(std::size_t i) const { return {j[i], path + "[" + std::to_string(i) + "]", source}; }
+  Node at(const std::string& key) const {
+    const std::string p = path.empty() ? key : path + "." + key;
+    if (!j.is_object()) fail("expected an object");
+    if (!has(key)) Node{j, p, source}.fail("is missing");
+    return {j[key], p, source};
+  }
+  // The array's elements (after checking that it is one).
+  std::size_t size() const {
+    if (!j.is_array()) fail("expected an array, got " + quoted(j.dump(), 60));
+    return j.size();
+  }
+  Node at(std::size_t i) const {
+    if (i >= size()) fail("has no element " + std::to_string(i));
+    return {j[i], path + "[" + std::to_string(i) + "]", source};
+  }
   std::string text() const {
     if (!j.is_string()) fail("expected a string, got " + quoted(j.dump(), 60));
     return j.get<std::string>();
   }
-  bool flag(const char* key, bool otherwise) const {
+  bool flag(const std::string& key, bool otherwise) const {
     if (!has(key)) return otherwise;
     if (!j[key].is_boolean())
       at(key).fail("expected true or false, got " + quoted(j[key].dump(), 60));
     return j[key].get<bool>();
   }
   std::int64_t integer() const {
-    if (!j.is_number_integer()) fail("expected an integer, got " + quoted(j.dump(), 60));
+    if (!j.is_number_integer() ||
+        (j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
+      fail("expected an integer, got " + quoted(j.dump(), 60));
     return j.get<std::int64_t>();
   }
   std::string type() const { return at("type").text(); }
@@ -68,12 +86,16 @@ json parse_text(const std::string& text, const std::string& source) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw InputError(source + ": not valid JSON: " + escape(e.what(), 160));
+    // The parser's own words ("parse error at line 1, column 1: ..."), not its tag.
+    std::string_view what = e.what();
+    if (what.starts_with("[json.exception."))
+      what.remove_prefix(std::min(what.size(), what.find("] ") + 2));
+    throw InputError(source + ": not valid JSON: " + escape(what, 160));
   }
 }
 
 json parse_file(const fs::path& path, const std::string& source) {
-  return parse_text(read_small_file(path, "tokenizer file", kMaxTokenizerBytes), source);
+  return parse_text(read_small_file(path, "tokenizer", kMaxTokenizerBytes), source);
 }
 
 std::int32_t checked_id(const Node& n, std::int64_t vocab_limit) {
@@ -89,7 +111,7 @@ void read_vocab(Tokenizer& t, const Node& model) {
   t.bpe.vocab.reserve(vocab.j.size());
   for (const auto& [piece, id] : vocab.j.items()) {
     const std::int32_t i =
-        id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < kMaxId
+        id.is_number_unsigned() && id.get<std::uint64_t>() < std::uint64_t(kMaxId)
             ? id.get<std::int32_t>()
             : checked_id({id, vocab.path + "." + piece, t.source}, kMaxId);
     t.bpe.vocab.emplace(piece, i);
@@ -153,8 +175,7 @@ void read_model(Tokenizer& t, const Node& model) {
 }
 
 void read_added(Tokenizer& t, const Node& list) {
-  if (!list.j.is_array()) list.fail("expected an array");
-  for (std::size_t i = 0; i < list.j.size(); ++i) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
     const Node a = list.at(i);
     AddedToken tok{a.at("content").text(),   checked_id(a.at("id"), kMaxId),
                    a.flag("special", false), a.flag("lstrip", false),
@@ -216,58 +237,87 @@ std::shared_ptr<const Regex> gpt2_regex() {
   return re;
 }
 
-TextStep read_step(const Node& n, const char* what) {
-  using K = TextStep::Kind;
+// The three lists of steps, and which steps each runs (tokenizer.cpp's normalize, pre_tokenize
+// and run_decoder): a step in another list is refused, naming its key, not skipped.
+enum List { kNormalizer, kPreTokenizer, kDecoder };
+constexpr const char* kListNames[] = {"normalizer", "pre-tokenizer", "decoder"};
+
+struct StepType {
+  const char* name;
+  TextStep::Kind kind;
+  bool in[3];  // normalizer, pre-tokenizer, decoder
+};
+constexpr StepType kStepTypes[] = {
+    {"Prepend", TextStep::Kind::prepend, {true, false, false}},
+    {"Replace", TextStep::Kind::replace, {true, false, true}},
+    {"Split", TextStep::Kind::split, {false, true, false}},
+    {"ByteLevel", TextStep::Kind::byte_level, {false, true, true}},
+    {"Metaspace", TextStep::Kind::metaspace, {false, true, true}},
+    {"ByteFallback", TextStep::Kind::byte_fallback, {false, false, true}},
+    {"Fuse", TextStep::Kind::fuse, {false, false, true}},
+    {"Strip", TextStep::Kind::strip, {false, false, true}},
+};
+
+TextStep::Kind step_kind(const Node& n, List list) {
   const std::string type = n.type();
-  TextStep s{K::fuse, {}, {}, {}};
-  if (type == "Prepend") {
-    s = {K::prepend, n.at("prepend").text(), {}, {}};
-  } else if (type == "Replace") {
+  const char* what = kListNames[list];
+  for (const StepType& st : kStepTypes) {
+    if (type != st.name) continue;
+    if (!st.in[list]) n.at("type").fail(quoted(type, 60) + " cannot be a " + what);
+    return st.kind;
+  }
+  n.at("type").fail(std::string("the ") + what + " " + quoted(type, 60) + " is not supported");
+}
+
+TextStep read_step(const Node& n, List list) {
+  using K = TextStep::Kind;
+  TextStep s{};
+  s.kind = step_kind(n, list);
+  s.where = n.source + ": key " + attn::quoted(n.path);
+  if (s.kind == K::prepend) {
+    s.text = n.at("prepend").text();
+  } else if (s.kind == K::replace) {
     bool is_regex = false;
-    s = {K::replace, pattern_text(n, is_regex), n.at("content").text(), {}};
+    s.text = pattern_text(n, is_regex);
+    s.content = n.at("content").text();
     if (is_regex) n.at("pattern").fail("a Regex pattern is not supported here, only a String");
-  } else if (type == "Split") {
+  } else if (s.kind == K::split) {
     bool is_regex = false;
     const std::string p = pattern_text(n, is_regex);
-    s.kind = K::split;
+    s.where = n.source + ": key " + attn::quoted(n.path + ".pattern");
     s.regex = std::make_shared<Regex>(is_regex ? p : escaped_pattern(p), n.source,
-                                      "key '" + n.path + ".pattern'");
+                                      "key " + attn::quoted(n.path + ".pattern"));
     s.behavior = behavior(n);
     s.invert = n.flag("invert", false);
-  } else if (type == "ByteLevel") {
-    s.kind = K::byte_level;
+  } else if (s.kind == K::byte_level) {
     s.add_prefix_space = n.flag("add_prefix_space", true);
     s.use_regex = n.flag("use_regex", true);
     if (s.use_regex) s.regex = gpt2_regex();
-  } else if (type == "Metaspace") {
-    s = {K::metaspace, n.at("replacement").text(), {}, {}};
+    s.where += " (ByteLevel's GPT-2 pattern)";
+  } else if (s.kind == K::metaspace) {
+    s.text = n.at("replacement").text();
     // Hugging Face's replacement is one character; an empty one would never advance a search.
     if (s.text.empty()) n.at("replacement").fail("must be a character, got an empty string");
     s.scheme = scheme(n);
     s.split_words = n.flag("split", true);
-  } else if (type == "ByteFallback") {
-    s.kind = K::byte_fallback;
-  } else if (type == "Fuse") {
-    s.kind = K::fuse;
-  } else if (type == "Strip") {
-    s = {K::strip, {}, n.at("content").text(), {}};
+  } else if (s.kind == K::strip) {
+    s.content = n.at("content").text();
     s.start = n.at("start").integer();
     s.stop = n.at("stop").integer();
-  } else {
-    n.at("type").fail(std::string("the ") + what + " " + quoted(type, 60) + " is not supported");
   }
   return s;
 }
 
-void read_steps(const Node& n, const char* list_key, const char* what, std::vector<TextStep>& out) {
+void read_steps(const Node& n, List list, std::vector<TextStep>& out) {
   if (n.j.is_null()) return;
   if (n.type() != "Sequence") {
-    out.push_back(read_step(n, what));
+    out.push_back(read_step(n, list));
     return;
   }
-  const Node list = n.at(list_key);
-  if (!list.j.is_array()) list.fail("expected an array");
-  for (std::size_t i = 0; i < list.j.size(); ++i) read_steps(list.at(i), list_key, what, out);
+  const Node steps = n.at(list == kNormalizer     ? "normalizers"
+                          : list == kPreTokenizer ? "pretokenizers"
+                                                  : "decoders");
+  for (std::size_t i = 0; i < steps.size(); ++i) read_steps(steps.at(i), list, out);
 }
 
 std::int32_t token_id(const Tokenizer& t, const std::string& piece) {
@@ -280,14 +330,14 @@ void read_template(Tokenizer& t, const Node& p) {
   const Node single = p.at("single");
   const Node special = p.at("special_tokens");
   bool before = true;
-  for (std::size_t i = 0; i < single.j.size(); ++i) {
+  for (std::size_t i = 0; i < single.size(); ++i) {
     const Node item = single.at(i);
     if (item.has("Sequence")) {
       before = false;
       continue;
     }
-    const Node ids = special.at(item.at("SpecialToken").at("id").text().c_str()).at("ids");
-    for (std::size_t k = 0; k < ids.j.size(); ++k)
+    const Node ids = special.at(item.at("SpecialToken").at("id").text()).at("ids");
+    for (std::size_t k = 0; k < ids.size(); ++k)
       (before ? t.prefix : t.suffix).push_back(checked_id(ids.at(k), t.vocab_size()));
   }
 }
@@ -297,7 +347,7 @@ void read_post_processor(Tokenizer& t, const Node& p) {
   const std::string type = p.type();
   if (type == "Sequence") {
     const Node list = p.at("processors");
-    for (std::size_t i = 0; i < list.j.size(); ++i) read_post_processor(t, list.at(i));
+    for (std::size_t i = 0; i < list.size(); ++i) read_post_processor(t, list.at(i));
   } else if (type == "TemplateProcessing") {
     read_template(t, p);
   } else if (type != "ByteLevel") {  // ByteLevel's post-processing changes offsets, not ids
@@ -320,6 +370,7 @@ void read_config(Tokenizer& t, const fs::path& dir) {
   if (fs::is_regular_file(cfg_path)) {
     const std::string source = escape(cfg_path.string());
     const json j = parse_file(cfg_path, source);
+    if (!j.is_object()) throw InputError(source + ": expected a JSON object");
     const Node cfg{j, "", source};
     t.bos = named_token(t, cfg, "bos_token");
     if (const std::int32_t eos = named_token(t, cfg, "eos_token"); eos >= 0) t.eos.push_back(eos);
@@ -331,13 +382,13 @@ void read_config(Tokenizer& t, const fs::path& dir) {
   if (!fs::is_regular_file(gen_path)) return;
   const std::string source = escape(gen_path.string());
   const json j = parse_file(gen_path, source);
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object");
   const Node gen{j, "", source};
   if (!gen.has("eos_token_id")) return;
   const Node e = gen.at("eos_token_id");
   t.eos.clear();
   if (e.j.is_array())
-    for (std::size_t i = 0; i < e.j.size(); ++i)
-      t.eos.push_back(checked_id(e.at(i), t.vocab_size()));
+    for (std::size_t i = 0; i < e.size(); ++i) t.eos.push_back(checked_id(e.at(i), t.vocab_size()));
   else
     t.eos.push_back(checked_id(e, t.vocab_size()));
 }
@@ -360,17 +411,17 @@ void read_tokenizer(Tokenizer& t, const json& j) {
   read_model(t, root.at("model"));
   if (root.has("added_tokens")) read_added(t, root.at("added_tokens"));
   t.special.resize(t.pieces.size(), false);
-  if (root.has("normalizer"))
-    read_steps(root.at("normalizer"), "normalizers", "normalizer", t.normalizer);
+  if (root.has("normalizer")) read_steps(root.at("normalizer"), kNormalizer, t.normalizer);
   if (root.has("pre_tokenizer"))
-    read_steps(root.at("pre_tokenizer"), "pretokenizers", "pre-tokenizer", t.pre_tokenizer);
-  if (root.has("decoder")) read_steps(root.at("decoder"), "decoders", "decoder", t.decoder);
+    read_steps(root.at("pre_tokenizer"), kPreTokenizer, t.pre_tokenizer);
+  if (root.has("decoder")) read_steps(root.at("decoder"), kDecoder, t.decoder);
   if (root.has("post_processor")) read_post_processor(t, root.at("post_processor"));
 }
 
 void finish(Tokenizer& t) {
   if (t.bos < 0 && !t.prefix.empty()) t.bos = t.prefix.front();  // the template's first token
   t.word_start = word_start(t);
+  t.added_index = std::make_shared<const AddedTokenIndex>(t.added);
 }
 
 }  // namespace
@@ -380,8 +431,8 @@ Tokenizer parse_tokenizer(const std::string& json_text, const std::string& sourc
   t.source = source;
   try {
     read_tokenizer(t, parse_text(json_text, source));
-  } catch (const json::exception& e) {  // a type the readers did not foresee: still the file's
-    throw InputError(source + ": a value of the wrong type: " + escape(e.what(), 160));
+  } catch (const json::exception&) {  // every read checks its type: a bug, still the file's
+    throw InputError(source + ": a value of an unexpected type");
   }
   finish(t);
   return t;
@@ -393,8 +444,8 @@ Tokenizer load_tokenizer_json(const fs::path& path) {
   try {
     read_tokenizer(t, parse_file(path, t.source));
     read_config(t, path.parent_path());
-  } catch (const json::exception& e) {
-    throw InputError(t.source + ": a value of the wrong type: " + escape(e.what(), 160));
+  } catch (const json::exception&) {  // every read checks its type: a bug, still the file's
+    throw InputError(t.source + ": a value of an unexpected type");
   }
   finish(t);
   return t;
