@@ -98,11 +98,12 @@ std::string llama_utf8(std::string_view s) {
 // the text between them (llama.cpp's unicode_regex_split), then GPT-2's byte map.
 std::vector<std::string> bpe_words(const LlamaVocab& v, const std::string& text) {
   std::vector<std::pair<std::size_t, std::size_t>> spans = {{0, text.size()}};
+  RegexBudget budget(text.size());  // every search of this text, every expression
   for (const auto& re : v.splits) {
     std::vector<std::pair<std::size_t, std::size_t>> next;
     for (const auto& [b, e] : spans) {
       std::size_t at = b;
-      for (const auto& [mb, me] : re->find_all(std::string_view(text).substr(b, e - b))) {
+      for (const auto& [mb, me] : re->find_all(std::string_view(text).substr(b, e - b), budget, v.splits_where)) {
         if (b + mb > at) next.emplace_back(at, b + mb);
         next.emplace_back(b + mb, b + me);
         at = b + me;

@@ -39,6 +39,7 @@ struct LlamaVocab {
   Spm spm;                           // spm and llama2c: every piece, its score, byte tokens
   Bpe bpe;                           // bpe: pieces and merges
   std::vector<std::shared_ptr<const Regex>> splits;  // bpe: applied in turn, matches isolated
+  std::string splits_where;  // the file and key naming them, escaped: for the regex budget's message
   // Typed tokens matched in the text before the model runs (control, user-defined, unknown),
   // longest first: control and unknown ones only when asked to (parse_special).
   std::vector<std::int32_t> specials;

@@ -113,6 +113,7 @@ Tokenizer tokenizer_from_gguf(const GgufFile& f) {
     const std::string pre = f.string(pre_key).value_or("default");
     if (!set_pre_tokenizer(*v, pre, ignore_merges))
       fail(f, pre_key, "the pre-tokenizer " + quoted(pre, 60) + " is not supported");
+    v->splits_where = f.path + ": key '" + std::string(pre_key) + "' (" + quoted(pre, 60) + ")";
   }
   if (const auto b = f.boolean("tokenizer.ggml.add_space_prefix")) v->add_space_prefix = *b;
   if (const auto b = f.boolean("tokenizer.ggml.add_bos_token")) v->add_bos = *b;
