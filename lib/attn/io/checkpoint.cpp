@@ -143,11 +143,3 @@ Checkpoint open_checkpoint(const std::filesystem::path& path) {
 }
 
 }  // namespace attn
-
-namespace attn {
-
-std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path) {
-  return std::make_unique<Checkpoint>(open_checkpoint(path));
-}
-
-}  // namespace attn

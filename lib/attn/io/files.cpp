@@ -1,15 +1,19 @@
 #include "attn/io/files.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "attn/error.hpp"
+#include "attn/io/signals.hpp"
 #include "attn/io/text.hpp"
 
 namespace attn {
@@ -56,6 +60,46 @@ InputFile open_regular(const std::filesystem::path& path, const char* what) {
                      ", not a regular file");
   f.size = std::uint64_t(st.st_size);
   return f;
+}
+
+MappedFile::~MappedFile() {
+  if (bytes.empty()) return;
+  unwatch_mapping(bytes.data());
+  ::munmap(const_cast<std::uint8_t*>(bytes.data()), bytes.size());
+}
+
+std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, const char* what) {
+  const InputFile in = open_regular(path, what);
+  auto m = std::make_shared<MappedFile>();
+  m->source = in.source;
+  if (in.size == 0) return m;  // mmap refuses a length of 0
+  if (in.size > std::uint64_t(SIZE_MAX))
+    throw InputError(in.source + ": the " + what + " file is too large to map");
+  void* p = ::mmap(nullptr, std::size_t(in.size), PROT_READ, MAP_PRIVATE, in.fd, 0);
+  if (p == MAP_FAILED)
+    throw InputError(in.source + ": cannot map the " + what + " file: " + std::strerror(errno));
+  watch_mapping(p, in.size, m->source.c_str());
+  m->bytes = {static_cast<const std::uint8_t*>(p), std::size_t(in.size)};
+  return m;
+}
+
+FileHead read_head(const std::filesystem::path& path, const char* what, std::uint64_t max_bytes) {
+  const InputFile in = open_regular(path, what);
+  FileHead h;
+  h.source = in.source;
+  h.size = in.size;
+  h.bytes.resize(std::size_t(std::min(in.size, max_bytes)));
+  std::size_t done = 0;
+  while (done < h.bytes.size()) {
+    const ssize_t n = ::pread(in.fd, h.bytes.data() + done, h.bytes.size() - done, off_t(done));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0)
+      throw InputError(in.source + ": cannot read the " + what + " file: " + std::strerror(errno));
+    if (n == 0) break;  // shrank meanwhile: what was read is the head
+    done += std::size_t(n);
+  }
+  h.bytes.resize(done);
+  return h;
 }
 
 std::string read_small_file(const std::filesystem::path& path, const char* what,

@@ -4,7 +4,10 @@
 // run or reading forever.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -25,6 +28,30 @@ struct InputFile {
 // `what` names its role in messages ("config", "weights"). Throws InputError: an empty path,
 // a file that does not exist or cannot be read, anything but a regular file.
 InputFile open_regular(const std::filesystem::path& path, const char* what);
+
+// A whole regular file mapped read-only and never copied: a SIGBUS inside it (the file shrank
+// under the run) names the file (signals.hpp). Unmapped when the last owner lets go.
+struct MappedFile {
+  std::string source;                   // the path, escaped for messages
+  std::span<const std::uint8_t> bytes;  // empty for an empty file (nothing mapped)
+
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+};
+
+// Opens `path` as open_regular does and maps all of it. Throws InputError.
+std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, const char* what);
+
+// Up to `max_bytes` of the file's first bytes and its size, read with pread (nothing mapped):
+// enough to tell formats apart. Throws InputError as open_regular does.
+struct FileHead {
+  std::string source;  // the path, escaped for messages
+  std::uint64_t size = 0;
+  std::vector<std::uint8_t> bytes;
+};
+FileHead read_head(const std::filesystem::path& path, const char* what, std::uint64_t max_bytes);
 
 // The whole file, refused (InputError) above max_bytes.
 std::string read_small_file(const std::filesystem::path& path, const char* what,

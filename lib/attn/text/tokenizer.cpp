@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "attn/error.hpp"
+#include "attn/text/llama_vocab.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/unicode.hpp"
 
@@ -340,6 +341,7 @@ void clean_up(std::string& s) {
 
 std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
                                  const EncodeOptions& o) {
+  if (t.llama) return encode_llama(t, text, o);
   const std::string s = valid_utf8(text);
   std::vector<std::int32_t> ids;
   if (o.add_special_tokens) ids = t.prefix;
@@ -366,6 +368,7 @@ std::vector<std::int32_t> encode(const Tokenizer& t, std::string_view text,
 
 std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
                    const DecodeOptions& o) {
+  if (t.llama) return decode_llama(t, ids, o);
   Words tokens;
   tokens.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -391,6 +394,7 @@ std::string decode(const Tokenizer& t, const std::vector<std::int32_t>& ids,
 
 std::string token_bytes(const Tokenizer& t, std::int32_t id) {
   if (id < 0 || id >= t.vocab_size()) return {};
+  if (t.llama) return token_bytes_llama(t, id);
   Words tokens = {t.pieces[std::size_t(id)]};
   run_decoder(t, tokens, /*repair=*/false);
   std::string text;

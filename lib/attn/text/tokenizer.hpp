@@ -18,6 +18,7 @@
 namespace attn {
 
 class Regex;
+struct LlamaVocab;
 
 struct AddedToken {
   std::string content;
@@ -68,14 +69,22 @@ struct Tokenizer {
   // of the vocabulary has this space mark after another character, no merge can cross into a run
   // of them, and the word is cut before each run with the same result (found at load; or empty).
   std::string word_start;
+  // A GGUF file's or llama2.c's tokenizer.bin vocabulary: encode, decode and token_bytes follow
+  // llama.cpp's rules through it (text/llama_vocab.hpp) instead of the pipeline above.
+  std::shared_ptr<const LlamaVocab> llama;
 
   std::int64_t vocab_size() const { return std::int64_t(pieces.size()); }
 };
 
+// The tokenizer of a file, told by its content: tokenizer.json, a GGUF file's tokenizer.ggml.*
+// metadata, or llama2.c's tokenizer.bin. Throws InputError naming the file and what it is when
+// it is another kind of file, or the key/field it cannot read or does not support.
+Tokenizer load_tokenizer(const std::filesystem::path& path);
+
 // Reads tokenizer.json and, if they exist beside it, tokenizer_config.json and
 // generation_config.json. Throws InputError naming the file and the key for anything it cannot
 // read or does not support.
-Tokenizer load_tokenizer(const std::filesystem::path& path);
+Tokenizer load_tokenizer_json(const std::filesystem::path& path);
 
 // tokenizer.json's text alone (no files beside it); `source` names it in messages.
 Tokenizer parse_tokenizer(const std::string& json_text, const std::string& source);
@@ -83,6 +92,10 @@ Tokenizer parse_tokenizer(const std::string& json_text, const std::string& sourc
 struct EncodeOptions {
   bool add_special_tokens = true;  // the post-processor's template
   std::optional<bool> bos;         // true: BOS first even if the template has none; false: none
+  // GGUF and tokenizer.bin vocabularies: their control tokens' text in the input is that token
+  // (llama.cpp's parse_special); user-defined tokens are matched either way. tokenizer.json
+  // matches its added tokens always.
+  bool parse_special = true;
 };
 
 // The ids of `text` (bytes that are not UTF-8 replaced by U+FFFD first, as a browser would).

@@ -387,7 +387,7 @@ Tokenizer parse_tokenizer(const std::string& json_text, const std::string& sourc
   return t;
 }
 
-Tokenizer load_tokenizer(const fs::path& path) {
+Tokenizer load_tokenizer_json(const fs::path& path) {
   Tokenizer t;
   t.source = escape(path.string());
   try {

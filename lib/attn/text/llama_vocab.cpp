@@ -1,0 +1,458 @@
+#include "attn/text/llama_vocab.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "attn/text/regex.hpp"
+#include "attn/text/unicode.hpp"
+
+namespace attn {
+
+namespace {
+
+namespace A = token_attr;
+using Kind = LlamaVocab::Kind;
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁", SentencePiece's space
+
+// A piece of the input: text [begin, begin + size), or one matched token (id >= 0).
+struct Fragment {
+  std::size_t begin, size;
+  std::int32_t id = -1;
+};
+
+bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+// llama.cpp's tokenizer_st_partition: each typed token in turn (longest first) cuts every text
+// fragment at each of its occurrences, taking the spaces its lstrip/rstrip ask for.
+std::vector<Fragment> partition(const LlamaVocab& v, std::string_view text, bool parse_special) {
+  std::vector<Fragment> frags;
+  if (!text.empty()) frags.push_back({0, text.size()});
+  for (const std::int32_t id : v.specials) {
+    const std::uint16_t attr = v.attrs[std::size_t(id)];
+    if (!parse_special && (attr & (A::control | A::unknown))) continue;
+    const std::string& piece = v.pieces[std::size_t(id)];
+    std::vector<Fragment> next;
+    for (const Fragment& f : frags) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      std::size_t from = f.begin;
+      const std::size_t end = f.begin + f.size;
+      for (;;) {
+        const std::size_t at = text.substr(0, end).find(piece, from);
+        if (at == std::string_view::npos) {
+          if (end > from) next.push_back({from, end - from});
+          break;
+        }
+        std::size_t left = at;
+        if (attr & A::lstrip)
+          while (left > from && is_space(text[left - 1])) --left;
+        if (left > from) next.push_back({from, left - from});
+        next.push_back({at, piece.size(), id});
+        from = at + piece.size();
+        if (attr & A::rstrip)
+          while (from < end && is_space(text[from])) ++from;
+      }
+    }
+    frags = std::move(next);
+  }
+  return frags;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  std::string out;
+  std::size_t at = 0;
+  for (std::size_t k; (k = s.find(from, at)) != std::string::npos; at = k + from.size())
+    out.append(s, at, k - at).append(to);
+  if (at == 0) return;
+  s = out.append(s, at);
+}
+
+// llama.cpp's unicode_cpts_from_utf8 and back: a byte that does not start a well-formed
+// sequence becomes U+FFFD. (llama.cpp also lets overlong forms and surrogates through; these
+// become U+FFFD here, so the regular expressions only ever see valid UTF-8.)
+std::string llama_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto cont = [&](std::size_t k) {
+    return k < s.size() && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80;
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = c < 0x80 ? 1 : c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
+    for (std::size_t k = 1; k < n; ++k)
+      if (!cont(i + k)) n = 0;
+    if (n > 1) {
+      const std::string_view seq = s.substr(i, n);
+      if (valid_utf8(seq) == seq) {
+        out.append(seq);
+        i += n;
+        continue;
+      }
+      out += "\xEF\xBF\xBD";
+      i += n;  // llama.cpp decodes the sequence as one code point: one replacement
+      continue;
+    }
+    if (n == 1) {
+      out += char(c);
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    ++i;
+  }
+  return out;
+}
+
+// The pre-tokenizer's words: each expression in turn splits every word into its matches and
+// the text between them (llama.cpp's unicode_regex_split), then GPT-2's byte map.
+std::vector<std::string> bpe_words(const LlamaVocab& v, const std::string& text) {
+  std::vector<std::pair<std::size_t, std::size_t>> spans = {{0, text.size()}};
+  for (const auto& re : v.splits) {
+    std::vector<std::pair<std::size_t, std::size_t>> next;
+    for (const auto& [b, e] : spans) {
+      std::size_t at = b;
+      for (const auto& [mb, me] : re->find_all(std::string_view(text).substr(b, e - b))) {
+        if (b + mb > at) next.emplace_back(at, b + mb);
+        next.emplace_back(b + mb, b + me);
+        at = b + me;
+      }
+      if (e > at) next.emplace_back(at, e);
+    }
+    spans = std::move(next);
+  }
+  std::vector<std::string> words;
+  words.reserve(spans.size());
+  for (const auto& [b, e] : spans) {
+    std::string w;
+    for (std::size_t k = b; k < e; ++k) w += byte_to_unicode(static_cast<unsigned char>(text[k]));
+    words.push_back(std::move(w));
+  }
+  return words;
+}
+
+void encode_text(const LlamaVocab& v, std::string_view text, bool prefix,
+                 std::vector<std::int32_t>& ids) {
+  if (v.kind == Kind::bpe) {
+    for (const std::string& w : bpe_words(v, llama_utf8(text))) v.bpe.encode_word(w, ids);
+    return;
+  }
+  std::string s = prefix ? " " : "";
+  s.append(text);
+  if (v.kind == Kind::spm) replace_all(s, " ", kSpaceMark);
+  v.spm.encode(s, ids);
+}
+
+int hex_digit(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : -1;
+}
+
+// A byte token's byte, from the hex digits of its "<0xNN>" (strtol, as token_to_byte).
+char token_byte(const std::string& piece) {
+  int b = 0;
+  for (std::size_t k = 3; k < 5 && k < piece.size() && hex_digit(piece[k]) >= 0; ++k)
+    b = b * 16 + hex_digit(piece[k]);
+  return char(b);
+}
+
+// llama_decode_text: GPT-2's printable characters back to bytes.
+std::string from_byte_level(const std::string& piece) {
+  std::string out;
+  for (std::size_t i = 0; i < piece.size();) {
+    const std::size_t at = i;
+    const int b = unicode_to_byte(next_code_point(piece, i));
+    if (b >= 0) {
+      out += char(b);
+      continue;
+    }
+    out += "[UNK_BYTE_0x";
+    char hex[3];
+    for (std::size_t k = at; k < i; ++k) {
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(piece[k]));
+      out += hex;
+    }
+    out += piece + "]";
+  }
+  return out;
+}
+
+// detokenize's clean-up for BPE vocabularies: no space before ? ! . , ; " ' " -> "'"; no space
+// before 's 'm 're 've.
+void clean_spaces(std::string& t) {
+  std::string out;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char x = t[i];
+    if (i > 0 && t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) out.pop_back();
+    out += x;
+  }
+  t.swap(out);
+  out.clear();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char x = t[i];
+    if (i > 0 && x == '\'' && i + 1 < t.size() && t[i - 1] == ' ' && t[i + 1] == ' ') {
+      out.pop_back();
+      out += x;
+      ++i;  // and the space after it
+      continue;
+    }
+    out += x;
+  }
+  t.swap(out);
+  out.clear();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char x = t[i];
+    if (i > 0 && t[i - 1] == ' ' && x == '\'' && i + 1 < t.size()) {
+      const char x1 = t[i + 1];
+      const char x2 = i + 2 < t.size() ? t[i + 2] : '\0';
+      if (x1 == 's' || x1 == 'm' || (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e'))
+        out.pop_back();
+    }
+    out += x;
+  }
+  t.swap(out);
+}
+
+std::string run_c_piece(const LlamaVocab& v, std::int32_t prev, std::int32_t id) {
+  std::string piece = v.pieces[std::size_t(id)];
+  if (prev == 1 && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+  if (v.attrs[std::size_t(id)] & A::byte) return std::string(1, token_byte(piece));
+  return piece;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> llama_tokenize(const LlamaVocab& v, std::string_view text,
+                                         bool add_special, bool parse_special) {
+  std::vector<std::int32_t> ids;
+  if (add_special && v.add_bos && v.bos >= 0) ids.push_back(v.bos);
+  if (v.kind == Kind::llama2c) {
+    text = text.substr(0, text.find('\0'));  // run.c reads a C string
+    if (!text.empty()) encode_text(v, text, true, ids);
+  } else {
+    bool after_special = true;  // the first text fragment gets the space prefix too
+    for (const Fragment& f : partition(v, text, parse_special)) {
+      if (f.id >= 0) {
+        ids.push_back(f.id);
+        after_special = true;
+        continue;
+      }
+      encode_text(v, text.substr(f.begin, f.size), v.add_space_prefix && after_special, ids);
+      after_special = false;
+    }
+  }
+  if (add_special && v.add_eos && v.eos >= 0) ids.push_back(v.eos);
+  return ids;
+}
+
+std::string llama_token_to_piece(const LlamaVocab& v, std::int32_t id, bool special) {
+  const std::uint16_t attr = v.attrs[std::size_t(id)];
+  const std::string& piece = v.pieces[std::size_t(id)];
+  if (!special && (attr & (A::unknown | A::control))) return {};
+  if (attr & (A::unknown | A::control | A::user_defined)) return piece;
+  if (attr & A::normal) {
+    if (v.kind == Kind::bpe) return from_byte_level(piece);
+    std::string s = piece;
+    if (v.kind == Kind::spm) replace_all(s, kSpaceMark, " ");
+    return s;
+  }
+  if (attr & A::byte) return std::string(1, token_byte(piece));
+  return {};
+}
+
+std::string llama_detokenize(const LlamaVocab& v, const std::vector<std::int32_t>& ids,
+                             bool remove_special, bool unparse_special, bool clean) {
+  std::string text;
+  if (v.kind == Kind::llama2c) {  // run.c's decode: no space after BOS, bytes as bytes
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::uint16_t attr = v.attrs[std::size_t(ids[i])];
+      if (!unparse_special && (attr & (A::unknown | A::control))) continue;
+      text += run_c_piece(v, i ? ids[i - 1] : -1, ids[i]);
+    }
+    return text;
+  }
+  std::size_t first = 0, last = ids.size();
+  bool remove_space = v.add_space_prefix;
+  if (remove_special && v.add_bos && last > first && ids[first] == v.bos) {
+    remove_space = false;
+    ++first;
+  }
+  if (remove_special && v.add_eos && last > first && ids[last - 1] == v.eos) --last;
+  for (std::size_t i = first; i < last; ++i) {
+    std::string piece = llama_token_to_piece(v, ids[i], unparse_special);
+    if (remove_space && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    remove_space = false;
+    text += piece;
+  }
+  if (clean) clean_spaces(text);
+  return text;
+}
+
+namespace {
+
+// The tokens llama.cpp recognises by their text (llama-vocab.cpp, "auto-detect special
+// tokens"): each id it picks becomes a control token.
+constexpr const char* kEot[] = {"<|eot_id|>",    "<|im_end|>",     "<|end|>", "<end_of_turn>",
+                                "<|endoftext|>", "<|end_of_text|>", "<EOT>",  "_<EOT>",
+                                "[EOT]",         "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
+constexpr const char* kEom[] = {"<|eom_id|>"};
+constexpr const char* kFimPre[] = {"<|fim_prefix|>", "<fim-prefix>",    "<fim_prefix>",
+                                   "<｜fim▁begin｜>", "<PRE>",           "▁<PRE>",
+                                   "<|code_prefix|>", "<|prefix|>"};
+constexpr const char* kFimSuf[] = {"<|fim_suffix|>", "<fim-suffix>",    "<fim_suffix>",
+                                   "<｜fim▁hole｜>",  "<SUF>",           "▁<SUF>",
+                                   "<|code_suffix|>", "<|suffix|>"};
+constexpr const char* kFimMid[] = {"<|fim_middle|>", "<fim-middle>",    "<fim_middle>",
+                                   "<｜fim▁end｜>",   "<MID>",           "▁<MID>",
+                                   "<|code_middle|>", "<|middle|>"};
+constexpr const char* kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr const char* kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+                                   "<reponame>"};
+constexpr const char* kFimSep[] = {"<|file_sep|>"};
+// Every token with one of these texts ends a generation (and is made a control token).
+constexpr const char* kEog[] = {
+    "<|eot_id|>",  "<|im_end|>",      "<|end|>",           "<|return|>",         "<|call|>",
+    "<|flush|>",   "<|calls|>",       "<end_of_turn>",     "<|endoftext|>",      "</s>",
+    "<|eom_id|>",  "<EOT>",           "_<EOT>",            "[EOT]",              "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~["};
+
+template <std::size_t N>
+std::int32_t first_named(const LlamaVocab& v, const char* const (&names)[N]) {
+  std::int32_t best = -1;
+  for (const char* n : names)
+    if (const std::int32_t id = v.spm.find(n); id >= 0 && (best < 0 || id < best)) best = id;
+  return best;
+}
+
+void add_eog(LlamaVocab& v, std::int32_t id) {
+  if (id >= 0 && std::find(v.eog.begin(), v.eog.end(), id) == v.eog.end()) v.eog.push_back(id);
+}
+
+}  // namespace
+
+void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
+  const std::size_t n = v.pieces.size();
+  v.attrs.resize(n, A::normal);
+  v.spm.scores.resize(n, 0.0f);
+  v.spm.vocab.clear();
+  v.spm.vocab.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (v.pieces[i].empty() && v.kind != Kind::llama2c) v.pieces[i] = "[EMPTY_" + std::to_string(i) + "]";
+    v.spm.vocab[v.pieces[i]] = std::int32_t(i);  // a repeated piece: the last id, as llama.cpp
+  }
+  char name[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    std::int32_t id = v.spm.find(name);
+    if (id < 0 && v.kind != Kind::llama2c) id = v.spm.find(std::string(1, char(b)));
+    v.spm.bytes[std::size_t(b)] = id;
+  }
+  v.spm.unk = v.unk;
+  v.spm.run_c = v.kind == Kind::llama2c;
+  if (v.kind == Kind::bpe) {
+    v.bpe.vocab = v.spm.vocab;
+    v.bpe.bytes.fill(-1);
+  }
+  // Control by name, and the ids that end a generation.
+  const auto control = [&](std::int32_t id) {
+    if (id >= 0) v.attrs[std::size_t(id)] |= A::control;
+  };
+  std::int32_t eot = -1;
+  if (v.kind != Kind::llama2c) {
+    for (const std::int32_t id :
+         {eot = first_named(v, kEot), first_named(v, kEom), first_named(v, kFimPre),
+          first_named(v, kFimSuf), first_named(v, kFimMid)})
+      control(id);
+    for (const std::int32_t id :
+         {first_named(v, kFimPad), first_named(v, kFimRep), first_named(v, kFimSep)}) {
+      control(id);
+      add_eog(v, id);
+    }
+    for (const char* name : kEog)
+      if (const std::int32_t id = v.spm.find(name); id >= 0) {
+        control(id);
+        add_eog(v, id);
+      }
+    for (const char* name : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+      if (const std::int32_t id = v.spm.find(name); id >= 0)
+        v.attrs[std::size_t(id)] = A::user_defined;
+  }
+  add_eog(v, v.eos);
+  add_eog(v, eot);
+  v.specials.clear();
+  for (std::size_t i = 0; i < n; ++i)
+    if (v.attrs[i] & (A::control | A::user_defined | A::unknown))
+      v.specials.push_back(std::int32_t(i));
+  std::stable_sort(v.specials.begin(), v.specials.end(), [&](std::int32_t a, std::int32_t b) {
+    return v.pieces[std::size_t(a)].size() > v.pieces[std::size_t(b)].size();
+  });
+  // Phi-3's special tokens take the spaces after them (llama.cpp sets it by the model's name).
+  std::string lower = model_name;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos) {
+    for (const std::int32_t id : v.specials) v.attrs[std::size_t(id)] |= A::rstrip;
+    if (const std::int32_t id = v.spm.find("</s>"); id >= 0) v.attrs[std::size_t(id)] |= A::rstrip;
+    for (const char* t : {"<unk>", "<s>", "<|endoftext|>"})
+      if (const std::int32_t id = v.spm.find(t); id >= 0)
+        v.attrs[std::size_t(id)] &= std::uint16_t(~A::rstrip);
+  }
+}
+
+namespace {
+
+// llama.cpp's pre-tokenizer expressions (llm_tokenizer_bpe), written for Oniguruma.
+constexpr const char* kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct PreTokenizer {
+  std::vector<std::string_view> names;  // tokenizer.ggml.pre values
+  std::vector<const char*> regexes;
+  bool ignore_merges = false, clean_spaces = true;
+};
+
+const std::vector<PreTokenizer>& pre_tokenizers() {
+  static const std::vector<PreTokenizer> table = {
+      {{"default"},
+       {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"},
+       false,
+       true},
+      {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion"}, {kGpt2}, false, true},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, {kLlama3}, true, true},
+      {{"dbrx", "smaug-bpe"}, {kLlama3}, false, true},
+      {{"qwen2", "deepseek-r1-qwen", "megrez"}, {kQwen2}, false, false},
+      {{"stablelm2"}, {kQwen2}, false, true},
+      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {R"(\p{N})", kGpt2}, false, true},
+      {{"command-r", "smollm"}, {R"(\p{N})", kGpt2}, false, false},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, false, true},
+  };
+  return table;
+}
+
+}  // namespace
+
+bool set_pre_tokenizer(LlamaVocab& v, std::string_view pre, bool& ignore_merges) {
+  for (const PreTokenizer& p : pre_tokenizers()) {
+    if (std::find(p.names.begin(), p.names.end(), pre) == p.names.end()) continue;
+    v.splits.clear();
+    for (const char* re : p.regexes)
+      v.splits.push_back(std::make_shared<const Regex>(re, "attn-cli", "llama.cpp's pre-tokenizer"));
+    ignore_merges = p.ignore_merges;
+    v.clean_spaces = p.clean_spaces;
+    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||
+        pre == "pixtral")
+      v.add_bos = true;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace attn
