@@ -266,7 +266,7 @@ TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
     CHECK(msg.starts_with("m.gguf: "));
     for (const char* p : parts) CHECK(msg.find(p) != std::string::npos);
   };
-  has(refusal(llama_keys("gpt2")), {"'general.architecture'", "\"gpt2\"", "llama"});
+  has(refusal(llama_keys("gpt2")), {"'general.architecture'", "'gpt2'", "llama"});
   GgufWriter none;
   none.u32("llama.block_count", 1);
   has(refusal(none), {"'general.architecture'", "missing"});
@@ -288,7 +288,7 @@ TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
   has(refusal(llama_keys().u32("llama.rope.dimension_count", 4)),
       {"'llama.rope.dimension_count'", "partial"});
   has(refusal(llama_keys().string("llama.rope.scaling.type", "yarn")),
-      {"'llama.rope.scaling.type'", "\"yarn\""});
+      {"'llama.rope.scaling.type'", "'yarn'"});
   has(refusal(llama_keys().f32("llama.rope.scaling.factor", 4)), {"'llama.rope.scaling.factor'"});
   has(refusal(llama_keys().u32("llama.attention.value_length", 4)),
       {"'llama.attention.value_length'"});

@@ -49,7 +49,13 @@ ModelFiles find_model_files(const ModelSpec& spec) {
     throw InputError(escape(mine.string()) + ": no such file or folder", "weights");
   f.weights =
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
-  const FileFormat kind = f.weights.empty() ? FileFormat::unknown : detect_format(mine);
+  const fs::path file = f.weights == spec.weights ? mine : f.weights;  // a folder's, or this rank's
+  const FileFormat kind = f.weights.empty() ? FileFormat::unknown : detect_format(file);
+  if (!f.weights.empty())
+    expect_format(file,
+                  {FileFormat::safetensors, FileFormat::safetensors_index, FileFormat::gguf,
+                   FileFormat::llama2c_checkpoint},
+                  "model weights (safetensors, GGUF or a llama2.c checkpoint)");
   if (holds_config(kind)) {
     if (!spec.config.empty())
       throw InputError(escape(spec.config.string()) + ": no config is read beside " +
@@ -60,7 +66,10 @@ ModelFiles find_model_files(const ModelSpec& spec) {
     f.tokenizer = spec.tokenizer.empty() && kind == FileFormat::gguf ? f.weights : spec.tokenizer;
     return f;
   }
-  if (!spec.config.empty()) expect_format(spec.config, {FileFormat::json}, "a config");
+  if (!spec.config.empty())
+    expect_format(spec.config, {FileFormat::json},
+                  "a config (a GGUF or a llama2.c checkpoint holds its own: name it as the "
+                  "weights)");
   f.config = spec.config;
   if (f.config.empty() && !f.weights.empty()) {
     const fs::path beside = f.weights.parent_path() / "config.json";

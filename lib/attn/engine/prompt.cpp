@@ -179,7 +179,7 @@ TextStream::TextStream(const Tokenizer& t, std::vector<std::int32_t> printed_ids
 
 std::string TextStream::next(std::int32_t id) {
   ids.push_back(id);
-  const std::string text = decode(tok, ids, {false, false});
+  const std::string text = decode(tok, ids, {true, false});
   const std::size_t end = settled(text);
   if (end <= printed) return {};
   std::string out = text.substr(printed, end - printed);

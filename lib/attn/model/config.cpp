@@ -10,6 +10,9 @@
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/format.hpp"
+#include "attn/io/gguf.hpp"
+#include "attn/io/llama2c.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/detail/config_checks.hpp"
 
@@ -594,7 +597,16 @@ void check_config(const ModelArgs& a) {
 }
 
 ModelArgs load_config(const std::filesystem::path& path) {
-  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string(), 300));
+  switch (detect_format(path)) {
+    case FileFormat::gguf:
+      return gguf_config(*open_gguf(path));
+    case FileFormat::llama2c_checkpoint:
+      return llama2c_config(read_llama2c_header(path), escape(path.string(), 300));
+    default:  // JSON, or what its parser will say is not
+      expect_format(path, {FileFormat::json}, "a config (JSON, a GGUF or a llama2.c checkpoint)");
+      return parse_config(read_small_file(path, "config", kMaxConfigBytes),
+                          escape(path.string(), 300));
+  }
 }
 
 std::string config_key(const ModelArgs& a, const std::string& meta_key) {

@@ -2,6 +2,7 @@
 // its llama/qwen2 models read, with llama.cpp's defaults where a key is absent, and the tensor
 // list for what no key says (biases, a tied head).
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "attn/error.hpp"
@@ -50,10 +51,7 @@ struct Meta {
     return *v;
   }
 
-  bool has_tensor(const std::string& name) const {
-    return std::any_of(f.tensors.begin(), f.tensors.end(),
-                       [&](const GgufTensorInfo& t) { return t.name == name; });
-  }
+  bool has_tensor(const std::string& name) const { return f.find_tensor(name) != nullptr; }
 };
 
 std::string architecture(const GgufFile& f) {
