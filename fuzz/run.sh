@@ -9,7 +9,7 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens gguf llama2c)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -22,6 +22,8 @@ for h in "${harnesses[@]}"; do
     hf_config) seeds=() ;;  # made below: a pick byte, then each Hugging Face config
     tokenizer) seeds=(fuzz/seeds/tokenizer/*) ;;
     tokens) seeds=(fuzz/seeds/tokens/*) ;;
+    gguf) seeds=(tests/golden/gguf/*.gguf weights/*.gguf) ;;
+    llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do
@@ -29,6 +31,7 @@ for h in "${harnesses[@]}"; do
     done
   fi
   for s in "${seeds[@]}" fuzz/regressions/"$h"/*; do
+    [ -f "$s" ] || continue  # a pattern that matched nothing
     # Small seeds only: the harness's speed scales with input size.
     if [ "$(stat -c %s "$s")" -le 65536 ]; then cp "$s" "$corpus/seed-$(echo "$s" | tr / _)"; fi
   done

@@ -129,9 +129,12 @@ SourceTensor Checkpoint::tensor(const std::string& name) {
   return file_of(name).entry(name);
 }
 
+Checkpoint open_index(const std::filesystem::path& path) {
+  return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
+}
+
 Checkpoint open_checkpoint(const std::filesystem::path& path) {
-  if (path.string().ends_with(".index.json"))
-    return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
+  if (path.string().ends_with(".index.json")) return open_index(path);
   Checkpoint c;
   c.path = escape(path.string());
   c.dir = path.parent_path();

@@ -38,6 +38,9 @@ struct Checkpoint : TensorSource {
 // safetensors file. Throws InputError naming the file.
 Checkpoint open_checkpoint(const std::filesystem::path& path);
 
+// Hugging Face's index at `path`, whatever its name. Throws InputError naming the file.
+Checkpoint open_index(const std::filesystem::path& path);
+
 // The index's text as read from `path` (whose directory holds the shard files), checked for
 // depth, duplicate keys and size before it is parsed. Throws InputError.
 Checkpoint parse_index(const std::string& text, const std::filesystem::path& path);

@@ -153,7 +153,7 @@ GgufValue read_value(Reader& r, GgufValueType type, const std::string& where) {
   if (v.element == GgufValueType::array) r.fail(where, "arrays of arrays are not supported");
   v.count = r.u64(where, "array length");
   v.data = r.bytes.data() + r.pos;
-  const std::string what = "array of " + str(v.count) + " " + gguf_type_name(v.element);
+  const std::string what = "array of " + str(v.count) + " " + gguf_type_name(v.element) + " values";
   if (v.element == GgufValueType::string) {
     // Each string is at least its 8-byte length: a count the file cannot hold fails at once.
     if (v.count > r.left() / 8)

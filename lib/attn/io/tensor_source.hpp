@@ -52,9 +52,11 @@ class TensorSource {
   virtual SourceTensor tensor(const std::string& name) = 0;
 };
 
-// The source a weights path names, with nothing mapped yet: a path ending in ".index.json" is
-// read as Hugging Face's index, anything else as one safetensors file. Throws InputError naming
-// the file.
+// The source a weights path names, chosen by the file's content (format.hpp): a GGUF file
+// (gguf.hpp, mapped at once: mapping reads nothing), a llama2.c checkpoint (llama2c.hpp, the
+// same), a Hugging Face index (by content or a name ending in ".index.json") or one safetensors
+// file (nothing mapped yet). A tokenizer or JSON file is refused naming what it is. Throws
+// InputError naming the file.
 std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path);
 
 // A tensor as F32 values: its bytes themselves when F32 and 4-byte aligned, otherwise widened

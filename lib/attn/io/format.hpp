@@ -1,0 +1,41 @@
+#pragma once
+// What a file is, by its content and never its name: so that a file given where another is
+// expected gets one message naming what it is and what was expected, instead of the wrong
+// parser's complaint ("header length 14064895815 exceeds the limit").
+#include <filesystem>
+#include <initializer_list>
+#include <span>
+#include <string>
+
+namespace attn {
+
+enum class FileFormat {
+  gguf,
+  safetensors,
+  safetensors_index,
+  llama2c_checkpoint,
+  tokenizer_json,
+  llama2c_tokenizer,
+  json,
+  unknown
+};
+
+// The bytes detect_format reads from a file's start.
+inline constexpr std::size_t kFormatHeadBytes = 4096;
+
+// From the file's first bytes (up to kFormatHeadBytes) and its size. A file that cannot be read
+// (missing, a directory, a FIFO) is unknown: the reader it is given to then says why.
+FileFormat detect_format(std::span<const std::uint8_t> head, std::uint64_t size);
+FileFormat detect_format(const std::filesystem::path& path);
+
+// "a GGUF model file", "a llama2.c checkpoint", ...
+const char* format_description(FileFormat f);
+
+// Nothing when `path` is one of `wanted` or of unknown format (the reader then says what is
+// wrong with it); otherwise an InputError naming the file, what it is and `what` was expected:
+// "x.json: a tokenizer.json file, not model weights (safetensors, GGUF or a llama2.c
+// checkpoint)".
+void expect_format(const std::filesystem::path& path, std::initializer_list<FileFormat> wanted,
+                   const std::string& what);
+
+}  // namespace attn
