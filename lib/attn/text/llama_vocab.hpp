@@ -80,6 +80,11 @@ std::string decode_llama(const Tokenizer& t, const std::vector<std::int32_t>& id
                          const DecodeOptions& o);
 std::string token_bytes_llama(const Tokenizer& t, std::int32_t id);
 
+// A GGUF file's tokenizer (its tokenizer.ggml.* keys). Throws InputError naming the file and
+// the key.
+struct GgufFile;
+Tokenizer tokenizer_from_gguf(const GgufFile& f);
+
 // llama2.c's tokenizer.bin: whether the bytes parse as one to their end, and the tokenizer.
 bool looks_like_llama2c_tokenizer(std::string_view bytes);
 Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& source);

@@ -1,0 +1,264 @@
+// The tokenizers of GGUF files and llama2.c's tokenizer.bin against their own implementations:
+// llama.cpp's test-tokenizer-0 vocabularies with their expected ids (.inp/.out, from the
+// llama.cpp sources bench/llama_cpp.sh unpacks; skipped when absent), a hard corpus against
+// llama.cpp's llama_tokenize/llama_detokenize and llama2.c's run.c (tests/golden/
+// llama_tokens.json, written by make_llama_tokens.py), llama.cpp's round trips
+// (test-tokenizer-1-spm), and files refused with the key or field named.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attn/error.hpp"
+#include "attn/text/llama_vocab.hpp"
+#include "attn/text/tokenizer.hpp"
+#include "attn/text/unicode.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Ids = std::vector<std::int32_t>;
+
+const fs::path kStoriesGguf = "/work/shared/models/stories260K.gguf";
+
+// llama.cpp's sources as bench/llama_cpp.sh unpacks them.
+fs::path llama_cpp_src() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path cache = xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache";
+  return cache / "attn-cli" / "llama.cpp" / "3.22.1" / "src";
+}
+
+fs::path vocab_file(const std::string& name) {
+  return llama_cpp_src() / "models" / ("ggml-vocab-" + name + ".gguf");
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+    out += char(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::string show(const Ids& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size() && i < 40; ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  return s + (ids.size() > 40 ? " ..." : "");
+}
+
+attn::EncodeOptions plain() {  // test-tokenizer-0's call: add_special false, parse_special false
+  attn::EncodeOptions o;
+  o.add_special_tokens = false;
+  o.parse_special = false;
+  return o;
+}
+
+// test-tokenizer-0's files: inputs separated by "\n__ggml_vocab_test__\n", one line of ids each.
+std::size_t test_tokenizer_0(const std::string& name) {
+  const fs::path gguf = vocab_file(name);
+  const attn::Tokenizer t = attn::load_tokenizer(gguf);
+  const std::string inp = read_file(gguf.string() + ".inp");
+  std::vector<std::string> inputs;
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  for (std::size_t at = 0; at < inp.size();) {
+    const std::size_t next = inp.find(sep, at);
+    inputs.push_back(inp.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) break;
+    at = next + sep.size();
+  }
+  std::ifstream out(gguf.string() + ".out");
+  std::size_t differences = 0, count = 0;
+  for (std::string line; std::getline(out, line); ++count) {
+    REQUIRE(count < inputs.size());
+    Ids want;
+    std::istringstream ids(line);
+    for (std::int32_t id; ids >> id;) want.push_back(id);
+    const Ids got = attn::encode(t, inputs[count], plain());
+    if (got != want && ++differences <= 5)
+      MESSAGE(name << ": " << inputs[count] << "\n  got:  " << show(got)
+                   << "\n  want: " << show(want));
+  }
+  CHECK(count == inputs.size());
+  MESSAGE(name << ": " << count << " cases, " << differences << " differences");
+  return differences;
+}
+
+void fnv(std::uint64_t& h, const std::string& s) {
+  const auto mix = [&](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  const auto n = std::uint32_t(s.size());
+  for (int k = 0; k < 4; ++k) mix(static_cast<unsigned char>(n >> (8 * k)));
+  for (const char c : s) mix(static_cast<unsigned char>(c));
+}
+
+std::string hex64(std::uint64_t h) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+const json& golden() {
+  static const json j = json::parse(read_file(test::golden_dir() / "llama_tokens.json"));
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("llama tokenizers: llama.cpp's test-tokenizer-0 vocabularies, 0 differences") {
+  if (!fs::exists(llama_cpp_src() / "models")) {
+    MESSAGE("skipped: llama.cpp's sources are not in " << llama_cpp_src()
+                                                      << " (bash bench/llama_cpp.sh unpacks them)");
+    return;
+  }
+  for (const char* name : {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "deepseek-llm",
+                           "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt"}) {
+    const std::string vocab = name;
+    CAPTURE(vocab);
+    CHECK(test_tokenizer_0(name) == 0);
+  }
+}
+
+TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and detokenize") {
+  if (!fs::exists(llama_cpp_src() / "models")) {
+    MESSAGE("skipped: llama.cpp's sources are not in " << llama_cpp_src());
+    return;
+  }
+  const json& g = golden();
+  for (const auto& [name, v] : g["vocabs"].items()) {
+    CAPTURE(name);
+    const fs::path file =
+        name == "stories260K" ? kStoriesGguf : llama_cpp_src() / "models" / v["file"].get<std::string>();
+    if (!fs::exists(file)) {
+      MESSAGE("skipped: " << file << " is absent");
+      continue;
+    }
+    const attn::Tokenizer t = attn::load_tokenizer(file);
+    REQUIRE(t.vocab_size() == v["n_tokens"].get<std::int64_t>());
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
+      const std::string item = g["corpus"][i]["name"];
+      const std::string text = unhex(g["corpus"][i]["hex"]);
+      const json& want = v["items"][i];
+      const Ids ids = attn::encode(t, text, plain());
+      const Ids ids_special = attn::encode(t, text);
+      const std::string decoded = attn::decode(t, want["ids_special"].get<Ids>());
+      const std::string decoded_skip = attn::decode(t, want["ids_special"].get<Ids>(), {true, {}});
+      const bool same = ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+                        decoded == attn::valid_utf8(unhex(want["text"])) &&
+                        decoded_skip == attn::valid_utf8(unhex(want["text_skip"]));
+      if (!same && ++differences <= 5)
+        MESSAGE(name << " " << item << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>())
+                     << "\n  special " << show(ids_special) << "\n     want "
+                     << show(want["ids_special"].get<Ids>()) << "\n  text " << decoded
+                     << "\n  want " << unhex(want["text"]) << "\n  skip " << decoded_skip
+                     << "\n  want " << unhex(want["text_skip"]));
+    }
+    CHECK(differences == 0);
+    // Every token's piece, with and without special tokens rendered.
+    std::uint64_t h = 14695981039346656037ull, h_plain = h;
+    for (std::int32_t id = 0; id < t.vocab_size(); ++id) {
+      fnv(h, attn::token_bytes(t, id));
+      fnv(h_plain, attn::llama_token_to_piece(*t.llama, id, false));
+    }
+    CHECK(hex64(h) == v["pieces"].get<std::string>());
+    CHECK(hex64(h_plain) == v["pieces_plain"].get<std::string>());
+  }
+}
+
+TEST_CASE("llama tokenizers: llama2.c's tokenizer.bin as run.c encodes and decodes") {
+  const json& g = golden()["llama2c"];
+  const attn::Tokenizer t = attn::load_tokenizer(test::source_dir() / "tests/data" / g["file"].get<std::string>());
+  CHECK(t.vocab_size() == g["vocab_size"].get<std::int64_t>());
+  CHECK(t.bos == 1);
+  CHECK(t.eos == std::vector<std::int32_t>{2});
+  std::map<std::string, std::string> texts;
+  for (const json& c : golden()["corpus"]) texts[c["name"]] = unhex(c["hex"]);
+  std::size_t differences = 0;
+  for (const json& item : g["items"]) {
+    const std::string name = item["name"];
+    const Ids ids = attn::encode(t, texts[name]);
+    const std::string decoded = attn::decode(t, item["ids"].get<Ids>(), {true, {}});
+    if ((ids != item["ids"].get<Ids>() || decoded != attn::valid_utf8(unhex(item["text"]))) &&
+        ++differences <= 5)
+      MESSAGE(name << "\n  ids  " << show(ids) << "\n  want " << show(item["ids"].get<Ids>())
+                   << "\n  text " << decoded << "\n  want " << unhex(item["text"]));
+  }
+  CHECK(differences == 0);
+  CHECK(g["items"].size() + 1 == golden()["corpus"].size());  // all but the one with a NUL
+}
+
+TEST_CASE("llama tokenizers: tok512.bin and stories260K.gguf hold the same tokenizer") {
+  if (!fs::exists(kStoriesGguf)) {
+    MESSAGE("skipped: " << kStoriesGguf << " is absent");
+    return;
+  }
+  const attn::Tokenizer bin = attn::load_tokenizer(test::source_dir() / "tests/data/tok512.bin");
+  const attn::Tokenizer gguf = attn::load_tokenizer(kStoriesGguf);
+  REQUIRE(bin.vocab_size() == gguf.vocab_size());
+  std::size_t compared = 0;
+  for (const json& c : golden()["corpus"]) {
+    const std::string text = unhex(c["hex"]);
+    // run.c reads a C string and splits bytes its own way: valid UTF-8 without NUL only. In the
+    // GGUF "▁" is the space mark and control tokens' text is parsed: not in run.c.
+    if (text.find('\0') != std::string::npos || attn::valid_utf8(text) != text ||
+        text.find("▁") != std::string::npos || text.find("<s>") != std::string::npos)
+      continue;
+    CAPTURE(c["name"].get<std::string>());
+    CHECK(attn::encode(bin, text) == attn::encode(gguf, text));
+    ++compared;
+  }
+  CHECK(compared > 40);
+}
+
+TEST_CASE("llama tokenizers: llama.cpp's round trips (test-tokenizer-1-spm), every token") {
+  const fs::path file = fs::exists(vocab_file("llama-spm")) ? vocab_file("llama-spm") : kStoriesGguf;
+  if (!fs::exists(file)) {
+    MESSAGE("skipped: neither llama-spm's vocabulary nor stories260K.gguf is here");
+    return;
+  }
+  const attn::Tokenizer t = attn::load_tokenizer(file);
+  const attn::LlamaVocab& v = *t.llama;
+  attn::EncodeOptions o;
+  o.add_special_tokens = false;
+  for (std::int32_t id = 0; id < t.vocab_size(); ++id) {
+    const std::string s = attn::llama_detokenize(v, {id}, false, true, false);
+    const std::string back = attn::llama_detokenize(v, attn::encode(t, s, o), false, true, false);
+    if (back != s) FAIL_CHECK("token " << id << " '" << s << "' comes back as '" << back << "'");
+  }
+  // Every code point (a sample of them: every 61st), as text of its own.
+  for (char32_t c = 1; c < 0x110000; c += c < 0x3000 ? 1 : 61) {
+    if ((c >= 0xD800 && c <= 0xDFFF) || (c >= 0x40000 && c <= 0xE0000) || c == 0x2581) continue;
+    std::string s;
+    attn::append_utf8(s, c);
+    const std::string back = attn::llama_detokenize(v, attn::encode(t, s, o), false, true, false);
+    if (back != s) FAIL_CHECK("U+" << std::hex << std::uint32_t(c) << " comes back as '" << back << "'");
+  }
+}
+
+TEST_CASE("llama tokenizers: SentencePiece merges of a long text stay fast (no quadratic step)") {
+  if (!fs::exists(kStoriesGguf)) {
+    MESSAGE("skipped: " << kStoriesGguf << " is absent");
+    return;
+  }
+  const attn::Tokenizer t = attn::load_tokenizer(kStoriesGguf);
+  std::string text;
+  while (text.size() < 400000) text += "Once upon a time, there was a little girl named Lily. ";
+  const Ids ids = attn::encode(t, text);
+  CHECK(ids.size() > 60000);
+  CHECK(attn::decode(t, ids, {true, {}}) == " " + text);  // llama.cpp keeps the prefix space
+}
