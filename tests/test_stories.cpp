@@ -145,13 +145,11 @@ TEST_CASE("stories260K: greedy text equals llama2.c's run.c, from the GGUF and t
   REQUIRE(cases.size() >= 4);
   for (const auto& [name, prompt] : cases) {
     INFO(name << ": " << prompt);
-    const std::string expected =
-        read_file(test::golden_dir() / "stories260K" / (name + ".txt"));
+    const std::string expected = read_file(test::golden_dir() / "stories260K" / (name + ".txt"));
     REQUIRE(!expected.empty());
-    const std::string models[] = {
-        "-m " + weights("stories260K.gguf").string(),
-        "-m " + weights("stories260K.bin").string() + " --tokenizer " +
-            weights("tok512.bin").string()};
+    const std::string models[] = {"-m " + weights("stories260K.gguf").string(),
+                                  "-m " + weights("stories260K.bin").string() + " --tokenizer " +
+                                      weights("tok512.bin").string()};
     for (const std::string& model : models) {
       INFO(model);
       const test::CliResult r =
@@ -206,10 +204,10 @@ TEST_CASE("stories260K: the GGUF's metadata is the model its llama2.c header des
     CHECK(!a->attention_bias);
   }
   CHECK(g.format == attn::ConfigFormat::gguf);
-  CHECK(g.max_seq_len == 2048);  // llama.context_length
+  CHECK(g.max_seq_len == 2048);   // llama.context_length
   CHECK(!g.tie_word_embeddings);  // the GGUF stores output.weight (a copy of the embeddings)
   CHECK(b.format == attn::ConfigFormat::llama2c);
-  CHECK(b.max_seq_len == 512);  // seq_len
+  CHECK(b.max_seq_len == 512);   // seq_len
   CHECK(b.tie_word_embeddings);  // vocab_size > 0 in the header: shared classifier
   CHECK(attn::config_key(g, "dim") == "llama.embedding_length");
   CHECK(attn::config_key(g, "max_seq_len") == "llama.context_length");
@@ -218,11 +216,11 @@ TEST_CASE("stories260K: the GGUF's metadata is the model its llama2.c header des
 
 TEST_CASE("gguf_config: llama.cpp's keys and its defaults where one is absent") {
   const attn::ModelArgs a = config_of(llama_keys());
-  CHECK(a.n_kv_heads == 8);       // head_count_kv absent: head_count
-  CHECK(a.rope_theta == 10000);   // rope.freq_base absent
-  CHECK(a.head_dim() == 8);       // attention.key_length absent: embedding / heads
-  CHECK(a.vocab_size == 512);     // the tokenizer's tokens
-  CHECK(a.tie_word_embeddings);   // no output.weight
+  CHECK(a.n_kv_heads == 8);      // head_count_kv absent: head_count
+  CHECK(a.rope_theta == 10000);  // rope.freq_base absent
+  CHECK(a.head_dim() == 8);      // attention.key_length absent: embedding / heads
+  CHECK(a.vocab_size == 512);    // the tokenizer's tokens
+  CHECK(a.tie_word_embeddings);  // no output.weight
   CHECK(a.max_seq_len == 2048);
   CHECK(!a.rope_scaling);
   CHECK(a.rope == attn::Rope::interleaved);
@@ -270,15 +268,17 @@ TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
   GgufWriter none;
   none.u32("llama.block_count", 1);
   has(refusal(none), {"'general.architecture'", "missing"});
-  for (const char* key : {"context_length", "embedding_length", "block_count",
-                          "feed_forward_length", "attention.head_count",
-                          "attention.layer_norm_rms_epsilon"}) {
+  for (const char* key :
+       {"context_length", "embedding_length", "block_count", "feed_forward_length",
+        "attention.head_count", "attention.layer_norm_rms_epsilon"}) {
     // llama_keys without `key`: written again from the list, leaving it out.
     GgufWriter w;
     w.string("general.architecture", "llama").strings("tokenizer.ggml.tokens", 8);
-    const std::pair<const char*, std::uint32_t> keys[] = {
-        {"context_length", 64},       {"embedding_length", 64}, {"block_count", 1},
-        {"feed_forward_length", 172}, {"attention.head_count", 8}};
+    const std::pair<const char*, std::uint32_t> keys[] = {{"context_length", 64},
+                                                          {"embedding_length", 64},
+                                                          {"block_count", 1},
+                                                          {"feed_forward_length", 172},
+                                                          {"attention.head_count", 8}};
     for (const auto& [k, v] : keys)
       if (std::string(k) != key) w.u32(std::string("llama.") + k, v);
     if (std::string(key) != "attention.layer_norm_rms_epsilon")

@@ -61,10 +61,9 @@ void require_tokenizer(const TextInput& t, const ModelFiles& files) {
   if (!files.config.empty() && files.config == files.weights)  // a llama2.c checkpoint
     throw InputError("--tokenizer is needed to read a prompt: " + escape(files.weights.string()) +
                      " holds no tokenizer (llama2.c's tokenizer.bin goes with it)");
-  throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside " +
-                   (files.config.empty() ? std::string("the config")
-                                         : escape(files.config.string())) +
-                   ")");
+  throw InputError(
+      "--tokenizer is needed to read a prompt (no tokenizer.json beside " +
+      (files.config.empty() ? std::string("the config") : escape(files.config.string())) + ")");
 }
 
 }  // namespace

@@ -49,10 +49,11 @@ ModelFiles find_model_files(const ModelSpec& spec) {
     throw InputError(escape(mine.string()) + ": no such file or folder", "weights");
   f.weights =
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
-  const fs::path file = f.weights == spec.weights ? mine : f.weights;  // a folder's, or this rank's
-  const FileFormat kind = f.weights.empty() ? FileFormat::unknown : detect_format(file);
-  if (!f.weights.empty())
-    expect_format(file,
+  const bool named = !f.weights.empty() && f.weights == spec.weights;  // not a folder's by name
+  const FileFormat kind =
+      f.weights.empty() ? FileFormat::unknown : detect_format(named ? mine : f.weights);
+  if (named)  // a tokenizer or a config given as the weights is said so, before "no config"
+    expect_format(mine,
                   {FileFormat::safetensors, FileFormat::safetensors_index, FileFormat::gguf,
                    FileFormat::llama2c_checkpoint},
                   "model weights (safetensors, GGUF or a llama2.c checkpoint)");

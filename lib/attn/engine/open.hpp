@@ -49,7 +49,8 @@ struct ModelFiles {
 ModelFiles find_model_files(const ModelSpec& spec);
 
 // The config (or `fallback()` when no file is named or found; without a fallback, InputError
-// naming the setting "config") with the overrides and the mask applied. A Hugging Face config has no model_parallel_size: the number of ranks is it.
+// naming the setting "config") with the overrides and the mask applied. A Hugging Face config has
+// no model_parallel_size: the number of ranks is it.
 ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)());
 
 // A token model's ends (vocab_size > 0): the embeddings when the layers start at the

@@ -411,7 +411,6 @@ const std::set<std::string> kHfIgnoredKeys = {
     "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
     "attention_bias",      "head_dim"};
 
-
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
   const json& s = r.j.at("rope_scaling");

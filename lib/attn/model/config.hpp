@@ -54,7 +54,7 @@ struct ModelArgs {
   // The file's context length (max_position_embeddings, {arch}.context_length, seq_len), before
   // the cache's default cap.
   std::int64_t max_position_embeddings = 0;
-  bool batch_from_run = false;               // max_batch_size grows to the run's batch
+  bool batch_from_run = false;  // max_batch_size grows to the run's batch
   // The token model (vocab_size > 0): tok_embeddings [vocab_size, dim] before block 0, norm
   // and output [vocab_size, dim] after the last (output is tok_embeddings when tied).
   bool tie_word_embeddings = false;

@@ -29,10 +29,10 @@ constexpr Architecture kArchitectures[] = {
 // Tensors of blocks this engine does not run: present, the file is refused naming them rather
 // than run without them.
 constexpr const char* kUnsupportedTensors[] = {
-    "rope_freqs.weight",        // Llama 3.1's frequency factors
-    "blk.0.attn_qkv.weight",    // q, k and v fused
+    "rope_freqs.weight",          // Llama 3.1's frequency factors
+    "blk.0.attn_qkv.weight",      // q, k and v fused
     "blk.0.ffn_gate_inp.weight",  // mixture of experts
-    "blk.0.ffn_gate.bias", "blk.0.ffn_down.bias", "blk.0.ffn_up.bias"};
+    "blk.0.ffn_gate.bias",       "blk.0.ffn_down.bias", "blk.0.ffn_up.bias"};
 
 struct Meta {
   const GgufFile& f;
@@ -56,8 +56,7 @@ struct Meta {
 
 std::string architecture(const GgufFile& f) {
   const std::optional<std::string> arch = f.string("general.architecture");
-  if (!arch)
-    throw InputError(f.path + ": key 'general.architecture' is missing: not a model file");
+  if (!arch) throw InputError(f.path + ": key 'general.architecture' is missing: not a model file");
   for (const Architecture& a : kArchitectures)
     if (*arch == a.name) return *arch;
   throw InputError(f.path + ": key 'general.architecture': " + quoted(*arch, 60) +
@@ -135,7 +134,8 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.rope_theta = f.number(m.key("rope.freq_base")).value_or(10000.0);
   a.vocab_size = vocab_size(m);
   if (a.ffn_hidden_set < 1)
-    m.fail(m.key("feed_forward_length"), "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
+    m.fail(m.key("feed_forward_length"),
+           "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
   if (a.max_position_embeddings < 1)
     m.fail(m.key("context_length"),
            "must be at least 1, got " + std::to_string(a.max_position_embeddings));

@@ -91,8 +91,7 @@ std::string name_in(const std::string& meta, Naming naming) {
   if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
   const std::string rest = meta.substr(dot + 1);
   for (const TensorNames& n : kLayerNames)
-    if (rest == n.meta)
-      return kLayerPrefix[int(naming)] + meta.substr(7, dot - 6) + in(n, naming);
+    if (rest == n.meta) return kLayerPrefix[int(naming)] + meta.substr(7, dot - 6) + in(n, naming);
   return "";
 }
 
