@@ -258,6 +258,28 @@ TEST_CASE("gguf_config: llama.cpp's keys and its defaults where one is absent") 
   CHECK(d.max_position_embeddings == 131072);
 }
 
+TEST_CASE("gguf_config: metadata as llama.cpp's gguf-py writes it (make_gguf_configs.py)") {
+  const fs::path dir = test::golden_dir() / "gguf_config";
+  const attn::ModelArgs l = attn::gguf_config(*attn::open_gguf(dir / "llama.gguf"));
+  CHECK(l.dim == 64);
+  CHECK(l.n_layers == 5);
+  CHECK(l.n_heads == 8);
+  CHECK(l.n_kv_heads == 4);
+  CHECK(l.ffn_hidden() == 172);
+  CHECK(l.vocab_size == 64);  // its 64 tokens
+  CHECK(l.rope == attn::Rope::interleaved);
+  CHECK(l.rope_theta == 10000);
+  CHECK(l.max_seq_len == 2048);
+  const attn::ModelArgs q = attn::gguf_config(*attn::open_gguf(dir / "qwen2.gguf"));
+  CHECK(q.arch == "qwen2");
+  CHECK(q.rope == attn::Rope::half);
+  CHECK(q.rope_theta == 1e6);
+  CHECK(q.head_dim() == 8);
+  CHECK(!q.rope_scaling);  // linear by 1
+  CHECK(q.vocab_size == 64);
+  CHECK(attn::config_key(q, "n_kv_heads") == "qwen2.attention.head_count_kv");
+}
+
 TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
   const auto has = [](const std::string& msg, std::initializer_list<const char*> parts) {
     INFO(msg);
