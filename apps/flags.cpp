@@ -73,7 +73,8 @@ std::vector<Flag> model_flags() {
          "one (default: drawn from --seed)"},
         {Command::generate,
          "safetensors weights, a Hugging Face index, or a folder holding one with config.json "
-         "and tokenizer.json (default: drawn from --seed)"}},
+         "and tokenizer.json (default: drawn from --seed)"},
+        {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
        }},
@@ -210,7 +211,11 @@ std::vector<Flag> text_flags() {
          return path(cmd, n, o.text.tokens_file, h);
        }},
       {"--tokenizer",
-       {{kTokens, "Hugging Face tokenizer.json (default: beside the config)"}},
+       {{kTokens,
+         "Hugging Face tokenizer.json, a GGUF file (its tokenizer) or llama2.c's tokenizer.bin "
+         "(default: beside the config)"},
+        {Command::tokenize,
+         "Hugging Face tokenizer.json, a GGUF file (its tokenizer) or llama2.c's tokenizer.bin"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.text.tokenizer, h);
        }},

@@ -262,3 +262,209 @@ TEST_CASE("llama tokenizers: SentencePiece merges of a long text stay fast (no q
   CHECK(ids.size() > 60000);
   CHECK(attn::decode(t, ids, {true, {}}) == " " + text);  // llama.cpp keeps the prefix space
 }
+
+namespace {
+
+// A GGUF file (version 3, no tensors) holding the given metadata, written by hand.
+struct GgufWriter {
+  std::string kv;
+  std::uint64_t count = 0;
+
+  void u32(std::string& o, std::uint32_t v) { o.append(reinterpret_cast<const char*>(&v), 4); }
+  void u64(std::string& o, std::uint64_t v) { o.append(reinterpret_cast<const char*>(&v), 8); }
+  void str(std::string& o, std::string_view s) {
+    u64(o, s.size());
+    o.append(s);
+  }
+  void key(std::string_view k, std::uint32_t type) {
+    str(kv, k);
+    u32(kv, type);
+    ++count;
+  }
+  GgufWriter& text(std::string_view k, std::string_view v) {
+    key(k, 8);
+    str(kv, v);
+    return *this;
+  }
+  GgufWriter& id(std::string_view k, std::uint32_t v) {
+    key(k, 4);
+    u32(kv, v);
+    return *this;
+  }
+  GgufWriter& strings(std::string_view k, const std::vector<std::string>& v) {
+    key(k, 9);
+    u32(kv, 8);
+    u64(kv, v.size());
+    for (const std::string& s : v) str(kv, s);
+    return *this;
+  }
+  GgufWriter& floats(std::string_view k, const std::vector<float>& v) {
+    key(k, 9);
+    u32(kv, 6);
+    u64(kv, v.size());
+    for (const float f : v) kv.append(reinterpret_cast<const char*>(&f), 4);
+    return *this;
+  }
+  GgufWriter& ints(std::string_view k, const std::vector<std::int32_t>& v) {
+    key(k, 9);
+    u32(kv, 5);
+    u64(kv, v.size());
+    for (const std::int32_t x : v) kv.append(reinterpret_cast<const char*>(&x), 4);
+    return *this;
+  }
+  fs::path write(const std::string& name) const {
+    std::string o = "GGUF";
+    GgufWriter w;
+    w.u32(o, 3);
+    w.u64(o, 0);
+    w.u64(o, count);
+    o += kv;
+    o.resize((o.size() + 31) / 32 * 32, '\0');
+    const fs::path p = test::temp_path(name);
+    std::ofstream(p, std::ios::binary) << o;
+    return p;
+  }
+};
+
+// A SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens (3 + byte), then `extra`
+// pieces from id 259 with their scores.
+GgufWriter spm_gguf(const std::vector<std::pair<std::string, float>>& extra) {
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores(3, 0.0f);
+  std::vector<std::int32_t> types = {2, 3, 3};
+  char name[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    pieces.push_back(name);
+    scores.push_back(0.0f);
+    types.push_back(6);
+  }
+  for (const auto& [p, s] : extra) {
+    pieces.push_back(p);
+    scores.push_back(s);
+    types.push_back(1);
+  }
+  GgufWriter w;
+  w.text("general.architecture", "llama")
+      .text("tokenizer.ggml.model", "llama")
+      .strings("tokenizer.ggml.tokens", pieces)
+      .floats("tokenizer.ggml.scores", scores)
+      .ints("tokenizer.ggml.token_type", types);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("llama tokenizers: SentencePiece merges by score, any piece, then bytes (by hand)") {
+  // 259 "▁", 260 "a", 261 "b", 262 "ab", 263 "▁a", 264 "xy" (neither x nor y is a piece),
+  // 265 "ba" (as "ab" in the second vocabulary).
+  const auto vocab = [](float ab, float space_a) {
+    return attn::load_tokenizer(
+        spm_gguf({{"▁", 0}, {"a", 0}, {"b", 0}, {"ab", ab}, {"▁a", space_a}, {"xy", -9}, {"ba", ab}})
+            .write("spm.gguf"));
+  };
+  attn::EncodeOptions o;
+  o.add_special_tokens = false;
+  // " ab" as "▁ab": "ab" (-0.5) beats "▁a" (-1): [▁, ab]; the other way round: [▁a, b].
+  CHECK(attn::encode(vocab(-0.5f, -1.0f), "ab", o) == Ids{259, 262});
+  CHECK(attn::encode(vocab(-2.0f, -1.0f), "ab", o) == Ids{263, 261});
+  const attn::Tokenizer t = vocab(-0.5f, -1.0f);
+  // Equal scores: the leftmost pair first.
+  CHECK(attn::encode(t, "aba", o) == Ids{259, 262, 260});
+  CHECK(attn::encode(t, "bab", o) == Ids{259, 265, 261});
+  CHECK(attn::encode(t, "xy", o) == Ids{259, 264});  // a piece, though its halves are not
+  CHECK(attn::encode(t, "é", o) == Ids{259, 3 + 0xC3, 3 + 0xA9});
+  CHECK(attn::encode(t, "ab") == Ids{1, 259, 262});  // add_bos_token defaults to true for SPM
+  // The space prefix again after a control token the text names; not without parse_special.
+  CHECK(attn::encode(t, "a</s>a", o) == Ids{263, 2, 263});
+  o.parse_special = false;
+  CHECK(attn::encode(t, "a</s>", o) == Ids{263, 3 + '<', 3 + '/', 3 + 's', 3 + '>'});
+  // Decoding: "▁" as a space, bytes as bytes, the first space dropped; control tokens shown
+  // unless skipped (then BOS keeps the space after it, as llama.cpp).
+  CHECK(attn::decode(t, {259, 262, 3 + 0xC3, 3 + 0xA9}) == "abé");
+  CHECK(attn::decode(t, {1, 259, 262}) == "<s> ab");
+  CHECK(attn::decode(t, {1, 259, 262}, {true, {}}) == " ab");
+  CHECK(attn::token_bytes(t, 3 + 0xC3) == "\xC3");
+}
+
+TEST_CASE("llama tokenizers: GGUF metadata it cannot use is refused, naming the key") {
+  const auto refused = [](const GgufWriter& w, const std::string& what) {
+    CHECK_THROWS_WITH_AS(attn::load_tokenizer(w.write("bad.gguf")), doctest::Contains(what.c_str()),
+                         attn::InputError);
+  };
+  GgufWriter no_model;
+  no_model.text("general.architecture", "llama");
+  refused(no_model, "key 'tokenizer.ggml.model': is missing: the file holds no tokenizer");
+  GgufWriter bert = spm_gguf({});
+  bert.text("tokenizer.ggml.model", "bert");  // a repeated key: the GGUF reader refuses it
+  refused(bert, "bad.gguf");
+  GgufWriter w;
+  w.text("tokenizer.ggml.model", "bert\x1b[2J").strings("tokenizer.ggml.tokens", {"a"});
+  refused(w, "key 'tokenizer.ggml.model': the tokenizer 'bert\\x1b[2J' is not supported");
+  GgufWriter pre;
+  pre.text("tokenizer.ggml.model", "gpt2")
+      .text("tokenizer.ggml.pre", "tekken")
+      .strings("tokenizer.ggml.tokens", {"a", "b", "ab"})
+      .strings("tokenizer.ggml.merges", {"a b"});
+  refused(pre, "key 'tokenizer.ggml.pre': the pre-tokenizer 'tekken' is not supported");
+  GgufWriter merges;
+  merges.text("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", {"a"});
+  refused(merges, "key 'tokenizer.ggml.merges': is missing");
+  GgufWriter scores;
+  scores.text("tokenizer.ggml.model", "llama")
+      .strings("tokenizer.ggml.tokens", {"a", "b"})
+      .floats("tokenizer.ggml.scores", {0.0f});
+  refused(scores, "key 'tokenizer.ggml.scores': 1 scores for 2 tokens");
+  GgufWriter types;
+  types.text("tokenizer.ggml.model", "llama")
+      .strings("tokenizer.ggml.tokens", {"a", "b"})
+      .ints("tokenizer.ggml.token_type", {1});
+  refused(types, "key 'tokenizer.ggml.token_type': 1 types for 2 tokens");
+  GgufWriter kind;
+  kind.text("tokenizer.ggml.model", "llama").floats("tokenizer.ggml.tokens", {1.0f});
+  refused(kind, "tokenizer.ggml.tokens");
+  // Ids outside the vocabulary are ignored, as llama.cpp does (with its defaults).
+  GgufWriter ids = spm_gguf({});
+  ids.id("tokenizer.ggml.bos_token_id", 4000000000u).id("tokenizer.ggml.eos_token_id", 5);
+  const attn::Tokenizer t = attn::load_tokenizer(ids.write("ids.gguf"));
+  CHECK(t.bos == 1);
+  CHECK(t.eos.front() == 5);
+}
+
+TEST_CASE("llama tokenizers: files of another kind, and broken tokenizer.bin, are refused") {
+  const auto refused = [](const fs::path& p, const std::string& what) {
+    CHECK_THROWS_WITH_AS(attn::load_tokenizer(p), doctest::Contains(what.c_str()), attn::InputError);
+  };
+  refused(test::model_dir("hf_tied_bf16") / "model.safetensors",
+          "a safetensors file, not a tokenizer (tokenizer.json, a GGUF file");
+  refused(test::model_dir("hf_tied_bf16") / "config.json", "a JSON file, not a tokenizer");
+  const std::string tok = read_file(test::source_dir() / "tests/data/tok512.bin");
+  const auto write = [](const std::string& bytes) {
+    const fs::path p = test::temp_path("tokenizer.bin");
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  };
+  refused(write(tok.substr(0, tok.size() - 2)), "token 511: the file ends inside its 3 bytes");
+  refused(write(tok.substr(0, tok.size() - 8)),
+          "tokenizer.bin: token 511: the file ends inside its score and length");
+  std::string long_piece = tok;
+  long_piece[4 + 4] = 100;  // token 0's length past max_token_length (7)
+  refused(write(long_piece), "token 0: length 100 is not in [0, max_token_length 7]");
+  const attn::Tokenizer t = attn::load_tokenizer(write(tok));
+  CHECK(t.vocab_size() == 512);
+}
+
+TEST_CASE("llama tokenizers: attn-cli tokenize -m F.gguf reads the model's tokenizer") {
+  if (!fs::exists(kStoriesGguf)) {
+    MESSAGE("skipped: " << kStoriesGguf << " is absent");
+    return;
+  }
+  const test::CliResult r =
+      test::run_cli("tokenize -m " + kStoriesGguf.string() + " -p 'Once upon a time' --json");
+  CHECK(r.status == 0);
+  CHECK(r.out == "{\"ids\":[1,403,407,261,378],\"pieces\":[\"<s>\",\"▁Once\",\"▁upon\",\"▁a\","
+                 "\"▁time\"]}\n");
+  const test::CliResult bin = test::run_cli("tokenize -m /work/shared/models/stories260K.bin -p x");
+  CHECK(bin.status == 2);
+  CHECK(bin.err.find("a llama2.c checkpoint, which holds no tokenizer") != std::string::npos);
+}

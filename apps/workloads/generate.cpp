@@ -11,6 +11,7 @@
 #include "attn/engine/engine.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -185,10 +186,24 @@ int generate_command(const Options& f) {
   return 0;
 }
 
+namespace {
+
+// --tokenizer, else a GGUF model file given as -m (it holds its tokenizer).
+std::string tokenizer_file(const Options& f) {
+  if (!f.text.tokenizer.empty()) return f.text.tokenizer;
+  if (f.weights.empty()) throw InputError("--tokenizer (or -m with a GGUF file) is needed");
+  const FileFormat format = detect_format(f.weights);
+  if (format != FileFormat::gguf)
+    throw InputError(escape(f.weights) + ": " + format_description(format) +
+                     ", which holds no tokenizer: give --tokenizer (or -m with a GGUF file)");
+  return f.weights;
+}
+
+}  // namespace
+
 int tokenize_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
-  if (f.text.tokenizer.empty()) throw InputError("--tokenizer is needed to read a prompt");
-  const Tokenizer tok = load_tokenizer(f.text.tokenizer);
+  const Tokenizer tok = load_tokenizer(tokenizer_file(f));
   if (f.decode) {
     const std::vector<std::int32_t> ids =
         one_sequence(prompt_sequences(f.text, &tok, tok.vocab_size()));
