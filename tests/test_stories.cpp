@@ -5,6 +5,7 @@
 // GGUF key.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -101,17 +102,21 @@ struct GgufWriter {
   }
 };
 
-// stories260K's shape under `arch`, with the keys llama.cpp requires and a 512-token vocabulary.
-GgufWriter llama_keys(const std::string& arch = "llama") {
+// stories260K's shape under `arch`, with the keys llama.cpp requires and a 512-token vocabulary;
+// `omit`: one of them left out ("context_length").
+GgufWriter llama_keys(const std::string& arch = "llama", const std::string& omit = "") {
   GgufWriter w;
-  w.string("general.architecture", arch)
-      .u32(arch + ".context_length", 2048)
-      .u32(arch + ".embedding_length", 64)
-      .u32(arch + ".block_count", 5)
-      .u32(arch + ".feed_forward_length", 172)
-      .u32(arch + ".attention.head_count", 8)
-      .f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f)
-      .strings("tokenizer.ggml.tokens", 512);
+  w.string("general.architecture", arch);
+  const std::pair<const char*, std::uint32_t> sizes[] = {{"context_length", 2048},
+                                                         {"embedding_length", 64},
+                                                         {"block_count", 5},
+                                                         {"feed_forward_length", 172},
+                                                         {"attention.head_count", 8}};
+  for (const auto& [key, v] : sizes)
+    if (key != omit) w.u32(arch + "." + key, v);
+  if (omit != "attention.layer_norm_rms_epsilon")
+    w.f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  w.strings("tokenizer.ggml.tokens", 512);
   return w;
 }
 
@@ -292,21 +297,9 @@ TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
   has(refusal(none), {"'general.architecture'", "missing"});
   for (const char* key :
        {"context_length", "embedding_length", "block_count", "feed_forward_length",
-        "attention.head_count", "attention.layer_norm_rms_epsilon"}) {
-    // llama_keys without `key`: written again from the list, leaving it out.
-    GgufWriter w;
-    w.string("general.architecture", "llama").strings("tokenizer.ggml.tokens", 8);
-    const std::pair<const char*, std::uint32_t> keys[] = {{"context_length", 64},
-                                                          {"embedding_length", 64},
-                                                          {"block_count", 1},
-                                                          {"feed_forward_length", 172},
-                                                          {"attention.head_count", 8}};
-    for (const auto& [k, v] : keys)
-      if (std::string(k) != key) w.u32(std::string("llama.") + k, v);
-    if (std::string(key) != "attention.layer_norm_rms_epsilon")
-      w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    has(refusal(w), {("'llama." + std::string(key) + "'").c_str(), "missing"});
-  }
+        "attention.head_count", "attention.layer_norm_rms_epsilon"})
+    has(refusal(llama_keys("llama", key)),
+        {("'llama." + std::string(key) + "'").c_str(), "missing"});
   has(refusal(llama_keys().u32("llama.rope.dimension_count", 4)),
       {"'llama.rope.dimension_count'", "partial"});
   has(refusal(llama_keys().string("llama.rope.scaling.type", "yarn")),
@@ -315,6 +308,12 @@ TEST_CASE("gguf_config: a refusal names the file and the GGUF key") {
   has(refusal(llama_keys().u32("llama.attention.value_length", 4)),
       {"'llama.attention.value_length'"});
   has(refusal(llama_keys().u32("llama.expert_count", 8)), {"'llama.expert_count'"});
+  has(refusal(llama_keys().u32("llama.attention.key_length", 0)),
+      {"'llama.attention.key_length'", "at least 1"});
+  has(refusal(llama_keys("llama", "attention.layer_norm_rms_epsilon")
+                  .f32("llama.attention.layer_norm_rms_epsilon", INFINITY)),
+      {"'llama.attention.layer_norm_rms_epsilon'", "finite"});
+  has(refusal(llama_keys().f32("llama.rope.freq_base", NAN)), {"'llama.rope.freq_base'"});
   // The checks every config passes, in the GGUF's words.
   has(refusal(llama_keys().u32("llama.attention.head_count_kv", 3)),
       {"'llama.attention.head_count_kv'", "not divisible"});

@@ -353,6 +353,8 @@ void validate(const Reader& r, const ModelArgs& a) {
   if (a.vocab_size > 0 && a.block != Block::llama)
     r.fail("vocab_size", "a token model needs block \"llama\" (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
+  if (!std::isfinite(a.norm_eps))  // a binary file's float can be NaN or Inf, JSON's cannot
+    r.fail("norm_eps", fmt::format("must be finite, got {}", a.norm_eps));
   if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
   // Before check_numbers, which computes the FFN width from it (a float to integer conversion).
   if (a.ffn_dim_multiplier && !(*a.ffn_dim_multiplier > 0 && *a.ffn_dim_multiplier <= 64))

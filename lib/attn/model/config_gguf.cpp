@@ -72,6 +72,7 @@ void read_head(const Meta& m, ModelArgs& a) {
     m.fail(m.key("attention.value_length"),
            std::to_string(v) + " differs from " + m.key("attention.key_length") + " " +
                std::to_string(k) + ": keys and values of one size are supported");
+  if (k < 1) m.fail(m.key("attention.key_length"), "must be at least 1, got " + std::to_string(k));
   if (k != whole) a.head_dim_set = k;
   const std::int64_t rot = m.f.integer(m.key("rope.dimension_count")).value_or(k);
   if (rot != k)
