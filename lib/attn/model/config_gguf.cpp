@@ -66,13 +66,16 @@ std::string architecture(const GgufFile& f) {
 // head_dim: {arch}.attention.key_length (value_length the same), rotated whole.
 void read_head(const Meta& m, ModelArgs& a) {
   const std::int64_t whole = a.n_heads > 0 ? a.dim / a.n_heads : 0;
-  const std::int64_t k = m.f.integer(m.key("attention.key_length")).value_or(whole);
+  const std::optional<std::int64_t> key_length = m.f.integer(m.key("attention.key_length"));
+  const std::int64_t k = key_length.value_or(whole);
   const std::int64_t v = m.f.integer(m.key("attention.value_length")).value_or(k);
   if (v != k)
     m.fail(m.key("attention.value_length"),
            std::to_string(v) + " differs from " + m.key("attention.key_length") + " " +
                std::to_string(k) + ": keys and values of one size are supported");
-  if (k < 1) m.fail(m.key("attention.key_length"), "must be at least 1, got " + std::to_string(k));
+  if (key_length && k < 1)
+    m.fail(m.key("attention.key_length"), "must be at least 1, got " + std::to_string(k));
+  if (k < 1) return;  // a bad embedding_length or head_count: check_config names it
   if (k != whole) a.head_dim_set = k;
   const std::int64_t rot = m.f.integer(m.key("rope.dimension_count")).value_or(k);
   if (rot != k)
