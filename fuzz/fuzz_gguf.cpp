@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "attn/error.hpp"
 #include "attn/io/format.hpp"
@@ -33,8 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const attn::InputError&) {
     return 0;
   }
-  for (const auto& [key, v] : f->kv) {
-    if (f->find(key) != &v) __builtin_trap();  // keys are unique
+  for (const auto& entry : f->kv) {
+    const std::string& key = entry.first;  // clang 14 cannot capture structured bindings
+    if (f->find(key) != &entry.second) __builtin_trap();  // keys are unique
     read([&] { f->integer(key); });
     read([&] { f->number(key); });
     read([&] { f->boolean(key); });

@@ -213,7 +213,9 @@ TEST_CASE("gguf: the fixtures read as llama.cpp's gguf-py reads them") {
   std::ifstream in(fixture("expected.json"));
   REQUIRE(in);
   const nlohmann::json expected = nlohmann::json::parse(in);
-  for (const auto& [file, e] : expected.items()) {
+  for (const auto& item : expected.items()) {
+    const std::string file = item.key();  // clang 14 cannot capture structured bindings
+    const nlohmann::json& e = item.value();
     CAPTURE(file);
     const auto f = attn::open_gguf(fixture(file));
     CHECK(f->path == fixture(file).string());

@@ -266,7 +266,8 @@ TEST_CASE("llama2c: stories260K.bin holds the same weights as stories260K.gguf")
                                {G + "ffn_down.weight", M + "feed_forward.w2.weight"},
                                {G + "ffn_up.weight", M + "feed_forward.w3.weight"}});
   }
-  for (const auto& [gname, mname] : pairs) {
+  for (const auto& pair : pairs) {
+    const std::string &gname = pair.first, &mname = pair.second;  // clang 14: no binding captures
     CAPTURE(mname);
     const attn::SourceTensor gt = g->tensor(gname), bt = b->tensor(mname);
     CHECK(gt.shape == bt.shape);
