@@ -167,6 +167,19 @@ TEST_CASE("stories260K: greedy text equals llama2.c's run.c, from the GGUF and t
   }
 }
 
+TEST_CASE("stories260K: a story saved after 20 tokens and continued prints the rest of it") {
+  const std::string gguf = "-m " + weights("stories260K.gguf").string() + " -t 2 ";
+  const std::string session = test::temp_path("stories.session").string();
+  const test::CliResult a =
+      test::run_cli("generate " + gguf + "-p 'Once upon a time' -n 20 --save-session " + session);
+  const test::CliResult b = test::run_cli("generate " + gguf + "-n 180 --load-session " + session);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  // Each run ends its text with a newline; the story's own lines stay.
+  const std::string expected = read_file(test::golden_dir() / "stories260K" / "once.txt");
+  CHECK(a.out.substr(0, a.out.size() - 1) + b.out == expected);
+}
+
 TEST_CASE("stories260K: the GGUF and the llama2.c checkpoint give the same logits") {
   // The same weights in both files (the GGUF's q/k rows in Meta's order, as llama2.c's): the
   // same arithmetic, so the same bits, every position of a prefill and of decode steps.

@@ -175,9 +175,6 @@ std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> se
   return sequences.empty() ? std::vector<std::int32_t>{} : std::move(sequences.front());
 }
 
-TextStream::TextStream(const Tokenizer& t, std::vector<std::int32_t> printed_ids)
-    : tok(t), ids(std::move(printed_ids)), printed(settled(decode(t, ids, {false, false}))) {}
-
 namespace {
 
 // The text a stream prints of `ids`: special tokens print nothing. A GGUF's SentencePiece
@@ -193,6 +190,9 @@ std::string stream_text(const Tokenizer& tok, const std::vector<std::int32_t>& i
 }
 
 }  // namespace
+
+TextStream::TextStream(const Tokenizer& t, std::vector<std::int32_t> printed_ids)
+    : tok(t), ids(std::move(printed_ids)), printed(settled(stream_text(t, ids))) {}
 
 std::string TextStream::next(std::int32_t id) {
   ids.push_back(id);
