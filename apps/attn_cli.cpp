@@ -47,7 +47,8 @@ std::array<Subcommand, 6> subcommands() {
       {Command::bench, "bench", "time prefill and decode against the machine's limits"},
       {Command::generate, "generate",
        "from a prompt to text: the tokenizer and the whole model, token by token"},
-      {Command::tokenize, "tokenize", "text to token ids and back with a tokenizer (tokenizer.json, GGUF, tokenizer.bin)"},
+      {Command::tokenize, "tokenize",
+       "text to token ids and back with a tokenizer (tokenizer.json, GGUF, tokenizer.bin)"},
   }};
 }
 

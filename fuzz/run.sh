@@ -9,7 +9,8 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens gguf llama2c gguf_config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens gguf llama2c
+  llama_tokenizer gguf_config)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -24,6 +25,7 @@ for h in "${harnesses[@]}"; do
     tokens) seeds=(fuzz/seeds/tokens/*) ;;
     gguf) seeds=(tests/golden/gguf/*.gguf weights/*.gguf) ;;
     llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
+    llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
     gguf_config) seeds=(tests/golden/gguf_config/*.gguf) ;;
   esac
   if [ "$h" = hf_config ]; then

@@ -458,8 +458,9 @@ PYBIND11_MODULE(attn, mod) {
   py::class_<attn::Tokenizer>(mod, "Tokenizer")
       .def(py::init([](const std::string& path) { return attn::load_tokenizer(path); }),
            py::arg("path"),
-           "a Hugging Face tokenizer.json (with tokenizer_config.json and "
-           "generation_config.json beside it, if there)")
+           "a tokenizer file, told by its content: a Hugging Face tokenizer.json (with "
+           "tokenizer_config.json and generation_config.json beside it, if there), a GGUF file "
+           "(its tokenizer) or llama2.c's tokenizer.bin")
       .def(
           "encode",
           [](const attn::Tokenizer& t, const std::string& text, bool add_special_tokens,

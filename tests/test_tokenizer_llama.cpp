@@ -55,7 +55,8 @@ std::string unhex(const std::string& h) {
 
 std::string show(const Ids& ids) {
   std::string s;
-  for (std::size_t i = 0; i < ids.size() && i < 40; ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  for (std::size_t i = 0; i < ids.size() && i < 40; ++i)
+    s += (i ? " " : "") + std::to_string(ids[i]);
   return s + (ids.size() > 40 ? " ..." : "");
 }
 
@@ -121,8 +122,8 @@ const json& golden() {
 
 TEST_CASE("llama tokenizers: llama.cpp's test-tokenizer-0 vocabularies, 0 differences") {
   if (!fs::exists(llama_cpp_src() / "models")) {
-    MESSAGE("skipped: llama.cpp's sources are not in " << llama_cpp_src()
-                                                      << " (bash bench/llama_cpp.sh unpacks them)");
+    MESSAGE("skipped: llama.cpp's sources are not in "
+            << llama_cpp_src() << " (bash bench/llama_cpp.sh unpacks them)");
     return;
   }
   for (const char* name : {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "deepseek-llm",
@@ -139,10 +140,13 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
     return;
   }
   const json& g = golden();
-  for (const auto& [name, v] : g["vocabs"].items()) {
+  for (const auto& entry : g["vocabs"].items()) {  // no structured binding: CAPTURE is a lambda
+    const std::string name = entry.key();
+    const json& v = entry.value();
     CAPTURE(name);
-    const fs::path file =
-        name == "stories260K" ? kStoriesGguf : llama_cpp_src() / "models" / v["file"].get<std::string>();
+    const fs::path file = name == "stories260K"
+                              ? kStoriesGguf
+                              : llama_cpp_src() / "models" / v["file"].get<std::string>();
     if (!fs::exists(file)) {
       MESSAGE("skipped: " << file << " is absent");
       continue;
@@ -158,14 +162,15 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
       const Ids ids_special = attn::encode(t, text);
       const std::string decoded = attn::decode(t, want["ids_special"].get<Ids>());
       const std::string decoded_skip = attn::decode(t, want["ids_special"].get<Ids>(), {true, {}});
-      const bool same = ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+      const bool same = ids == want["ids"].get<Ids>() &&
+                        ids_special == want["ids_special"].get<Ids>() &&
                         decoded == attn::valid_utf8(unhex(want["text"])) &&
                         decoded_skip == attn::valid_utf8(unhex(want["text_skip"]));
       if (!same && ++differences <= 5)
-        MESSAGE(name << " " << item << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>())
-                     << "\n  special " << show(ids_special) << "\n     want "
-                     << show(want["ids_special"].get<Ids>()) << "\n  text " << decoded
-                     << "\n  want " << unhex(want["text"]) << "\n  skip " << decoded_skip
+        MESSAGE(name << " " << item << "\n  ids " << show(ids) << "\n want "
+                     << show(want["ids"].get<Ids>()) << "\n  special " << show(ids_special)
+                     << "\n     want " << show(want["ids_special"].get<Ids>()) << "\n  text "
+                     << decoded << "\n  want " << unhex(want["text"]) << "\n  skip " << decoded_skip
                      << "\n  want " << unhex(want["text_skip"]));
     }
     CHECK(differences == 0);
@@ -182,7 +187,8 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
 
 TEST_CASE("llama tokenizers: llama2.c's tokenizer.bin as run.c encodes and decodes") {
   const json& g = golden()["llama2c"];
-  const attn::Tokenizer t = attn::load_tokenizer(test::source_dir() / "tests/data" / g["file"].get<std::string>());
+  const attn::Tokenizer t =
+      attn::load_tokenizer(test::source_dir() / "tests/data" / g["file"].get<std::string>());
   CHECK(t.vocab_size() == g["vocab_size"].get<std::int64_t>());
   CHECK(t.bos == 1);
   CHECK(t.eos == std::vector<std::int32_t>{2});
@@ -226,7 +232,8 @@ TEST_CASE("llama tokenizers: tok512.bin and stories260K.gguf hold the same token
 }
 
 TEST_CASE("llama tokenizers: llama.cpp's round trips (test-tokenizer-1-spm), every token") {
-  const fs::path file = fs::exists(vocab_file("llama-spm")) ? vocab_file("llama-spm") : kStoriesGguf;
+  const fs::path file =
+      fs::exists(vocab_file("llama-spm")) ? vocab_file("llama-spm") : kStoriesGguf;
   if (!fs::exists(file)) {
     MESSAGE("skipped: neither llama-spm's vocabulary nor stories260K.gguf is here");
     return;
@@ -246,7 +253,8 @@ TEST_CASE("llama tokenizers: llama.cpp's round trips (test-tokenizer-1-spm), eve
     std::string s;
     attn::append_utf8(s, c);
     const std::string back = attn::llama_detokenize(v, attn::encode(t, s, o), false, true, false);
-    if (back != s) FAIL_CHECK("U+" << std::hex << std::uint32_t(c) << " comes back as '" << back << "'");
+    if (back != s)
+      FAIL_CHECK("U+" << std::hex << std::uint32_t(c) << " comes back as '" << back << "'");
   }
 }
 
@@ -360,7 +368,8 @@ TEST_CASE("llama tokenizers: SentencePiece merges by score, any piece, then byte
   // 265 "ba" (as "ab" in the second vocabulary).
   const auto vocab = [](float ab, float space_a) {
     return attn::load_tokenizer(
-        spm_gguf({{"▁", 0}, {"a", 0}, {"b", 0}, {"ab", ab}, {"▁a", space_a}, {"xy", -9}, {"ba", ab}})
+        spm_gguf(
+            {{"▁", 0}, {"a", 0}, {"b", 0}, {"ab", ab}, {"▁a", space_a}, {"xy", -9}, {"ba", ab}})
             .write("spm.gguf"));
   };
   attn::EncodeOptions o;
@@ -433,7 +442,8 @@ TEST_CASE("llama tokenizers: GGUF metadata it cannot use is refused, naming the 
 
 TEST_CASE("llama tokenizers: files of another kind, and broken tokenizer.bin, are refused") {
   const auto refused = [](const fs::path& p, const std::string& what) {
-    CHECK_THROWS_WITH_AS(attn::load_tokenizer(p), doctest::Contains(what.c_str()), attn::InputError);
+    CHECK_THROWS_WITH_AS(attn::load_tokenizer(p), doctest::Contains(what.c_str()),
+                         attn::InputError);
   };
   refused(test::model_dir("hf_tied_bf16") / "model.safetensors",
           "a safetensors file, not a tokenizer (tokenizer.json, a GGUF file");
@@ -462,8 +472,9 @@ TEST_CASE("llama tokenizers: attn-cli tokenize -m F.gguf reads the model's token
   const test::CliResult r =
       test::run_cli("tokenize -m " + kStoriesGguf.string() + " -p 'Once upon a time' --json");
   CHECK(r.status == 0);
-  CHECK(r.out == "{\"ids\":[1,403,407,261,378],\"pieces\":[\"<s>\",\"▁Once\",\"▁upon\",\"▁a\","
-                 "\"▁time\"]}\n");
+  CHECK(r.out ==
+        "{\"ids\":[1,403,407,261,378],\"pieces\":[\"<s>\",\"▁Once\",\"▁upon\",\"▁a\","
+        "\"▁time\"]}\n");
   const test::CliResult bin = test::run_cli("tokenize -m /work/shared/models/stories260K.bin -p x");
   CHECK(bin.status == 2);
   CHECK(bin.err.find("a llama2.c checkpoint, which holds no tokenizer") != std::string::npos);

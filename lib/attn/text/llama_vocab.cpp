@@ -22,7 +22,9 @@ struct Fragment {
   std::int32_t id = -1;
 };
 
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+bool is_space(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
 
 // llama.cpp's tokenizer_st_partition: each typed token in turn (longest first) cuts every text
 // fragment at each of its occurrences, taking the spaces its lstrip/rstrip ask for.
@@ -33,6 +35,7 @@ std::vector<Fragment> partition(const LlamaVocab& v, std::string_view text, bool
     const std::uint16_t attr = v.attrs[std::size_t(id)];
     if (!parse_special && (attr & (A::control | A::unknown))) continue;
     const std::string& piece = v.pieces[std::size_t(id)];
+    if (piece.empty()) continue;  // would match everywhere (GGUF's empty pieces are renamed)
     std::vector<Fragment> next;
     for (const Fragment& f : frags) {
       if (f.id >= 0) {
@@ -77,31 +80,16 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
 std::string llama_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto cont = [&](std::size_t k) {
-    return k < s.size() && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80;
-  };
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
+    // The length the first byte announces (0: not a first byte), if its continuations follow.
     std::size_t n = c < 0x80 ? 1 : c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
     for (std::size_t k = 1; k < n; ++k)
-      if (!cont(i + k)) n = 0;
-    if (n > 1) {
-      const std::string_view seq = s.substr(i, n);
-      if (valid_utf8(seq) == seq) {
-        out.append(seq);
-        i += n;
-        continue;
-      }
-      out += "\xEF\xBF\xBD";
-      i += n;  // llama.cpp decodes the sequence as one code point: one replacement
-      continue;
-    }
-    if (n == 1) {
-      out += char(c);
-    } else {
-      out += "\xEF\xBF\xBD";
-    }
-    ++i;
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) n = 0;
+    const std::string_view seq = s.substr(i, std::max<std::size_t>(n, 1));
+    // One replacement for a sequence llama.cpp decodes as one code point, one per other byte.
+    out.append(n > 0 && valid_utf8(seq) == seq ? seq : "\xEF\xBF\xBD");
+    i += seq.size();
   }
   return out;
 }
@@ -296,30 +284,47 @@ namespace {
 
 // The tokens llama.cpp recognises by their text (llama-vocab.cpp, "auto-detect special
 // tokens"): each id it picks becomes a control token.
-constexpr const char* kEot[] = {"<|eot_id|>",    "<|im_end|>",     "<|end|>", "<end_of_turn>",
-                                "<|endoftext|>", "<|end_of_text|>", "<EOT>",  "_<EOT>",
-                                "[EOT]",         "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
+constexpr const char* kEot[] = {
+    "<|eot_id|>",        "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<|end_of_text|>",   "<EOT>",      "_<EOT>",  "[EOT]",         "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>"};
 constexpr const char* kEom[] = {"<|eom_id|>"};
-constexpr const char* kFimPre[] = {"<|fim_prefix|>", "<fim-prefix>",    "<fim_prefix>",
-                                   "<｜fim▁begin｜>", "<PRE>",           "▁<PRE>",
+constexpr const char* kFimPre[] = {"<|fim_prefix|>",  "<fim-prefix>", "<fim_prefix>",
+                                   "<｜fim▁begin｜>", "<PRE>",        "▁<PRE>",
                                    "<|code_prefix|>", "<|prefix|>"};
-constexpr const char* kFimSuf[] = {"<|fim_suffix|>", "<fim-suffix>",    "<fim_suffix>",
-                                   "<｜fim▁hole｜>",  "<SUF>",           "▁<SUF>",
+constexpr const char* kFimSuf[] = {"<|fim_suffix|>",  "<fim-suffix>", "<fim_suffix>",
+                                   "<｜fim▁hole｜>",  "<SUF>",        "▁<SUF>",
                                    "<|code_suffix|>", "<|suffix|>"};
-constexpr const char* kFimMid[] = {"<|fim_middle|>", "<fim-middle>",    "<fim_middle>",
-                                   "<｜fim▁end｜>",   "<MID>",           "▁<MID>",
+constexpr const char* kFimMid[] = {"<|fim_middle|>",  "<fim-middle>", "<fim_middle>",
+                                   "<｜fim▁end｜>",   "<MID>",        "▁<MID>",
                                    "<|code_middle|>", "<|middle|>"};
 constexpr const char* kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr const char* kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
                                    "<reponame>"};
 constexpr const char* kFimSep[] = {"<|file_sep|>"};
 // Every token with one of these texts ends a generation (and is made a control token).
-constexpr const char* kEog[] = {
-    "<|eot_id|>",  "<|im_end|>",      "<|end|>",           "<|return|>",         "<|call|>",
-    "<|flush|>",   "<|calls|>",       "<end_of_turn>",     "<|endoftext|>",      "</s>",
-    "<|eom_id|>",  "<EOT>",           "_<EOT>",            "[EOT]",              "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<｜end▁of▁sentence｜>", "[e~["};
+constexpr const char* kEog[] = {"<|eot_id|>",
+                                "<|im_end|>",
+                                "<|end|>",
+                                "<|return|>",
+                                "<|call|>",
+                                "<|flush|>",
+                                "<|calls|>",
+                                "<end_of_turn>",
+                                "<|endoftext|>",
+                                "</s>",
+                                "<|eom_id|>",
+                                "<EOT>",
+                                "_<EOT>",
+                                "[EOT]",
+                                "[EOS]",
+                                "<|end_of_text|>",
+                                "<end_of_utterance>",
+                                "<eos>",
+                                "<turn|>",
+                                "<|tool_response>",
+                                "<｜end▁of▁sentence｜>",
+                                "[e~["};
 
 template <std::size_t N>
 std::int32_t first_named(const LlamaVocab& v, const char* const (&names)[N]) {
@@ -342,7 +347,8 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
   v.spm.vocab.clear();
   v.spm.vocab.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (v.pieces[i].empty() && v.kind != Kind::llama2c) v.pieces[i] = "[EMPTY_" + std::to_string(i) + "]";
+    if (v.pieces[i].empty() && v.kind != Kind::llama2c)
+      v.pieces[i] = "[EMPTY_" + std::to_string(i) + "]";
     v.spm.vocab[v.pieces[i]] = std::int32_t(i);  // a repeated piece: the last id, as llama.cpp
   }
   char name[8];
@@ -366,7 +372,7 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
   if (v.kind != Kind::llama2c) {
     for (const std::int32_t id :
          {eot = first_named(v, kEot), first_named(v, kEom), first_named(v, kFimPre),
-          first_named(v, kFimSuf), first_named(v, kFimMid)})
+         first_named(v, kFimSuf), first_named(v, kFimMid)})
       control(id);
     for (const std::int32_t id :
          {first_named(v, kFimPad), first_named(v, kFimRep), first_named(v, kFimSep)}) {
@@ -430,22 +436,39 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
       {{"dbrx", "smaug-bpe"}, {kLlama3}, false, true},
       {{"qwen2", "deepseek-r1-qwen", "megrez"}, {kQwen2}, false, false},
       {{"stablelm2"}, {kQwen2}, false, true},
-      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {R"(\p{N})", kGpt2}, false, true},
+      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"},
+       {R"(\p{N})", kGpt2},
+       false,
+       true},
       {{"command-r", "smollm"}, {R"(\p{N})", kGpt2}, false, false},
       {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, false, true},
       {{"deepseek-llm"},  // the ranges as llama.cpp writes them, escaped (no normalization)
        {
-        "[\r\n]",
-        "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-\U0001E943]+",
-        "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
-        "\\s+$",
-        "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
-        "\\p{N}+",
+           "[\r\n]",
+           "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-"
+           "\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-"
+           "\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-"
+           "\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-"
+           "\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-"
+           "\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-"
+           "\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-"
+           "\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-"
+           "\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-"
+           "\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-"
+           "\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-"
+           "\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-"
+           "\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-"
+           "\U0001E943]+",
+           "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
+           "\\s+$",
+           "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
+           "\\p{N}+",
        },
        false,
        false},
       {{"deepseek-coder"},
-       {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+", "\\p{N}"},
+       {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
+        "\\p{N}"},
        false,
        false},
   };
@@ -459,7 +482,8 @@ bool set_pre_tokenizer(LlamaVocab& v, std::string_view pre, bool& ignore_merges)
     if (std::find(p.names.begin(), p.names.end(), pre) == p.names.end()) continue;
     v.splits.clear();
     for (const char* re : p.regexes)
-      v.splits.push_back(std::make_shared<const Regex>(re, "attn-cli", "llama.cpp's pre-tokenizer"));
+      v.splits.push_back(
+          std::make_shared<const Regex>(re, "attn-cli", "llama.cpp's pre-tokenizer"));
     ignore_merges = p.ignore_merges;
     v.clean_spaces = p.clean_spaces;
     if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||

@@ -22,9 +22,9 @@ class Regex;
 // llama.cpp's llama_token_attr bits: a token's type (tokenizer.ggml.token_type 1..6 maps to
 // normal, unknown, control, user_defined, unused, byte) and what llama.cpp adds to it.
 namespace token_attr {
-inline constexpr std::uint16_t unknown = 1 << 0, unused = 1 << 1, normal = 1 << 2,
-                               control = 1 << 3, user_defined = 1 << 4, byte = 1 << 5,
-                               lstrip = 1 << 7, rstrip = 1 << 8;
+inline constexpr std::uint16_t unknown = 1 << 0, unused = 1 << 1, normal = 1 << 2, control = 1 << 3,
+                               user_defined = 1 << 4, byte = 1 << 5, lstrip = 1 << 7,
+                               rstrip = 1 << 8;
 }
 
 struct LlamaVocab {
@@ -61,9 +61,8 @@ std::string llama_detokenize(const LlamaVocab& v, const std::vector<std::int32_t
 // llama_token_to_piece(id, lstrip 0, special): the token's bytes.
 std::string llama_token_to_piece(const LlamaVocab& v, std::int32_t id, bool special);
 
-// After pieces, attrs, scores or merges are read: the lookups, the special-token list, the EOG
-// ids and the attributes llama.cpp sets by name (`model_name`: general.name). `source` names
-// the file in messages.
+// After pieces, attrs and scores are read (merges after it): the lookups, the special-token
+// list, the EOG ids and the attributes llama.cpp sets by name (`model_name`: general.name).
 void finish_llama_vocab(LlamaVocab& v, const std::string& model_name);
 
 // The regular expressions llama.cpp's tokenizer.ggml.pre value selects, with the flags it sets;
@@ -85,8 +84,7 @@ std::string token_bytes_llama(const Tokenizer& t, std::int32_t id);
 struct GgufFile;
 Tokenizer tokenizer_from_gguf(const GgufFile& f);
 
-// llama2.c's tokenizer.bin: whether the bytes parse as one to their end, and the tokenizer.
-bool looks_like_llama2c_tokenizer(std::string_view bytes);
+// llama2.c's tokenizer.bin. Throws InputError naming the file and the token.
 Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& source);
 
 }  // namespace attn

@@ -52,7 +52,8 @@ void Spm::encode(std::string_view text, std::vector<std::int32_t>& ids) const {
     const Symbol& l = syms[std::size_t(left)];
     const std::size_t size = l.size + syms[std::size_t(right)].size;
     const std::int32_t id = find(text.substr(l.begin, size));
-    if (id >= 0 && !(run_c && scores[std::size_t(id)] <= -1e10f)) queue.push({scores[std::size_t(id)], left, right, size, id});
+    if (id >= 0 && !(run_c && scores[std::size_t(id)] <= -1e10f))
+      queue.push({scores[std::size_t(id)], left, right, size, id});
   };
   for (std::size_t k = 1; k < syms.size(); ++k) consider(std::int32_t(k - 1), std::int32_t(k));
   while (!queue.empty()) {

@@ -32,31 +32,14 @@ bool is_byte_piece(const std::string& p) {
 
 }  // namespace
 
-bool looks_like_llama2c_tokenizer(std::string_view bytes) {
-  std::size_t at = 0;
-  std::int32_t max_len = 0;
-  if (!read_at(bytes, at, max_len) || max_len < 1 || max_len > kMaxPieceBytes) return false;
-  std::size_t count = 0;
-  while (at < bytes.size()) {
-    float score;
-    std::int32_t len;
-    if (!read_at(bytes, at, score) || !read_at(bytes, at, len) || len < 0 || len > max_len ||
-        bytes.size() - at < std::size_t(len) || ++count > kMaxTokens)
-      return false;
-    at += std::size_t(len);
-  }
-  return count > 0;
-}
-
 Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& source) {
   auto v = std::make_shared<LlamaVocab>();
   v->kind = LlamaVocab::Kind::llama2c;
   std::size_t at = 0;
   std::int32_t max_len = 0;
   if (!read_at(bytes, at, max_len) || max_len < 1 || max_len > kMaxPieceBytes)
-    throw InputError(source + ": max_token_length " + std::to_string(max_len) +
-                     " is not in [1, " + std::to_string(kMaxPieceBytes) +
-                     "] (is this llama2.c's tokenizer.bin?)");
+    throw InputError(source + ": max_token_length " + std::to_string(max_len) + " is not in [1, " +
+                     std::to_string(kMaxPieceBytes) + "] (is this llama2.c's tokenizer.bin?)");
   while (at < bytes.size()) {
     const std::string token = "token " + std::to_string(v->pieces.size());
     float score;
@@ -67,8 +50,8 @@ Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& sou
       throw InputError(source + ": " + token + ": length " + std::to_string(len) +
                        " is not in [0, max_token_length " + std::to_string(max_len) + "]");
     if (bytes.size() - at < std::size_t(len))
-      throw InputError(source + ": " + token + ": the file ends inside its " +
-                       std::to_string(len) + " bytes");
+      throw InputError(source + ": " + token + ": the file ends inside its " + std::to_string(len) +
+                       " bytes");
     if (v->pieces.size() >= kMaxTokens)
       throw InputError(source + ": more than " + std::to_string(kMaxTokens) + " tokens");
     v->pieces.emplace_back(bytes.substr(at, std::size_t(len)));

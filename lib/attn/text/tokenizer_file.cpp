@@ -38,8 +38,8 @@ Tokenizer load_tokenizer(const std::filesystem::path& path) {
         return load_tokenizer_json(path);
       [[fallthrough]];
     case FileFormat::llama2c_tokenizer:
-      return parse_llama2c_tokenizer(
-          read_small_file(path, "tokenizer file", kMaxTokenizerBinBytes), head.source);
+      return parse_llama2c_tokenizer(read_small_file(path, "tokenizer file", kMaxTokenizerBinBytes),
+                                     head.source);
     default:
       break;
   }

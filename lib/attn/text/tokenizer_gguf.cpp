@@ -39,8 +39,8 @@ std::vector<std::uint16_t> attrs(const GgufFile& f, std::size_t n) {
   if (types.size() < n)
     fail(f, key, std::to_string(types.size()) + " types for " + std::to_string(n) + " tokens");
   namespace A = token_attr;
-  constexpr std::uint16_t by_type[] = {0, A::normal, A::unknown, A::control, A::user_defined,
-                                       A::unused, A::byte};
+  constexpr std::uint16_t by_type[] = {
+      0, A::normal, A::unknown, A::control, A::user_defined, A::unused, A::byte};
   std::vector<std::uint16_t> out(n);
   for (std::size_t i = 0; i < n; ++i)
     out[i] = types[i] >= 1 && types[i] <= 6 ? by_type[types[i]] : 0;  // else undefined

@@ -41,8 +41,7 @@ std::string decode_llama(const Tokenizer& t, const std::vector<std::int32_t>& id
                        " is outside the vocabulary [0, " + std::to_string(t.vocab_size()) +
                        ") of " + t.source);
   const bool clean = o.clean_up_spaces.value_or(v.kind == LlamaVocab::Kind::bpe && v.clean_spaces);
-  return valid_utf8(
-      llama_detokenize(v, ids, o.skip_special_tokens, !o.skip_special_tokens, clean));
+  return valid_utf8(llama_detokenize(v, ids, o.skip_special_tokens, !o.skip_special_tokens, clean));
 }
 
 std::string token_bytes_llama(const Tokenizer& t, std::int32_t id) {
