@@ -29,6 +29,25 @@ std::string non_empty(const std::string& value) {
   return value.empty() ? "must not be empty (leave the option out for the default)" : "";
 }
 
+// CLI::Range compares with < and >, which NaN passes: a float flag is checked as !(in range).
+CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec != std::errc() || end != value.data() + value.size() || !(v >= lo && v <= hi))
+          return "must be a number in [" + CLI::detail::to_string(lo) + " - " +
+                 CLI::detail::to_string(hi) + "], got " + value;
+        return "";
+      },
+      "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
+}
+
+// A count of positions, steps, sequences or a row: negative ones mean nothing.
+std::string not_negative(const std::string& value) {
+  return value.starts_with('-') ? "must not be negative, got " + value : "";
+}
+
 const CLI::Range kCapacity(std::int64_t{1}, std::int64_t{1} << 24);
 const CLI::Range kThreads(1, 1024);
 const CLI::IsMember kLogLevels({"trace", "debug", "info", "warn", "error", "critical", "off"});
@@ -42,7 +61,7 @@ CLI::Option* path(CLI::App& cmd, Names n, std::string& field, Help h) {
 
 // The shape of the run: options that show their default.
 CLI::Option* count(CLI::App& cmd, Names n, std::int64_t& field, Help h) {
-  return cmd.add_option(n, field, h)->capture_default_str();
+  return cmd.add_option(n, field, h)->check(not_negative)->capture_default_str();
 }
 
 CLI::Option* capacity(CLI::App& cmd, Names n, std::int64_t& field, Help h) {
@@ -288,7 +307,7 @@ std::vector<Flag> generate_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.temp, h)
              ->capture_default_str()
-             ->check(CLI::Range(0.0, 100.0));
+             ->check(finite_range(0.0, 100.0));
        }},
       {"--top-k",
        {{kGenerate, "sampling: keep the k likeliest (0: all)"}},
@@ -302,14 +321,14 @@ std::vector<Flag> generate_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.top_p, h)
              ->capture_default_str()
-             ->check(CLI::Range(0.0, 1.0));
+             ->check(finite_range(0.0, 1.0));
        }},
       {"--min-p",
        {{kGenerate, "sampling: drop below min-p times the likeliest"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.min_p, h)
              ->capture_default_str()
-             ->check(CLI::Range(0.0, 1.0));
+             ->check(finite_range(0.0, 1.0));
        }},
       {"--ignore-eos",
        {{kGenerate, "do not stop at the end-of-sequence token"}},

@@ -86,6 +86,7 @@ void add_examples(CLI::App& app) {
   CLI::App* decode = app.get_subcommand("decode");
   CLI::App* heatmap = app.get_subcommand("heatmap");
   CLI::App* bench = app.get_subcommand("bench");
+  CLI::App* generate = app.get_subcommand("generate");
   const std::string exit_status = "Exit status: 0 success, 2 bad usage or input, 1 anything else.";
   run->footer(
       "Examples:\n"
@@ -107,6 +108,15 @@ void add_examples(CLI::App& app) {
       "  attn-cli heatmap --config configs/gqa.json --out gqa.png\n"
       "  attn-cli heatmap --config configs/llama-tiny.json --layer 1 --prefill 12 -n 4 "
       "--out l1.png\n" +
+      exit_status);
+  generate->footer(
+      "Examples:\n"
+      "  attn-cli generate -m model-folder -p 'Once upon a time' -n 64\n"
+      "  attn-cli generate -m M --tokens 1,15043 -n 8 --save-session s.safetensors\n"
+      "  attn-cli generate -m M --load-session s.safetensors -p ' and then' -n 8   (no BOS)\n"
+      "Text mode on a terminal shows control characters of the prompt or of the tokens (ESC, "
+      "BEL, CR, C1 such as U+009B) escaped as \\xNN or \\uNNNN, newlines and tabs kept; a pipe "
+      "or a file gets the bytes as they are; --json always escapes.\n" +
       exit_status);
   bench->footer(
       "Examples:\n"

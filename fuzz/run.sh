@@ -9,8 +9,8 @@ build=$1
 seconds=$2
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens gguf llama2c
-  llama_tokenizer gguf_config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
+  llama2c llama_tokenizer gguf_config)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -23,6 +23,7 @@ for h in "${harnesses[@]}"; do
     hf_config) seeds=() ;;  # made below: a pick byte, then each Hugging Face config
     tokenizer) seeds=(fuzz/seeds/tokenizer/*) ;;
     tokens) seeds=(fuzz/seeds/tokens/*) ;;
+    session) seeds=() ;;  # made below: sessions attn-cli saves from the harness's model
     gguf) seeds=(tests/golden/gguf/*.gguf weights/*.gguf) ;;
     llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
     llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
@@ -31,6 +32,12 @@ for h in "${harnesses[@]}"; do
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do
       printf '\x0b' | cat - "$c" >"$corpus/seed-$(echo "$c" | tr / _)"
+    done
+  fi
+  if [ "$h" = session ]; then
+    for n in 1 5; do  # the config and seed fuzz_session opens its drawn model with
+      "$build/apps/attn-cli" generate --config fuzz/seeds/session/config.json --seed 42 -t 1 \
+        --tokens 1,2,3 -n "$n" --save-session "$corpus/seed-$n.safetensors" >/dev/null 2>&1
     done
   fi
   for s in "${seeds[@]}" fuzz/regressions/"$h"/*; do

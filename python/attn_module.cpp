@@ -22,6 +22,7 @@
 
 #include "attn/engine/engine.hpp"
 #include "attn/error.hpp"
+#include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/generate.hpp"
@@ -49,10 +50,64 @@ attn::ModelArgs make_args(const py::kwargs& keys) {
     j.erase(k);
   for (const auto& [key, value] : keys) {
     const std::string k = py::str(key);
-    const std::string text = py::module_::import("json").attr("dumps")(value).cast<std::string>();
+    std::string text;
+    try {  // NaN and Inf are not JSON: refused here, naming the key
+      text = py::module_::import("json")
+                 .attr("dumps")(value, py::arg("allow_nan") = false)
+                 .cast<std::string>();
+    } catch (py::error_already_set& e) {
+      const bool type = e.matches(PyExc_TypeError);
+      if (!type && !e.matches(PyExc_ValueError)) throw;  // RecursionError, KeyboardInterrupt
+      const std::string got = py::str(py::repr(value));
+      const std::string why =
+          k + ": " +
+          (type ? "expected a number, string, bool or list, got "
+                : "must be finite (no NaN, Inf or a value holding itself), got ") +
+          attn::escape(got, 60);
+      if (type) throw py::type_error(why);
+      throw py::value_error(why);
+    }
     j[k] = nlohmann::json::parse(text);
   }
   return attn::parse_config(j.dump(), "ModelArgs");
+}
+
+// An integer argument: a bool, a float or a str is a TypeError, a value past int64 a ValueError,
+// each naming the argument (pybind11's own message names neither).
+std::int64_t int_arg(py::handle v, const char* name) {
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+    throw py::type_error(std::string(name) + ": expected an int, got " +
+                         std::string(py::str(v.get_type().attr("__name__"))));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!index) throw py::error_already_set();  // an __index__ that raised
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw py::value_error(std::string(name) + ": " + std::string(py::str(v)).substr(0, 40) +
+                          " is out of range");
+  }
+  return x;
+}
+
+// A float argument: an int or a float (NumPy's too); ranges are the engine's (NaN refused).
+double float_arg(py::handle v, const char* name) {
+  if (PyBool_Check(v.ptr()) || PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) ||
+      !PyNumber_Check(v.ptr()))
+    throw py::type_error(std::string(name) + ": expected a float, got " +
+                         std::string(py::str(v.get_type().attr("__name__"))));
+  const double x = PyFloat_AsDouble(v.ptr());
+  if (x == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+  return x;
+}
+
+// threads: 0 (the machine's cores) up to attn::kMaxThreads.
+int threads_arg(py::handle v) {
+  const std::int64_t t = int_arg(v, "threads");
+  if (t < 0 || t > attn::kMaxThreads)
+    throw py::value_error("threads: must be in [0, " + std::to_string(attn::kMaxThreads) +
+                          "] (0: the machine's cores), got " + std::to_string(t));
+  return int(t);
 }
 
 // A C-contiguous float32 array of `ndim` axes read in place: the buffer protocol, or
@@ -104,9 +159,9 @@ class Model {
   Model(attn::Engine e, bool attention_weights)
       : e_(std::move(e)), keep_probs_(attention_weights) {}
 
-  static attn::ModelSpec spec(int threads, const std::string& compute, std::uint64_t seed) {
+  static attn::ModelSpec spec(py::handle threads, const std::string& compute, std::uint64_t seed) {
     attn::ModelSpec s;
-    s.threads = threads;
+    s.threads = threads_arg(threads);
     s.compute = attn::parse_compute(compute);
     s.seed = seed;
     return s;
@@ -115,7 +170,7 @@ class Model {
   // Model(args, weights=None, ...): the cache sized by args, for calls of up to the whole cache.
   static std::unique_ptr<Model> from_args(const attn::ModelArgs& args,
                                           std::optional<std::string> weights, std::uint64_t seed,
-                                          int threads, bool attention_weights,
+                                          py::object threads, bool attention_weights,
                                           const std::string& compute) {
     attn::ModelSpec s = spec(threads, compute, seed);
     if (weights) s.weights = *weights;
@@ -129,7 +184,7 @@ class Model {
   static std::unique_ptr<Model> from_pretrained(
       const std::string& path, std::optional<std::string> config,
       std::optional<std::string> tokenizer, std::int64_t max_seq_len, std::int64_t max_batch_size,
-      int threads, const std::string& compute, bool attention_weights) {
+      py::object threads, const std::string& compute, bool attention_weights) {
     attn::ModelSpec s = spec(threads, compute, 42);
     s.weights = path;
     if (config) s.config = *config;
@@ -235,17 +290,26 @@ class Model {
   // unless temp > 0, stopping after an id of `stop` (None: the tokenizer's end-of-sequence ids).
   // From position 0, or after a loaded session's tokens. The last id is fed too, so that the
   // cache can be saved and continued.
-  std::vector<std::int32_t> generate(py::object prompt, std::int64_t steps, double temp,
-                                     std::int64_t top_k, double top_p, double min_p,
-                                     std::uint64_t seed,
+  // Each argument's type is checked here (TypeError naming it), its range by the engine
+  // (ValueError naming it), before any work.
+  std::vector<std::int32_t> generate(py::object prompt, py::object steps_arg, py::object temp,
+                                     py::object top_k, py::object top_p, py::object min_p,
+                                     py::object seed,
                                      std::optional<std::vector<std::int32_t>> stop) {
-    const std::vector<std::int32_t> ids = prompt_ids(prompt);
+    const std::int64_t steps = int_arg(steps_arg, "steps");
+    const std::int64_t draw_seed = int_arg(seed, "seed");
+    if (draw_seed < 0) throw py::value_error("seed: must not be negative");
+    const attn::Sampling sampling{float_arg(temp, "temp"), int_arg(top_k, "top_k"),
+                                  float_arg(top_p, "top_p"), float_arg(min_p, "min_p"),
+                                  std::uint64_t(draw_seed)};
     std::vector<std::int32_t> out;
     auto lock = hold();
+    const std::vector<std::int32_t> ids = prompt_ids(prompt);  // no BOS when continuing
     const std::vector<std::int32_t> stops = stop ? *stop : attn::stop_ids(e_, false);
+    attn::check_generation(e_, ids, steps, sampling);  // steps bounded: the sums below hold
     drop_probabilities();
     timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
-      attn::generate(e_, ids, steps, attn::Sampling{temp, top_k, top_p, min_p, seed}, stops, true,
+      attn::generate(e_, ids, steps, sampling, stops, true,
                      [&](const attn::Generated& t) { out.push_back(t.id); });
     });
     return out;
@@ -279,7 +343,9 @@ class Model {
         throw py::value_error(
             "prompt: text needs a tokenizer (Model.from_pretrained finds "
             "tokenizer.json beside config.json); give ids instead");
-      return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), {});
+      attn::EncodeOptions o;
+      if (e_.resume) o.bos = false;  // a loaded session's context goes on: no BOS mid-context
+      return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), o);
     }
     try {
       return prompt.cast<std::vector<std::int32_t>>();
@@ -479,8 +545,12 @@ PYBIND11_MODULE(attn, mod) {
           py::arg("clean_up_tokenization_spaces") = py::none())
       .def(
           "token_bytes",
-          [](const attn::Tokenizer& t, std::int32_t id) {
-            return py::bytes(attn::token_bytes(t, id));
+          [](const attn::Tokenizer& t, std::int64_t id) {
+            if (id < 0 || id >= t.vocab_size())
+              throw py::index_error("id: " + std::to_string(id) +
+                                    " is outside the vocabulary [0, " +
+                                    std::to_string(t.vocab_size()) + ")");
+            return py::bytes(attn::token_bytes(t, std::int32_t(id)));
           },
           py::arg("id"), "one token's text as bytes (a split character's byte, not U+FFFD)")
       .def_property_readonly("vocab_size", &attn::Tokenizer::vocab_size)
@@ -544,8 +614,18 @@ PYBIND11_MODULE(attn, mod) {
             if (py::cast<int>(t.attr("ndim")) == 1) t = t.attr("reshape")(1, -1);
             if (py::cast<int>(t.attr("ndim")) != 2)
               throw py::value_error("tokens: expected ids [seqlen] or [batch, seqlen]");
-            for (py::handle row : t.attr("tolist")())
-              rows.push_back(row.cast<std::vector<std::int32_t>>());
+            // Integers only: True is not id 1, 286.9 not 286.
+            const std::string kind = py::str(t.attr("dtype").attr("kind"));
+            if (kind != "i" && kind != "u" && py::cast<std::int64_t>(t.attr("size")) > 0)
+              throw py::type_error("tokens: expected integer ids, got dtype " +
+                                   std::string(py::str(t.attr("dtype"))));
+            try {
+              for (py::handle row : t.attr("tolist")())
+                rows.push_back(row.cast<std::vector<std::int32_t>>());
+            } catch (const py::cast_error&) {  // past 32 bits: never wrapped into the vocabulary
+              throw py::value_error("tokens: an id is outside the vocabulary [0, " +
+                                    std::to_string(m.args().vocab_size) + ")");
+            }
             return m.forward_tokens(rows, start_pos, all_positions);
           },
           py::arg("tokens"), py::arg("start_pos") = 0, py::arg("all_positions") = false,

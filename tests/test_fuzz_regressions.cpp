@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/engine.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
@@ -128,5 +129,25 @@ TEST_CASE("fuzz regressions: token ids as text or JSON") {
     if (p.filename().string().find("deep") != std::string::npos)
       CHECK_THROWS_WITH_AS(attn::prompt_sequences(t, nullptr, 1000),
                            doctest::Contains("nest deeper than"), attn::InputError);
+  }
+}
+
+TEST_CASE("fuzz regressions: cache session files") {
+  const auto files = regressions("session");
+  CHECK(!files.empty());
+  // fuzz_session's model: drawn from seed 42 with the config its seed sessions are saved with.
+  attn::ModelSpec spec;
+  spec.config = (test::source_dir() / "fuzz" / "seeds" / "session" / "config.json").string();
+  spec.seed = 42;
+  spec.threads = 1;
+  attn::Engine e = attn::open_engine(spec, {1, 0, 1});
+  for (const fs::path& p : files) {
+    accepted_or_refused(p, [&] {
+      attn::load_cache_session(e, p);
+      attn::generate(e, {}, 1, {}, {}, false, [](const attn::Generated&) {});
+    });
+    // Each was accepted before, a value wrapped, rounded or passed on as NaN: now refused.
+    CHECK_THROWS_AS(attn::load_cache_session(e, p), attn::InputError);
+    CHECK(e.filled == 0);  // nothing of a refused file stays
   }
 }

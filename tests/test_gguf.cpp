@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -205,7 +206,13 @@ std::string refusal(const Gguf& g) {
   return refusal(g.bytes());
 }
 
-#define CHECK_REFUSED(g, text) CHECK_MESSAGE(refusal(g).find(text) != std::string::npos, refusal(g))
+// The refusal is taken before the check: doctest's reporter must not run refusal's own checks
+// while it prints this one.
+#define CHECK_REFUSED(g, text)                                         \
+  do {                                                                 \
+    const std::string refused_ = refusal(g);                           \
+    CHECK_MESSAGE(refused_.find(text) != std::string::npos, refused_); \
+  } while (0)
 
 }  // namespace
 
@@ -323,7 +330,8 @@ TEST_CASE("gguf: typed reads refuse another type, naming the file and the key") 
 }
 
 TEST_CASE("gguf: the writer here makes valid files (the hostile cases' base)") {
-  const attn::GgufFile f = attn::parse_gguf(Gguf().bytes(), kName);
+  const Bytes bytes = Gguf().bytes();  // outlives the file, which points into it
+  const attn::GgufFile f = attn::parse_gguf(bytes, kName);
   REQUIRE(f.tensors.size() == 2);
   CHECK(f.tensors[0].shape == std::vector<std::int64_t>{2, 4});
   CHECK(f.tensors[1].offset == f.data_start + 32);
@@ -359,7 +367,8 @@ TEST_CASE("gguf: the writer here makes valid files (the hostile cases' base)") {
     g.kv_raw("empty", arr);
     g.tensors = {{"q", {64, 1}, 8, 0}, {"d4", {1, 2, 3, 1}, 0, 96}};
     g.data_bytes = 128;
-    const attn::GgufFile q = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile q = attn::parse_gguf(bytes, kName);
     CHECK(q.floats("empty").empty());
     CHECK(q.tensors[0].size == 68);
     CHECK(q.tensors[1].shape == std::vector<std::int64_t>{1, 3, 2, 1});
@@ -498,7 +507,8 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
     put32(v, 7);
     v.push_back(2);
     g.kv_raw("b", v);
-    const attn::GgufFile f = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile f = attn::parse_gguf(bytes, kName);
     CHECK_THROWS_WITH_AS(f.boolean("b"), "h.gguf: key 'b': bool byte 2 is not 0 or 1",
                          attn::InputError);
   }
@@ -510,7 +520,8 @@ TEST_CASE("gguf: hostile metadata is refused naming the file and the key") {
     put64(v, 1);
     put64(v, ~std::uint64_t{0});
     g.kv_raw("ints", v);
-    const attn::GgufFile f = attn::parse_gguf(g.bytes(), kName);
+    const Bytes bytes = g.bytes();  // outlives the file, which points into it
+    const attn::GgufFile f = attn::parse_gguf(bytes, kName);
     CHECK_THROWS_WITH_AS(f.integers("ints"),
                          "h.gguf: key 'ints': element 1 (18446744073709551615) is out of range",
                          attn::InputError);
@@ -602,6 +613,60 @@ TEST_CASE("gguf: open_gguf names the path, and refuses what is not a regular fil
   std::ofstream(dir.path / "empty.gguf").close();
   CHECK_THROWS_WITH_AS(attn::open_gguf(dir.path / "empty.gguf"),
                        doctest::Contains("empty.gguf: not a GGUF file"), attn::InputError);
+}
+
+TEST_CASE("gguf: llama.cpp's test vocabularies read as gguf-py reads them") {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path models = (xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache") /
+                          "attn-cli" / "llama.cpp" / "3.22.1" / "src" / "models";
+  if (!fs::is_directory(models)) {
+    MESSAGE("skipped: " << models << " is absent (bash bench/llama_cpp.sh --src unpacks it)");
+    return;
+  }
+  std::ifstream in(fixture("vocab.json"));
+  REQUIRE(in);
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  int read = 0;
+  for (const auto& item : expected.items()) {
+    const std::string file = item.key();
+    const nlohmann::json& e = item.value();
+    CAPTURE(file);
+    const fs::path path = models / file;
+    if (!fs::exists(path) || fs::file_size(path) != e["file_size"].get<std::uint64_t>()) continue;
+    ++read;
+    const auto f = attn::open_gguf(path);
+    CHECK(f->version == e["version"].get<std::uint32_t>());
+    REQUIRE(f->kv.size() == e["kv"].size());
+    for (std::size_t i = 0; i < f->kv.size(); ++i) {
+      const nlohmann::json& kv = e["kv"][i];
+      const attn::GgufValue& v = f->kv[i].second;
+      CAPTURE(f->kv[i].first);
+      CHECK(f->kv[i].first == kv["key"].get<std::string>());
+      CHECK(v.type == type_of(kv["type"]));
+      if (v.type != GgufValueType::array) continue;
+      CHECK(v.element == type_of(kv["element"]));
+      CHECK(v.count == kv["count"].get<std::uint64_t>());
+      if (!kv.contains("fnv")) continue;
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over each string's bytes, then 0xFF
+      for (std::string_view s : f->strings(f->kv[i].first)) {
+        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0xFFu) * 1099511628211ull;
+      }
+      CHECK(std::to_string(h) == kv["fnv"].get<std::string>());
+    }
+    REQUIRE(f->tensors.size() == e["tensors"].size());
+    for (std::size_t i = 0; i < f->tensors.size(); ++i) {
+      const nlohmann::json& t = e["tensors"][i];
+      CHECK(f->tensors[i].name == t["name"].get<std::string>());
+      CHECK(f->tensors[i].ggml_type == t["ggml_type"].get<std::uint32_t>());
+      CHECK(f->tensors[i].shape == t["shape"].get<std::vector<std::int64_t>>());
+      CHECK(f->tensors[i].offset == t["offset"].get<std::uint64_t>());
+      CHECK(f->tensors[i].size == t["size"].get<std::uint64_t>());
+    }
+  }
+  MESSAGE(read << " of " << expected.size() << " vocabularies read");
+  CHECK(read > 0);
 }
 
 TEST_CASE("gguf: stories260K.gguf, as ggml-org publishes it") {

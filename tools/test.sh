@@ -26,6 +26,6 @@ build() {  # <dir> <cmake flags...>
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 }
 build build-test-release -DCMAKE_BUILD_TYPE=Release -DATTN_NATIVE=OFF -DATTN_BENCH=ON
-build build-test-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON \
+build build-test-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DATTN_FUZZ=ON -DATTN_PYTHON=ON \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG"
 fuzz/run.sh build-test-sanitize "${ATTN_FUZZ_SECONDS:-15}"

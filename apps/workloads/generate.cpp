@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "attn/engine/engine.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
@@ -96,25 +98,43 @@ ModelSpec generate_spec(const Options& f) {
   return spec;
 }
 
-// The prompt's ids, read with the tokenizer the model's files name (ids need none).
+// The prompt's ids, read with the tokenizer the model's files name (ids need none), checked
+// against the vocabulary of both and against the cache before the engine is opened. A prompt
+// continuing a loaded session gets no BOS (unless --add-bos): it is not the context's start.
 std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spec,
                                           std::optional<Tokenizer>& tok) {
   const ModelFiles files = find_model_files(spec);
-  const std::int64_t vocab = model_args(spec, files, nullptr).vocab_size;  // needs a config
+  const ModelArgs a = model_args(spec, files, nullptr);  // needs a config
   require_tokenizer(f.text, files);
   tok = open_tokenizer(files);
+  const std::int64_t vocab = token_vocab(a, tok);
+  TextInput text = f.text;
+  if (!f.load_session.empty() && !text.add_bos) text.no_bos = true;
   std::vector<std::int32_t> prompt =
-      one_sequence(prompt_sequences(f.text, tok ? &*tok : nullptr, vocab));
+      one_sequence(prompt_sequences(text, tok ? &*tok : nullptr, vocab, a.max_seq_len));
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
+  check_generation_fits(a, 0, std::int64_t(prompt.size()), f.run.steps);
   return prompt;
+}
+
+bool stdout_is_terminal() {
+  static const bool terminal = ::isatty(STDOUT_FILENO) != 0;
+  return terminal;
+}
+
+// Text for a terminal: the model's C0 and C1 control bytes (ESC, BEL, CSI, ...) escaped, so that
+// sampled tokens cannot move the cursor, retitle the window or forge output; newlines and tabs
+// kept. A pipe or a file gets the bytes as they are.
+std::string for_terminal(const std::string& piece) {
+  return stdout_is_terminal() ? escape_controls(piece) : piece;
 }
 
 void print_token(const Options& f, const Engine& e, std::optional<TextStream>& stream,
                  const Generated& t) {
   const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
   if (!f.json) {
-    std::cout << piece;
+    std::cout << for_terminal(piece);
     return;
   }
   const std::string text = e.tokenizer ? decode(*e.tokenizer, {t.id}, {false, false}) : "";
@@ -159,13 +179,14 @@ int generate_command(const Options& f) {
   Engine e = open_engine(spec, {1, rows, f.run.steps}, std::nullopt, std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
-  const std::int64_t before = e.filled;  // a loaded session's positions
-  std::optional<TextStream> stream;      // a loaded session's text was printed by its own run
+  check_generation(e, prompt, f.run.steps, f.sampling);  // before any output
+  const std::int64_t before = e.filled;                  // a loaded session's positions
+  std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (e.tokenizer) stream.emplace(*e.tokenizer, e.generation.tokens);
   if (f.json) {
     print_config_json(std::cout, e.model.args);
   } else if (stream) {
-    for (const std::int32_t id : prompt) std::cout << stream->next(id);
+    for (const std::int32_t id : prompt) std::cout << for_terminal(stream->next(id));
   }
   std::cout.flush();
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
@@ -217,9 +238,8 @@ int tokenize_command(const Options& f) {
   if (!f.text.wants_text())
     throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
   if (f.text.prompt.size() > 1) throw InputError("one --prompt at a time here");
-  const std::string text = f.text.prompt_file.empty()
-                               ? f.text.prompt[0]
-                               : read_text_input(f.text.prompt_file, "prompt file");
+  const std::string text =
+      f.text.prompt_file.empty() ? f.text.prompt[0] : read_text_input(f.text.prompt_file, "prompt");
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::int32_t> ids = encode_prompt(tok, f.text, text, tok.vocab_size());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -13,6 +13,11 @@ Fixtures (each a few KB):
 - v3_align32.gguf: GGUF v3, default alignment 32, every value type, arrays of every element
   type (strings included, with non-ASCII and NUL bytes), tensors F32 1-D to 4-D, F16, Q8_0
   (gguf-py's quantizer), Q4_K and I32 (types no weight type reads, bytes as given);
+- vocab.json: what GGUFReader reads from each of llama.cpp's own test vocabularies
+  (models/ggml-vocab-*.gguf in its sources, real files made by its converters; not committed,
+  read from the cache folder): every key's type, element type and count, an FNV-1a hash of
+  each array of strings (each string's bytes then 0xFF), every tensor's name, type, shape,
+  offset and size; with each file's size, so that the test reads only the same files;
 - v2_align64.gguf: the same layout as GGUF v2 (v2 and v3 differ only in the version number for
   little-endian files: the writer's v3 bytes with the version field set to 2), general.alignment
   64 (a u32), F32, F16 and Q8_0 tensors.
@@ -159,6 +164,35 @@ def read_back(path: Path) -> dict:
     }
 
 
+def fnv(strings: list[bytes]) -> str:
+    h = 1469598103934665603
+    for s in strings:
+        for c in s + b"\xff":
+            h = ((h ^ c) * 1099511628211) % (1 << 64)
+    return str(h)  # as a string: JSON readers may not hold 64-bit integers exactly
+
+
+def vocab_summary(path: Path) -> dict:
+    r = gguf.GGUFReader(str(path))
+    kv = []
+    for key, field in r.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        types = [VT(t) for t in field.types]
+        e = {"key": key, "type": types[0].name.lower()}
+        if types[0] == VT.ARRAY:
+            e["element"] = types[-1].name.lower()
+            e["count"] = len(field.data)
+            if types[-1] == VT.STRING:
+                e["fnv"] = fnv([bytes(field.parts[i]) for i in field.data])
+        kv.append(e)
+    tensors = [{"name": t.name, "ggml_type": int(t.tensor_type),
+                "shape": [int(d) for d in reversed(list(t.shape))],
+                "offset": int(t.data_offset), "size": int(t.n_bytes)} for t in r.tensors]
+    return {"version": int(r.fields["GGUF.version"].contents()), "file_size": path.stat().st_size,
+            "kv": kv, "tensors": tensors}
+
+
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     files = {
@@ -170,6 +204,9 @@ def main() -> None:
         write(OUT / name, **args)
         expected[name] = read_back(OUT / name)
     (OUT / "expected.json").write_text(json.dumps(expected, indent=1, ensure_ascii=True) + "\n")
+    vocab = {p.name: vocab_summary(p)
+             for p in sorted((llama_cpp_src() / "models").glob("ggml-vocab-*.gguf"))}
+    (OUT / "vocab.json").write_text(json.dumps(vocab, indent=0, ensure_ascii=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -437,6 +437,145 @@ def test_ctrl_c_stops_generate_between_steps_and_the_next_generate_works():
     assert m.generate([1, 2, 3], steps=5, stop=[]) == fresh.generate([1, 2, 3], steps=5, stop=[])
 
 
+# Issue 37: every argument checked, naming it; the interrupted state cleared; one model from
+# several threads; generate's text on a terminal.
+
+def test_generate_arguments_are_checked_naming_them():
+    args = attn.ModelArgs(dim=32, n_heads=4, n_kv_heads=2, n_layers=2, block="llama",
+                          vocab_size=50, max_seq_len=64, max_batch_size=1)
+    m = attn.Model(args, threads=1)
+    for kw, name in [({"temp": float("nan")}, "temp"), ({"temp": -1}, "temp"),
+                     ({"top_p": 2}, "top_p"), ({"top_p": float("nan")}, "top_p"),
+                     ({"min_p": -3}, "min_p"), ({"top_k": -5}, "top_k"),
+                     ({"steps": -1}, "steps"), ({"steps": 2**63 - 1}, "steps"),
+                     ({"steps": 2**70}, "steps"), ({"seed": -1}, "seed")]:
+        with pytest.raises(ValueError, match=name):
+            m.generate([1, 2], **kw)
+    for kw, name in [({"temp": "x"}, "temp"), ({"steps": 1.5}, "steps"),
+                     ({"top_k": True}, "top_k"), ({"min_p": None}, "min_p")]:
+        with pytest.raises(TypeError, match=name):
+            m.generate([1, 2], **kw)
+    assert m.filled == 0  # nothing ran
+    assert m.generate([1, 2], steps=3, temp=np.float32(0.5), top_k=np.int64(5)) == \
+        attn.Model(args, threads=1).generate([1, 2], steps=3, temp=0.5, top_k=5)
+
+
+def test_model_args_and_threads_are_checked_naming_them():
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="norm_eps"):
+            attn.ModelArgs(norm_eps=bad)
+    with pytest.raises(TypeError, match="dim"):
+        attn.ModelArgs(dim=object())
+    with pytest.raises(ValueError, match="threads"):
+        attn.Model(attn.ModelArgs(), threads=10**6)
+    with pytest.raises(ValueError, match="threads"):
+        attn.Model(attn.ModelArgs(), threads=10**30)
+    with pytest.raises(TypeError, match="threads"):
+        attn.Model(attn.ModelArgs(), threads=1.5)
+
+
+def test_token_bytes_refuses_ids_outside_the_vocabulary(checkpoint):
+    t = attn.Tokenizer(str(checkpoint / "tokenizer.json"))
+    for bad in (-1, t.vocab_size):
+        with pytest.raises(IndexError, match="id"):
+            t.token_bytes(bad)
+
+
+def test_text_continuing_a_session_gets_no_bos(checkpoint, tmp_path):
+    m = attn.Model.from_pretrained(str(checkpoint), threads=1)
+    m.generate("the cat", steps=2, stop=[])
+    m.save_session(str(tmp_path / "s.session"))
+    m.load_session(str(tmp_path / "s.session"))
+    before = m.filled
+    m.generate(" sat", steps=1, stop=[])
+    fed = m.tokenizer.encode(" sat", bos=False)
+    assert m.filled == before + len(fed) + 1
+
+
+def test_after_ctrl_c_forward_and_generate_work_at_once():
+    """An interrupted generate leaves nothing behind: the next forward and generate run (they
+    raised "interrupted before layer 0" until a prefill cleared the flag)."""
+    args = attn.ModelArgs(dim=256, n_heads=8, n_kv_heads=8, n_layers=32, block="llama",
+                          rope="half", vocab_size=512, max_seq_len=2048, max_batch_size=1)
+    m = attn.Model(args, threads=2)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.generate([1, 2, 3], steps=2000, stop=[])
+    timer.join()
+    fresh = attn.Model(args, threads=2)
+    assert np.array_equal(m.forward([[1, 2, 3]]), fresh.forward([[1, 2, 3]]))
+    assert m.generate([4, 5], steps=3, stop=[]) == fresh.generate([4, 5], steps=3, stop=[])
+
+
+def test_one_model_hammered_from_threads_gives_each_call_its_own_result():
+    """Prefill, forward and generate from six threads at once on one Model (with attention
+    weights kept): each result is the one the call gives alone."""
+    args = attn.ModelArgs(dim=32, n_heads=4, n_kv_heads=2, n_layers=2, block="llama",
+                          vocab_size=64, max_seq_len=64, max_batch_size=2)
+    calls = [("forward", [[1 + i, 2, 3, 4 + i]]) for i in range(6)] + \
+            [("generate", [5 + i, 6]) for i in range(6)]
+    def call(m, kind, arg):
+        return m.forward(arg) if kind == "forward" else m.generate(arg, steps=12, stop=[])
+    alone = [call(attn.Model(args, threads=1), k, a) for k, a in calls]
+    m = attn.Model(args, threads=1, attention_weights=True)
+    got = [None] * len(calls)
+
+    def work(i):
+        for _ in range(4):
+            got[i] = call(m, *calls[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, a in zip(got, alone):
+        assert np.array_equal(np.asarray(g), np.asarray(a))
+
+
+def test_generate_escapes_control_bytes_on_a_terminal_only(tmp_path):
+    import pty
+    _byte_level_tokenizer(tmp_path / "tokenizer.json")
+    config = json.loads((MODEL / "hf_tied_bf16" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))  # vocab 300, drawn weights
+    # ESC [ 3 1 m (red), BEL, a C1 CSI (U+009B as C2 9B), a tab and a newline.
+    ids = [0x1b, ord("["), ord("3"), ord("1"), ord("m"), 7, 0xc2, 0x9b, 9, 10, ord("x")]
+    cmd = [CLI, "generate", "--config", str(tmp_path / "config.json"), "--tokens",
+           ",".join(map(str, ids)), "-n", "0", "-t", "1"]
+    piped = subprocess.run(cmd, check=True, capture_output=True).stdout
+    assert piped.startswith(b"\x1b[31m\x07\xc2\x9b\t\nx")  # a pipe gets the bytes as they are
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert p.wait() == 0
+    assert b"\x1b" not in out and b"\x07" not in out and b"\xc2\x9b" not in out
+    assert b"\\x1b[31m\\x07\\u009b\t" in out  # the terminal turns \n into \r\n
+
+
+def test_forward_refuses_ids_that_are_not_integers_or_past_32_bits():
+    args = attn.ModelArgs(dim=32, n_heads=4, n_kv_heads=2, n_layers=2, block="llama",
+                          vocab_size=50, max_seq_len=64, max_batch_size=1)
+    m = attn.Model(args, threads=1)
+    with pytest.raises(ValueError, match="vocabulary"):
+        m.forward([[1, 2**32 + 3]])
+    with pytest.raises(TypeError, match="tokens"):
+        m.forward([[1, 2.5]])
+    with pytest.raises(TypeError, match="tokens"):
+        m.forward(np.array([[True, False]]))
+    assert m.filled == 0
+
+
 # Real models as people have them: stories260K (weights/) as a GGUF and as a llama2.c checkpoint
 # with its tokenizer.bin; the expected text is llama2.c's run.c's (tests/golden/make_stories.sh).
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "attn/error.hpp"
+#include "attn/io/text.hpp"
 #include "attn/model/cache_session.hpp"
 
 namespace attn {
@@ -41,6 +42,7 @@ void advance(Engine& e, std::int64_t batch, std::int64_t start_pos, std::int64_t
   e.filled = start_pos + seqlen;
   e.batch = batch;
   e.generation.tokens.clear();  // the cache no longer holds one generation's ids
+  e.resume = false;             // nor a loaded session for generate to continue
 }
 
 }  // namespace
@@ -129,27 +131,54 @@ std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos) {
   return ignore_eos ? std::vector<std::int32_t>{} : e.eos;
 }
 
-void generate(Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
-              const Sampling& s, std::span<const std::int32_t> stop, bool feed_last,
-              const std::function<void(const Generated&)>& on_token) {
-  const ModelArgs& a = e.model.args;
-  require_token_model(a, "generation");
-  Generation& g = e.generation;
-  if (!e.resume) reset(e);
-  e.resume = false;
-  if (prompt.empty() && g.logits.empty())
-    throw InputError("generation needs a prompt (or a cache session to continue)", "prompt");
+std::int64_t token_vocab(const ModelArgs& a, const std::optional<Tokenizer>& tok) {
+  return tok && tok->vocab_size() < a.vocab_size ? tok->vocab_size() : a.vocab_size;
+}
+
+std::int64_t token_vocab(const Engine& e) {
+  return token_vocab(e.model.args, e.tokenizer);
+}
+
+void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t prompt,
+                           std::int64_t steps) {
   if (steps < 0)
     throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
-  const std::int64_t before = std::int64_t(g.tokens.size());
-  check_token_ids(prompt, a.vocab_size, "prompt");
-  check_fits(a, 1, before, std::int64_t(prompt.size()) + steps, "the prompt and steps");
+  if (steps > a.max_seq_len)  // alone first: the sum below cannot overflow
+    throw InputError(std::to_string(steps) + " steps cannot fit the cache: max_seq_len is " +
+                         std::to_string(a.max_seq_len) + " (" + a.source + ")",
+                     "steps");
+  check_fits(
+      a, 1, before, prompt + steps,
+      "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps");
+}
+
+void check_generation(const Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+                      const Sampling& s) {
+  const ModelArgs& a = e.model.args;
+  require_token_model(a, "generation");
+  const bool resume = e.resume && !e.generation.logits.empty();
+  if (prompt.empty() && !resume)
+    throw InputError("generation needs a prompt (or a cache session to continue)", "prompt");
+  check_sampling(s);
+  check_token_ids(prompt, token_vocab(e), "prompt");
+  const std::int64_t before = resume ? std::int64_t(e.generation.tokens.size()) : 0;
+  check_generation_fits(a, before, std::int64_t(prompt.size()), steps);
   if (std::int64_t(prompt.size()) > e.model.act.plan.max_rows)
     throw InputError("prompt: " + std::to_string(prompt.size()) + " tokens in one call, over the " +
                      std::to_string(e.model.act.plan.max_rows) + " the engine was opened for");
+}
+
+void generate(Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+              const Sampling& s, std::span<const std::int32_t> stop, bool feed_last,
+              const std::function<void(const Generated&)>& on_token) {
+  check_generation(e, prompt, steps, s);
+  if (!e.resume) reset(e);
+  e.resume = false;
+  Sampling masked = s;
+  masked.n_vocab = token_vocab(e);
   e.model.mask.keep = nullptr;
-  attn::generate(e.model, g, prompt, steps, s, stop, feed_last, on_token);
-  e.filled = std::int64_t(g.tokens.size());
+  attn::generate(e.model, e.generation, prompt, steps, masked, stop, feed_last, on_token);
+  e.filled = std::int64_t(e.generation.tokens.size());
   e.batch = 1;
 }
 
@@ -162,7 +191,15 @@ OutputFile stage_cache_session(const Engine& e, const std::filesystem::path& pat
 void load_cache_session(Engine& e, const std::filesystem::path& path) {
   require_token_model(e.model.args, "a cache session");
   reset(e);
-  load_session(path, e.model, e.generation);
+  try {
+    load_session(path, e.model, e.generation);
+    // The next generation prints the tokens as text: the tokenizer's ids only.
+    check_token_ids(e.generation.tokens, token_vocab(e),
+                    escape(path.string()) + ": metadata 'tokens'");
+  } catch (...) {
+    reset(e);  // nothing of a refused file stays
+    throw;
+  }
   e.filled = std::int64_t(e.generation.tokens.size());
   e.batch = 1;
   e.resume = true;

@@ -75,6 +75,24 @@ void reset(Engine& e);
 // What generation stops after: the tokenizer's EOS ids, unless ignored.
 std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos);
 
+// The ids a generation reads and chooses from: the model's vocabulary, or the tokenizer's when
+// it is smaller (embeddings padded past the tokenizer, as Hugging Face checkpoints often are:
+// the logits past it are masked).
+std::int64_t token_vocab(const ModelArgs& a, const std::optional<Tokenizer>& tok);
+std::int64_t token_vocab(const Engine& e);
+
+// Refuses (InputError naming the setting) a generation the cache cannot hold before any work:
+// steps below 0 or alone past max_seq_len ("steps"), or the prompt and steps after `before`
+// held positions past it ("max_seq_len"). For a caller with the config and no engine yet too.
+void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t prompt,
+                           std::int64_t steps);
+
+// Everything generate(e, prompt, steps, s, ...) would refuse, checked before any output: the
+// sampling's ranges, the ids against token_vocab, the capacity after the positions a loaded
+// session holds.
+void check_generation(const Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+                      const Sampling& s);
+
 // From position 0, or after a loaded cache session's tokens (e.resume), feeds
 // `prompt` and chooses up to `steps` tokens, calling on_token after each; stops after an id of
 // `stop`. feed_last: the last chosen token is fed too (a session saved after holds the logits

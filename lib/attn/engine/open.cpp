@@ -107,6 +107,10 @@ void use_token_ends(ModelArgs& a, bool head) {
 ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files, RunShape shape,
                      std::vector<MemoryPart> extra) {
   check_shard(args, spec.shard);
+  if (spec.threads > kMaxThreads)  // each thread's scratch is counted: 10^6 would ask for GBs
+    throw InputError("threads must be at most " + std::to_string(kMaxThreads) + ", got " +
+                         std::to_string(spec.threads),
+                     "threads");
   shape.threads = spec.threads < 1 ? cores() : spec.threads;
   shape.compute = spec.compute;
   std::optional<WeightsSource> source;

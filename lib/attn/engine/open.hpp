@@ -18,6 +18,8 @@
 
 namespace attn {
 
+inline constexpr int kMaxThreads = 1024;  // as --threads takes
+
 // What a user names: the model's files, the overrides and how to run it.
 struct ModelSpec {
   std::filesystem::path weights;    // a safetensors file, an index, or a folder holding one;
@@ -32,7 +34,7 @@ struct ModelSpec {
   // Drawn weights' matrix types: one model each (the benchmark compares them); a file's are its
   // own.
   std::vector<WeightType> drawn = {WeightType::f32};
-  int threads = 0;  // < 1: one per core
+  int threads = 0;  // < 1: one per core; at most kMaxThreads
   Compute compute = Compute::f32;
   Shard shard;  // model parallel: this rank's part
 };

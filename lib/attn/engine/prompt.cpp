@@ -117,10 +117,45 @@ std::size_t settled(const std::string& text) {
   return text.size() - (text.ends_with("\xEF\xBF\xBD") ? 3 : 0);
 }
 
+constexpr std::size_t kChunkBytes = std::size_t(1) << 20;
+constexpr std::int64_t kChunkMargin = 64;  // ids a chunk's two edges may add, at most
+
+// Where the chunk starting at `from` ends: after the last space or newline in its second half,
+// else at a character's start.
+std::size_t chunk_end(std::string_view text, std::size_t from) {
+  const std::size_t end = from + kChunkBytes;
+  if (end >= text.size()) return text.size();
+  const std::size_t space = text.substr(0, end).find_last_of(" \n");
+  if (space != std::string_view::npos && space >= from + kChunkBytes / 2) return space + 1;
+  std::size_t cut = end;
+  while (cut > from && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return cut > from ? cut : end;
+}
+
 }  // namespace
 
+void check_text_fits(const Tokenizer& tok, std::string_view text, std::int64_t max_tokens,
+                     const std::string& what) {
+  if (max_tokens <= 0 || text.size() <= kChunkBytes) return;
+  std::int64_t ids = 0, chunks = 0;
+  for (std::size_t from = 0; from < text.size();) {
+    const std::size_t end = chunk_end(text, from);
+    ids += std::int64_t(encode(tok, text.substr(from, end - from), {false, false}).size());
+    ++chunks;
+    if (ids > max_tokens + kChunkMargin * chunks)
+      throw InputError(what + ": its first " + std::to_string(end) + " of " +
+                           std::to_string(text.size()) + " bytes already make " +
+                           std::to_string(ids) + " tokens, more than max_seq_len " +
+                           std::to_string(max_tokens) + " holds",
+                       "max_seq_len");
+    from = end;
+  }
+}
+
 std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
-                                        const std::string& text, std::int64_t vocab) {
+                                        const std::string& text, std::int64_t vocab,
+                                        std::int64_t max_tokens) {
+  check_text_fits(tok, text, max_tokens, t.prompt_file.empty() ? "prompt" : escape(t.prompt_file));
   EncodeOptions o;
   if (t.no_bos) o.bos = false;
   if (t.add_bos) o.bos = true;
@@ -147,7 +182,8 @@ std::string read_text_input(const std::string& path, const char* what) {
 }
 
 std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, const Tokenizer* tok,
-                                                        std::int64_t vocab) {
+                                                        std::int64_t vocab,
+                                                        std::int64_t max_tokens) {
   const int kinds =
       !t.prompt.empty() + !t.prompt_file.empty() + !t.tokens.empty() + !t.tokens_file.empty();
   if (kinds > 1)
@@ -155,7 +191,7 @@ std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, cons
   try {
     if (!t.tokens.empty()) return parse_sequences(t.tokens, "token ids", vocab);
     if (!t.tokens_file.empty())
-      return parse_sequences(read_text_input(t.tokens_file, "tokens file"), escape(t.tokens_file),
+      return parse_sequences(read_text_input(t.tokens_file, "tokens"), escape(t.tokens_file),
                              vocab);
   } catch (const InputError& e) {  // the option the ids came from, for the front to name
     throw InputError(e.what(), t.tokens.empty() ? "tokens_file" : "tokens");
@@ -164,8 +200,10 @@ std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, cons
     throw InputError("a tokenizer is needed to read a prompt's text (tokenizer.json)", "tokenizer");
   std::vector<std::vector<std::int32_t>> out;
   if (!t.prompt_file.empty())
-    out.push_back(encode_prompt(*tok, t, read_text_input(t.prompt_file, "prompt file"), vocab));
-  for (const std::string& text : t.prompt) out.push_back(encode_prompt(*tok, t, text, vocab));
+    out.push_back(
+        encode_prompt(*tok, t, read_text_input(t.prompt_file, "prompt"), vocab, max_tokens));
+  for (const std::string& text : t.prompt)
+    out.push_back(encode_prompt(*tok, t, text, vocab, max_tokens));
   return out;
 }
 

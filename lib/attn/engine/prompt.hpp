@@ -30,14 +30,26 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
 
 // The token sequences the input makes: token ids (several sequences separated by ';' or lines,
 // or a JSON array of arrays), or each prompt encoded with `tok` (needed for text), every id
-// checked against the model's vocabulary (vocab_size <= 0: not checked).
+// checked against the model's vocabulary (vocab_size <= 0: not checked). max_tokens > 0: a text
+// far longer than that many tokens is refused (setting max_seq_len) before it is encoded whole.
 std::vector<std::vector<std::int32_t>> prompt_sequences(const TextInput& t, const Tokenizer* tok,
-                                                        std::int64_t vocab_size);
+                                                        std::int64_t vocab_size,
+                                                        std::int64_t max_tokens = 0);
 
 // `text` encoded as the input asks (BOS added or left out whatever the file says), every id
-// checked against the model's vocabulary.
+// checked against the model's vocabulary; max_tokens as prompt_sequences.
 std::vector<std::int32_t> encode_prompt(const Tokenizer& tok, const TextInput& t,
-                                        const std::string& text, std::int64_t vocab_size);
+                                        const std::string& text, std::int64_t vocab_size,
+                                        std::int64_t max_tokens = 0);
+
+// Refuses (InputError naming `what` and the setting max_seq_len) a text whose ids would be far
+// more than max_tokens, measured by encoding it a chunk of about a MiB at a time and stopping
+// as soon as the chunks' ids are too many: memory bounded by a chunk, not by the text (its
+// whole pieces and ids cost ~14 bytes per byte). A chunk's edges can change a few ids (a word
+// cut, a space prefixed), so only a count past max_tokens plus a margin per chunk is refused; a
+// text of one chunk or less is left to the caller's exact count.
+void check_text_fits(const Tokenizer& tok, std::string_view text, std::int64_t max_tokens,
+                     const std::string& what);
 
 // The one sequence generation and decoding take (none: a cache session continues).
 std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> sequences);

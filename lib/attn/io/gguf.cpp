@@ -170,10 +170,16 @@ GgufValue read_value(Reader& r, GgufValueType type, const std::string& where) {
   return v;
 }
 
+// A count checked against the bytes left before anything is allocated for it: a 1 KB file
+// claiming 2^60 tensors fails here, at once.
+void check_count(const Reader& r, std::uint64_t n, std::uint64_t min_bytes, const char* what) {
+  if (n > r.left() / min_bytes)
+    r.fail("header", std::string(what) + " " + str(n) + " is more than the file's " +
+                         str(r.bytes.size()) + " bytes could hold");
+}
+
 void read_kvs(Reader& r, std::uint64_t n_kv, GgufFile& f) {
-  if (n_kv > r.left() / kMinKvBytes)
-    r.fail("header", "kv count " + str(n_kv) + " is more than the file's " + str(r.bytes.size()) +
-                         " bytes could hold");
+  check_count(r, n_kv, kMinKvBytes, "kv count");
   f.kv.reserve(std::size_t(n_kv));
   std::unordered_set<std::string_view> keys;
   for (std::uint64_t i = 0; i < n_kv; ++i) {
@@ -231,9 +237,7 @@ std::uint64_t tensor_bytes(const GgmlType& t, const std::vector<std::int64_t>& s
 }
 
 void read_tensor_infos(Reader& r, std::uint64_t n_tensors, GgufFile& f) {
-  if (n_tensors > r.left() / kMinTensorInfoBytes)
-    r.fail("header", "tensor count " + str(n_tensors) + " is more than the file's " +
-                         str(r.bytes.size()) + " bytes could hold");
+  check_count(r, n_tensors, kMinTensorInfoBytes, "tensor count");
   f.tensors.reserve(std::size_t(n_tensors));
   std::unordered_set<std::string_view> names;
   std::vector<std::uint64_t> data_offsets;
@@ -410,6 +414,7 @@ GgufFile parse_gguf(std::span<const std::uint8_t> bytes, const std::string& sour
   read_version(r, f);
   const std::uint64_t n_tensors = r.u64("header", "tensor count");
   const std::uint64_t n_kv = r.u64("header", "kv count");
+  check_count(r, n_tensors, kMinTensorInfoBytes, "tensor count");
   read_kvs(r, n_kv, f);
   read_alignment(f);
   read_tensor_infos(r, n_tensors, f);

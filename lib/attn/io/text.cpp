@@ -32,15 +32,14 @@ bool interpreted(char32_t cp) {
          (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
 }
 
-}  // namespace
-
-std::string escape(std::string_view s, std::size_t max) {
+// escape's loop: `text` keeps newlines and tabs and escapes only the C1 controls of the
+// interpreted code points.
+std::string escape_all(std::string_view cut, bool text) {
   std::string out;
-  const std::string_view cut = s.substr(0, max);
   for (std::size_t i = 0; i < cut.size();) {
     const auto u = static_cast<unsigned char>(cut[i]);
     if (u < 0x80) {
-      if (u < 0x20 || u == 0x7f)
+      if ((u < 0x20 && !(text && (u == '\n' || u == '\t'))) || u == 0x7f)
         hex_byte(out, u);
       else
         out += cut[i];
@@ -52,7 +51,7 @@ std::string escape(std::string_view s, std::size_t max) {
     if (n == 0) {  // not UTF-8: a lone 0x9b is CSI to an 8-bit terminal
       hex_byte(out, u);
       ++i;
-    } else if (interpreted(cp)) {
+    } else if (text ? cp >= 0x80 && cp <= 0x9f : interpreted(cp)) {
       out += "\\u";
       for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
       i += n;
@@ -61,8 +60,19 @@ std::string escape(std::string_view s, std::size_t max) {
       i += n;
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::string escape(std::string_view s, std::size_t max) {
+  std::string out = escape_all(s.substr(0, max), false);
   if (s.size() > max) out += "...";
   return out;
+}
+
+std::string escape_controls(std::string_view s) {
+  return escape_all(s, true);
 }
 
 std::string quoted(std::string_view s, std::size_t max) {

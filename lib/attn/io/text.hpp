@@ -14,6 +14,11 @@ namespace attn {
 // overrides) as \uNNNN; other UTF-8 text as it is. More than max bytes cut with "...".
 std::string escape(std::string_view s, std::size_t max = 200);
 
+// Text meant to be read, such as a model's output, made safe for a terminal: C0 controls but
+// newline and tab, DEL and bytes that are not UTF-8 as \xNN, C1 controls (U+0080..U+009F) as
+// \uNNNN; everything else as it is, whatever its length.
+std::string escape_controls(std::string_view s);
+
 // escape(s) in single quotes.
 std::string quoted(std::string_view s, std::size_t max = 200);
 

@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "attn/error.hpp"
+#include "attn/io/detail/json_checks.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/io/text.hpp"
+#include "attn/model/finite.hpp"
 #include "attn/model/weights.hpp"
 
 namespace attn {
@@ -56,20 +58,6 @@ json config_of(const ModelArgs& a) {
   throw InputError(source + ": the session does not match this run: " + what);
 }
 
-void check_config(const std::string& source, const std::string& saved, const ModelArgs& a) {
-  json s;
-  try {
-    s = json::parse(saved);
-  } catch (const json::exception&) {
-    differs(source, "its config is not JSON");
-  }
-  const json now = config_of(a);
-  for (const auto& [key, value] : now.items())
-    if (!s.contains(key) || s[key] != value)
-      differs(source, "key '" + key + "' was " + (s.contains(key) ? s[key].dump() : "absent") +
-                          ", this config has " + value.dump());
-}
-
 std::string meta(const SafetensorsFile& f, const std::string& key) {
   const auto it = f.header.metadata.find(key);
   if (it == f.header.metadata.end())
@@ -77,14 +65,65 @@ std::string meta(const SafetensorsFile& f, const std::string& key) {
   return it->second;
 }
 
-std::vector<std::int32_t> read_tokens(const SafetensorsFile& f, const ModelArgs& a) {
-  std::vector<std::int32_t> tokens;
+// Metadata `key` as JSON, its depth, size and keys checked before it is built (the DOM, its
+// dump and its destructor recurse).
+json meta_json(const SafetensorsFile& f, const std::string& key, const JsonLimits& limits) {
+  const std::string text = meta(f, key);
+  const std::string what = f.path + ": metadata '" + key + "'";
+  check_json_structure(
+      text, limits,
+      [&](const JsonStructure&) {
+        throw InputError(what + " nests deeper than " + std::to_string(limits.max_depth) +
+                         " levels");
+      },
+      [&](const JsonStructure&, const std::string& k) {
+        throw InputError(what + ": key " + quoted(k, 60) + " twice");
+      },
+      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
   try {
-    for (const json& t : json::parse(meta(f, "tokens"))) tokens.push_back(t.get<std::int32_t>());
+    return json::parse(text);
   } catch (const json::exception&) {
-    throw InputError(f.path + ": metadata 'tokens' is not a JSON array of ids");
+    throw InputError(what + " is not JSON");
   }
-  check_token_ids(tokens, a.vocab_size, f.path + ": metadata 'tokens'");
+}
+
+// A saved config is flat (a value per key); its ids, an array up to the cache's capacity.
+constexpr JsonLimits kConfigLimits{8, 4096, 4096};
+constexpr JsonLimits kTokensLimits{2, std::size_t(1) << 25, std::size_t(1) << 25};
+
+void check_config(const SafetensorsFile& f, const ModelArgs& a) {
+  const json s = meta_json(f, "config", kConfigLimits);
+  if (!s.is_object()) differs(f.path, "its config is not a JSON object");
+  const json now = config_of(a);
+  for (const auto& [key, value] : now.items())
+    if (!s.contains(key) || s[key] != value)
+      differs(f.path, "key '" + key + "' was " +
+                          (s.contains(key) ? quoted(s[key].dump(), 60) : "absent") +
+                          ", this config has " + value.dump());
+}
+
+// Each id an integer in [0, vocab_size): not a bool, a fraction or a number wrapped to 32 bits.
+std::vector<std::int32_t> read_tokens(const SafetensorsFile& f, const ModelArgs& a) {
+  const json list = meta_json(f, "tokens", kTokensLimits);
+  const std::string what = f.path + ": metadata 'tokens'";
+  if (!list.is_array() || list.empty())
+    throw InputError(what + " is not a JSON array of token ids (one or more)");
+  std::vector<std::int32_t> tokens;
+  tokens.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const json& t = list[i];
+    const bool integer = t.is_number_integer();
+    const bool in_range =
+        t.is_number_unsigned() ? t.get<std::uint64_t>() < std::uint64_t(a.vocab_size)
+        : integer              ? t.get<std::int64_t>() >= 0 && t.get<std::int64_t>() < a.vocab_size
+                               : false;
+    if (!in_range)
+      throw InputError(what + ": token " + std::to_string(i) + ", " + quoted(t.dump(), 40) + ", " +
+                       (integer
+                            ? "is outside the vocabulary [0, " + std::to_string(a.vocab_size) + ")"
+                            : std::string("is not an integer token id")));
+    tokens.push_back(std::int32_t(t.get<std::int64_t>()));
+  }
   return tokens;
 }
 
@@ -97,6 +136,7 @@ void read_cache(const SafetensorsFile& f, const char* name, Transformer& m, std:
                      ", got " + dtype_name(t.dtype) + " " + shape_text(t.shape));
   std::vector<float> storage;
   const float* src = tensor_as_f32(f, name, storage);
+  check_finite(src, t.numel(), f.path, name);
   const std::size_t row = std::size_t(filled * c.head_dim);
   for (std::int64_t l = 0; l < c.n_layers; ++l)
     for (std::int64_t h = 0; h < c.n_kv_heads; ++h) {
@@ -149,7 +189,7 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
   if (meta(f, "format") != kFormat)
     throw InputError(f.path + ": not an attn-cli session (format " + quoted(meta(f, "format"), 60) +
                      ")");
-  check_config(f.path, meta(f, "config"), m.args);
+  check_config(f, m.args);
   if (const std::string w = weights_fingerprint(m); meta(f, "weights") != w)
     differs(f.path, "it was computed with other weights (fingerprint " +
                         quoted(meta(f, "weights"), 40) + ", these weights " + w + ")");
@@ -166,6 +206,7 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
                      std::to_string(m.args.vocab_size) + "]");
   std::vector<float> storage;
   const float* logits = tensor_as_f32(f, "logits", storage);
+  check_finite(logits, m.args.vocab_size, f.path, "logits");
   g.logits.assign(logits, logits + m.args.vocab_size);
 }
 

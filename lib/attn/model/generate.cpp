@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
+#include <string>
 
 #include "attn/error.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -28,10 +30,40 @@ std::int32_t argmax(std::span<const float> logits) {
   return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+// 16777216 as such, 0.95 as 0.95.
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, std::fabs(v) < 1e15 && v == std::floor(v) ? "%.0f" : "%g", v);
+  return text;
+}
+
+// Written as !(in range) so that NaN is out of range.
+void check_range(double v, double lo, double hi, const char* setting) {
+  if (!(v >= lo && v <= hi))
+    throw InputError(std::string(setting) + " must be in [" + number_text(lo) + ", " +
+                         number_text(hi) + "], got " + number_text(v),
+                     setting);
+}
+
+// The logits a draw may choose from: the first n_vocab.
+std::span<const float> choosable(std::span<const float> logits, const Sampling& s) {
+  return s.n_vocab > 0 && std::size_t(s.n_vocab) < logits.size()
+             ? logits.first(std::size_t(s.n_vocab))
+             : logits;
+}
+
 }  // namespace
 
-std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw,
+void check_sampling(const Sampling& s) {
+  check_range(s.temp, 0, 100, "temp");
+  check_range(double(s.top_k), 0, double(std::int64_t(1) << 24), "top_k");
+  check_range(s.top_p, 0, 1, "top_p");
+  check_range(s.min_p, 0, 1, "min_p");
+}
+
+std::int32_t sample(std::span<const float> all, const Sampling& s, std::uint64_t draw,
                     std::vector<SampleCandidate>& c) {
+  const std::span<const float> logits = choosable(all, s);
   if (s.temp <= 0) return argmax(logits);
   c.resize(logits.size());  // allocates on the first draw only
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = {std::int32_t(i), logits[i]};
@@ -82,7 +114,7 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t pos = std::int64_t(g.tokens.size());
     const std::int32_t id = sample(g.logits, s, std::uint64_t(pos), g.candidates);
-    on_token({id, step, g.logits});
+    on_token({id, step, choosable(g.logits, s)});
     const bool last = step + 1 == steps || std::find(stop.begin(), stop.end(), id) != stop.end();
     if (last && !feed_last) break;
     if (pos + 1 > m.args.max_seq_len)

@@ -16,7 +16,14 @@ struct Sampling {
   std::int64_t top_k = 40;
   double top_p = 0.95, min_p = 0.05;
   std::uint64_t seed = 42;
+  // Ids chosen from [0, n_vocab) only (0: the whole vocabulary): a tokenizer's, when the model's
+  // embeddings are padded past it (the logits above are masked, as llama.cpp and HF do).
+  std::int64_t n_vocab = 0;
 };
+
+// Refuses (InputError naming the setting: temp, top_k, top_p, min_p) a value out of range or NaN:
+// temp in [0, 100], top_k in [0, 2^24], top_p and min_p in [0, 1].
+void check_sampling(const Sampling& s);
 
 // A token the sampler still considers, with its probability.
 struct SampleCandidate {
