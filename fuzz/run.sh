@@ -10,7 +10,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
-  llama2c llama_tokenizer tokenizer_text)
+  llama2c llama_tokenizer tokenizer_text gguf_config)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -28,6 +28,7 @@ for h in "${harnesses[@]}"; do
     llama2c) seeds=(fuzz/seeds/llama2c/*) ;;
     llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
     tokenizer_text) seeds=(fuzz/seeds/tokenizer_text/*) ;;
+    gguf_config) seeds=(tests/golden/gguf_config/*.gguf) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do

@@ -501,7 +501,8 @@ PYBIND11_MODULE(attn, mod) {
             return attn::model_args(s, {{}, path, {}}, nullptr);
           },
           py::arg("path"), py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 0,
-          "a Meta params.json-style or Hugging Face config.json file; max_seq_len and "
+          "a Meta params.json-style or Hugging Face config.json file, or a GGUF or llama2.c "
+          "checkpoint's own config; max_seq_len and "
           "max_batch_size (0: the file's) size the cache as --max-seq-len and --max-batch do")
       .def("to_dict", &args_dict)
       .def("__repr__",
@@ -572,6 +573,8 @@ PYBIND11_MODULE(attn, mod) {
                   py::arg("compute") = "f32", py::arg("attention_weights") = false,
                   "a checkpoint as attn-cli -m opens it: a safetensors file, a Hugging Face index "
                   "or a folder holding one, with config.json and tokenizer.json found beside it; "
+                  "a GGUF (its own config and tokenizer) or a llama2.c checkpoint (its own config; "
+                  "tokenizer: its tokenizer.bin); "
                   "max_seq_len 0: the config's (capped as attn-cli caps it)")
       .def("save_session", &Model::save_session, py::arg("path"),
            "the cache session file attn-cli generate --save-session writes: the filled cache, its "

@@ -121,7 +121,7 @@ attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard, Prom
     throw std::runtime_error(
         "stdout is closed: the trace has nowhere to go (send it to "
         "/dev/null to discard it)");
-  if (f.text.given()) prompt = prompt_tokens(f.text, f.config, 0);
+  if (f.text.given()) prompt = prompt_tokens(f.text, model_spec(f, shard), 0);
   attn::RunRequest r = run_request(f, shard, f.print_attention || heatmap, prompt);
   if (heatmap) r.writers.push_back(png_writer(f, shard, prompt, png_size));
   attn::RunPlan plan = attn::plan_run(std::move(r));

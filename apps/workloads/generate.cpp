@@ -56,16 +56,28 @@ void print_timing(const Generation& g, double total) {
 
 }  // namespace
 
-PromptTokens prompt_tokens(const TextInput& t, const std::string& config, std::int64_t vocab) {
-  ModelSpec spec;
-  spec.config = config;
+namespace {
+
+// A prompt's text needs a tokenizer: none named and none found is said in the files' terms.
+void require_tokenizer(const TextInput& t, const ModelFiles& files) {
+  if (!t.wants_text() || !files.tokenizer.empty()) return;
+  if (!files.config.empty() && files.config == files.weights)  // a llama2.c checkpoint
+    throw InputError("--tokenizer is needed to read a prompt: " + escape(files.weights.string()) +
+                     " holds no tokenizer (llama2.c's tokenizer.bin goes with it)");
+  throw InputError(
+      "--tokenizer is needed to read a prompt (no tokenizer.json beside " +
+      (files.config.empty() ? std::string("the config") : escape(files.config.string())) + ")");
+}
+
+}  // namespace
+
+PromptTokens prompt_tokens(const TextInput& t, const ModelSpec& model, std::int64_t vocab) {
+  ModelSpec spec = model;
   spec.tokenizer = t.tokenizer;
-  // Ids need no tokenizer, but one that is named or beside the config labels them.
+  // Ids need no tokenizer, but one that is named or found labels them.
   const ModelFiles files = find_model_files(spec);
   PromptTokens p;
-  if (t.wants_text() && files.tokenizer.empty())
-    throw InputError(
-        "--tokenizer is needed to read a prompt (no tokenizer.json beside the config)");
+  require_tokenizer(t, files);
   p.tokenizer = open_tokenizer(files);
   p.sequences = prompt_sequences(t, p.tokenizer ? &*p.tokenizer : nullptr, vocab);
   return p;
@@ -93,9 +105,7 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
                                           std::optional<Tokenizer>& tok) {
   const ModelFiles files = find_model_files(spec);
   const ModelArgs a = model_args(spec, files, nullptr);  // needs a config
-  if (f.text.wants_text() && files.tokenizer.empty())
-    throw InputError("--tokenizer is needed to read a prompt (no tokenizer.json beside " +
-                     escape(files.config.string()) + ")");
+  require_tokenizer(f.text, files);
   tok = open_tokenizer(files);
   const std::int64_t vocab = token_vocab(a, tok);
   TextInput text = f.text;

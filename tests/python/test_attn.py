@@ -574,3 +574,26 @@ def test_forward_refuses_ids_that_are_not_integers_or_past_32_bits():
     with pytest.raises(TypeError, match="tokens"):
         m.forward(np.array([[True, False]]))
     assert m.filled == 0
+
+
+# Real models as people have them: stories260K (weights/) as a GGUF and as a llama2.c checkpoint
+# with its tokenizer.bin; the expected text is llama2.c's run.c's (tests/golden/make_stories.sh).
+
+STORIES = SOURCE / "weights"
+
+
+def test_from_pretrained_opens_a_gguf_and_a_llama2c_checkpoint_as_run_c_runs_them():
+    expected = (GOLDEN / "stories260K" / "once.txt").read_text().rstrip("\n")
+    gguf = attn.Model.from_pretrained(str(STORIES / "stories260K.gguf"), threads=2)
+    assert gguf.args.dim == 64 and gguf.args.vocab_size == 512  # the GGUF's own config
+    prompt = gguf.tokenizer.encode("Once upon a time")
+    assert prompt[0] == gguf.tokenizer.bos_id == 1
+    ids = gguf.generate("Once upon a time", steps=200)
+    assert gguf.tokenizer.decode(prompt[1:] + ids) == expected
+    llama2c = attn.Model.from_pretrained(str(STORIES / "stories260K.bin"),
+                                         tokenizer=str(STORIES / "tok512.bin"), threads=2)
+    assert llama2c.generate(prompt, steps=200) == ids
+    assert attn.ModelArgs.from_file(str(STORIES / "stories260K.gguf")).n_kv_heads == 4
+    with pytest.raises(ValueError, match="no config is read beside"):
+        attn.Model.from_pretrained(str(STORIES / "stories260K.gguf"),
+                                   config=str(SOURCE / "configs" / "gqa.json"))

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "attn/error.hpp"
+#include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/detail/slice.hpp"  // rank_path
 
@@ -32,6 +33,12 @@ fs::path weights_in(const fs::path& dir) {
       "weights");
 }
 
+// A GGUF or a llama2.c checkpoint holds its config (a GGUF its tokenizer too): the file is
+// both, and a config named beside it is refused rather than silently preferred or ignored.
+bool holds_config(FileFormat f) {
+  return f == FileFormat::gguf || f == FileFormat::llama2c_checkpoint;
+}
+
 }  // namespace
 
 ModelFiles find_model_files(const ModelSpec& spec) {
@@ -42,6 +49,28 @@ ModelFiles find_model_files(const ModelSpec& spec) {
     throw InputError(escape(mine.string()) + ": no such file or folder", "weights");
   f.weights =
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
+  const bool named = !f.weights.empty() && f.weights == spec.weights;  // not a folder's by name
+  const FileFormat kind =
+      f.weights.empty() ? FileFormat::unknown : detect_format(named ? mine : f.weights);
+  if (named)  // a tokenizer or a config given as the weights is said so, before "no config"
+    expect_format(mine,
+                  {FileFormat::safetensors, FileFormat::safetensors_index, FileFormat::gguf,
+                   FileFormat::llama2c_checkpoint},
+                  "model weights (safetensors, GGUF or a llama2.c checkpoint)");
+  if (holds_config(kind)) {
+    if (!spec.config.empty())
+      throw InputError(escape(spec.config.string()) + ": no config is read beside " +
+                           escape(f.weights.string()) + ", " + format_description(kind) +
+                           " that holds its own",
+                       "config");
+    f.config = f.weights;
+    f.tokenizer = spec.tokenizer.empty() && kind == FileFormat::gguf ? f.weights : spec.tokenizer;
+    return f;
+  }
+  if (!spec.config.empty())
+    expect_format(spec.config, {FileFormat::json},
+                  "a config (a GGUF or a llama2.c checkpoint holds its own: name it as the "
+                  "weights)");
   f.config = spec.config;
   if (f.config.empty() && !f.weights.empty()) {
     const fs::path beside = f.weights.parent_path() / "config.json";
@@ -63,7 +92,7 @@ ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (
         "config");
   ModelArgs args = files.config.empty() ? fallback() : load_config(files.config);
   ConfigOverrides o = spec.overrides;
-  if (args.hugging_face && o.model_parallel_size == 0 && spec.shard.size > 1)
+  if (args.format != ConfigFormat::meta && o.model_parallel_size == 0 && spec.shard.size > 1)
     o.model_parallel_size = spec.shard.size;
   apply_overrides(args, o);
   if (spec.mask) args.mask = *spec.mask;

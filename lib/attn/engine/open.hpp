@@ -23,9 +23,11 @@ inline constexpr int kMaxThreads = 1024;  // as --threads takes
 // What a user names: the model's files, the overrides and how to run it.
 struct ModelSpec {
   std::filesystem::path weights;    // a safetensors file, an index, or a folder holding one;
-                                    // empty: drawn from `seed`
+                                    // a GGUF or a llama2.c checkpoint; empty: drawn from `seed`
   std::filesystem::path config;     // empty: config.json beside the weights, else the fallback
-  std::filesystem::path tokenizer;  // empty: tokenizer.json beside the config, if there
+                                    // (a GGUF or llama2.c checkpoint is its own: none allowed)
+  std::filesystem::path tokenizer;  // empty: tokenizer.json beside the config, if there (a
+                                    // GGUF's own)
   ConfigOverrides overrides;
   std::optional<Mask> mask;  // none: the config's
   std::uint64_t seed = 42;   // of drawn weights
@@ -39,7 +41,10 @@ struct ModelSpec {
 
 // The files a spec names, each found the one way: a folder's model.safetensors.index.json or
 // model.safetensors; the config named, or config.json beside the weights; the tokenizer named, or
-// tokenizer.json beside the config when it exists (empty: none).
+// tokenizer.json beside the config when it exists (empty: none). Weights that are a GGUF or a
+// llama2.c checkpoint (by content) are the config too, a GGUF the tokenizer unless one is named;
+// a config named beside them is refused naming both files. A config named that is not JSON is
+// refused naming what it is.
 struct ModelFiles {
   std::filesystem::path weights, config, tokenizer;
 };

@@ -9,6 +9,7 @@
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
+#include "attn/text/llama_vocab.hpp"
 
 namespace attn {
 
@@ -212,12 +213,28 @@ std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> se
   return sequences.empty() ? std::vector<std::int32_t>{} : std::move(sequences.front());
 }
 
+namespace {
+
+// The text a stream prints of `ids`: special tokens print nothing. A GGUF's SentencePiece
+// vocabulary is detokenized after its BOS, as llama.cpp detokenizes a text's tokens: the space
+// its encoding put before the first word goes (llama.cpp keeps it when BOS is among the ids,
+// llama-simple printing "<s> Once"); run.c prints "Once", as do tokenizer.bin's decode (run.c's
+// own) and tokenizer.json's SentencePiece decoders, given every id.
+std::string stream_text(const Tokenizer& tok, const std::vector<std::int32_t>& ids) {
+  const bool after_bos = tok.llama && tok.llama->kind == LlamaVocab::Kind::spm && !ids.empty() &&
+                         ids[0] == tok.llama->bos;
+  if (!after_bos) return decode(tok, ids, {true, false});
+  return decode(tok, std::vector<std::int32_t>(ids.begin() + 1, ids.end()), {true, false});
+}
+
+}  // namespace
+
 TextStream::TextStream(const Tokenizer& t, std::vector<std::int32_t> printed_ids)
-    : tok(t), ids(std::move(printed_ids)), printed(settled(decode(t, ids, {false, false}))) {}
+    : tok(t), ids(std::move(printed_ids)), printed(settled(stream_text(t, ids))) {}
 
 std::string TextStream::next(std::int32_t id) {
   ids.push_back(id);
-  const std::string text = decode(tok, ids, {false, false});
+  const std::string text = stream_text(tok, ids);
   const std::size_t end = settled(text);
   if (end <= printed) return {};
   std::string out = text.substr(printed, end - printed);

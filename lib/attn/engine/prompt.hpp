@@ -58,7 +58,9 @@ std::vector<std::int32_t> one_sequence(std::vector<std::vector<std::int32_t>> se
 std::string read_text_input(const std::string& path, const char* what);
 
 // The text of the tokens as they grow, holding back an incomplete UTF-8 character (a byte
-// token whose continuation has not come yet).
+// token whose continuation has not come yet). Special tokens (BOS, EOS, a chat template's
+// markers) are not text: they print nothing, as in llama.cpp's generation output and
+// llama2.c's run.c, so a story prints as its reference prints it.
 struct TextStream {
   const Tokenizer& tok;
   std::vector<std::int32_t> ids;

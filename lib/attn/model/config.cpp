@@ -10,7 +10,11 @@
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/format.hpp"
+#include "attn/io/gguf.hpp"
+#include "attn/io/llama2c.hpp"
 #include "attn/io/text.hpp"
+#include "attn/model/detail/config_checks.hpp"
 
 namespace attn {
 
@@ -33,39 +37,65 @@ std::string near(const JsonStructure& s) {
   return s.last_key.empty() ? "" : " (in key " + quoted(s.last_key, 60) + ")";
 }
 
-// Meta's names for what a Hugging Face config.json calls otherwise. max_batch_size and
-// model_parallel_size keep their names: such a file sets neither, the options of those names do.
-const std::pair<const char*, const char*> kHfNames[] = {
-    {"dim", "hidden_size"},
-    {"n_layers", "num_hidden_layers"},
-    {"n_heads", "num_attention_heads"},
-    {"n_kv_heads", "num_key_value_heads"},
-    {"norm_eps", "rms_norm_eps"},
-    {"ffn_hidden", "intermediate_size"},
-    {"max_seq_len", "max_position_embeddings"},
-    {"rope", "head_dim"},
+// Each key under Meta's name, Hugging Face's, a GGUF's (after "{arch}.") and a llama2.c
+// header's: what messages about it say for a config of each kind. A kind without the key keeps
+// Meta's name (null); so do keys in none (max_batch_size and model_parallel_size: such files set
+// neither, the options of those names do).
+struct KeyNames {
+  const char* meta;
+  const char* hf;
+  const char* gguf;
+  const char* llama2c;
+};
+const KeyNames kKeyNames[] = {
+    {"dim", "hidden_size", "embedding_length", "dim"},
+    {"n_layers", "num_hidden_layers", "block_count", "n_layers"},
+    {"n_heads", "num_attention_heads", "attention.head_count", "n_heads"},
+    {"n_kv_heads", "num_key_value_heads", "attention.head_count_kv", "n_kv_heads"},
+    {"vocab_size", "vocab_size", "vocab_size", "vocab_size"},
+    {"norm_eps", "rms_norm_eps", "attention.layer_norm_rms_epsilon", nullptr},
+    {"rope_theta", "rope_theta", "rope.freq_base", nullptr},
+    {"ffn_hidden", "intermediate_size", "feed_forward_length", "hidden_dim"},
+    {"max_seq_len", "max_position_embeddings", "context_length", "seq_len"},
+    {"head_dim", "head_dim", "attention.key_length", nullptr},
+    {"rope", "head_dim", "rope.dimension_count", nullptr},
+    {"rope_scaling", "rope_scaling", "rope.scaling.type", nullptr},
 };
 
-std::string hf_key(const std::string& meta_key) {
-  for (const auto& [meta, hf] : kHfNames)
-    if (meta_key == meta) return hf;
+std::string key_name(ConfigFormat format, const std::string& arch, const std::string& meta_key) {
+  for (const KeyNames& k : kKeyNames) {
+    if (meta_key != k.meta) continue;
+    switch (format) {
+      case ConfigFormat::hugging_face:
+        return k.hf;
+      case ConfigFormat::gguf:
+        return k.gguf ? arch + "." + k.gguf : meta_key;
+      case ConfigFormat::llama2c:
+        return k.llama2c ? k.llama2c : meta_key;
+      default:
+        return meta_key;
+    }
+  }
   return meta_key;
 }
 
 struct Reader {
   const json& j;
   const std::string& source;
-  bool hf = false;          // messages name Hugging Face keys
+  ConfigFormat format = ConfigFormat::meta;  // whose key names messages say
   const char* parent = "";  // an object's key, for the keys inside it ("rope_scaling.")
+  std::string arch = {};    // a GGUF's architecture, its keys' prefix
 
+  bool hf() const { return format == ConfigFormat::hugging_face; }
   // The key as the user's file calls it.
   std::string k(const std::string& meta_key) const {
-    return parent + (hf ? hf_key(meta_key) : meta_key);
+    return parent + key_name(format, arch, meta_key);
   }
 
   [[noreturn]] void fail(const std::string& key, const std::string& what,
                          std::string setting = {}) const {
-    throw InputError(source + ": key " + quoted(k(key), 60) + ": " + what, std::move(setting));
+    const char* field = format == ConfigFormat::llama2c ? ": header field " : ": key ";
+    throw InputError(source + field + quoted(k(key), 60) + ": " + what, std::move(setting));
   }
 
   // A string value, or `fallback` when the key is absent or null.
@@ -312,7 +342,7 @@ void validate(const Reader& r, const ModelArgs& a) {
                              std::to_string(a.n_kv_heads));
   if (a.rope != Rope::none && a.head_dim() % 2 != 0)
     r.fail("rope", "head_dim " + std::to_string(a.head_dim()) + " is odd: RoPE rotates pairs" +
-                       (r.hf ? "" : " (use \"rope\": \"none\")"));
+                       (r.format != ConfigFormat::meta ? "" : " (use \"rope\": \"none\")"));
   check_split(
       a,
       [&](const char* key, const std::string& what) { r.fail(key, what, "model_parallel_size"); },
@@ -323,6 +353,8 @@ void validate(const Reader& r, const ModelArgs& a) {
   if (a.vocab_size > 0 && a.block != Block::llama)
     r.fail("vocab_size", "a token model needs block \"llama\" (use -1)");
   if (a.norm_eps < 0) r.fail("norm_eps", "must not be negative");
+  if (!std::isfinite(a.norm_eps))  // a binary file's float can be NaN or Inf, JSON's cannot
+    r.fail("norm_eps", fmt::format("must be finite, got {}", a.norm_eps));
   if (a.rope_theta <= 0) r.fail("rope_theta", "must be positive");
   // Before check_numbers, which computes the FFN width from it (a float to integer conversion).
   if (a.ffn_dim_multiplier && !(*a.ffn_dim_multiplier > 0 && *a.ffn_dim_multiplier <= 64))
@@ -381,15 +413,11 @@ const std::set<std::string> kHfIgnoredKeys = {
     "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
     "attention_bias",      "head_dim"};
 
-// llama.cpp's default context: a hub config's max_position_embeddings (up to 131072) would
-// make a cache of many GiB. --max-seq-len sets it.
-constexpr std::int64_t kHfDefaultSeqLen = 4096;
-
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
   const json& s = r.j.at("rope_scaling");
   if (!s.is_object()) r.fail("rope_scaling", "expected an object or null, got " + excerpt(s));
-  const Reader sr{s, r.source, true, "rope_scaling."};
+  const Reader sr{s, r.source, ConfigFormat::hugging_face, "rope_scaling."};
   const std::string type = sr.text("rope_type", sr.text("type", ""));
   if (type == "default") return;
   if (type != "llama3")
@@ -426,14 +454,14 @@ void read_hf_sizes(const Reader& r, ModelArgs& a) {
     if (a.head_dim_set < 1)
       r.fail("head_dim", "must be at least 1, got " + std::to_string(a.head_dim_set));
   }
-  std::int64_t positions = kHfDefaultSeqLen;
+  std::int64_t positions = kDefaultSeqLen;
   r.integer("max_position_embeddings", positions);
   a.max_position_embeddings = positions;
-  a.max_seq_len = std::min(positions, kHfDefaultSeqLen);
+  a.max_seq_len = std::min(positions, kDefaultSeqLen);
 }
 
 void read_hf_keys(const Reader& r, ModelArgs& a) {
-  a.hugging_face = true;
+  a.format = ConfigFormat::hugging_face;
   a.block = Block::llama;
   a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half
   a.rope_theta = 10000;
@@ -513,8 +541,8 @@ namespace {
 ModelArgs read_config(const json& j, const std::string& source) {
   ModelArgs a;
   a.source = source;
-  const Reader r{j, source, is_hf_config(j)};
-  if (r.hf) {
+  const Reader r{j, source, is_hf_config(j) ? ConfigFormat::hugging_face : ConfigFormat::meta};
+  if (r.hf()) {
     read_hf_keys(r, a);
     validate(r, a);
     warn_unknown(j, source, kHfIgnoredKeys);
@@ -564,12 +592,26 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source) 
   }
 }
 
+void check_config(const ModelArgs& a) {
+  static const json no_keys = json::object();
+  validate(Reader{no_keys, a.source, a.format, "", a.arch}, a);
+}
+
 ModelArgs load_config(const std::filesystem::path& path) {
-  return parse_config(read_small_file(path, "config", kMaxConfigBytes), escape(path.string(), 300));
+  switch (detect_format(path)) {
+    case FileFormat::gguf:
+      return gguf_config(*open_gguf(path));
+    case FileFormat::llama2c_checkpoint:
+      return llama2c_config(read_llama2c_header(path), escape(path.string(), 300));
+    default:  // JSON, or what its parser will say is not
+      expect_format(path, {FileFormat::json}, "a config (JSON, a GGUF or a llama2.c checkpoint)");
+      return parse_config(read_small_file(path, "config", kMaxConfigBytes),
+                          escape(path.string(), 300));
+  }
 }
 
 std::string config_key(const ModelArgs& a, const std::string& meta_key) {
-  return a.hugging_face ? hf_key(meta_key) : meta_key;
+  return key_name(a.format, a.arch, meta_key);
 }
 
 namespace {
@@ -587,9 +629,9 @@ void override_sizes(ModelArgs& a, const ConfigOverrides& o) {
   if (!size("max_seq_len", o.max_seq_len, a.max_seq_len) &&
       a.max_position_embeddings > a.max_seq_len)
     spdlog::warn(
-        "{}: max_position_embeddings is {}; the cache holds {} positions (llama.cpp's "
-        "default context): set max_seq_len for more",
-        a.source, a.max_position_embeddings, a.max_seq_len);
+        "{}: {} is {}; the cache holds {} positions (llama.cpp's default context): set "
+        "max_seq_len for more",
+        a.source, config_key(a, "max_seq_len"), a.max_position_embeddings, a.max_seq_len);
   if (a.sliding_window && a.sliding_window < a.max_seq_len)
     throw InputError("max_seq_len: " + a.source + ": " + window_text(a), "max_seq_len");
 }

@@ -14,6 +14,12 @@ namespace attn {
 
 enum class Block { llama, attention, encoder };
 
+// The kind of file a config was read from, which names the keys its messages say (config_key):
+// Meta's ModelArgs keys (JSON), Hugging Face's config.json, a GGUF's "{arch}.*" metadata, a
+// llama2.c checkpoint's header fields. All but Meta's leave the batch and the model-parallel
+// split to the run.
+enum class ConfigFormat { meta, hugging_face, gguf, llama2c };
+
 struct ModelArgs {
   std::int64_t dim = 4096;
   std::int64_t n_layers = 1;
@@ -41,11 +47,14 @@ struct ModelArgs {
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
   // Where the config came from, for messages: the file (escaped) or "the built-in config".
   std::string source = "the built-in config";
-  // A Hugging Face config.json: messages name its keys, and the run sizes what it leaves out
+  // Not Meta's: messages name the file's keys, and the run sizes what it leaves out
   // (max_batch_size from the batch, model_parallel_size from mpirun's ranks).
-  bool hugging_face = false;
-  std::int64_t max_position_embeddings = 0;  // the file's, before the cache's default cap
-  bool batch_from_run = false;               // max_batch_size grows to the run's batch
+  ConfigFormat format = ConfigFormat::meta;
+  std::string arch;  // a GGUF's general.architecture: its keys are "{arch}.*"
+  // The file's context length (max_position_embeddings, {arch}.context_length, seq_len), before
+  // the cache's default cap.
+  std::int64_t max_position_embeddings = 0;
+  bool batch_from_run = false;  // max_batch_size grows to the run's batch
   // The token model (vocab_size > 0): tok_embeddings [vocab_size, dim] before block 0, norm
   // and output [vocab_size, dim] after the last (output is tok_embeddings when tied).
   bool tie_word_embeddings = false;
@@ -71,9 +80,23 @@ ModelArgs llama3_8b_layer_args();
 
 // Parses and validates; `source` names the file in messages. Throws InputError.
 ModelArgs parse_config(const std::string& json_text, const std::string& source);
-// A Hugging Face config.json (LlamaConfig, MistralConfig, Qwen2Config keys) is recognised by
-// its hidden_size key and read as the ModelArgs it describes (block llama, rope half).
+// A config by its content: a JSON file (Meta's keys, or Hugging Face's config.json -- LlamaConfig,
+// MistralConfig, Qwen2Config keys, recognised by hidden_size -- read as the ModelArgs it
+// describes: block llama, rope half), a GGUF model file (its metadata, gguf_config) or a
+// llama2.c checkpoint (its header, llama2c_config). Anything else: InputError naming what the
+// file is.
 ModelArgs load_config(const std::filesystem::path& path);
+
+struct GgufFile;
+struct Llama2cHeader;
+// A GGUF's metadata as ModelArgs (config_gguf.cpp): general.architecture llama, mistral or qwen2
+// and its "{arch}.*" keys, read as llama.cpp reads them (its defaults where a key is absent),
+// with the tensor list for what the keys do not say (biases, a tied head). Throws InputError
+// naming the file and the GGUF key.
+ModelArgs gguf_config(const GgufFile& file);
+// A llama2.c checkpoint's header as ModelArgs (run.c's model: RMSNorm eps 1e-5, RoPE base
+// 10000 on adjacent pairs). `source` names the file.
+ModelArgs llama2c_config(const Llama2cHeader& header, const std::string& source);
 
 // What the command line may change after the config is read: the cache's size (a hub config's
 // max_position_embeddings can be 131072) and the range of the checkpoint's layers to run.
@@ -85,8 +108,9 @@ struct ConfigOverrides {
 // Throws InputError naming args.source and the option, with the option as its setting.
 void apply_overrides(ModelArgs& args, const ConfigOverrides& o);
 
-// The key a message about `meta_key` names: the Hugging Face key for a Hugging Face config
-// ("hidden_size" for "dim"); a key such a file has none of keeps its name ("max_batch_size").
+// The key a message about `meta_key` names: the file's own (Hugging Face's "hidden_size", a
+// GGUF's "llama.embedding_length", a llama2.c header's "dim" for "dim"); a key such a file has
+// none of keeps its name ("max_batch_size").
 std::string config_key(const ModelArgs& args, const std::string& meta_key);
 
 // Every config key with its value as JSON text, from the table parsing reads them with: the

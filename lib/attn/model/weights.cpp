@@ -47,54 +47,78 @@ void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
 }
 
-// Hugging Face's names for Meta's, after "layers.{l}." (model.layers.{l}. in their files).
-const std::map<std::string, std::string> kHfNames = {
-    {"attention.wq.weight", "self_attn.q_proj.weight"},
-    {"attention.wk.weight", "self_attn.k_proj.weight"},
-    {"attention.wv.weight", "self_attn.v_proj.weight"},
-    {"attention.wo.weight", "self_attn.o_proj.weight"},
-    {"attention.wq.bias", "self_attn.q_proj.bias"},
-    {"attention.wk.bias", "self_attn.k_proj.bias"},
-    {"attention.wv.bias", "self_attn.v_proj.bias"},
-    {"attention.wo.bias", "self_attn.o_proj.bias"},
-    {"attention_norm.weight", "input_layernorm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
-    {"feed_forward.w2.weight", "mlp.down_proj.weight"},
-    {"feed_forward.w3.weight", "mlp.up_proj.weight"}};
+// Each tensor under Meta's name, Hugging Face's and llama.cpp's (GGUF): the layers' after
+// "layers.{l}.", "model.layers.{l}." and "blk.{l}.", the token model's whole. A checkpoint may
+// hold either; messages name a tensor as its checkpoint does (Meta's where a naming has none:
+// the encoder's).
+enum class Naming { meta, hf, gguf };
+struct TensorNames {
+  const char* meta;
+  const char* hf;
+  const char* gguf;
+};
+constexpr TensorNames kLayerNames[] = {
+    {"attention.wq.weight", "self_attn.q_proj.weight", "attn_q.weight"},
+    {"attention.wk.weight", "self_attn.k_proj.weight", "attn_k.weight"},
+    {"attention.wv.weight", "self_attn.v_proj.weight", "attn_v.weight"},
+    {"attention.wo.weight", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"attention.wq.bias", "self_attn.q_proj.bias", "attn_q.bias"},
+    {"attention.wk.bias", "self_attn.k_proj.bias", "attn_k.bias"},
+    {"attention.wv.bias", "self_attn.v_proj.bias", "attn_v.bias"},
+    {"attention.wo.bias", "self_attn.o_proj.bias", "attn_output.bias"},
+    {"attention_norm.weight", "input_layernorm.weight", "attn_norm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight", "ffn_down.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight", "ffn_up.weight"}};
+constexpr TensorNames kTokenNames[] = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight", "token_embd.weight"},
+    {"norm.weight", "model.norm.weight", "output_norm.weight"},
+    {"output.weight", "lm_head.weight", "output.weight"}};
+constexpr const char* kLayerPrefix[] = {"layers.", "model.layers.", "blk."};
 
-const std::map<std::string, std::string> kHfTokenNames = {
-    {"tok_embeddings.weight", "model.embed_tokens.weight"},
-    {"norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"}};
+const char* in(const TensorNames& n, Naming naming) {
+  return naming == Naming::meta ? n.meta : naming == Naming::hf ? n.hf : n.gguf;
+}
 
-// "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight"; "" if none.
-std::string hf_name(const std::string& meta) {
-  if (const auto it = kHfTokenNames.find(meta); it != kHfTokenNames.end()) return it->second;
+// "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight" (hf) or
+// "blk.3.attn_q.weight" (gguf); "" if the naming has none.
+std::string name_in(const std::string& meta, Naming naming) {
+  if (naming == Naming::meta) return meta;
+  for (const TensorNames& n : kTokenNames)
+    if (meta == n.meta) return in(n, naming);
   const std::size_t dot = meta.find('.', 7);  // after "layers."
   if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
-  auto it = kHfNames.find(meta.substr(dot + 1));
-  return it == kHfNames.end() ? "" : "model." + meta.substr(0, dot + 1) + it->second;
+  const std::string rest = meta.substr(dot + 1);
+  for (const TensorNames& n : kLayerNames)
+    if (rest == n.meta) return kLayerPrefix[int(naming)] + meta.substr(7, dot - 6) + in(n, naming);
+  return "";
 }
 
-// The checkpoint's name for a spec: Meta's if present, else Hugging Face's.
+// The checkpoint's name for a spec: Meta's if present, else Hugging Face's, else llama.cpp's.
 std::string stored_name(const TensorSource& c, const std::string& meta) {
-  if (c.contains(meta)) return meta;
-  const std::string hf = hf_name(meta);
-  return !hf.empty() && c.contains(hf) ? hf : meta;
+  for (const Naming naming : {Naming::meta, Naming::hf, Naming::gguf}) {
+    const std::string name = name_in(meta, naming);
+    if (!name.empty() && c.contains(name)) return name;
+  }
+  return meta;
 }
 
-// A checkpoint in Hugging Face's names is told about its tensors in those names.
-bool hf_named(const TensorSource& c) {
+// How a checkpoint names its layers' tensors: it is told about them in those names.
+Naming naming_of(const TensorSource& c) {
   const std::vector<std::string> names = c.names();
-  const auto it = std::lower_bound(names.begin(), names.end(), "model.layers.");
-  return it != names.end() && it->starts_with("model.layers.");
+  for (const Naming naming : {Naming::hf, Naming::gguf}) {
+    const char* prefix = kLayerPrefix[int(naming)];
+    const auto it = std::lower_bound(names.begin(), names.end(), prefix);
+    if (it != names.end() && it->starts_with(prefix)) return naming;
+  }
+  return Naming::meta;
 }
 
 [[noreturn]] void missing_tensor(const TensorSource& c, const std::string& meta,
                                  const std::vector<std::int64_t>& shape, const ModelArgs& args) {
-  const std::string hf = hf_name(meta);
-  const std::string name = hf_named(c) && !hf.empty() ? hf : meta;
+  const std::string theirs = name_in(meta, naming_of(c));
+  const std::string name = theirs.empty() ? meta : theirs;
   throw InputError(c.source() + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
                    shape_text(shape) + "; " + args.source + " has " +
                    std::to_string(args.first_layer + args.n_layers) + " layers)");
@@ -172,8 +196,8 @@ Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorS
 }
 
 bool is_token_tensor(const std::string& name) {
-  for (const auto& [meta, hf] : kHfTokenNames)
-    if (name == meta || name == hf) return true;
+  for (const TensorNames& n : kTokenNames)
+    if (name == n.meta || name == n.hf || name == n.gguf) return true;
   return false;
 }
 
