@@ -27,7 +27,7 @@ using attn::GgufValueType;
 
 namespace {
 
-const fs::path kStoriesGguf = "/work/shared/models/stories260K.gguf";
+const fs::path kStoriesGguf = test::source_dir() / "weights" / "stories260K.gguf";
 
 fs::path fixture(const std::string& name) {
   return test::golden_dir() / "gguf" / name;

@@ -25,7 +25,7 @@ using attn::FileFormat;
 
 namespace {
 
-const fs::path kModels = "/work/shared/models";
+const fs::path kModels = test::source_dir() / "weights";
 
 struct Config {
   std::int32_t dim = 8, hidden_dim = 12, n_layers = 2, n_heads = 4, n_kv_heads = 2, vocab_size = 10,

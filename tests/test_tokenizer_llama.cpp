@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<std::int32_t>;
 
-const fs::path kStoriesGguf = "/work/shared/models/stories260K.gguf";
+const fs::path kStoriesGguf = test::source_dir() / "weights" / "stories260K.gguf";
 
 // llama.cpp's sources as bench/llama_cpp.sh unpacks them.
 fs::path llama_cpp_src() {
@@ -188,7 +188,7 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
 TEST_CASE("llama tokenizers: llama2.c's tokenizer.bin as run.c encodes and decodes") {
   const json& g = golden()["llama2c"];
   const attn::Tokenizer t =
-      attn::load_tokenizer(test::source_dir() / "tests/data" / g["file"].get<std::string>());
+      attn::load_tokenizer(test::source_dir() / "weights" / g["file"].get<std::string>());
   CHECK(t.vocab_size() == g["vocab_size"].get<std::int64_t>());
   CHECK(t.bos == 1);
   CHECK(t.eos == std::vector<std::int32_t>{2});
@@ -213,7 +213,7 @@ TEST_CASE("llama tokenizers: tok512.bin and stories260K.gguf hold the same token
     MESSAGE("skipped: " << kStoriesGguf << " is absent");
     return;
   }
-  const attn::Tokenizer bin = attn::load_tokenizer(test::source_dir() / "tests/data/tok512.bin");
+  const attn::Tokenizer bin = attn::load_tokenizer(test::source_dir() / "weights/tok512.bin");
   const attn::Tokenizer gguf = attn::load_tokenizer(kStoriesGguf);
   REQUIRE(bin.vocab_size() == gguf.vocab_size());
   std::size_t compared = 0;
@@ -448,7 +448,7 @@ TEST_CASE("llama tokenizers: files of another kind, and broken tokenizer.bin, ar
   refused(test::model_dir("hf_tied_bf16") / "model.safetensors",
           "a safetensors file, not a tokenizer (tokenizer.json, a GGUF file");
   refused(test::model_dir("hf_tied_bf16") / "config.json", "a JSON file, not a tokenizer");
-  const std::string tok = read_file(test::source_dir() / "tests/data/tok512.bin");
+  const std::string tok = read_file(test::source_dir() / "weights/tok512.bin");
   const auto write = [](const std::string& bytes) {
     const fs::path p = test::temp_path("tokenizer.bin");
     std::ofstream(p, std::ios::binary) << bytes;
@@ -475,7 +475,7 @@ TEST_CASE("llama tokenizers: attn-cli tokenize -m F.gguf reads the model's token
   CHECK(r.out ==
         "{\"ids\":[1,403,407,261,378],\"pieces\":[\"<s>\",\"▁Once\",\"▁upon\",\"▁a\","
         "\"▁time\"]}\n");
-  const test::CliResult bin = test::run_cli("tokenize -m /work/shared/models/stories260K.bin -p x");
+  const test::CliResult bin = test::run_cli("tokenize -m " + (test::source_dir() / "weights" / "stories260K.bin").string() + " -p x");
   CHECK(bin.status == 2);
   CHECK(bin.err.find("a llama2.c checkpoint, which holds no tokenizer") != std::string::npos);
 }

@@ -10,7 +10,7 @@ tokenizers give on a hard corpus, for tests/test_tokenizer_llama.cpp to compare 
   that build, on the ggml-vocab-*.gguf vocabularies its sources ship and on stories260K.gguf.
 - llama2.c: run.c's encode and decode (RUN_C: run.c of karpathy/llama2.c, e.g.
   `git -C <mirror> show 350e04f:run.c > run.c`), compiled with llama_tokens/run_c.c, on
-  tests/data/tok512.bin.
+  weights/tok512.bin.
 Deterministic: the corpus is fixed below, the outputs are sorted as the corpus is.
 """
 import json
@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VOCABS = ["llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "deepseek-llm", "deepseek-coder",
           "falcon", "starcoder", "refact", "command-r", "mpt"]
-STORIES = "/work/shared/models/stories260K.gguf"
+STORIES = os.path.join(ROOT, "weights/stories260K.gguf")
 
 
 def corpus():
@@ -139,7 +139,7 @@ def main():
         run(["gcc", "-O1", "-DTESTING", f'-DRUN_C="{run_c}"',
              os.path.join(HERE, "llama_tokens/run_c.c"), "-lm", "-o", runc])
         write_corpus(items, corpus_path, skip_nul=True)
-        tok = os.path.join(ROOT, "tests/data/tok512.bin")
+        tok = os.path.join(ROOT, "weights/tok512.bin")
         lines = run([runc, tok, "512", corpus_path]).decode().splitlines()
         names = [n for n, b in items if b"\x00" not in b]
         out["llama2c"] = {"file": "tok512.bin", "vocab_size": 512,

@@ -228,16 +228,16 @@ def test_tokenizer_encodes_and_decodes(tmp_path):
 
 
 def test_tokenizer_reads_llama2c_tokenizer_bin_and_gguf():
-    # tests/data/tok512.bin: stories260K's vocabulary; ids from llama2.c's run.c
+    # weights/tok512.bin: stories260K's vocabulary; ids from llama2.c's run.c
     # (tests/golden/llama_tokens.json, make_llama_tokens.py).
     root = pathlib.Path(os.environ.get("ATTN_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
     golden = json.loads((root / "tests/golden/llama_tokens.json").read_text())
     texts = {c["name"]: bytes.fromhex(c["hex"]).decode(errors="replace") for c in golden["corpus"]}
-    t = attn.Tokenizer(str(root / "tests/data/tok512.bin"))
+    t = attn.Tokenizer(str(root / "weights/tok512.bin"))
     assert t.vocab_size == 512
     story = next(i for i in golden["llama2c"]["items"] if i["name"] == "story")
     assert t.encode(texts["story"]) == story["ids"]
-    gguf = pathlib.Path("/work/shared/models/stories260K.gguf")
+    gguf = pathlib.Path(__file__).resolve().parents[2] / "weights" / "stories260K.gguf"
     if gguf.exists():
         assert attn.Tokenizer(str(gguf)).encode(texts["story"]) == story["ids"]
 

@@ -65,15 +65,6 @@ std::vector<Fragment> partition(const LlamaVocab& v, std::string_view text, bool
   return frags;
 }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  std::string out;
-  std::size_t at = 0;
-  for (std::size_t k; (k = s.find(from, at)) != std::string::npos; at = k + from.size())
-    out.append(s, at, k - at).append(to);
-  if (at == 0) return;
-  s = out.append(s, at);
-}
-
 // llama.cpp's unicode_cpts_from_utf8 and back: a byte that does not start a well-formed
 // sequence becomes U+FFFD. (llama.cpp also lets overlong forms and surrogates through; these
 // become U+FFFD here, so the regular expressions only ever see valid UTF-8.)

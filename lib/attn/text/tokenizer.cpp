@@ -23,16 +23,6 @@ struct Segment {
   bool at_start = false;  // begins at the input's first byte (Metaspace's prepend_scheme first)
 };
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (from.empty()) return;
-  std::string out;
-  std::size_t at = 0;
-  for (std::size_t k; (k = s.find(from, at)) != std::string::npos; at = k + from.size())
-    out.append(s, at, k - at).append(to);
-  if (at == 0) return;
-  s = out.append(s, at);
-}
-
 bool white_before(std::string_view s, std::size_t i, std::size_t& begin) {
   // The code point ending at i, if it is white space: begin moves to its start.
   std::size_t b = i;

@@ -106,4 +106,14 @@ int unicode_to_byte(char32_t c) {
   return c < 512 ? byte_map().to_byte[c] : -1;
 }
 
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  std::string out;
+  std::size_t at = 0;
+  for (std::size_t k; (k = s.find(from, at)) != std::string::npos; at = k + from.size())
+    out.append(s, at, k - at).append(to);
+  if (at == 0) return;
+  s = out.append(s, at);
+}
+
 }  // namespace attn

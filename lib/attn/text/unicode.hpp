@@ -36,4 +36,7 @@ const std::string& byte_to_unicode(unsigned char b);
 // The inverse: the byte a code point of that map stands for, or -1.
 int unicode_to_byte(char32_t c);
 
+// Every `from` in s (none if empty) replaced by `to`, left to right.
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+
 }  // namespace attn
