@@ -203,6 +203,40 @@ TEST_CASE("stories260K: the GGUF and the llama2.c checkpoint give the same logit
   CHECK(gguf.model.args.rope == attn::Rope::interleaved);
 }
 
+TEST_CASE("stories260K in Q8_0: the bits of its F32 twin dequantized by gguf-py") {
+  // tests/golden/make_stories_q8.py: llama.cpp's llama-quantize made the Q8_0 file (ffn_down
+  // falls back to F16), gguf-py's numpy dequantized it into the F32 twin. Each path the products
+  // take by size: prefill (40 rows: the GEMM), a batch of rows (5), decode (1 row); 1 and 2
+  // threads.
+  const fs::path golden = test::source_dir() / "tests" / "golden";
+  std::vector<std::int32_t> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::int32_t(1 + (i * 37) % 511);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    attn::ModelSpec qs = spec_of(golden / "stories260K-q8_0.gguf");
+    attn::ModelSpec fs = spec_of(golden / "stories260K-q8_0-f32.gguf");
+    qs.threads = fs.threads = threads;
+    attn::Engine q = attn::open_engine(qs, {1, 64, 8});
+    attn::Engine f = attn::open_engine(fs, {1, 64, 8});
+    REQUIRE(q.model.weights.layers[0].wq.type == attn::WeightType::q8_0);
+    REQUIRE(f.model.weights.layers[0].wq.type == attn::WeightType::f32);
+    std::vector<float> a(40 * 512), b(40 * 512);
+    for (std::int64_t n : {40, 5}) {
+      attn::reset(q);
+      attn::reset(f);
+      attn::forward_tokens(q, prompt.data(), 1, n, 0, a.data(), true);
+      attn::forward_tokens(f, prompt.data(), 1, n, 0, b.data(), true);
+      CHECK(std::memcmp(a.data(), b.data(), std::size_t(n) * 512 * 4) == 0);
+    }
+    for (std::int32_t t : {11, 372, 1}) {
+      const std::int64_t pos = q.filled;
+      attn::forward_tokens(q, &t, 1, 1, pos, a.data(), false);
+      attn::forward_tokens(f, &t, 1, 1, pos, b.data(), false);
+      CHECK(std::memcmp(a.data(), b.data(), 512 * 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("stories260K: the GGUF's metadata is the model its llama2.c header describes") {
   const attn::ModelArgs g = attn::gguf_config(*attn::open_gguf(weights("stories260K.gguf")));
   attn::ModelSpec s = spec_of(weights("stories260K.bin"));
