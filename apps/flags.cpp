@@ -88,11 +88,13 @@ std::vector<Flag> model_flags() {
        }},
       {"-m,--weights",
        {{kModel,
-         "safetensors weights, a Hugging Face model.safetensors.index.json, or a folder holding "
-         "one (default: drawn from --seed)"},
+         "safetensors weights, a Hugging Face model.safetensors.index.json, a folder holding "
+         "one, a GGUF file or a llama2.c checkpoint (their own config) (default: drawn from "
+         "--seed)"},
         {Command::generate,
          "safetensors weights, a Hugging Face index, or a folder holding one with config.json "
-         "and tokenizer.json (default: drawn from --seed)"},
+         "and tokenizer.json; a GGUF file (its own config and tokenizer) or a llama2.c "
+         "checkpoint (with --tokenizer tokenizer.bin) (default: drawn from --seed)"},
         {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
