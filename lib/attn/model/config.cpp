@@ -597,6 +597,14 @@ void check_config(const ModelArgs& a) {
   validate(Reader{no_keys, a.source, a.format, "", a.arch}, a);
 }
 
+void finish_file_config(ModelArgs& a) {
+  a.multiple_of = 1;
+  a.max_batch_size = 1;  // plan_run grows it to the run's batch
+  a.batch_from_run = true;
+  check_config(a);
+  a.checkpoint_layers = a.n_layers;
+}
+
 ModelArgs load_config(const std::filesystem::path& path) {
   switch (detect_format(path)) {
     case FileFormat::gguf:

@@ -151,12 +151,8 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.attention_bias = m.has_tensor("blk.0.attn_q.bias");
   a.attention_out_bias = m.has_tensor("blk.0.attn_output.bias");
   a.tie_word_embeddings = !m.has_tensor("output.weight");
-  a.multiple_of = 1;
   a.max_seq_len = std::min(a.max_position_embeddings, kDefaultSeqLen);
-  a.max_batch_size = 1;  // plan_run grows it to the run's batch
-  a.batch_from_run = true;
-  check_config(a);
-  a.checkpoint_layers = a.n_layers;
+  finish_file_config(a);
   return a;
 }
 

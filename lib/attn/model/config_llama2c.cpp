@@ -26,11 +26,7 @@ ModelArgs llama2c_config(const Llama2cHeader& h, const std::string& source) {
   a.norm_eps = 1e-5;
   a.rope_theta = 10000;
   a.rope = Rope::interleaved;
-  a.multiple_of = 1;
-  a.max_batch_size = 1;  // plan_run grows it to the run's batch
-  a.batch_from_run = true;
-  check_config(a);
-  a.checkpoint_layers = a.n_layers;
+  finish_file_config(a);
   return a;
 }
 

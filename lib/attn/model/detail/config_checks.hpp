@@ -15,4 +15,8 @@ constexpr std::int64_t kDefaultSeqLen = 4096;
 // and the keys of args.format (config_key). Throws InputError.
 void check_config(const ModelArgs& args);
 
+// The end of reading a config from a model file (GGUF, llama2.c): the FFN size given whole, the
+// batch taken from the run, the checks above, the whole checkpoint's layers. Throws InputError.
+void finish_file_config(ModelArgs& args);
+
 }  // namespace attn
