@@ -17,6 +17,7 @@
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
+#include "attn/model/hook_names.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/observer.hpp"
 #include "attn/model/parallel.hpp"
@@ -279,21 +280,22 @@ TEST_CASE("observer: model parallel, each rank reports its own heads and the sum
     const std::string name = name_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
     CAPTURE(name);
     const std::string site = name.substr(name.rfind('.') + 1);
+    const bool per_head = site == "q" || site == "q_in" || site == "k" || site == "k_in" ||
+                          site == "v" || site == "attn_probs";
     for (int r = 0; r < 2; ++r) {
       CAPTURE(r);
       const Recorded& g = (r == 0 ? rank0 : rank1).got.at(name);
       std::vector<float> want = w.data;
-      if (site == "q") want = heads(w, 2, r * H, H);
-      if (site == "k" || site == "v") want = heads(w, 2, r * KV, KV);
+      if (site == "q" || site == "q_in") want = heads(w, 2, r * H, H);
+      if (site == "k" || site == "k_in" || site == "v") want = heads(w, 2, r * KV, KV);
       if (site == "attn_probs") want = heads(w, 1, r * H, H);
       std::vector<std::int64_t> shape = w.shape;
-      if (site == "q" || site == "k" || site == "v" || site == "attn_probs")
-        shape[site == "attn_probs" ? 1 : 2] /= 2;
+      if (per_head) shape[site == "attn_probs" ? 1 : 2] /= 2;
       CHECK(g.shape == shape);
       REQUIRE(g.data.size() == want.size());
       CHECK(test::compare(g.data.data(), want.data(), std::int64_t(want.size()), {}).failures == 0);
     }
-    if (site != "q" && site != "k" && site != "v" && site != "attn_probs")  // the summed ones
+    if (!per_head)  // the summed ones
       CHECK(same_bits(rank0.got.at(name).data, rank1.got.at(name).data));
   }
 }
@@ -402,8 +404,9 @@ TEST_CASE("observer: nothing is reported when nothing is asked, and the layer fi
   Recorder one(a.n_layers);
   one.observer.layers = {0, 1, 0};
   CHECK(same_bits(run_hidden(a, o, x, &one), plain));
-  const std::set<std::string> want = {
-      "resid_pre", "q", "k", "v", "attn_probs", "attn_out", "resid_mid", "mlp_out", "resid_post"};
+  const std::set<std::string> want = {"resid_pre", "q_in",    "k_in",       "q",
+                                      "k",         "v",       "attn_probs", "attn_out",
+                                      "resid_mid", "mlp_out", "resid_post"};
   for (const std::string call : {"prefill", "decode.1", "decode.2"}) {
     CAPTURE(call);
     CHECK(sites_of(one, call + ".1.") == want);
@@ -438,8 +441,8 @@ TEST_CASE("observer: each block type reports its sites, consistent with its outp
     Recorder rec(a.n_layers);
     CHECK(same_bits(run_hidden(a, o, x, &rec, 10), run_hidden(a, o, x, nullptr, 10)));
     CHECK(same_bits(run_hidden(a, o, x, nullptr), plain));
-    std::set<std::string> want = {"resid_pre",  "q",        "k",         "v",
-                                  "attn_probs", "attn_out", "resid_post"};
+    std::set<std::string> want = {"resid_pre", "q_in",       "k_in",     "q",         "k",
+                                  "v",         "attn_probs", "attn_out", "resid_post"};
     if (k.block != attn::Block::attention) want.insert({"resid_mid", "mlp_out"});
     const std::int64_t dim = a.dim;
     for (const std::string call : {"prefill", "decode.1", "decode.2"}) {
@@ -540,4 +543,44 @@ TEST_CASE("observer: a run keeps its attention weights through an observer, the 
   attn::observe(m2, &mine);
   attn::run(m2, x, o, [](const attn::Event&) {});
   CHECK(reported == a.n_layers * (1 + o.steps));
+}
+
+TEST_CASE("observer: sites under TransformerLens's hook names, and back") {
+  // TransformerLens's names for a Llama's hook points (HookedTransformer, GQA models).
+  const std::vector<std::pair<std::string, attn::HookPoint>> tl = {
+      {"blocks.0.hook_resid_pre", {attn::Site::resid_pre, 0}},
+      {"blocks.1.attn.hook_q", {attn::Site::q_in, 1}},
+      {"blocks.1.attn.hook_k", {attn::Site::k_in, 1}},
+      {"blocks.1.attn.hook_rot_q", {attn::Site::q, 1}},
+      {"blocks.1.attn.hook_rot_k", {attn::Site::k, 1}},
+      {"blocks.0.attn.hook_v", {attn::Site::v, 0}},
+      {"blocks.0.attn.hook_pattern", {attn::Site::attn_probs, 0}},
+      {"blocks.0.hook_attn_out", {attn::Site::attn_out, 0}},
+      {"blocks.0.hook_resid_mid", {attn::Site::resid_mid, 0}},
+      {"blocks.0.hook_mlp_out", {attn::Site::mlp_out, 0}},
+      {"blocks.1.hook_resid_post", {attn::Site::resid_post, 1}},
+      {"ln_final.hook_normalized", {attn::Site::final_norm, -1}},
+  };
+  CHECK(tl.size() == attn::kSiteCount);
+  for (const auto& [name_, point_] : tl) {
+    const std::string name = name_;
+    const attn::HookPoint point = point_;
+    CAPTURE(name);
+    CHECK(attn::parse_hook_name(name, 2) == point);
+    CHECK(attn::hook_name(point.site, point.layer) == name);
+  }
+  for (const char* bad :
+       {"blocks.2.hook_resid_pre", "blocks.-1.hook_resid_pre", "blocks.01.hook_resid_pre",
+        "blocks..hook_resid_pre", "blocks.0", "blocks.0.hook_z", "hook_resid_pre", "",
+        "blocks.0.ln_final.hook_normalized", "blocks.99999999999999999999.hook_v"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(attn::parse_hook_name(bad, 2), attn::InputError);
+  }
+  try {
+    attn::parse_hook_name("blocks.0.hook_\x1b[31m", 2);
+    FAIL("accepted");
+  } catch (const attn::InputError& e) {
+    CHECK(std::string(e.what()).find('\x1b') == std::string::npos);
+    CHECK(std::string(e.what()).find("attn.hook_pattern") != std::string::npos);
+  }
 }

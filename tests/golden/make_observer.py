@@ -16,7 +16,9 @@ Each case writes tests/golden/observer/<case>.safetensors, F32, with for every c
 c in prefill, decode.1, decode.2, decode.3 (seqlen 7 or 1, S = start_pos + seqlen keys):
 
   {c}.{l}.resid_pre    [B, seqlen, dim]            layer l's input
-  {c}.{l}.q            [B, seqlen, n_heads, D]     wq x after RoPE (x = attention_norm(h))
+  {c}.{l}.q_in         [B, seqlen, n_heads, D]     wq x before RoPE (x = attention_norm(h))
+  {c}.{l}.k_in         [B, seqlen, n_kv_heads, D]  wk x before RoPE
+  {c}.{l}.q            [B, seqlen, n_heads, D]     wq x after RoPE
   {c}.{l}.k            [B, seqlen, n_kv_heads, D]  wk x after RoPE
   {c}.{l}.v            [B, seqlen, n_kv_heads, D]  wv x
   {c}.{l}.attn_probs   [B, n_heads, seqlen, S]     softmax(q k^T / sqrt(D) + causal mask)
@@ -61,8 +63,8 @@ OUT = os.path.join(HERE, "observer")
 MODEL_DIR = os.path.join(HERE, "model")
 STEPS = 3
 NAMES = ("meta_f32", "hf_untied_f32")
-SITES = ("resid_pre", "q", "k", "v", "attn_probs", "attn_out", "resid_mid", "mlp_out",
-         "resid_post")
+SITES = ("resid_pre", "q_in", "k_in", "q", "k", "v", "attn_probs", "attn_out", "resid_mid",
+         "mlp_out", "resid_post")
 
 
 def load_case(c):
@@ -127,6 +129,7 @@ class Recorder:
             at = block.attention
             q = s[f"{l}.wq"].view(B, T, H, D)
             k = s[f"{l}.wk"].view(B, T, Hkv, D)
+            q_in, k_in = q, k
             if a.rope == "interleaved":
                 q, k_rot = apply_rotary_emb_interleaved(q, k, freqs_cis)
             else:
@@ -149,7 +152,8 @@ class Recorder:
             assert (sums - 1).abs().max().item() < tight
             for i in range(T - 1):  # causal: query i at pos+i sees keys 0..pos+i
                 assert probs[:, :, i, pos + i + 1:].abs().max().item() == 0
-            out |= {f"{l}.resid_pre": s[f"{l}.resid_pre"], f"{l}.q": q, f"{l}.k": k_cache,
+            out |= {f"{l}.resid_pre": s[f"{l}.resid_pre"], f"{l}.q_in": q_in, f"{l}.k_in": k_in,
+                    f"{l}.q": q, f"{l}.k": k_cache,
                     f"{l}.v": s[f"{l}.wv"].view(B, T, Hkv, D), f"{l}.attn_probs": probs,
                     f"{l}.attn_out": attn_out, f"{l}.resid_mid": resid_mid,
                     f"{l}.mlp_out": s[f"{l}.mlp_out"], f"{l}.resid_post": post}

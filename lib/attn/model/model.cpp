@@ -63,6 +63,8 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
                                          Projection{act.xk(), w.wk, w.bk, a.n_kv_heads * hd},
                                          Projection{act.xv(), w.wv, w.bv, a.n_kv_heads * hd}};
   linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
+  report(at, Site::q_in, act.xq(), {bsz, seqlen, a.n_heads, hd});
+  report(at, Site::k_in, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
   apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
   report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it

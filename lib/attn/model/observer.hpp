@@ -16,6 +16,8 @@ namespace attn {
 // (n_heads / K, n_kv_heads / K) and nothing is gathered.
 //
 //   resid_pre   [bsz, seqlen, dim]                   the block's input
+//   q_in        [bsz, seqlen, n_heads, head_dim]     wq x (+ bq) before RoPE
+//   k_in        [bsz, seqlen, n_kv_heads, head_dim]  wk x (+ bk) before RoPE
 //   q           [bsz, seqlen, n_heads, head_dim]     wq x after RoPE
 //   k           [bsz, seqlen, n_kv_heads, head_dim]  wk x after RoPE
 //   v           [bsz, seqlen, n_kv_heads, head_dim]  wv x
@@ -31,9 +33,9 @@ namespace attn {
 //   final_norm  [bsz, seqlen, dim]                   norm(h) of every position before the output
 //                                                    head, layer n_layers
 //
-// Every block type reports resid_pre, q, k, v, attn_probs, attn_out and resid_post; llama and
-// encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are not
-// reported). final_norm comes from forward(tokens) of a model with the head (logits_out) only.
+// Every block type reports resid_pre, q_in, k_in, q, k, v, attn_probs, attn_out and resid_post;
+// llama and encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are
+// not reported). final_norm comes from forward(tokens) of a model with the head (logits_out) only.
 // attn_out and mlp_out exist apart from the residual only when observed: the model then computes
 // them a second time into their own buffer, the residual stream keeping its own rounding, so an
 // observed run gives the same outputs bit for bit as an unobserved one.
@@ -48,12 +50,14 @@ enum class Site : std::uint8_t {
   mlp_out,
   resid_post,
   final_norm,
+  q_in,  // last, so that the bits of the sites before them did not change
+  k_in,
 };
 
-inline constexpr std::size_t kSiteCount = 10;
+inline constexpr std::size_t kSiteCount = 12;
 inline constexpr std::array<std::string_view, kSiteCount> kSiteNames = {
-    "resid_pre", "q",         "k",       "v",          "attn_probs",
-    "attn_out",  "resid_mid", "mlp_out", "resid_post", "final_norm"};
+    "resid_pre", "q",       "k",          "v",          "attn_probs", "attn_out",
+    "resid_mid", "mlp_out", "resid_post", "final_norm", "q_in",       "k_in"};
 
 constexpr std::string_view site_name(Site s) {
   return kSiteNames[std::size_t(s)];
