@@ -68,6 +68,17 @@ double median_ms(const std::vector<double>& sorted) {
 }
 
 // One weight type's figures, against the limits and against the first type run (same rounds).
+// Each thread's items and GFLOP: the pool's balance (threads that ran less had no core, or came
+// late).
+nlohmann::json work_json(const std::vector<attn::SlotWork>& work) {
+  nlohmann::json items = nlohmann::json::array(), gflop = nlohmann::json::array();
+  for (const attn::SlotWork& w : work) {
+    items.push_back(w.items);
+    gflop.push_back(double(w.flops) / 1e9);
+  }
+  return {{"items", items}, {"gflop", gflop}};
+}
+
 nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first,
                                 const MachineLimits& l) {
   const double pf_s = r.prefill_seconds, med = median_ms(r.step_ms);
@@ -89,6 +100,8 @@ nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first,
           {"decode_vs_first", median_ms(first.step_ms) / med},
           {"prefill_vs_first", first.prefill_seconds / pf_s},
           {"batched_decode", batched_json(r)},
+          {"work_per_thread",
+           {{"prefill", work_json(r.prefill_work)}, {"decode", work_json(r.decode_work)}}},
           {"compute_error", r.compute_error ? nlohmann::json{{"max_abs", r.compute_error->max_abs},
                                                              {"max_rel", r.compute_error->max_rel},
                                                              {"rms_rel", r.compute_error->rms_rel}}

@@ -19,6 +19,7 @@ using attn::Matrix;
 using attn::ModelArgs;
 using attn::read_patterns;
 using attn::sgemm_seconds;
+using attn::SlotWork;
 using attn::StreamMatrix;
 using attn::TensorSpec;
 using attn::Transformer;
@@ -88,13 +89,27 @@ void warm_up(Transformer& m, const std::vector<float>& x, std::int64_t P, std::i
 
 // One decode round of one model: a step at batch 1, a streaming read of its weights' bytes in
 // pattern `pattern`, then a step at each batch size, at the same position.
+// Runs f, adding what each of m's threads did in it to `work`.
+template <typename F>
+void count_work(const Transformer& m, std::vector<SlotWork>& work, F f) {
+  if (!m.rt.pool) return f();
+  const std::vector<SlotWork> before = m.rt.pool->work();
+  f();
+  const std::vector<SlotWork> after = m.rt.pool->work();
+  work.resize(after.size());
+  for (std::size_t s = 0; s < after.size(); ++s) {
+    work[s].items += after[s].items - before[s].items;
+    work[s].flops += after[s].flops - before[s].flops;
+  }
+}
+
 void decode_round(Transformer& m, const std::vector<float>& x, const std::vector<float>& xb,
                   const std::vector<StreamMatrix>& mats, std::int64_t pos, std::size_t pattern,
                   BenchResult& r, std::vector<double>* stream, std::vector<float>& out) {
   const std::int64_t dim = m.args.dim;
   auto t0 = Clock::now();
   const double reduced = m.allreduce_seconds;
-  forward(m, x.data() + pos * dim, 1, 1, pos, out.data());
+  count_work(m, r.decode_work, [&] { forward(m, x.data() + pos * dim, 1, 1, pos, out.data()); });
   r.step_ms.push_back(since(t0) * 1e3);
   r.decode_allreduce_seconds += m.allreduce_seconds - reduced;
   stream[pattern].push_back(stream_read_gbs(m.rt, mats, read_patterns()[pattern]));
@@ -172,7 +187,7 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
              kPrefillPasses * std::int64_t(models.size()));
       const auto t0 = Clock::now();
       const double reduced = m.allreduce_seconds;
-      forward(m, x.data(), 1, P, 0, out.data());
+      count_work(m, r.prefill_work, [&] { forward(m, x.data(), 1, P, 0, out.data()); });
       const double seconds = since(t0);
       if (pass == 0 || seconds < r.prefill_seconds) {
         r.prefill_seconds = seconds;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/kernels/pool.hpp"
 #include "attn/model/model.hpp"
 
 namespace cli {
@@ -53,6 +54,9 @@ struct BenchResult {
   // Model parallel: time in the allreduces (this rank), in the prefill and over all steps.
   double prefill_allreduce_seconds = 0, decode_allreduce_seconds = 0;
   std::optional<ComputeError> compute_error;  // BF16 weights under --compute bf16
+  // What each of the Runtime's threads ran (its pool's items and their flops): over the prefill
+  // passes, and over the decode steps of batch 1; empty with one thread.
+  std::vector<attn::SlotWork> prefill_work, decode_work;
 };
 
 double prefill_flops(const attn::ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);

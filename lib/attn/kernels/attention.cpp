@@ -1,7 +1,5 @@
 #include "attn/kernels/attention.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -101,41 +99,37 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVView& cac
   const std::int64_t chunks = (seqlen + kAttentionChunk - 1) / kAttentionChunk;
   const std::int64_t n_tasks = bsz * cache.n_kv_heads * chunks;
   const std::int64_t flops = 4 * bsz * seqlen * total * n_heads * hd;
-#pragma omp parallel num_threads(rt.threads) if (rt.worth_parallel(flops))
-  {
-    float* s = scratch + omp_get_thread_num() * kAttentionChunk * cache.max_seq_len;
-    // Later chunks see more keys: dynamic scheduling evens out the triangle.
-#pragma omp for schedule(dynamic)
-    for (std::int64_t i = 0; i < n_tasks; ++i) {
-      const Task t{i / (cache.n_kv_heads * chunks), (i / chunks) % cache.n_kv_heads,
-                   (i % chunks) * kAttentionChunk};
-      const std::int64_t rows = std::min(seqlen, t.r0 + kAttentionChunk) - t.r0;
-      const std::int64_t first_pos = start_pos + t.r0;
-      const Rows r{rows, first_pos, causal ? first_pos + rows : total, causal,
-                   mask.keep ? mask.keep + t.b * mask.ld : nullptr};
-      const float* k = cache.k + cache.offset(t.b, t.g);
-      const float* v = cache.v + cache.offset(t.b, t.g);
-      if (rows == 1) {  // decode: the group's heads together, each key read once
-        for (std::int64_t h0 = t.g * n_rep; h0 < (t.g + 1) * n_rep; h0 += kAttentionChunk) {
-          const std::int64_t n = std::min(kAttentionChunk, (t.g + 1) * n_rep - h0);
-          const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h0 * hd;
-          group_attention(rt, out + row0, xq + row0, n, k, v, hd, r, s);
-          if (probs)
-            for (std::int64_t h = h0; h < h0 + n; ++h)
-              store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total,
-                          s + (h - h0) * r.keys, 1, r.keys, total);
-        }
-        continue;
-      }
-      for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
-        const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
-        head_attention(rt, out + row0, xq + row0, k, v, ld, hd, r, s);
+  // One item per task, claimed as threads finish: later chunks see more keys, and taking tasks
+  // dynamically evens out the triangle. The scores go to the slot's own rows of the scratch.
+  rt.run(n_tasks, rt.worth_parallel(flops), [&](std::int64_t i, int slot) {
+    float* s = scratch + slot * kAttentionChunk * cache.max_seq_len;
+    const Task t{i / (cache.n_kv_heads * chunks), (i / chunks) % cache.n_kv_heads,
+                 (i % chunks) * kAttentionChunk};
+    const std::int64_t rows = std::min(seqlen, t.r0 + kAttentionChunk) - t.r0;
+    const std::int64_t first_pos = start_pos + t.r0;
+    const Rows r{rows, first_pos, causal ? first_pos + rows : total, causal,
+                 mask.keep ? mask.keep + t.b * mask.ld : nullptr};
+    const float* k = cache.k + cache.offset(t.b, t.g);
+    const float* v = cache.v + cache.offset(t.b, t.g);
+    if (rows == 1) {  // decode: the group's heads together, each key read once
+      for (std::int64_t h0 = t.g * n_rep; h0 < (t.g + 1) * n_rep; h0 += kAttentionChunk) {
+        const std::int64_t n = std::min(kAttentionChunk, (t.g + 1) * n_rep - h0);
+        const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h0 * hd;
+        group_attention(rt, out + row0, xq + row0, n, k, v, hd, r, s);
         if (probs)
-          store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total, s, rows, r.keys,
-                      total);
+          for (std::int64_t h = h0; h < h0 + n; ++h)
+            store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total,
+                        s + (h - h0) * r.keys, 1, r.keys, total);
       }
+      return;
     }
-  }
+    for (std::int64_t h = t.g * n_rep; h < (t.g + 1) * n_rep; ++h) {
+      const std::int64_t row0 = (t.b * seqlen + t.r0) * ld + h * hd;
+      head_attention(rt, out + row0, xq + row0, k, v, ld, hd, r, s);
+      if (probs)
+        store_probs(probs + ((t.b * n_heads + h) * seqlen + t.r0) * total, s, rows, r.keys, total);
+    }
+  });
 }
 
 }  // namespace attn

@@ -1,7 +1,5 @@
 #include "attn/kernels/matmul.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -13,24 +11,15 @@
 #include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/blas.hpp"
-#include "attn/kernels/detail/claims.hpp"
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/prefill_items.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/matrix.hpp"
 
 namespace attn {
 
 namespace {
-
-// Rows of w for thread t of nt, in whole blocks of `block` rows counted from row 0: each
-// thread count then makes the same sgemm calls on the same rows, and OpenBLAS's bits depend on
-// where a call's columns start and end.
-std::pair<std::int64_t, std::int64_t> slice(std::int64_t n, std::int64_t block, int t, int nt) {
-  const std::int64_t blocks = (n + block - 1) / block;
-  const std::int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
-  return {std::min(n, b0 * block), std::min(n, b1 * block)};
-}
 
 // x [K] deinterleaved for BF16 rows: in each block of 2V, the even columns, then the odd ones.
 void deinterleave(const float* x, std::int64_t K, int V, float* xd) {
@@ -172,25 +161,25 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
       for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
 }
 
-// Decode: the weights are cut into blocks of kGemvRows rows that threads take as they finish,
-// so a thread slowed by the other core's neighbours does not hold up the step at the barrier.
-void linear_rows(const Kernels& kernels, std::span<const Projection> projections, const Input& in,
-                 bool accumulate) {
+// Decode and batches: the weights are cut into blocks of kGemvRows rows, one item each, which the
+// threads claim as they finish, so a thread slowed by the other core's neighbours does not hold up
+// the step. Each output row is computed by one item, whatever ran it.
+void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
+                 const Input& in, bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
-#pragma omp for schedule(dynamic, 1)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    std::int64_t i = b;
+  rt.run(blocks, parallel, [&](std::int64_t i, int slot) -> std::int64_t {
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
-        product(kernels, p, in, i * kGemvRows, std::min(p.n, (i + 1) * kGemvRows), nullptr,
-                in.tile(omp_get_thread_num()), accumulate);
-        break;
+        const std::int64_t n0 = i * kGemvRows, n1 = std::min(p.n, n0 + kGemvRows);
+        product(*rt.kernels, p, in, n0, n1, nullptr, in.tile(slot), accumulate);
+        return 2 * in.M * in.K * (n1 - n0);
       }
       i -= nb;
     }
-  }
+    return 0;
+  });
 }
 
 // Floats of one thread's prefill scratch for inputs of K features: gemm_avx512's panels, or
@@ -205,26 +194,41 @@ std::int64_t prefill_shared_floats(const Kernels& kernels, std::int64_t M, std::
   return kernels.own_gemm ? gemm_rows_floats(M, K) : 0;
 }
 
-// Prefill on gemm_avx512, whose bits do not depend on how the rows are split: the threads take
-// the projections' rows as RowClaims hands them out, gemm blocks (kGemmNC) from the front of
-// their own stretch, panels (48 rows) from the back of another's: with static halves a thread
-// waits at libgomp's barrier whenever a neighbour slows the other's core (detail/claims.hpp).
-void prefill_claimed(const Kernels& kernels, std::span<const Projection> projections,
-                     const Input& in, float* scratch, bool accumulate, int threads) {
-  std::array<std::int64_t, RowClaims::kMaxProjections + 1> bounds{};
-  const std::size_t n_bounds = projections.size() + 1;
-  if (n_bounds > bounds.size()) throw std::logic_error("linear: over 8 projections in one call");
-  for (std::size_t i = 0; i < projections.size(); ++i) bounds[i + 1] = bounds[i] + projections[i].n;
-  RowClaims claims({bounds.data(), n_bounds}, threads, kGemmNC, kGemmSteal);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    float* own =
-        scratch + prefill_shared_floats(kernels, in.M, in.K) + t * prefill_floats(kernels, in.K);
-    for (RowBlock b = claims.next(t); b.end > b.begin; b = claims.next(t))
-      product(kernels, projections[b.part], in, b.begin - bounds[b.part], b.end - bounds[b.part],
-              own, in.tile(t), accumulate);
-  }
+// Prefill: the items of PrefillItems, each on the thread's own scratch. gemm_avx512's bits do not
+// depend on the cut; OpenBLAS's do (where a call's columns start and end), so on OpenBLAS the
+// blocks are prefill_product's own (widen_rows(K) rows from each projection's row 0) and x's rows
+// are never cut: every thread count makes the same sgemm calls.
+void prefill(const Runtime& rt, bool parallel, std::span<const Projection> projections,
+             const Input& in, float* scratch, bool accumulate) {
+  const Kernels& kernels = *rt.kernels;
+  const bool own = kernels.own_gemm;
+  // Only products that reach gemm_avx512 directly take a cut of x's rows: the compute-bf16 GEMM
+  // reads x rounded row by row, and a quantized tile would be widened once per chunk.
+  bool plain = own;
+  for (const Projection& p : projections)
+    plain = plain && !is_blocks(p.w.type) && !(in.xb && p.w.type == WeightType::bf16);
+  const int threads = parallel ? rt.threads : 1;
+  const PrefillItems items =
+      own ? PrefillItems(projections, in.M, threads, kGemmNC, kGemmSteal, plain)
+          : PrefillItems(projections, in.M, 1, widen_rows(in.K), widen_rows(in.K), false);
+  const std::int64_t shared = prefill_shared_floats(kernels, in.M, in.K);
+  rt.run(items.count(), parallel, [&](std::int64_t i, int slot) -> std::int64_t {
+    const PrefillBlock b = items.at(i, projections);
+    // F32 weights on OpenBLAS need no scratch: it may be null, and null + offset is UB.
+    float* mine = scratch ? scratch + shared + slot * prefill_floats(kernels, in.K) : nullptr;
+    const Projection& p = projections[b.part];
+    if (b.m0 == 0 && b.m1 == in.M) {
+      product(kernels, p, in, b.n0, b.n1, mine, in.tile(slot), accumulate);
+    } else {  // rows m0..m1 of x: their panels in xg, their rows of out
+      Input rows = in;
+      rows.M = b.m1 - b.m0;
+      rows.x = in.x + b.m0 * in.K;
+      rows.xg = in.xg + b.m0 * in.K;
+      const Projection part{p.out + b.m0 * p.n, p.w, p.bias, p.n};
+      product(kernels, part, rows, b.n0, b.n1, mine, in.tile(slot), accumulate);
+    }
+    return 2 * (b.m1 - b.m0) * in.K * (b.n1 - b.n0);
+  });
 }
 
 }  // namespace
@@ -327,25 +331,8 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   }
   // Waking a second thread costs microseconds, more than a small product takes.
   const bool parallel = rt.worth_parallel(flops);
-  if (M > kBatchRows && kernels.own_gemm)
-    return prefill_claimed(kernels, projections, in, scratch, accumulate,
-                           parallel ? rt.threads : 1);
-#pragma omp parallel num_threads(rt.threads) if (parallel)
-  {
-    if (M <= kBatchRows) {
-      linear_rows(kernels, projections, in, accumulate);
-    } else {
-      // Prefill on OpenBLAS: one share per thread and projection, in the blocks of rows
-      // prefill_product calls sgemm on, wherever the threads' shares meet.
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      // F32 weights on OpenBLAS need no scratch: it may be null, and null + offset is UB.
-      float* own = scratch ? scratch + t * prefill_floats(kernels, K) : nullptr;
-      for (const Projection& p : projections) {
-        auto [n0, n1] = slice(p.n, widen_rows(K), t, nt);
-        product(kernels, p, in, n0, n1, own, in.tile(t), accumulate);
-      }
-    }
-  }
+  if (M <= kBatchRows) return linear_rows(rt, parallel, projections, in, accumulate);
+  prefill(rt, parallel, projections, in, scratch, accumulate);
 }
 
 void group_scores(const Runtime& rt, const float* q, std::int64_t n, const float* k,
@@ -383,17 +370,20 @@ namespace attn {
 std::string matmul_path(const Runtime& rt) {
   const std::string prefill =
       rt.kernels->own_gemm
-          ? "own AVX-512 GEMM (8 x 48 tiles, x in 8-row panels, weights packed per "
-            "block) on each thread's half of the rows, the other's tail taken over"
-          : "single-threaded OpenBLAS sgemm on row halves";
+          ? "own AVX-512 GEMM (8 x 48 tiles, x in 8-row panels, weights packed per block) on "
+            "192-feature blocks, 48-feature ones at the end, x's rows cut too when the blocks are "
+            "few"
+          : "single-threaded OpenBLAS sgemm on fixed blocks of rows";
   const std::int64_t from = rt.kernels->lanes_from;
   const std::string lanes = from <= kBatchRows ? ", from M = " + std::to_string(from) +
                                                      " with the rows in vector lanes, summed as "
                                                      "the GEMM sums"
                                                : "";
-  return "OpenMP threads: " + prefill + " (M > " + std::to_string(kBatchRows) + "), own " +
-         rt.kernels->name + " kernels on 64-row blocks taken dynamically (M = 1: gemv; M = 2.." +
-         std::to_string(kBatchRows) + ": each weight read once for all rows" + lanes + ")";
+  return "pool of " + std::to_string(rt.threads) +
+         " threads, items claimed as they finish: " + prefill + " (M > " +
+         std::to_string(kBatchRows) + "), own " + rt.kernels->name +
+         " kernels on 64-row blocks (M = 1: gemv; M = 2.." + std::to_string(kBatchRows) +
+         ": each weight read once for all rows" + lanes + ")";
 }
 
 }  // namespace attn

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include <omp.h>
-
 namespace attn {
 
 namespace {
@@ -14,20 +12,39 @@ namespace {
 // by default regions of more than 2^16 elements run on every thread.
 constexpr std::int64_t kElementFlops = 16;
 
+// Items per thread for element-wise work: enough that a thread slowed by a neighbour leaves the
+// others only a small share to wait on.
+constexpr std::int64_t kItemsPerThread = 4;
+
+// f(i0, i1) over [0, n) in items of whole `align` steps: one item when not `parallel`, else up to
+// kItemsPerThread per thread. The results do not depend on the cut: every element is computed
+// alone, and item edges on multiples of `align` keep the vector kernels' tails where they were.
+template <typename F>
+void ranges(const Runtime& rt, bool parallel, std::int64_t n, std::int64_t align, F f) {
+  const std::int64_t steps = (n + align - 1) / align;
+  const std::int64_t items =
+      parallel ? std::min(steps, kItemsPerThread * std::int64_t(rt.threads)) : 1;
+  rt.run(items, parallel, [&](std::int64_t i, int) {
+    f(std::min(n, steps * i / items * align), std::min(n, steps * (i + 1) / items * align));
+  });
+}
+
 }  // namespace
 
 void rmsnorm(const Runtime& rt, float* out, const float* x, const float* weight, std::int64_t rows,
              std::int64_t dim, float eps) {
-#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(rows * dim * kElementFlops))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* o = out + r * dim;
-    // The sum of squares in double keeps the norm exact to f32 rounding at large dim.
-    double ss = 0;
-    for (std::int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
-    const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
-    for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
-  }
+  ranges(rt, rt.worth_parallel(rows * dim * kElementFlops), rows, 1,
+         [&](std::int64_t r0, std::int64_t r1) {
+           for (std::int64_t r = r0; r < r1; ++r) {
+             const float* xr = x + r * dim;
+             float* o = out + r * dim;
+             // The sum of squares in double keeps the norm exact to f32 rounding at large dim.
+             double ss = 0;
+             for (std::int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+             const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
+             for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+           }
+         });
 }
 
 namespace {
@@ -48,18 +65,21 @@ double scaled_frequency(double freq, const RopeScaling& s) {
 
 void layernorm(const Runtime& rt, float* out, const float* x, const float* weight,
                const float* bias, std::int64_t rows, std::int64_t dim, float eps) {
-#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(rows * dim * kElementFlops))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* o = out + r * dim;
-    // Mean and variance in double, in two passes: no cancellation at large dim or offset.
-    double mean = 0, var = 0;
-    for (std::int64_t i = 0; i < dim; ++i) mean += xr[i];
-    mean /= double(dim);
-    for (std::int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
-    for (std::int64_t i = 0; i < dim; ++i) o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
-  }
+  ranges(rt, rt.worth_parallel(rows * dim * kElementFlops), rows, 1,
+         [&](std::int64_t r0, std::int64_t r1) {
+           for (std::int64_t r = r0; r < r1; ++r) {
+             const float* xr = x + r * dim;
+             float* o = out + r * dim;
+             // Mean and variance in double, in two passes: no cancellation at large dim or offset.
+             double mean = 0, var = 0;
+             for (std::int64_t i = 0; i < dim; ++i) mean += xr[i];
+             mean /= double(dim);
+             for (std::int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+             const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
+             for (std::int64_t i = 0; i < dim; ++i)
+               o[i] = float((xr[i] - mean) * inv) * weight[i] + bias[i];
+           }
+         });
 }
 
 // An element of exp or erf work counted as this many flops against Runtime::parallel_flops: one
@@ -72,9 +92,11 @@ void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
     return;
   }
-#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(n * kTranscendentalFlops))
-  for (std::int64_t i = 0; i < n; ++i)
-    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+  ranges(rt, rt.worth_parallel(n * kTranscendentalFlops), n, 16,
+         [&](std::int64_t i0, std::int64_t i1) {
+           for (std::int64_t i = i0; i < i1; ++i)
+             x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+         });
 }
 
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
@@ -126,14 +148,14 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
                 std::int64_t seqlen, std::int64_t n_heads, std::int64_t start_pos) {
   if (rope.layout == Rope::none) return;
   const std::int64_t hd = rope.head_dim, half = hd / 2;
-#pragma omp parallel for collapse(2) \
-    num_threads(rt.threads) if (rt.worth_parallel(bsz * seqlen * n_heads * hd * kElementFlops))
-  for (std::int64_t b = 0; b < bsz; ++b)
-    for (std::int64_t t = 0; t < seqlen; ++t) {
-      const float* cs = rope.cos_sin.data() + (start_pos + t) * half * 2;
-      float* row = x + (b * seqlen + t) * n_heads * hd;
-      for (std::int64_t h = 0; h < n_heads; ++h) rotate(rope.layout, row + h * hd, cs, half);
-    }
+  ranges(rt, rt.worth_parallel(bsz * seqlen * n_heads * hd * kElementFlops), bsz * seqlen, 1,
+         [&](std::int64_t r0, std::int64_t r1) {
+           for (std::int64_t r = r0; r < r1; ++r) {  // row r: batch r / seqlen, position r % seqlen
+             const float* cs = rope.cos_sin.data() + (start_pos + r % seqlen) * half * 2;
+             float* row = x + r * n_heads * hd;
+             for (std::int64_t h = 0; h < n_heads; ++h) rotate(rope.layout, row + h * hd, cs, half);
+           }
+         });
 }
 
 void softmax_masked(const Runtime& rt, float* x, std::int64_t n, std::int64_t len) {
@@ -141,13 +163,8 @@ void softmax_masked(const Runtime& rt, float* x, std::int64_t n, std::int64_t le
 }
 
 void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
-  if (!rt.worth_parallel(n * kTranscendentalFlops)) return rt.kernels->swiglu(h1, h3, n);
-#pragma omp parallel num_threads(rt.threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
-    rt.kernels->swiglu(h1 + i0, h3 + i0, i1 - i0);
-  }
+  ranges(rt, rt.worth_parallel(n * kTranscendentalFlops), n, 64,
+         [&](std::int64_t i0, std::int64_t i1) { rt.kernels->swiglu(h1 + i0, h3 + i0, i1 - i0); });
 }
 
 }  // namespace attn

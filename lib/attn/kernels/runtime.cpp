@@ -14,6 +14,7 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
                      Compute compute) {
   Runtime rt;
   rt.threads = threads < 1 ? cores() : threads;
+  if (rt.threads > 1) rt.pool = std::make_shared<Pool>(rt.threads);
   rt.parallel_flops = parallel_flops;
   rt.kernels = kernels.empty() ? &best_kernels() : find_kernels(kernels);
   if (!rt.kernels)

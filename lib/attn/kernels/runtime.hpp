@@ -5,9 +5,11 @@
 // per thread, packed rows) is sized from it: a model cannot run with a thread count its buffers
 // were not made for, and nothing here is process-wide.
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "attn/kernels/kernels.hpp"
+#include "attn/kernels/pool.hpp"
 
 namespace attn {
 
@@ -29,14 +31,27 @@ struct Runtime {
   // compute bf16's kernels: vdpbf16ps (make_runtime), or their emulation (tests only).
   const Bf16Dot* bf16_dot = nullptr;
 
+  // The threads (threads - 1 workers beside the caller), shared by the copies of this Runtime;
+  // null with one thread.
+  std::shared_ptr<Pool> pool;
+
   bool worth_parallel(std::int64_t flops) const { return threads > 1 && flops > parallel_flops; }
+
+  // item(i, slot) for each i in [0, n): on the pool when `parallel`, else on the calling thread
+  // (slot: Pool::current_slot()). An item's per-thread scratch is the slot's, 0 <= slot < threads.
+  template <typename F>
+  void run(std::int64_t n, bool parallel, F&& item) const {
+    if (parallel && pool) return pool->run(n, item);
+    const int slot = Pool::current_slot();
+    for (std::int64_t i = 0; i < n; ++i) item(i, slot);
+  }
 };
 
 // threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
 // throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16 or with a kernel set
 // other than avx512. OpenBLAS runs one thread per call (detail/blas.hpp pins it when it is
-// opened): OpenMP owns the cores, and two spinning pools on the same cores cost milliseconds per
-// hand-over.
+// opened): the pool owns the cores, and two spinning pools on the same cores cost milliseconds
+// per hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
                      std::string_view kernels = "", Compute compute = Compute::f32);
 

@@ -22,7 +22,7 @@ inline constexpr std::int64_t kGemmMR = 8;
 // Column pairs per chunk of the compute-bf16 GEMM (bf16_dot.hpp): its own blocking, chosen for
 // that GEMM alone and kept apart from kGemmKC (docs/perf/prefill-gemm.md).
 inline constexpr std::int64_t kGemmPairsKC = 256;
-// Rows a thread takes at a time from another's share (claims.hpp): one panel of 48 features.
+// Features of the small items that end a prefill product (matmul.cpp): one panel of 48.
 inline constexpr std::int64_t kGemmSteal = 48;
 
 // Floats of one thread's panel buffer (either GEMM's).

@@ -1,0 +1,189 @@
+#include "attn/kernels/pool.hpp"
+
+#include <chrono>
+#include <system_error>
+
+namespace attn {
+
+namespace {
+
+thread_local int tls_slot = 0;
+
+// A worker spins this long after its last item for the next job before it sleeps: the products of
+// a decode step follow each other within microseconds, and a futex wake costs a few. Past the
+// first microseconds the spin yields, so that on a core shared with the caller (a busy machine)
+// the caller runs instead (docs/perf/pool.md).
+constexpr std::int64_t kWorkerSpinNs = 50'000;
+// The caller spins this long for the items running workers still hold, then sleeps until the last
+// one ends.
+constexpr std::int64_t kCallerSpinNs = 20'000;
+constexpr std::int64_t kPauseOnlyNs = 2'000;
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins (pause, then yield) until done() or ns nanoseconds have passed; done()'s last value.
+template <typename Done>
+bool spin_until(Done done, std::int64_t ns) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  for (std::int64_t i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 32 == 0) {
+      const std::int64_t spent =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+      if (spent > ns) return false;
+      if (spent > kPauseOnlyNs) std::this_thread::yield();
+    }
+    cpu_relax();
+  }
+}
+
+constexpr int kIndexBits = 24;
+constexpr std::uint64_t kIndexMask = (std::uint64_t(1) << kIndexBits) - 1;
+
+std::uint64_t pack(std::uint64_t gen, std::uint64_t n, std::uint64_t next) {
+  return (gen & 0xFFFF) << (2 * kIndexBits) | n << kIndexBits | next;
+}
+
+}  // namespace
+
+Pool::Pool(int slots, bool start_workers)
+    : slots_(slots < 1 ? 1 : slots),
+      start_workers_(start_workers),
+      work_(std::make_unique<Counter[]>(std::size_t(slots_))) {}
+
+Pool::~Pool() {
+  stop_.store(true);
+  gen_.fetch_add(1);
+  gen_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+int Pool::current_slot() {
+  return tls_slot;
+}
+
+std::vector<SlotWork> Pool::work() const {
+  std::vector<SlotWork> out(static_cast<std::size_t>(slots_));
+  for (int s = 0; s < slots_; ++s)
+    out[std::size_t(s)] = {work_[std::size_t(s)].items.load(std::memory_order_relaxed),
+                           work_[std::size_t(s)].flops.load(std::memory_order_relaxed)};
+  return out;
+}
+
+void Pool::reset_work() {
+  for (int s = 0; s < slots_; ++s) {
+    work_[std::size_t(s)].items.store(0, std::memory_order_relaxed);
+    work_[std::size_t(s)].flops.store(0, std::memory_order_relaxed);
+  }
+}
+
+// The workers start at the first job and the caller does not wait for them: a job that begins
+// before they run is the caller's alone. A worker that cannot be created is done without.
+void Pool::start() {
+  started_ = true;
+  if (!start_workers_) return;
+  threads_.reserve(std::size_t(slots_ - 1));
+  for (int s = 1; s < slots_; ++s) {
+    try {
+      threads_.emplace_back([this, s] { worker(s); });
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+}
+
+void Pool::worker(int slot) {
+  tls_slot = slot;
+  std::uint32_t seen = gen_.load(std::memory_order_acquire);
+  for (;;) {
+    // stop_ too: a worker that starts after the destructor moved gen_ on has it as `seen`.
+    auto ready = [&] { return gen_.load(std::memory_order_acquire) != seen || stop_.load(); };
+    if (!spin_until(ready, kWorkerSpinNs)) {
+      sleepers_.fetch_add(1);
+      while (gen_.load() == seen && !stop_.load()) gen_.wait(seen);
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = gen_.load(std::memory_order_acquire);
+    take(slot);
+  }
+}
+
+void Pool::take(int slot) {
+  Counter& work = work_[std::size_t(slot)];
+  for (;;) {
+    std::uint64_t s = claim_.load(std::memory_order_acquire);
+    std::uint64_t n, i;
+    do {
+      n = (s >> kIndexBits) & kIndexMask;
+      i = s & kIndexMask;
+      if (i >= n) return;
+    } while (!claim_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                           std::memory_order_acquire));
+    // Item i is ours: the job cannot end before it is counted finished, so its function and
+    // context (stored before the claim word was published) are still the ones we read.
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        const std::int64_t flops = fn_.load(std::memory_order_relaxed)(
+            ctx_.load(std::memory_order_relaxed), std::int64_t(i), slot);
+        work.items.fetch_add(1, std::memory_order_relaxed);
+        work.flops.fetch_add(flops, std::memory_order_relaxed);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (finished_.fetch_add(1) + 1 == n && caller_sleeps_.load()) finished_.notify_one();
+  }
+}
+
+void Pool::run_inline(std::int64_t n, ItemFn fn, void* ctx) {
+  const int slot = tls_slot < slots_ ? tls_slot : 0;  // a worker of another pool counts as 0
+  Counter& work = work_[std::size_t(slot)];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t flops = fn(ctx, i, slot);
+    work.items.fetch_add(1, std::memory_order_relaxed);
+    work.flops.fetch_add(flops, std::memory_order_relaxed);
+  }
+}
+
+void Pool::run_items(std::int64_t n, ItemFn fn, void* ctx) {
+  if (n <= 0) return;
+  if (n == 1 || slots_ == 1 || n > kMaxItems || busy_.exchange(true, std::memory_order_acquire))
+    return run_inline(n, fn, ctx);
+  if (!started_) start();
+  failed_.store(false, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  fn_.store(fn, std::memory_order_relaxed);
+  ctx_.store(ctx, std::memory_order_relaxed);
+  const std::uint64_t gen = (claim_.load(std::memory_order_relaxed) >> (2 * kIndexBits)) + 1;
+  claim_.store(pack(gen, std::uint64_t(n), 0));  // publishes the job: workers may claim from here
+  gen_.fetch_add(1);
+  if (sleepers_.load() > 0) gen_.notify_all();
+  const int outer = std::exchange(tls_slot, 0);  // the caller is slot 0 (it may be another pool's worker)
+  take(0);
+  tls_slot = outer;
+  // Every item is claimed; wait for the ones running workers hold.
+  const std::uint32_t all = std::uint32_t(n);
+  auto done = [&] { return finished_.load(std::memory_order_acquire) == all; };
+  if (!spin_until(done, kCallerSpinNs)) {
+    caller_sleeps_.store(true);
+    for (std::uint32_t f; (f = finished_.load()) != all;) finished_.wait(f);
+    caller_sleeps_.store(false);
+  }
+  std::exception_ptr error;
+  if (failed_.load(std::memory_order_relaxed)) {
+    const std::lock_guard<std::mutex> lock(error_mutex_);
+    error = std::exchange(error_, nullptr);
+  }
+  busy_.store(false, std::memory_order_release);
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace attn
