@@ -92,16 +92,17 @@ void add_linear_blocks(std::vector<Case>& out, const attn::WeightTypeTraits& t) 
   for (const Shape& s : decode)
     for (std::int64_t M : decode_rows)
       for (const std::string& set : sets())
-        for (int threads : {1, 2})
-          out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
-                         M % 2 == 1, M % 3 == 0});
+        for (int threads : {1, 2, 16})
+          if (threads != 16 || M == 1 || M == 17)
+            out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
+                           M % 2 == 1, M % 3 == 0});
   const Shape prefill[] = {{1, B},   {47, 2 * B},  {48, 3 * B},  {49, B},   {192, 2 * B},
                            {193, B}, {400, 3 * B}, {100, 11008}, {47, 4608}};
   for (const Shape& s : prefill)
     for (std::int64_t M : {33, 40, 64})
       for (const std::string& set : sets())
-        for (int threads : {1, 2})
-          if (threads == 1 || M != 40)
+        for (int threads : {1, 2, 16})  // 16 on 2 cores: x's rows cut too (prefill_items.hpp)
+          if (threads == 1 || (threads == 2 && M != 40) || (M == 64 && s.n >= 193))
             out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
                            (M + s.n) % 2 == 1, (M + s.n) % 2 == 1});
 }
@@ -132,9 +133,10 @@ void add_linear(std::vector<Case>& out) {
     for (const Shape& s : decode)
       for (std::int64_t M : decode_rows)
         for (const std::string& set : sets())
-          for (int threads : {1, 2})
-            out.push_back({Op::linear, t.type, set, M, s.n, s.K, stride_for(s.n, s.K, 3), threads,
-                           M % 2 == 1, M % 3 == 0});
+          for (int threads : {1, 2, 16})  // 16 on 2 cores: more blocks than threads or fewer
+            if (threads != 16 || M == 1 || M == 17)
+              out.push_back({Op::linear, t.type, set, M, s.n, s.K, stride_for(s.n, s.K, 3), threads,
+                             M % 2 == 1, M % 3 == 0});
     for (const Shape& s : gemv)
       for (std::int64_t M : {1, 2})
         for (const std::string& set : sets())
@@ -145,8 +147,10 @@ void add_linear(std::vector<Case>& out) {
       for (std::int64_t n : features)
         for (std::int64_t M : prefill_rows)
           for (const std::string& set : sets())
-            for (int threads : {1, 2})
-              if (threads == 1 || M == 33 || M == 64)  // the GEMM's bits do not depend on the split
+            for (int threads : {1, 2, 16})  // the GEMM's bits do not depend on the split; 16 on
+              // 2 cores (a few shapes: each case starts its threads) cuts x's rows too
+              if (threads == 1 || (threads == 2 && (M == 33 || M == 64)) ||
+                  (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400)))
                 out.push_back({Op::linear, t.type, set, M, n, K, stride_for(n, K, 3), threads,
                                (M + n) % 2 == 1, (M + n) % 2 == 1});
   }

@@ -218,7 +218,7 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   a.dim = 130 * 3;  // head_dim 3
   const std::int64_t hd = 3, keys = 5;
   attn::KVCache c = attn::make_kv_cache(a);
-  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 2)));
+  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 16)));
   std::vector<float> xk(std::size_t(keys * hd)), xv(xk.size()), xq(std::size_t(a.dim));
   for (std::size_t i = 0; i < xk.size(); ++i) {
     xk[i] = float(std::sin(0.7 * double(i)));
@@ -227,7 +227,7 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   for (std::size_t i = 0; i < xq.size(); ++i) xq[i] = float(std::sin(1.3 * double(i) + 0.2));
   attn::store_kv(c, 0, xk.data(), xv.data(), 1, keys, 0);
   std::vector<float> out(xq.size()), probs(std::size_t(a.n_heads * keys));
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 16}) {  // 16 on 2 cores: more threads than KV heads
     attn::Runtime rt = attn::make_runtime(threads, 0);
     attn::attention(rt, out.data(), xq.data(), c.layer(0), a.n_heads, 1, 1, keys - 1,
                     scratch.data(), {}, probs.data());

@@ -180,7 +180,7 @@ TEST_CASE("PrefillItems: every output once, inside its projection, small blocks 
         for (bool cut : {false, true}) check_items(ns, M, threads, cut);
 }
 
-TEST_CASE("PrefillItems: enough items for 16 threads; on 2 threads x's rows stay whole") {
+TEST_CASE("PrefillItems: enough items for 16 threads, and on 2 threads x's rows stay whole") {
   // The 8B layer's q, k, v at 512 positions: 34 feature blocks, too few for 16 threads at 4 each.
   const attn::PrefillItems sixteen = check_items({4096, 1024, 1024}, 512, 16, true);
   CHECK(sixteen.m_chunks > 1);

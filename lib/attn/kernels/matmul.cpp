@@ -53,11 +53,11 @@ const float* pack_rows(const float* x, std::int64_t M, std::int64_t K, float* ou
 // differently when the columns are split differently).
 void prefill_product(const Kernels& kernels, const Projection& p, const float* x, const float* xg,
                      std::int64_t M, std::int64_t K, std::int64_t n0, std::int64_t n1,
-                     float* scratch, bool accumulate) {
+                     float* scratch, bool accumulate, std::int64_t m0 = 0) {
   const std::int64_t ldw = p.w.stride(K), rows = widen_rows(K);
-  if (kernels.own_gemm)
-    return gemm_avx512(p.w.at(n0 * ldw), ldw, xg, M, K, p.out + n0, p.n, n1 - n0, accumulate,
-                       scratch);
+  if (kernels.own_gemm)  // xg: rows m0.. of x, into rows m0.. of out
+    return gemm_avx512(p.w.at(n0 * ldw), ldw, xg, M, K, p.out + m0 * p.n + n0, p.n, n1 - n0,
+                       accumulate, scratch);
   const TypedKernels& k = kernels.typed(p.w.type);
   for (std::int64_t b0 = n0; b0 < n1; b0 += rows) {
     const std::int64_t nb = std::min(rows, n1 - b0);
@@ -219,13 +219,13 @@ void prefill(const Runtime& rt, bool parallel, std::span<const Projection> proje
     const Projection& p = projections[b.part];
     if (b.m0 == 0 && b.m1 == in.M) {
       product(kernels, p, in, b.n0, b.n1, mine, in.tile(slot), accumulate);
-    } else {  // rows m0..m1 of x: their panels in xg, their rows of out
-      Input rows = in;
-      rows.M = b.m1 - b.m0;
-      rows.x = in.x + b.m0 * in.K;
-      rows.xg = in.xg + b.m0 * in.K;
-      const Projection part{p.out + b.m0 * p.n, p.w, p.bias, p.n};
-      product(kernels, part, rows, b.n0, b.n1, mine, in.tile(slot), accumulate);
+    } else {  // rows m0..m1 of x (their panels in xg) on gemm_avx512 itself: product() would
+              // take a few rows for a decode batch
+      prefill_product(kernels, p, nullptr, in.xg + b.m0 * in.K, b.m1 - b.m0, in.K, b.n0, b.n1, mine,
+                      accumulate, b.m0);
+      if (p.bias)
+        for (std::int64_t m = b.m0; m < b.m1; ++m)
+          for (std::int64_t j = b.n0; j < b.n1; ++j) p.out[m * p.n + j] += p.bias[j];
     }
     return 2 * (b.m1 - b.m0) * in.K * (b.n1 - b.n0);
   });
