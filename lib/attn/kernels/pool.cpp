@@ -166,7 +166,8 @@ void Pool::run_items(std::int64_t n, ItemFn fn, void* ctx) {
   claim_.store(pack(gen, std::uint64_t(n), 0));  // publishes the job: workers may claim from here
   gen_.fetch_add(1);
   if (sleepers_.load() > 0) gen_.notify_all();
-  const int outer = std::exchange(tls_slot, 0);  // the caller is slot 0 (it may be another pool's worker)
+  const int outer =
+      std::exchange(tls_slot, 0);  // the caller is slot 0 (it may be another pool's worker)
   take(0);
   tls_slot = outer;
   // Every item is claimed; wait for the ones running workers hold.
