@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "attn/engine/lens.hpp"
 #include "attn/model/parallel.hpp"
 
 namespace cli {
@@ -84,15 +85,10 @@ void print_summary_text(std::ostream& os, const Summary& s) {
 }
 
 json top_logits(const float* logits, std::int64_t vocab, int n) {
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(vocab));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
-  const std::size_t k = std::min<std::size_t>(std::size_t(n), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
-                    [&](std::int32_t a, std::int32_t b) {
-                      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-                    });
+  std::vector<attn::TopLogit> best(std::size_t(std::clamp<std::int64_t>(n, 0, vocab)));
+  attn::top_logits(logits, vocab, int(best.size()), best.data());
   json top = json::array();
-  for (std::size_t i = 0; i < k; ++i) top.push_back({{"id", ids[i]}, {"logit", logits[ids[i]]}});
+  for (const attn::TopLogit& t : best) top.push_back({{"id", t.id}, {"logit", t.logit}});
   return top;
 }
 
