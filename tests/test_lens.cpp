@@ -182,3 +182,84 @@ TEST_CASE("lens: refusals name the setting, before any work") {
   m.args.vocab_size = 0;
   CHECK(setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
 }
+
+TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch reference") {
+  for (const nlohmann::json& c : read_json(test::golden_dir() / "lens" / "cases.json")) {
+    const std::string name = c["name"];
+    const fs::path dir = test::model_dir(name);
+    attn::ModelArgs a = attn::load_config(dir / "config.json");
+    a.tokens_in = a.logits_out = true;
+    const std::vector<std::int32_t> tokens =
+        test::i32_tensor(dir / "expected.safetensors", "tokens");
+    const std::vector<std::int32_t> greedy =
+        test::i32_tensor(dir / "expected.safetensors", "greedy");
+    const std::int64_t steps = c["steps"];
+    const int K = c["k"];
+    const test::Tolerance tol{c["tolerance"]["rtol"], c["tolerance"]["atol"]};
+    const attn::SafetensorsFile expected =
+        attn::open_safetensors(test::golden_dir() / "lens" / (name + ".safetensors"));
+    const std::int64_t bsz = expected.info("prefill.0.top_ids").shape[0];
+    const std::int64_t T = std::int64_t(tokens.size()) / bsz, V = a.vocab_size;
+    const std::int64_t G = std::int64_t(greedy.size()) / bsz;
+    for (const int threads : {1, 2}) {
+      CAPTURE(name);
+      CAPTURE(threads);
+      attn::Transformer m = attn::make_transformer(
+          a, attn::load_weights(a, golden_weights(name)), bsz * T,
+          attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
+      attn::LogitLens lens = attn::make_logit_lens(m, K, /*keep_logits=*/true);
+      const attn::Observer obs = attn::lens_observer(lens, m);
+      attn::observe(m, &obs);
+      std::vector<float> logits(std::size_t(bsz * T * V));
+      std::int64_t ids_checked = 0, ids_skipped = 0;
+      for (std::int64_t i = 0; i <= steps; ++i) {
+        const std::string call = i == 0 ? "prefill" : "decode." + std::to_string(i);
+        if (i == 0) {
+          attn::forward(m, tokens.data(), bsz, T, 0, logits.data(), true);
+        } else {
+          std::vector<std::int32_t> next;
+          for (std::int64_t b = 0; b < bsz; ++b) next.push_back(greedy[std::size_t(b * G + i - 1)]);
+          attn::forward(m, next.data(), bsz, 1, T + i - 1, logits.data());
+        }
+        const std::int64_t rows = bsz * lens.seqlen;
+        for (std::int64_t l = 0; l < a.n_layers; ++l) {
+          const std::string p = call + "." + std::to_string(l);
+          INFO(p);
+          std::vector<float> s1, s2;
+          const float* ref_logits = attn::tensor_as_f32(expected, p + ".top_logits", s1);
+          const std::vector<std::int32_t> ref_ids = test::i32_tensor(
+              test::golden_dir() / "lens" / (name + ".safetensors"), p + ".top_ids");
+          REQUIRE(std::int64_t(ref_ids.size()) == rows * (K + 1));
+          if (expected.header.tensors.count(p + ".logits")) {
+            const test::Diff d =
+                test::compare(attn::lens_logits(lens, l),
+                              attn::tensor_as_f32(expected, p + ".logits", s2), rows * V, tol);
+            CHECK_MESSAGE(d.failures == 0, "worst ratio " << d.worst_ratio);
+          }
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const attn::TopLogit* got = attn::lens_top(lens, l, r / lens.seqlen, r % lens.seqlen);
+            const float* e = ref_logits + r * (K + 1);
+            const std::int32_t* ids = ref_ids.data() + r * (K + 1);
+            auto apart = [&](int j) {  // the reference's j-th and (j+1)-th further than the error
+              return double(e[j]) - double(e[j + 1]) >
+                     2 * (tol.atol + tol.rtol * std::fabs(double(e[j])));
+            };
+            for (int j = 0; j < K; ++j) {
+              // The j-th highest value moves by at most the error, however the ids swap.
+              CHECK(test::compare(&got[j].logit, &e[j], 1, tol).failures == 0);
+              if (apart(j) && (j == 0 || apart(j - 1))) {
+                CHECK(got[j].id == ids[j]);
+                ++ids_checked;
+              } else {
+                ++ids_skipped;
+              }
+            }
+          }
+        }
+      }
+      // The models' lenses are not flat: most ranks are decided.
+      CHECK(ids_checked > 4 * ids_skipped);
+      attn::observe(m, nullptr);
+    }
+  }
+}
