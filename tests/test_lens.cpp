@@ -263,3 +263,170 @@ TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch refer
     }
   }
 }
+
+namespace {
+
+std::vector<nlohmann::json> events_of(const std::string& out, const std::string& event) {
+  std::vector<nlohmann::json> ev;
+  std::size_t at = 0;
+  while (at < out.size()) {
+    const std::size_t end = out.find('\n', at);
+    const nlohmann::json j = nlohmann::json::parse(out.substr(at, end - at));
+    if (j.at("event") == event) ev.push_back(j);
+    at = end == std::string::npos ? out.size() : end + 1;
+  }
+  return ev;
+}
+
+std::string q(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
+
+// A lens event's top [batch row][position] against logits [B, positions, V], bit for bit: the
+// ids of a sort and the logits' own floats.
+void check_top(const nlohmann::json& top, const float* logits, std::int64_t B,
+               std::int64_t positions, std::int64_t V, int k) {
+  REQUIRE(std::int64_t(top.size()) == B);
+  for (std::int64_t b = 0; b < B; ++b) {
+    REQUIRE(std::int64_t(top[std::size_t(b)].size()) == positions);
+    for (std::int64_t t = 0; t < positions; ++t) {
+      const float* row = logits + (b * positions + t) * V;
+      const std::vector<attn::TopLogit> want = sorted_top(std::vector<float>(row, row + V), k);
+      const nlohmann::json& got = top[std::size_t(b)][std::size_t(t)];
+      REQUIRE(got.size() == want.size());
+      for (std::size_t j = 0; j < want.size(); ++j) {
+        CHECK(got[j].at("id").get<std::int32_t>() == want[j].id);
+        CHECK(got[j].at("logit").get<float>() == want[j].logit);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lens cli: run --logit-lens --json on stories260K, the last layer is the logits") {
+  const test::TempDir dir;
+  const fs::path dump = dir.path / "lens.safetensors";
+  const std::int64_t N = 2, K = 3;
+  const test::CliResult r = test::run_cli(
+      "run -m " + q(test::source_dir() / "weights" / "stories260K.gguf") +
+      " -p 'Once upon a time, there was' -n 2 --all-logits --logit-lens 3 --json --dump " +
+      q(dump));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const attn::SafetensorsFile f = attn::open_safetensors(dump);
+  const std::int64_t L = 5, V = 512, B = 1;
+  const std::int64_t P = f.info("prefill.logits").shape[1];
+  const std::vector<nlohmann::json> lens = events_of(r.out, "lens");
+  REQUIRE(std::int64_t(lens.size()) == L * (1 + N));
+  std::vector<float> s1, s2;
+  for (const nlohmann::json& e : lens) {
+    const std::int64_t l = e.at("layer");
+    const bool prefill = e.at("of") == "prefill";
+    const std::string call =
+        prefill ? "prefill" : "decode." + std::to_string(e.at("step").get<int>());
+    INFO(call << " layer " << l);
+    const std::string name = "lens." + std::to_string(l) + "." + call;
+    const attn::TensorInfo& info = f.info(name);
+    CHECK(info.shape == std::vector<std::int64_t>{B, prefill ? P : 1, V});
+    const float* got = attn::tensor_as_f32(f, name, s1);
+    check_top(e.at("top"), got, B, prefill ? P : 1, V, K);  // the dump's lens is the events'
+    if (l == L - 1) {                                       // and the model's logits, bit for bit
+      const float* logits = attn::tensor_as_f32(f, call + ".logits", s2);
+      CHECK(same_bits(got, logits, info.numel()));
+    }
+  }
+}
+
+TEST_CASE("lens cli: the dump's lens of every layer against make_lens.py's reference") {
+  const std::string name = "meta_f32";
+  const fs::path dir = test::model_dir(name);
+  std::vector<std::int32_t> ids = test::i32_tensor(dir / "expected.safetensors", "tokens");
+  const std::vector<std::int32_t> greedy = test::i32_tensor(dir / "expected.safetensors", "greedy");
+  ids.insert(ids.end(), greedy.begin(), greedy.begin() + 3);  // fed by decode steps 1..3
+  std::string list;
+  for (const std::int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  const test::TempDir tmp;
+  const fs::path dump = tmp.path / "lens.safetensors";
+  const test::CliResult r = test::run_cli("run -m " + q(golden_weights(name)) + " --tokens " +
+                                          list + " -n 3 --logit-lens --dump " + q(dump));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("lens prefill layer 1:") != std::string::npos);
+  const attn::SafetensorsFile got = attn::open_safetensors(dump);
+  const attn::SafetensorsFile want =
+      attn::open_safetensors(test::golden_dir() / "lens" / (name + ".safetensors"));
+  const test::Tolerance tol{1e-4, 1e-4};
+  for (const std::string call : {"prefill", "decode.1", "decode.2", "decode.3"})
+    for (const std::string l : {"0", "1"}) {
+      INFO(call << " layer " << l);
+      std::vector<float> s1, s2;
+      const float* g = attn::tensor_as_f32(got, "lens." + l + "." + call, s1);
+      const attn::TensorInfo& e = want.info(call + "." + l + ".logits");
+      CHECK(got.info("lens." + l + "." + call).numel() == e.numel());
+      const test::Diff d = test::compare(
+          g, attn::tensor_as_f32(want, call + "." + l + ".logits", s2), e.numel(), tol);
+      CHECK_MESSAGE(d.failures == 0, "worst ratio " << d.worst_ratio);
+    }
+}
+
+TEST_CASE("lens cli: generate --logit-lens --json, one lens per call, the last layer the token's") {
+  const test::CliResult r =
+      test::run_cli("generate -m " + q(test::source_dir() / "weights" / "stories260K.gguf") +
+                    " -p 'Once upon a time' -n 4 --temp 0 --logit-lens 5 --json");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::vector<nlohmann::json> lens = events_of(r.out, "lens");
+  const std::vector<nlohmann::json> tokens = events_of(r.out, "token");
+  REQUIRE(tokens.size() == 4);
+  REQUIRE(lens.size() == 5 * 4);  // the prompt's call and the calls of tokens 1..3
+  CHECK(lens[0].at("of") == "prefill");
+  CHECK(lens[4].at("layer") == 4);
+  for (std::size_t i = 1; i < 4; ++i) {
+    const nlohmann::json& last = lens[5 * i + 4];
+    CHECK(last.at("of") == "decode");
+    CHECK(last.at("step") == i);
+    CHECK(last.at("layer") == 4);
+    // A decode call's head is one row, as the model's: the token's top logits, bit for bit.
+    CHECK(last.at("top")[0][0] == tokens[i].at("top"));
+  }
+  // Text mode: the text on stdout as without the lens, the lens lines on stderr.
+  const test::CliResult plain =
+      test::run_cli("generate -m " + q(test::source_dir() / "weights" / "stories260K.gguf") +
+                    " -p 'Once upon a time' -n 4 --temp 0");
+  const test::CliResult text =
+      test::run_cli("generate -m " + q(test::source_dir() / "weights" / "stories260K.gguf") +
+                    " -p 'Once upon a time' -n 4 --temp 0 --logit-lens 2");
+  REQUIRE(text.status == 0);
+  CHECK(text.out == plain.out);
+  CHECK(text.err.find("lens decode 3 layer 4:") != std::string::npos);
+}
+
+TEST_CASE("lens cli: refusals exit 2 naming --logit-lens, before any work") {
+  const test::TempDir dir;
+  const fs::path dump = dir.path / "out.safetensors";
+  const std::string stories = " -m " + q(test::source_dir() / "weights" / "stories260K.gguf");
+  const fs::path big = dir.path / "big.json";  // 128 layers x 2^20 tokens: 1.5 GiB for 3 positions
+  std::ofstream(big) << R"({"dim": 16, "n_heads": 4, "n_kv_heads": 2, "n_layers": 128,
+                           "vocab_size": 1048576, "max_batch_size": 1, "max_seq_len": 16})";
+  for (const std::string& args :
+       {std::string("run --logit-lens --dump ") + q(dump),  // no token input: no head
+        "run" + stories + " --layers 0:3 -p 'Once upon a time' -n 1 --logit-lens --dump " + q(dump),
+        "run" + stories + " -p 'Once upon a time' --logit-lens 0 --dump " + q(dump),
+        "run" + stories + " -p 'Once upon a time' --logit-lens -3 --dump " + q(dump),
+        "run" + stories + " -p 'Once upon a time' --logit-lens 101 --dump " + q(dump),
+        "run" + stories + " -p 'Once upon a time' --logit-lens 99999999999999999999 --dump " +
+            q(dump),
+        "generate" + stories + " -p 'Once' --logit-lens 0",
+        "run --config " + q(big) + " --tokens 1,2,3 -n 1 --logit-lens --dump " + q(dump)}) {
+    CAPTURE(args);
+    const test::CliResult r = test::run_cli(args);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--logit-lens") != std::string::npos);
+    CHECK_FALSE(fs::exists(dump));
+  }
+  const test::CliResult r = test::run_cli("run --config " + q(big) +
+                                          " --tokens 1,2,3 -n 1 --logit-lens --dump " + q(dump));
+  CHECK(r.err.find("1 GiB") != std::string::npos);
+}

@@ -31,21 +31,27 @@ void top_logits(const float* logits, std::int64_t vocab, int n, TopLogit* out) {
   }
 }
 
-LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits) {
-  const ModelArgs& a = m.args;
+void check_logit_lens(const ModelArgs& a, int k) {
   if (k < 1 || k > kLensMaxK)
     throw InputError("the logit lens takes 1 to " + std::to_string(kLensMaxK) +
                          " top tokens per position, got " + std::to_string(k),
                      "logit_lens");
   if (a.vocab_size <= 0 || !a.logits_out)
     throw InputError(a.source +
-                         ": the logit lens needs the model's final norm and output head "
-                         "(vocab_size > 0 and the last layer); this model has " +
-                         (a.vocab_size <= 0 ? "no vocabulary"
-                                            : "layers " + std::to_string(a.first_layer) + ":" +
+                         ": the logit lens needs token input to a model with its final norm and "
+                         "output head; this run has " +
+                         (a.vocab_size <= 0 ? "no vocabulary (vocab_size " +
+                                                  std::to_string(a.vocab_size) + ")"
+                                            : "no output head (layers " +
+                                                  std::to_string(a.first_layer) + ":" +
                                                   std::to_string(a.first_layer + a.n_layers) +
-                                                  " without the head"),
+                                                  ", or no token input)"),
                      "logit_lens");
+}
+
+LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits) {
+  const ModelArgs& a = m.args;
+  check_logit_lens(a, k);
   if (m.shard.size > 1)
     throw InputError("the logit lens runs on one process (model_parallel_size 1)",
                      "model_parallel_size");

@@ -58,10 +58,13 @@ struct LogitLens {
   std::vector<float> logits;
 };
 
+// Refuses (InputError, setting "logit_lens") k outside [1, kLensMaxK] and a model without the
+// output head (vocab_size <= 0, or a slice of layers without it: args.logits_out), as a run
+// plans before any work.
+void check_logit_lens(const ModelArgs& a, int k);
+
 // A lens for m's calls of up to m.act.plan.max_rows rows, every buffer allocated here once.
-// Refuses (InputError, setting "logit_lens") k outside [1, kLensMaxK], a model without the
-// output head (vocab_size <= 0, or a slice of layers without it: args.logits_out), and a model
-// split over ranks.
+// Refuses what check_logit_lens refuses, and a model split over ranks.
 LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits = false);
 
 // Feeds one resid_post observation [bsz, seqlen, dim] of m's forward: its rows through m's
