@@ -380,10 +380,11 @@ std::vector<Flag> make_table() {
 // generate's and tokenize's help has always listed the prompt before the numbers that shape the
 // run: their flags go in this order, the other commands' in the table's.
 constexpr std::string_view kPromptFirst[] = {
-    "--config",     "--weights", "--prompt",       "--prompt-file",  "--tokens",  "--tokens-file",
-    "--tokenizer",  "--no-bos",  "--add-bos",      "--steps",        "--temp",    "--top-k",
-    "--top-p",      "--min-p",   "--seed",         "--max-seq-len",  "--threads", "--compute",
-    "--ignore-eos", "--json",    "--logit-lens", "--save-session", "--load-session", "--decode",  "--log-level"};
+    "--config",      "--weights",      "--prompt",       "--prompt-file", "--tokens",
+    "--tokens-file", "--tokenizer",    "--no-bos",       "--add-bos",     "--steps",
+    "--temp",        "--top-k",        "--top-p",        "--min-p",       "--seed",
+    "--max-seq-len", "--threads",      "--compute",      "--ignore-eos",  "--json",
+    "--logit-lens",  "--save-session", "--load-session", "--decode",      "--log-level"};
 
 std::string_view long_name(const Flag& f) {
   return f.names.substr(f.names.rfind(',') + 1);
