@@ -228,7 +228,7 @@ TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
   }
 }
 
-TEST_CASE("patch: attn_probs needs a buffer; model parallel refuses patching") {
+TEST_CASE("patch: attn_probs need a buffer, and model parallel refuses patching") {
   const attn::ModelArgs a = small_args(attn::Block::llama);
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3), 8);
   attn::Hooks hooks(a.n_layers);
