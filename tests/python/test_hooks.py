@@ -264,3 +264,33 @@ def test_activation_patching_on_stories260k():
         patched = m.forward(corrupt, patch={name: at([differ[-1]])})
         assert not np.array_equal(patched, corrupt_logits), name
         assert not np.array_equal(patched, clean_logits), name
+
+
+def test_a_batch_and_decode_steps_keep_their_shapes():
+    """Two sequences, then a decode step: every kept array has the shape the contract states,
+    and each row is its own sequence's (as a batch of one, to rounding)."""
+    case = next(c for c in cases(GOLDEN / "model") if c["name"] == "meta_f32")
+    d = GOLDEN / "model" / "meta_f32"
+    args = attn.ModelArgs.from_file(str(d / case["config"]), max_batch_size=2)
+    m = attn.Model(args, weights=str(d / case["weights"]), threads=2)
+    one, e = token_model("meta_f32")
+    t = np.concatenate([e["tokens"], e["tokens"][:, ::-1]])
+    H, KV, D, dim = args.n_heads, args.n_kv_heads, args.head_dim, args.dim
+    steps = [(t, 0), (np.array([[5], [9]]), 7)]
+    batch = [m.run_with_cache(tokens, start_pos=pos) for tokens, pos in steps]
+    assert m.filled == 8
+    for (tokens, pos), (logits, cache) in zip(steps, batch):
+        B, T = tokens.shape
+        assert logits.shape == (B, T, args.vocab_size)
+        assert cache["blocks.1.attn.hook_q"].shape == (B, T, H, D)
+        assert cache["blocks.1.attn.hook_rot_k"].shape == (B, T, KV, D)
+        assert cache["blocks.0.attn.hook_v"].shape == (B, T, KV, D)
+        assert cache["blocks.0.attn.hook_pattern"].shape == (B, H, T, pos + T)
+        assert cache["ln_final.hook_normalized"].shape == (B, T, dim)
+    for b in range(2):
+        one.reset()
+        for (tokens, pos), (_, cache) in zip(steps, batch):
+            _, alone = one.run_with_cache(np.ascontiguousarray(tokens[b:b + 1]), start_pos=pos)
+            for name, value in alone.items():
+                np.testing.assert_allclose(cache[name][b:b + 1], value, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"row {b} {name} at {pos}")
