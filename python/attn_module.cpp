@@ -1,6 +1,8 @@
 // `import attn`: the engine from Python, as the notebooks use their classes. ModelArgs with the
 // CLI's validation, Model.prefill / decode over the KV cache, cache views, attention weights;
-// for a token model Model.forward(tokens) -> logits and Model.generate, and Tokenizer.
+// for a token model Model.forward(tokens) -> logits and Model.generate, and Tokenizer;
+// run_with_cache and forward(patch=) keep and patch activations under TransformerLens's hook
+// names (model/hooks.hpp does it; this file names the points and owns the arrays).
 // Inputs are read in place (buffer protocol, or numpy.asarray for PyTorch CPU tensors); outputs
 // are NumPy arrays the engine writes into. The GIL is released while the engine runs, and
 // Ctrl-C (SIGINT) stops a long forward call between blocks.
