@@ -172,8 +172,7 @@ int view_command(const Options& f) {
   attn::check_output(f.png, "page");
   const ViewSettings s{f.shown_layers, f.heads, f.positions, f.batch_row, f.bits, f.max_size};
   const attn::ModelSpec spec = model_spec(f, attn::Shard{});
-  const attn::ModelArgs a =
-      attn::model_args(spec, attn::find_model_files(spec), attn::seed_args);
+  const attn::ModelArgs a = attn::model_args(spec, attn::find_model_files(spec), attn::seed_args);
   PromptTokens pt;
   if (f.text.given()) pt = prompt_tokens(f.text, spec, std::max<std::int64_t>(0, a.vocab_size));
   if (pt.sequences.size() == 1 && a.vocab_size > 0) return view_generated(f, s, spec, a, pt);

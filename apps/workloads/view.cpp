@@ -44,8 +44,7 @@ std::string mb(double bytes) {
 
 // Every flag that cuts the page, in attn-cli's words.
 std::string cut_flags() {
-  return cli_flag_for("layers") + ", " + cli_flag_for("heads") + " or " +
-         cli_flag_for("positions");
+  return cli_flag_for("layers") + ", " + cli_flag_for("heads") + " or " + cli_flag_for("positions");
 }
 
 }  // namespace
@@ -125,10 +124,9 @@ std::string megabytes(double bytes) {
 
 std::string view_estimate(const ViewShape& v, std::int64_t bound) {
   return "view: " + std::to_string(v.layers.size()) + " layers x " +
-         std::to_string(v.heads.size()) + " heads x " +
-         std::to_string(v.row_end - v.row_begin) + " positions: " +
-         mb(double(v.cells() * v.bytes_per_cell())) + " MB of probabilities, page at most " +
-         mb(double(bound)) + " MB";
+         std::to_string(v.heads.size()) + " heads x " + std::to_string(v.row_end - v.row_begin) +
+         " positions: " + mb(double(v.cells() * v.bytes_per_cell())) +
+         " MB of probabilities, page at most " + mb(double(bound)) + " MB";
 }
 
 void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb) {
@@ -199,9 +197,8 @@ const std::uint8_t* ViewRecorder::block(std::size_t i, std::size_t k) const {
 }
 
 void ViewRecorder::on_probs(const attn::Observation& o) {
-  const std::int64_t slot = o.layer >= 0 && o.layer < v_.n_layers
-                                ? layer_slot_[std::size_t(o.layer)]
-                                : -1;
+  const std::int64_t slot =
+      o.layer >= 0 && o.layer < v_.n_layers ? layer_slot_[std::size_t(o.layer)] : -1;
   if (slot < 0) return;
   const std::int64_t H = o.shape[1], seqlen = o.shape[2], keys = o.shape[3];
   const std::int64_t block_cells = row_offset_.back(), nb = v_.bytes_per_cell();
@@ -375,9 +372,8 @@ attn::OutputFile stage_view_page(const std::filesystem::path& path, json meta,
   const std::int64_t block = v.block_cells(end);
   meta["rows"] = {v.row_begin, end};
   meta["cells"] = std::int64_t(v.layers.size() * v.heads.size()) * block;
-  meta["encoding"] = {{"bits", v.bits},
-                      {"code", v.bits == 8 ? "sqrt" : "linear"},
-                      {"compression", "deflate-raw"}};
+  meta["encoding"] = {
+      {"bits", v.bits}, {"code", v.bits == 8 ? "sqrt" : "linear"}, {"compression", "deflate-raw"}};
   meta["layout"] = "layer, head, row";
   Deflater z;
   const std::size_t blocks = v.layers.size() * v.heads.size();

@@ -28,8 +28,8 @@ inline constexpr const char* kViewMarker = "<!--ATTN-DATA-->";
 struct ViewSettings {
   std::string layers, heads, positions;
   std::int64_t batch_row = 0;
-  int bits = 8;            // 8: sqrt code, 16: linear
-  double max_size = 256;   // MB (10^6 bytes) the page may reach at most
+  int bits = 8;           // 8: sqrt code, 16: linear
+  double max_size = 256;  // MB (10^6 bytes) the page may reach at most
 };
 
 // What the page holds, fixed before the run: the model's shape, the shown layers, heads and
@@ -45,9 +45,7 @@ struct ViewShape {
 
   std::int64_t positions() const { return prefill + steps; }
   // Keys row t holds: causal t+1; no mask, a prefill row all P, a decode row t+1.
-  std::int64_t row_keys(std::int64_t t) const {
-    return !causal && t < prefill ? prefill : t + 1;
-  }
+  std::int64_t row_keys(std::int64_t t) const { return !causal && t < prefill ? prefill : t + 1; }
   // Cells of the shown rows [row_begin, end) of one layer x head.
   std::int64_t block_cells(std::int64_t end) const;
   std::int64_t cells() const;  // every shown layer x head x shown row
@@ -106,8 +104,8 @@ class ViewRecorder {
   std::vector<std::int64_t> row_offset_;  // [rows + 1]: cells before row row_begin + r
   std::vector<std::int64_t> layer_slot_;  // [n_layers]: shown index, or -1
   std::vector<std::uint8_t> keep_;
-  std::vector<float> scratch_;            // the largest call's [bsz, n_heads, seqlen, keys]
-  std::vector<std::uint8_t> cells_;       // [layers, heads, cells of the rows] coded
+  std::vector<float> scratch_;       // the largest call's [bsz, n_heads, seqlen, keys]
+  std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded
   std::vector<attn::HeadStats> stats_;
   std::int64_t rows_end_ = 0;
   attn::Observer observer_;
