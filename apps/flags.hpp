@@ -80,6 +80,7 @@ struct Options {
   bool attention_weights = false, print_attention = false;
   TextInput text;  // token input: a prompt or ids instead of --input (generate, tokenize too)
   bool all_logits = false, logits = false;
+  int logit_lens = 0;  // top tokens per position of each layer's logit lens (0: no lens)
   bool batch_given = false, prefill_given = false;  // on the command line (see mark_given)
 
   // heatmap (and view: --batch-row, --out)
