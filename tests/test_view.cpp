@@ -204,6 +204,33 @@ std::vector<std::int64_t> row_keys_of(const Page& p) {
   return p.meta["row_keys"].get<std::vector<std::int64_t>>();
 }
 
+// META's lens (on by default for a prompt): every layer, 5 per position; the last layer's top
+// token after each generated position is the greedy chain's next id (make_model.py's), with
+// the logit make_model's float64 reference gave it.
+void check_lens(const json& m, const fs::path& model, const std::vector<std::int32_t>& greedy,
+                std::size_t prompt) {
+  const json& lens = m["lens"];
+  REQUIRE(lens.is_object());
+  CHECK(lens["k"] == 5);
+  const auto n_layers = m["model"]["n_layers"].get<std::size_t>();
+  REQUIRE(lens["layers"].size() == n_layers);
+  REQUIRE(lens["top"].size() == n_layers);
+  const json& last = lens["top"][n_layers - 1];
+  REQUIRE(last.size() == m["tokens"].size());
+  attn::SafetensorsFile expected = attn::open_safetensors(model / "expected.safetensors");
+  const attn::TensorInfo& info = expected.info("greedy_logits");  // [B, 32, vocab]
+  std::vector<float> storage;
+  const float* logits = attn::tensor_as_f32(expected, "greedy_logits", storage);
+  for (std::size_t i = 0; i < greedy.size(); ++i) {
+    const json& top = last[prompt - 1 + i];
+    REQUIRE(top.size() == 5);
+    CHECK(top[0][0] == greedy[i]);
+    const float want = logits[std::int64_t(i) * info.shape[2] + greedy[i]];
+    CHECK(std::fabs(top[0][1].get<double>() - double(want)) <= 1e-4 + 1e-4 * std::fabs(want));
+    for (const json& e : top) CHECK(lens["texts"].contains(std::to_string(e[0].get<int>())));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("view: a cell's code, base64 and META's escaping, against their definitions") {
@@ -296,6 +323,7 @@ TEST_CASE("view: the figures match make_view.py's float64 reference, the cells t
         CHECK(m["chosen"]["id"] == greedy.back());
         CHECK(m["prefill"] == prompt.size());
         CHECK(m["steps"] == c["steps"]);
+        check_lens(m, dir, greedy, prompt.size());
         const json& want = v["stats"];
         REQUIRE(m["stats"]["values"].size() == want.size());
         for (std::size_t l = 0; l < want.size(); ++l) {
@@ -345,6 +373,7 @@ TEST_CASE("view: GQA, MQA and MHA, causal and no mask, drawn input labelled by i
       CHECK(p.meta["model"]["mask"] == mask);
       CHECK(p.meta["tokens"][3] == json{{"id", nullptr}, {"text", "3"}});
       CHECK(p.meta["chosen"].is_null());
+      CHECK(p.meta["lens"].is_null());  // hidden states: no head
       CHECK(p.meta["heads"].size() == p.meta["model"]["n_heads"]);
     }
 }
@@ -418,6 +447,9 @@ TEST_CASE("view: the bound is printed and refused before any work, naming what c
   r = test::run_cli("view " + config("gqa.json") + " --batch-row 1 --out " + html.string());
   CHECK(r.status == 2);
   CHECK(r.err.find("(set with --batch-row)") != std::string::npos);
+  r = test::run_cli("view " + config("gqa.json") + " --logit-lens 3 --out " + html.string());
+  CHECK(r.status == 2);
+  CHECK(r.err.find("(set with --logit-lens)") != std::string::npos);
   r = test::run_cli("view " + config("gqa.json") + " --bits 12 --out " + html.string());
   CHECK(r.status == 2);
   r = test::run_cli("view " + config("gqa.json") + " --out /nonexistent-dir/v.html");
@@ -444,4 +476,10 @@ TEST_CASE("view: a prompt's </script>, ESC and U+2028 stay inside META's JSON st
   // U+2028 has no piece of its own in stories260K's 512: three byte tokens, each not UTF-8 alone,
   // so each token's text holds U+FFFD (script_json's own test keeps a whole one escaped).
   CHECK(p.meta["title"] == "stories260K.gguf");
+  CHECK(p.meta["lens"]["k"] == 5);
+  const test::CliResult off =
+      test::run_cli("view -m " + (test::source_dir() / "weights" / "stories260K.gguf").string() +
+                    " -p hi -n 1 --no-logit-lens --out " + html.string());
+  REQUIRE(off.status == 0);
+  CHECK(read_page(html).meta["lens"].is_null());
 }

@@ -107,13 +107,13 @@ ViewShape plan_view(const attn::ModelArgs& args, const attn::RunOptions& o, cons
   return v;
 }
 
-std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes,
-                             std::int64_t lens_layers) {
+std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes, int lens_k) {
   const std::int64_t T = v.positions(), cells = v.cells() * v.bytes_per_cell();
   const auto L = std::int64_t(v.layers.size()), H = std::int64_t(v.heads.size());
   const std::int64_t text = 64 + 6 * token_bytes;  // {"id": ..., "text": "..."}, escaped
   std::int64_t meta = 16384 + T * (text + 24) + L * H * 4 * 28 + (L + H) * 24;
-  meta += lens_layers * T * 5 * (40 + text) + (lens_layers > 0 ? 4096 : 0);
+  // Each lens entry [id, logit] and, once per id, its text.
+  if (lens_k > 0) meta += v.n_layers * T * lens_k * (48 + text) + 4096;
   const std::int64_t deflated = std::int64_t(compressBound(uLong(cells)));
   return std::int64_t(kViewPage_size) + meta + 4 * ((deflated + 2) / 3) + 256;
 }
@@ -166,14 +166,17 @@ ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v) {
   cells_.resize(std::size_t(v.cells() * v.bytes_per_cell()));  // [layers, heads, row cells]
   stats_.resize(v.layers.size() * v.heads.size());
   observer_.sites = attn::site_bit(attn::Site::attn_probs);
-  observer_.probs = [this](std::int64_t, std::int64_t bsz, std::int64_t n_heads,
-                           std::int64_t seqlen, std::int64_t keys) {
+  observer_.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
+                           std::int64_t seqlen, std::int64_t keys) -> float* {
+    if (layer < 0 || layer >= v_.n_layers || layer_slot_[std::size_t(layer)] < 0)
+      return nullptr;  // not shown (every layer reports when the lens is on)
     if (bsz * n_heads * seqlen * keys > std::int64_t(scratch_.size()))
       throw std::logic_error("view: a call's probabilities outgrow the buffer sized for them");
     return scratch_.data();
   };
   observer_.on_tensor = [this](const attn::Observation& o) {
     if (o.site == attn::Site::attn_probs) on_probs(o);
+    if (o.site == attn::Site::resid_post && lens_) on_resid(o);
   };
 }
 
@@ -181,6 +184,24 @@ void ViewRecorder::set_keep(std::vector<std::uint8_t> keep) {
   if (std::int64_t(keep.size()) != v_.positions())
     throw std::logic_error("view: a padding mask of another length");
   keep_ = std::move(keep);
+}
+
+void ViewRecorder::record_lens(attn::Transformer& m, int k) {
+  lens_.emplace(attn::make_logit_lens(m, k));
+  lens_model_ = &m;
+  lens_tops_.assign(std::size_t(v_.n_layers * v_.positions() * lens_->k_used), {0, 0.0f});
+  observer_.layers.clear();  // every layer's resid_post; probabilities of the shown only
+  observer_.sites |= attn::site_bit(attn::Site::resid_post);
+}
+
+// One layer's resid_post through the lens, the batch row's top tokens of each position kept.
+void ViewRecorder::on_resid(const attn::Observation& o) {
+  attn::feed_lens(*lens_, *lens_model_, o);
+  const std::int64_t k = lens_->k_used, T = v_.positions(), seqlen = o.shape[1];
+  for (std::int64_t r = 0; r < seqlen && o.start_pos + r < T; ++r) {
+    const attn::TopLogit* top = attn::lens_top(*lens_, o.layer, v_.batch_row, r);
+    std::copy(top, top + k, lens_tops_.begin() + (o.layer * T + o.start_pos + r) * k);
+  }
 }
 
 std::int64_t ViewRecorder::positions_seen() const {
@@ -244,7 +265,36 @@ json view_stats_json(const ViewRecorder& r) {
   return {{"names", attn::kHeadStatNames}, {"values", std::move(values)}};
 }
 
-json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::string& title) {
+namespace {
+
+// META's lens: {"k", "layers" (every model layer), "top": [layer][t][k] of [id, logit],
+// "texts": {id: text}} of the recorded positions; null without a lens.
+json lens_json(const attn::ModelArgs& a, const ViewRecorder& r, const attn::Tokenizer* tok) {
+  if (!r.lens()) return nullptr;
+  const std::int64_t k = r.lens()->k_used, T = r.positions_seen(), planned = r.shape().positions();
+  json layers = json::array(), top = json::array(), texts = json::object();
+  for (std::int64_t l = 0; l < a.n_layers; ++l) {
+    layers.push_back(a.first_layer + l);
+    json positions = json::array();
+    for (std::int64_t t = 0; t < T; ++t) {
+      json best = json::array();
+      for (std::int64_t j = 0; j < k; ++j) {
+        const attn::TopLogit& e = r.lens_tops()[std::size_t((l * planned + t) * k + j)];
+        best.push_back({e.id, e.logit});
+        const std::string id = std::to_string(e.id);
+        if (!texts.contains(id)) texts[id] = tok ? attn::token_bytes(*tok, e.id) : id;
+      }
+      positions.push_back(std::move(best));
+    }
+    top.push_back(std::move(positions));
+  }
+  return {{"k", k}, {"layers", std::move(layers)}, {"top", std::move(top)}, {"texts", texts}};
+}
+
+}  // namespace
+
+json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::string& title,
+               const attn::Tokenizer* tok) {
   const ViewShape& v = r.shape();
   const std::int64_t T = r.positions_seen();
   json row_keys = json::array(), keep = json::array();
@@ -277,7 +327,7 @@ json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::strin
           {"row_keys", std::move(row_keys)},
           {"keep", std::move(keep)},
           {"stats", view_stats_json(r)},
-          {"lens", nullptr},
+          {"lens", lens_json(a, r, tok)},
           {"generated_by", std::string("attn-cli ") + ATTN_VERSION}};
 }
 
