@@ -48,9 +48,10 @@ json token_json(const std::optional<attn::Tokenizer>& tok, std::int32_t id) {
 }
 
 // The bound printed, then checked; before any work.
-void announce(const ViewShape& v, std::int64_t bound, const ViewSettings& s) {
+void announce(const ViewShape& v, std::int64_t bound, const ViewSettings& s,
+              std::int64_t lens_vocab) {
   std::fprintf(stderr, "%s\n", view_estimate(v, bound).c_str());
-  check_view_bound(v, bound, s.max_size);
+  check_view_bound(v, bound, s.max_size, lens_vocab);
 }
 
 // The lens panel's K: --logit-lens K, else 5 where the run has the output head (a prompt to a
@@ -100,7 +101,7 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::ModelArgs whole = a;  // the engine opens the token model with its head
   whole.logits_out = a.vocab_size > 0;
   const int k = lens_k(f, whole);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s);
+  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
   attn::Engine e = attn::open_engine(spec, {1, P, N}, std::nullopt, std::move(pt.tokenizer));
@@ -152,7 +153,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   attn::RunPlan plan = attn::plan_run(std::move(r));
   const ViewShape v = plan_view(plan.request.args, plan.request.opts, s);
   const int k = lens_k(f, plan.request.args);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s);
+  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   attn::Run se = attn::open_run(std::move(plan));
   const std::int64_t T = v.positions();

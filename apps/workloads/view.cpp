@@ -129,16 +129,21 @@ std::string view_estimate(const ViewShape& v, std::int64_t bound) {
          " MB of probabilities, page at most " + mb(double(bound)) + " MB";
 }
 
-void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb) {
+void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb,
+                      std::int64_t lens_vocab) {
   if (double(bound) > max_size_mb * kMB)
     throw InputError("view: the page could reach " + mb(double(bound)) + " MB (" +
                      std::to_string(v.cells()) + " cells of " + std::to_string(v.bits) +
                      " bits), over the bound of " + mb(max_size_mb * kMB) +
                      " MB: show fewer with " + cut_flags() + ", or raise " +
                      cli_flag_for("max_size"));
-  const std::int64_t scratch = scratch_floats(v) * std::int64_t(sizeof(float));
+  // The lens's logits of one call: [B x P rows, vocab] floats (lens.hpp).
+  const std::int64_t lens = v.batch * std::max<std::int64_t>(v.prefill, 1) * lens_vocab;
+  const std::int64_t scratch = (scratch_floats(v) + lens) * std::int64_t(sizeof(float));
   if (scratch > kScratchLimit)
-    throw InputError("view: one call's probabilities take " + mb(double(scratch)) +
+    throw InputError("view: one call's probabilities" +
+                         std::string(lens ? " and lens logits" : "") + " take " +
+                         mb(double(scratch)) +
                          " MB (batch x heads x prefill^2 floats), over 2 GiB: fewer prefill "
                          "positions",
                      "prefill");

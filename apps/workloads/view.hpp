@@ -74,7 +74,9 @@ std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes, int l
 // one-call buffer of 2 GiB (a prefill's probabilities of one layer, every head).
 std::string view_estimate(const ViewShape& v, std::int64_t bound);
 std::string megabytes(double bytes);  // "12.3", "0.004": MB of 10^6 bytes
-void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb);
+// lens_vocab: the lens's vocabulary (its one-call logits), 0 without a lens.
+void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb,
+                      std::int64_t lens_vocab = 0);
 
 // Records the shown probabilities as the forward reports them (observer: set it on the model
 // with attn::observe), coded at once, and the per-head figures of the real query rows in
