@@ -382,7 +382,9 @@ namespace {
 class Deflater {
  public:
   Deflater() {
-    if (deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    // Level 1: the 8B-shaped page's 67 MB of cells deflate in ~2.5 s to 26.7 MB, where the
+    // default level 6 takes ~25 s for 24.0 MB.
+    if (deflateInit2(&z_, Z_BEST_SPEED, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       throw std::runtime_error("view: zlib cannot start a deflate stream");
   }
   ~Deflater() { deflateEnd(&z_); }
