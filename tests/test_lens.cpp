@@ -13,6 +13,7 @@
 
 #include "attn/engine/engine.hpp"
 #include "attn/engine/lens.hpp"
+#include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -429,4 +430,52 @@ TEST_CASE("lens cli: refusals exit 2 naming --logit-lens, before any work") {
   const test::CliResult r = test::run_cli("run --config " + q(big) +
                                           " --tokens 1,2,3 -n 1 --logit-lens --dump " + q(dump));
   CHECK(r.err.find("1 GiB") != std::string::npos);
+}
+
+TEST_CASE("lens: a run's lens beside kept probabilities and the caller's filtered observer") {
+  attn::ModelArgs a = attn::load_config(test::model_dir("meta_f32") / "config.json");
+  a.tokens_in = a.logits_out = true;
+  const std::vector<std::int32_t> ids =
+      test::i32_tensor(test::model_dir("meta_f32") / "expected.safetensors", "tokens");
+  const attn::RunOptions o{1, 5, 2};
+  attn::Transformer m =
+      attn::make_transformer(a, attn::load_weights(a, golden_weights("meta_f32")), 5);
+  std::vector<float> x(std::size_t(7 * a.dim));
+  attn::embed(m, ids.data(), 7, x.data());
+  std::int64_t seen = 0;  // the caller's observer: layer 1's resid_post and probabilities
+  attn::Observer mine;
+  mine.sites = attn::site_bit(attn::Site::resid_post) | attn::site_bit(attn::Site::attn_probs);
+  mine.layers = {0, 1};
+  mine.on_tensor = [&](const attn::Observation& t) {
+    CHECK(t.layer == 1);
+    ++seen;
+  };
+  attn::observe(m, &mine);
+  attn::Inspect inspect;
+  inspect.attention_weights = true;
+  inspect.logit_lens = 3;
+  inspect.lens_logits = true;
+  std::int64_t events = 0;
+  const attn::RunOutputs out = attn::run(
+      m, x, o,
+      [&](const attn::Event& e) {
+        ++events;
+        REQUIRE(e.lens != nullptr);
+        CHECK(e.lens->calls == events);
+        CHECK(e.lens->seqlen == e.seqlen);
+        CHECK(std::all_of(e.lens->fed.begin(), e.lens->fed.end(), [](auto f) { return f != 0; }));
+        CHECK(e.attn.size() == 2);
+      },
+      inspect);
+  CHECK(events == 3);
+  CHECK(seen == 2 * 3);
+  CHECK(m.observer == &mine);
+  // The kept lens of the last layer is the head over the run's outputs, bit for bit.
+  std::vector<float> logits(std::size_t(5 * a.vocab_size));
+  attn::observe(m, nullptr);
+  attn::output_logits(m, out.prefill_output.data(), 5, logits.data());
+  CHECK(same_bits(out.lens_prefill[1].data(), logits.data(), 5 * a.vocab_size));
+  for (std::int64_t i = 0; i < o.steps; ++i)
+    CHECK(same_bits(out.lens_decode[std::size_t(i)][1].data(),
+                    out.decode_logits.data() + i * a.vocab_size, a.vocab_size));
 }

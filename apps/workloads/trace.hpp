@@ -9,9 +9,9 @@
 
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"      // Event
-#include "attn/text/tokenizer.hpp"
 #include "attn/io/safetensors.hpp"  // shape_text
 #include "attn/model/config.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace cli {
 

@@ -37,16 +37,15 @@ void check_logit_lens(const ModelArgs& a, int k) {
                          " top tokens per position, got " + std::to_string(k),
                      "logit_lens");
   if (a.vocab_size <= 0 || !a.logits_out)
-    throw InputError(a.source +
-                         ": the logit lens needs token input to a model with its final norm and "
-                         "output head; this run has " +
-                         (a.vocab_size <= 0 ? "no vocabulary (vocab_size " +
-                                                  std::to_string(a.vocab_size) + ")"
-                                            : "no output head (layers " +
-                                                  std::to_string(a.first_layer) + ":" +
-                                                  std::to_string(a.first_layer + a.n_layers) +
-                                                  ", or no token input)"),
-                     "logit_lens");
+    throw InputError(
+        a.source +
+            ": the logit lens needs token input to a model with its final norm and "
+            "output head; this run has " +
+            (a.vocab_size <= 0
+                 ? "no vocabulary (vocab_size " + std::to_string(a.vocab_size) + ")"
+                 : "no output head (layers " + std::to_string(a.first_layer) + ":" +
+                       std::to_string(a.first_layer + a.n_layers) + ", or no token input)"),
+        "logit_lens");
 }
 
 LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits) {

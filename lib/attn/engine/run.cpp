@@ -93,8 +93,7 @@ struct RunObserver {
       : m(model), before(model.observer), keep_probs(keep), lens(logit_lens) {
     if (!keep_probs && !lens) return;
     // Every block: `before`'s layer filter is applied to what it is passed.
-    observer.sites = (before ? before->sites : 0) |
-                     (keep_probs ? site_bit(Site::attn_probs) : 0) |
+    observer.sites = (before ? before->sites : 0) | (keep_probs ? site_bit(Site::attn_probs) : 0) |
                      (lens ? site_bit(Site::resid_post) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
@@ -226,7 +225,8 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
-    Event e = make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
+    Event e =
+        make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
     if (lens) e.lens = &*lens;
     if (logits && !inspect.all_logits)
       e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
@@ -383,9 +383,8 @@ RunPlan plan_run(RunRequest r) {
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.all_logits = r.all_logits;
   if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
-    shape.logit_lens =
-        checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
-        (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
+    shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
+                       (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
   ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
   return {std::move(r), std::move(model)};

@@ -126,8 +126,8 @@ struct RunRequest {
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
-  bool all_logits = false;         // every prefill position's logits
-  bool logits = false;             // the head after a slice of layers that stops short of the last
+  bool all_logits = false;  // every prefill position's logits
+  bool logits = false;      // the head after a slice of layers that stops short of the last
   // The logit lens (lens.hpp): this many top tokens per position and block in each Event (0:
   // none); with a dump, every block's lens logits in it (lens.{l}.prefill, lens.{l}.decode.{i}).
   int logit_lens = 0;
