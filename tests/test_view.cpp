@@ -241,6 +241,8 @@ TEST_CASE("view: a cell's code, base64 and META's escaping, against their defini
   CHECK(cli::code_cell(1.0f, 16) == 65535);
   CHECK(cli::code_cell(0.5f, 16) == 32768);
   CHECK(cli::code_cell(-0.0f, 16) == 0);
+  CHECK(cli::code_cell(std::nanf(""), 8) == 0);
+  CHECK(cli::code_cell(1.5f, 8) == 255);
   // RFC 4648 section 10's test vectors.
   const char* vectors[][2] = {{"", ""},
                               {"f", "Zg=="},

@@ -150,7 +150,9 @@ void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb
 }
 
 std::uint16_t code_cell(float p, int bits) {
-  const double x = std::clamp(double(p), 0.0, 1.0);
+  if (!(p > 0))
+    return 0;  // NaN too: a run's probabilities are checked finite, but a cell is a cell
+  const double x = std::min(double(p), 1.0);
   return bits == 8 ? std::uint16_t(std::lround(255.0 * std::sqrt(x)))
                    : std::uint16_t(std::lround(65535.0 * x));
 }
