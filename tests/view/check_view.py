@@ -141,7 +141,7 @@ def drawn(page, meta, what):
 
 
 def main():
-    cli, src = sys.argv[1], sys.argv[2]
+    cli, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     chromium = shutil.which('chromium')
     if not chromium:
         print('skipped: chromium is not installed (tools/deps.sh installs it)')
