@@ -153,7 +153,9 @@ def main():
 
         # The page of the contract's example: 5 layers x 8 heads of stories260K, 8 decode steps.
         out = os.path.join(tmp, 'view.html')
-        text = view(cli, src, out, 'Once upon a time')
+        helptext = subprocess.run([cli, 'view', '--help'], stdout=subprocess.PIPE).stdout.decode()
+        lens = ['--logit-lens'] if '--logit-lens' in helptext else []
+        text = view(cli, src, out, 'Once upon a time', *lens)
         meta = meta_of(text)
         check(meta is not None and meta.get('format') == 'attn-cli-view', 'the page carries META')
         page = br.dom(out)
@@ -167,6 +169,16 @@ def main():
         check(first is not None and float(first) > 0, 'view.html: first draw at %s ms' % first)
         check(meta and meta['steps'] == 8 and page.text.get('step-label', '').startswith('step 8 of 8'),
               'view.html: the decode steps panel at step 8 of 8 (%r)' % page.text.get('step-label'))
+
+        if lens and meta and meta.get('lens'):
+            # Greedy decoding chose each next token as the last layer's top logit, so the last
+            # layer's lens row marks every position from the last prefill one on as a hit.
+            cells = [a for t, a in page.tags if t == 'td']
+            T, P, L = meta['positions'], meta['prefill'], len(meta['lens']['layers'])
+            last = cells[(L - 1) * T:L * T] if len(cells) == L * T else []
+            check(len(cells) == L * T, 'the lens table holds layers x positions cells (%d)' % len(cells))
+            check(len(last) == T and all('hit' in last[t].get('class', '') for t in range(P - 1, T)),
+                  'the last layer\'s lens predicts every greedy token')
 
         png = os.path.join(tmp, 'view.png')
         br.screenshot(out, png)
