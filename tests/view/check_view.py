@@ -120,8 +120,8 @@ def png_pixels(path):
     return w, h, rows
 
 
-def view(cli, src, out, prompt, *extra):
-    args = [cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', prompt, '-n', '8',
+def view(cli, src, out, prompt, *extra, steps=8):
+    args = [cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', prompt, '-n', str(steps),
             '--out', out, *extra]
     r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     check(r.returncode == 0 and os.path.isfile(out),
@@ -218,6 +218,12 @@ def main():
         shown = hpage.text.get('tokens', '')
         check('\x1b' not in shown and '\u2028' not in shown,
               'hostile.html: ESC and U+2028 are drawn as escapes (%r)' % shown[:80])
+
+        # One position (the empty prompt's <s>, no step) with the first key set apart: nothing
+        # left to renormalise, still drawn.
+        one = os.path.join(tmp, 'one.html')
+        otext = view(cli, src, one, '', steps=0)
+        drawn(br.dom(one, '#sink=1&scale=log'), meta_of(otext), 'one position, first key apart')
 
         # Broken data ends in data-state "error" with a message, not a half-drawn page.
         bad = os.path.join(tmp, 'bad.html')
