@@ -162,6 +162,9 @@ def main():
         drawn(page, meta, 'view.html')
         check(page.body.get('data-heads') == str(5 * 8), 'view.html: 5 x 8 head thumbnails (%r)'
               % page.body.get('data-heads'))
+        groups = sum(1 for t, a in page.tags if t == 'div' and a.get('class') == 'group')
+        check(groups == 5 * 4 and page.text.get('gqa', '').startswith('GQA: 8 query heads share 4 KV heads'),
+              'view.html: 5 layers x 4 KV groups of 2 heads (%d groups, %r)' % (groups, page.text.get('gqa')))
         panels = set(page.body.get('data-panels', '').split(','))
         want = {'model', 'head', 'token', 'steps'} | ({'lens'} if meta and meta.get('lens') else set())
         check(panels == want, 'view.html: panels %s (want %s)' % (sorted(panels), sorted(want)))
@@ -218,6 +221,19 @@ def main():
         shown = hpage.text.get('tokens', '')
         check('\x1b' not in shown and '\u2028' not in shown,
               'hostile.html: ESC and U+2028 are drawn as escapes (%r)' % shown[:80])
+
+        # MHA: a golden Hugging Face checkpoint (2 layers, 4 heads, 4 KV heads), ids as input.
+        mha = os.path.join(tmp, 'mha.html')
+        r = subprocess.run([cli, 'view', '-m', os.path.join(src, 'tests/golden/model/hf_tied_bf16/model.safetensors'),
+                            '--tokens', '1,2,3,4,5', '-n', '3', '--out', mha],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view of an MHA checkpoint (exit %d)' % r.returncode)
+        mpage = br.dom(mha)
+        drawn(mpage, meta_of(open(mha, encoding='utf-8').read()) if r.returncode == 0 else None, 'mha.html')
+        groups = sum(1 for t, a in mpage.tags if t == 'div' and a.get('class') == 'group')
+        check(mpage.body.get('data-heads') == '8' and groups == 8 and
+              mpage.text.get('gqa', '').startswith('MHA: 4 heads'),
+              'mha.html: 2 x 4 heads, each its own KV group (%d groups, %r)' % (groups, mpage.text.get('gqa')))
 
         # One position (the empty prompt's <s>, no step) with the first key set apart: nothing
         # left to renormalise, still drawn.
