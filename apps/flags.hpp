@@ -80,6 +80,7 @@ struct Options {
   bool attention_weights = false, print_attention = false;
   TextInput text;  // token input: a prompt or ids instead of --input (generate, tokenize too)
   bool all_logits = false, logits = false;
+  int logit_lens = 0;  // top tokens per position of each layer's logit lens (0: no lens)
   bool batch_given = false, prefill_given = false;  // on the command line (see mark_given)
 
   // heatmap (and view: --batch-row, --out)
@@ -91,6 +92,7 @@ struct Options {
   std::string shown_layers, heads, positions;
   int bits = 8;
   double max_size = 256;
+  bool no_logit_lens = false;  // the lens panel is on by default where the model can have it
 
   // bench
   std::vector<std::string> weight_types = weight_type_flag_names(false);

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "attn/engine/engine.hpp"
+#include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
@@ -47,9 +48,24 @@ json token_json(const std::optional<attn::Tokenizer>& tok, std::int32_t id) {
 }
 
 // The bound printed, then checked; before any work.
-void announce(const ViewShape& v, std::int64_t bound, const ViewSettings& s) {
+void announce(const ViewShape& v, std::int64_t bound, const ViewSettings& s,
+              std::int64_t lens_vocab) {
   std::fprintf(stderr, "%s\n", view_estimate(v, bound).c_str());
-  check_view_bound(v, bound, s.max_size);
+  check_view_bound(v, bound, s.max_size, lens_vocab);
+}
+
+// The lens panel's K: --logit-lens K, else 5 where the run has the output head (a prompt to a
+// token model), else none. `a` as the run will have it (logits_out). An asked-for lens the run
+// cannot have is refused (check_logit_lens).
+int lens_k(const Options& f, const attn::ModelArgs& a) {
+  if (f.no_logit_lens && f.logit_lens > 0)
+    throw attn::InputError("--logit-lens and --no-logit-lens: one or the other");
+  if (f.no_logit_lens) return 0;
+  if (f.logit_lens > 0) {
+    attn::check_logit_lens(a, f.logit_lens);
+    return f.logit_lens;
+  }
+  return a.vocab_size > 0 && a.logits_out ? 5 : 0;
 }
 
 // Writes the page (and --json's figures), then says what it wrote.
@@ -82,13 +98,17 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::Sampling sampling = f.sampling;
   sampling.seed = f.seed;
   const ViewShape v = plan_view(a, {1, P, N}, s);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer)), s);
+  attn::ModelArgs whole = a;  // the engine opens the token model with its head
+  whole.logits_out = a.vocab_size > 0;
+  const int k = lens_k(f, whole);
+  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
   attn::Engine e = attn::open_engine(spec, {1, P, N}, std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
+  if (k > 0) rec.record_lens(e.model, k);
   attn::observe(e.model, &rec.observer());
   attn::generate(e, prompt, N, sampling, attn::stop_ids(e, f.ignore_eos), true,
                  [](const attn::Generated&) {});
@@ -102,7 +122,7 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   const std::int32_t next =
       attn::sample(e.generation.logits, masked, std::uint64_t(ids.size()), scratch);
 
-  json meta = view_meta(e.model.args, rec, page_title(f));
+  json meta = view_meta(e.model.args, rec, page_title(f), e.tokenizer ? &*e.tokenizer : nullptr);
   json tokens = json::array();
   for (std::size_t t = 0; t < std::size_t(rec.positions_seen()); ++t)
     tokens.push_back(token_json(e.tokenizer, ids[t]));
@@ -132,7 +152,8 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   r.input = f.input;
   attn::RunPlan plan = attn::plan_run(std::move(r));
   const ViewShape v = plan_view(plan.request.args, plan.request.opts, s);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer)), s);
+  const int k = lens_k(f, plan.request.args);
+  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   attn::Run se = attn::open_run(std::move(plan));
   const std::int64_t T = v.positions();
@@ -141,11 +162,13 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
     const auto row = se.inspect.attention_mask.begin() + v.batch_row * T;
     rec.set_keep({row, row + T});
   }
+  if (k > 0) rec.record_lens(se.model, k);
   attn::observe(se.model, &rec.observer());
   attn::run(se, [](const attn::Event&) {});
   attn::observe(se.model, nullptr);
 
-  json meta = view_meta(se.request.args, rec, page_title(f));
+  json meta =
+      view_meta(se.request.args, rec, page_title(f), pt.tokenizer ? &*pt.tokenizer : nullptr);
   json tokens = json::array();
   const std::vector<std::int32_t>* ids =
       pt.sequences.empty() ? nullptr : &pt.sequences[std::size_t(v.batch_row)];
@@ -172,8 +195,7 @@ int view_command(const Options& f) {
   attn::check_output(f.png, "page");
   const ViewSettings s{f.shown_layers, f.heads, f.positions, f.batch_row, f.bits, f.max_size};
   const attn::ModelSpec spec = model_spec(f, attn::Shard{});
-  const attn::ModelArgs a =
-      attn::model_args(spec, attn::find_model_files(spec), attn::seed_args);
+  const attn::ModelArgs a = attn::model_args(spec, attn::find_model_files(spec), attn::seed_args);
   PromptTokens pt;
   if (f.text.given()) pt = prompt_tokens(f.text, spec, std::max<std::int64_t>(0, a.vocab_size));
   if (pt.sequences.size() == 1 && a.vocab_size > 0) return view_generated(f, s, spec, a, pt);

@@ -6,16 +6,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "attn/engine/head_stats.hpp"
+#include "attn/engine/lens.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/observer.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace cli {
 
@@ -28,8 +31,8 @@ inline constexpr const char* kViewMarker = "<!--ATTN-DATA-->";
 struct ViewSettings {
   std::string layers, heads, positions;
   std::int64_t batch_row = 0;
-  int bits = 8;            // 8: sqrt code, 16: linear
-  double max_size = 256;   // MB (10^6 bytes) the page may reach at most
+  int bits = 8;           // 8: sqrt code, 16: linear
+  double max_size = 256;  // MB (10^6 bytes) the page may reach at most
 };
 
 // What the page holds, fixed before the run: the model's shape, the shown layers, heads and
@@ -45,9 +48,7 @@ struct ViewShape {
 
   std::int64_t positions() const { return prefill + steps; }
   // Keys row t holds: causal t+1; no mask, a prefill row all P, a decode row t+1.
-  std::int64_t row_keys(std::int64_t t) const {
-    return !causal && t < prefill ? prefill : t + 1;
-  }
+  std::int64_t row_keys(std::int64_t t) const { return !causal && t < prefill ? prefill : t + 1; }
   // Cells of the shown rows [row_begin, end) of one layer x head.
   std::int64_t block_cells(std::int64_t end) const;
   std::int64_t cells() const;  // every shown layer x head x shown row
@@ -64,16 +65,18 @@ std::pair<std::int64_t, std::int64_t> parse_view_range(const std::string& text, 
 ViewShape plan_view(const attn::ModelArgs& args, const attn::RunOptions& o, const ViewSettings& s);
 
 // The page's size at most, in bytes: the template, META (per position `token_bytes` bytes of
-// text at most, each escaped to 6), and the cells deflated at worst and in base64.
-std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes,
-                             std::int64_t lens_layers = 0);
+// text at most, each escaped to 6; with a lens, lens_k tokens per layer and position), and the
+// cells deflated at worst and in base64.
+std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes, int lens_k = 0);
 
 // "view: L layers x H heads x T positions: N MB of probabilities, page at most M MB", and
 // InputError past max_size naming layers, heads and positions; also past the recording's
 // one-call buffer of 2 GiB (a prefill's probabilities of one layer, every head).
 std::string view_estimate(const ViewShape& v, std::int64_t bound);
 std::string megabytes(double bytes);  // "12.3", "0.004": MB of 10^6 bytes
-void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb);
+// lens_vocab: the lens's vocabulary (its one-call logits), 0 without a lens.
+void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb,
+                      std::int64_t lens_vocab = 0);
 
 // Records the shown probabilities as the forward reports them (observer: set it on the model
 // with attn::observe), coded at once, and the per-head figures of the real query rows in
@@ -86,6 +89,12 @@ class ViewRecorder {
 
   // [T]: batch row's padding mask (1: a real position); default all real. Set before the run.
   void set_keep(std::vector<std::uint8_t> keep);
+  // The logit lens of m (lens.hpp) at every layer, its top k of the batch row kept for every
+  // position; m must outlive the recording. Refuses a model without the head (InputError).
+  void record_lens(attn::Transformer& m, int k);
+  // [n_layers, T, k_used] of the recorded positions; empty without a lens.
+  const std::optional<attn::LogitLens>& lens() const { return lens_; }
+  const std::vector<attn::TopLogit>& lens_tops() const { return lens_tops_; }
 
   const attn::Observer& observer() const { return observer_; }
   const ViewShape& shape() const { return v_; }
@@ -101,14 +110,18 @@ class ViewRecorder {
 
  private:
   void on_probs(const attn::Observation& o);
+  void on_resid(const attn::Observation& o);
 
   ViewShape v_;
   std::vector<std::int64_t> row_offset_;  // [rows + 1]: cells before row row_begin + r
   std::vector<std::int64_t> layer_slot_;  // [n_layers]: shown index, or -1
   std::vector<std::uint8_t> keep_;
-  std::vector<float> scratch_;            // the largest call's [bsz, n_heads, seqlen, keys]
-  std::vector<std::uint8_t> cells_;       // [layers, heads, cells of the rows] coded
+  std::vector<float> scratch_;       // the largest call's [bsz, n_heads, seqlen, keys]
+  std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded
   std::vector<attn::HeadStats> stats_;
+  std::optional<attn::LogitLens> lens_;
+  attn::Transformer* lens_model_ = nullptr;
+  std::vector<attn::TopLogit> lens_tops_;  // [n_layers, T, k_used]
   std::int64_t rows_end_ = 0;
   attn::Observer observer_;
 };
@@ -121,9 +134,10 @@ std::uint16_t code_cell(float p, int bits);
 nlohmann::json view_stats_json(const ViewRecorder& r);
 
 // META's parts the run does not decide: format, title, the model, what is shown, row_keys and
-// keep of the recorded positions, the figures, generated_by. The caller adds tokens, chosen and
-// lens.
-nlohmann::json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::string& title);
+// keep of the recorded positions, the figures, the lens (texts from `tok`, or ids),
+// generated_by. The caller adds tokens and chosen.
+nlohmann::json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::string& title,
+                         const attn::Tokenizer* tok);
 
 // META, dumped so that it can sit in a <script>: invalid UTF-8 replaced, every '<' as \u003c
 // (neither "</script" nor "<!--" can appear), U+2028 and U+2029 as escapes.
