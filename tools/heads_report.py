@@ -186,6 +186,38 @@ def main():
              ', '.join(map(str, by_kind('diffuse'))) or 'none',
              sum(1 for hi in range(len(heads)) if kinds[-1][hi] == 'diffuse'), layers[-1], len(heads),
              differ, groups))
+        lens_runs = [r[1] for r in runs if r[1].get('lens')]
+        if lens_runs:
+            # How often each layer's lens puts the token that comes next first (the input's next
+            # token; after the last position, the one the model chose).
+            w('## The logit lens\n')
+            w('Each layer\'s output through the final norm and the output head (the page\'s lens '
+              'panel): how often its top token is the token that comes next, over every position of '
+              'the %d prompts: where the next token is the prompt\'s, and from the last prompt position on, '
+              'where it is the one greedy decoding chose (there the last layer scores 1 by '
+              'construction: its lens is the logits); and how often the top token is the position\'s '
+              'own input token. The early layers mostly echo their input; the next token emerges '
+              'layer by layer.\n' % len(lens_runs))
+            w('| layer | next token: the prompt\'s | next token: the chosen one | the input token itself |')
+            w('|---:|---:|---:|---:|')
+            for k, layer in enumerate(lens_runs[0]['lens']['layers']):
+                pre = dec = cur = n_pre = n_dec = n = 0
+                for m in lens_runs:
+                    T, P = m['positions'], m['prefill']
+                    for t in range(T):
+                        top = m['lens']['top'][k][t][0][0]
+                        nxt = m['tokens'][t + 1]['id'] if t + 1 < T else (m['chosen'] or {}).get('id')
+                        hit = top == nxt
+                        if t < P - 1:
+                            pre += hit
+                            n_pre += 1
+                        else:
+                            dec += hit
+                            n_dec += 1
+                        cur += top == m['tokens'][t]['id']
+                        n += 1
+                w('| %d | %.2f | %.2f | %.2f |' % (layer, pre / max(n_pre, 1), dec / max(n_dec, 1), cur / n))
+            w('')
         if shots:
             w('## A few heads, drawn\n')
             w('Head views of the first prompt\'s page (`attn-cli view -m %s -p "%s" -n %d --out '
