@@ -450,6 +450,9 @@ TEST_CASE("view: the bound is printed and refused before any work, naming what c
   r = test::run_cli("view " + config("gqa.json") + " --logit-lens 3 --out " + html.string());
   CHECK(r.status == 2);
   CHECK(r.err.find("(set with --logit-lens)") != std::string::npos);
+  r = test::run_cli("view -m " + (test::source_dir() / "weights" / "stories260K.gguf").string() +
+                    " -p hi --prefill 3 --out " + html.string());
+  CHECK(r.status == 2);  // one prompt is its own prefill
   r = test::run_cli("view " + config("gqa.json") + " --bits 12 --out " + html.string());
   CHECK(r.status == 2);
   r = test::run_cli("view " + config("gqa.json") + " --out /nonexistent-dir/v.html");

@@ -94,6 +94,11 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   const auto P = std::int64_t(prompt.size());
   const std::int64_t N = f.run.steps;
   if (P == 0) throw attn::InputError("view needs a prompt of at least one token", "prompt");
+  // A prompt generated from is its own prefill and batch; x is its embeddings.
+  if (f.prefill_given || f.batch_given || !f.input.empty())
+    throw attn::InputError(
+        "view of one prompt: its prefill is the prompt, its batch 1 and its input the tokens' "
+        "embeddings (--prefill, --batch and --input are for drawn input or several prompts)");
   attn::check_generation_fits(a, 0, P, N);
   attn::Sampling sampling = f.sampling;
   sampling.seed = f.seed;
