@@ -11,4 +11,7 @@ int run_command(const Options& f, Command c, const attn::Shard& shard);
 
 int bench_command(const Options& f, const attn::Shard& shard);
 
+// One process: the attention of a run or a generation as one HTML page (workloads/view.hpp).
+int view_command(const Options& f);
+
 }  // namespace cli

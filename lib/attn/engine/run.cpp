@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
@@ -60,31 +61,69 @@ void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs&
     make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
 }
 
-// The probabilities a run keeps, through the model's observer: each forward call writes layer
-// l's into (*call)[l], allocated before any work by make_attention_outputs. While it runs, it
-// takes the place of the model's own observer, put back however the run ends.
-struct KeepProbs {
+// Allocates every block's lens logits a run keeps for the dump, before any work.
+void make_lens_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
+  const std::int64_t B = o.batch, P = o.prefill, V = a.vocab_size;
+  const auto L = std::size_t(a.n_layers);
+  auto make = [L](std::vector<std::vector<float>>& layers, std::int64_t n) {
+    layers.resize(L);
+    for (std::vector<float>& v : layers) v.resize(std::size_t(n));
+  };
+  make(out.lens_prefill, B * P * V);  // [B, P, vocab_size] per block
+  out.lens_decode.resize(std::size_t(o.steps));
+  for (std::vector<std::vector<float>>& step : out.lens_decode)
+    make(step, B * V);  // [B, 1, vocab_size] per block
+}
+
+// The run's own observer: the probabilities it keeps (each forward call writes layer l's into
+// (*probs)[l], allocated before any work by make_attention_outputs) and the logit lens (each
+// block's logits copied into (*lens_out)[l] when kept), with the model's own observer (`before`)
+// still seeing what it asked for. While it runs it takes m.observer's place, put back however
+// the run ends.
+struct RunObserver {
   Transformer& m;
   const Observer* before;
-  std::vector<std::vector<float>>* call = nullptr;
+  bool keep_probs;
+  LogitLens* lens;
+  std::vector<std::vector<float>>* probs = nullptr;
+  std::vector<std::vector<float>>* lens_out = nullptr;
   Observer observer;
 
-  KeepProbs(Transformer& model, bool keep) : m(model), before(model.observer) {
-    if (!keep) return;
-    observer.sites = site_bit(Site::attn_probs);
+  RunObserver(Transformer& model, bool keep, LogitLens* logit_lens)
+      : m(model), before(model.observer), keep_probs(keep), lens(logit_lens) {
+    if (!keep_probs && !lens) return;
+    // Every block: `before`'s layer filter is applied to what it is passed.
+    observer.sites = (before ? before->sites : 0) | (keep_probs ? site_bit(Site::attn_probs) : 0) |
+                     (lens ? site_bit(Site::resid_post) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      std::vector<float>& p = (*call)[std::size_t(layer)];
+      if (!keep_probs)
+        return before && before->wants(Site::attn_probs, layer) && before->probs
+                   ? before->probs(layer, bsz, n_heads, seqlen, keys)
+                   : nullptr;
+      if (!probs) return nullptr;
+      std::vector<float>& p = (*probs)[std::size_t(layer)];
       return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
     };
-    m.observer = &observer;  // wants no mlp_out: needs no buffer of observe()'s
+    observer.on_tensor = [this](const Observation& o) {
+      if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
+      if (!lens || o.site != Site::resid_post) return;
+      feed_lens(*lens, m, o);
+      if (lens_out) {
+        const std::int64_t n = o.shape[0] * o.shape[1] * lens->vocab_size;
+        std::vector<float>& kept = (*lens_out)[std::size_t(o.layer)];
+        if (std::int64_t(kept.size()) == n) std::copy_n(lens->logits.data(), n, kept.data());
+      }
+    };
+    m.observer = &observer;  // mlp_out's buffer, if `before` asks for it, observe() sized
   }
-  KeepProbs(const KeepProbs&) = delete;
-  KeepProbs& operator=(const KeepProbs&) = delete;
-  ~KeepProbs() { m.observer = before; }
-  // Where the next call's probabilities go (null: a run that keeps none).
-  std::vector<std::vector<float>>* point(std::vector<std::vector<float>>* layers) {
-    return call = m.observer == &observer ? layers : nullptr;
+  RunObserver(const RunObserver&) = delete;
+  RunObserver& operator=(const RunObserver&) = delete;
+  ~RunObserver() { m.observer = before; }
+  // Where the next call's probabilities and lens logits go (null: none kept).
+  void point(std::vector<std::vector<float>>* p, std::vector<std::vector<float>>* l) {
+    probs = keep_probs ? p : nullptr;
+    lens_out = l;
   }
 };
 
@@ -142,6 +181,23 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
         "attention_weights");
 }
 
+double lens_logits_bytes(const ModelArgs& a, const RunOptions& o) {
+  // In double, as attention_weights_bytes: exact below 2^53.
+  return 4 * double(a.n_layers) * double(o.batch) * double(o.prefill + o.steps) *
+         double(a.vocab_size);
+}
+
+void check_lens_logits(const ModelArgs& a, const RunOptions& o) {
+  const double bytes = lens_logits_bytes(a, o);
+  if (bytes > double(kAttentionWeightsLimit))
+    throw InputError("the logit lens would keep " +
+                         std::to_string(std::int64_t(bytes / (1 << 20))) +
+                         " MiB of logits for the dump (n_layers x batch x (P + N) x vocab_size "
+                         "floats), over the limit of 1 GiB: use fewer positions, layers or a "
+                         "smaller batch, or no dump",
+                     "logit_lens");
+}
+
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect) {
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;
@@ -154,18 +210,24 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
-  KeepProbs probs(m, keep_probs);
+  std::optional<LogitLens> lens;
+  if (inspect.logit_lens > 0) lens.emplace(make_logit_lens(m, inspect.logit_lens));
+  const bool keep_lens = lens && inspect.lens_logits;
+  if (keep_lens) make_lens_outputs(m.args, o, out);
+  RunObserver observer(m, keep_probs, lens ? &*lens : nullptr);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
-    const auto* kept = probs.point(&out.attn_prefill);
+    observer.point(&out.attn_prefill, keep_lens ? &out.lens_prefill : nullptr);
     open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
-    Event e = make_event(m, Event::Kind::prefill, B, 0, P, kept);
+    Event e =
+        make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
+    if (lens) e.lens = &*lens;
     if (logits && !inspect.all_logits)
       e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
@@ -175,7 +237,9 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
-    const auto* kept = keep_probs ? probs.point(&out.attn_decode[std::size_t(i - 1)]) : nullptr;
+    const auto step = std::size_t(i - 1);
+    auto* kept = keep_probs ? &out.attn_decode[step] : nullptr;
+    observer.point(kept, keep_lens ? &out.lens_decode[step] : nullptr);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
@@ -184,6 +248,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1, kept);
+    if (lens) e.lens = &*lens;
     if (logits)
       e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size,
       e.vocab = m.args.vocab_size;
@@ -238,6 +303,14 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
     tensors.push_back({"decode." + std::to_string(i) + ".logits",
                        {B, 1, a.vocab_size},
                        out.decode_logits.data() + (i - 1) * B * a.vocab_size});
+  for (std::size_t l = 0; l < out.lens_prefill.size(); ++l) {
+    const std::string p = "lens." + std::to_string(l);
+    tensors.push_back({p + ".prefill", {B, P, a.vocab_size}, out.lens_prefill[l].data()});
+    for (std::int64_t i = 1; i <= N; ++i)
+      tensors.push_back({p + ".decode." + std::to_string(i),
+                         {B, 1, a.vocab_size},
+                         out.lens_decode[std::size_t(i - 1)][l].data()});
+  }
   OutputFile file(path, "dump");
   write_safetensors(file, tensors);
   return file;
@@ -300,11 +373,18 @@ RunPlan plan_run(RunRequest r) {
         "(model_parallel_size 1): each rank holds only its own heads' probabilities",
         "attention_weights");
   check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});
+  if (r.logit_lens != 0) {
+    check_logit_lens(r.args, r.logit_lens);
+    if (!r.dump.empty()) check_lens_logits(r.args, o);
+  }
   RunShape shape{o.batch, o.prefill, o.steps, o.batch * std::max<std::int64_t>(o.prefill, 1)};
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.all_logits = r.all_logits;
+  if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
+    shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
+                       (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
   ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
   return {std::move(r), std::move(model)};
@@ -338,7 +418,7 @@ std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspe
 
 Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
-  Inspect inspect{{}, r.attention_weights, r.all_logits, {}};
+  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, r.logit_lens, !r.dump.empty()};
   std::vector<float> x;
   if (r.tokens.empty()) {
     x = r.input.empty() ? seeded_input(r.args, r.opts, r.model.seed)

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "attn/engine/lens.hpp"
 #include "attn/engine/open.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/input.hpp"
@@ -26,6 +27,8 @@ struct Inspect {
   bool attention_weights = false;
   bool all_logits = false;                 // every prefill position's logits, not the last
   std::vector<std::int64_t> last_prefill;  // [B]: each sequence's last real prefill position
+  int logit_lens = 0;                      // top tokens of each block's lens (0: no lens)
+  bool lens_logits = false;                // keep every block's lens logits (the dump)
 };
 
 // What the loop reports after the prefill and after each decode step, with the shapes the
@@ -45,6 +48,7 @@ struct Event {
   Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
   const float* logits = nullptr;       // a token run's: [B, vocab] of each last position
   std::int64_t vocab = 0;
+  const LogitLens* lens = nullptr;  // with a logit lens: this call's (lens.hpp), every block's
 };
 
 struct RunOutputs {
@@ -60,6 +64,10 @@ struct RunOutputs {
   // last prefill position [B, vocab_size] (with all_logits every prefill position,
   // [B, P, vocab_size]), and of each decode step [N, B, vocab_size].
   std::vector<float> prefill_logits, decode_logits;
+  // With a logit lens kept for the dump: per block [B, P, vocab_size], and per step and block
+  // [B, 1, vocab_size].
+  std::vector<std::vector<float>> lens_prefill;
+  std::vector<std::vector<std::vector<float>>> lens_decode;
 };
 
 // What --attention-weights stores may not exceed this: refused before any work.
@@ -71,9 +79,15 @@ double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
 // Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
 void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);
 
+// Bytes of the logit lens's logits a run keeps for the dump: n_layers * B * (P + N) * vocab_size
+// floats; refused (InputError, setting "logit_lens") over the same limit as attention weights.
+double lens_logits_bytes(const ModelArgs& args, const RunOptions& opts);
+void check_lens_logits(const ModelArgs& args, const RunOptions& opts);
+
 // The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
-// with inspect.attention_weights the run keeps the probabilities through an observer of its own,
-// in m.observer's place until it returns.
+// with inspect.attention_weights (the probabilities kept) or inspect.logit_lens (each call's lens
+// in its Event, its logits kept with lens_logits) the run observes through an observer of its
+// own, in m.observer's place until it returns, that passes m.observer what it asked for.
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
@@ -112,8 +126,11 @@ struct RunRequest {
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
-  bool all_logits = false;         // every prefill position's logits
-  bool logits = false;             // the head after a slice of layers that stops short of the last
+  bool all_logits = false;  // every prefill position's logits
+  bool logits = false;      // the head after a slice of layers that stops short of the last
+  // The logit lens (lens.hpp): this many top tokens per position and block in each Event (0:
+  // none); with a dump, every block's lens logits in it (lens.{l}.prefill, lens.{l}.decode.{i}).
+  int logit_lens = 0;
   std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
 };
 
@@ -126,7 +143,8 @@ struct RunPlan {
 
 // Checks everything a run can be refused for before any work (the shard, the cache's capacity,
 // the dump's path, the attention weights' bound, the memory the run needs on this rank), in
-// that order; throws InputError naming the file, key or setting.
+// that order (the logit lens's with the attention weights'); throws InputError naming the file,
+// key or setting.
 RunPlan plan_run(RunRequest request);
 
 struct Run {
