@@ -30,6 +30,7 @@ inline std::string cli_flag_for(std::string_view setting) {
       {"tokens_file", "--tokens-file"},
       {"tokenizer", "--tokenizer"},
       {"attention_weights", "--attention-weights"},
+      {"dump_activations", "--dump-activations"},
       {"save_session", "--save-session"},
       {"load_session", "--load-session"},
       {"weight_types", "--weight-types"},

@@ -11,4 +11,7 @@ int run_command(const Options& f, Command c, const attn::Shard& shard);
 
 int bench_command(const Options& f, const attn::Shard& shard);
 
+// Compares two dumps; 0 equal within the tolerance, 1 different.
+int diff_command(const Options& f);
+
 }  // namespace cli

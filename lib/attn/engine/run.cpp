@@ -8,6 +8,7 @@
 #include "attn/io/files.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/kernels/ops.hpp"
 #include "attn/model/finite.hpp"
 
 namespace attn {
@@ -60,33 +61,62 @@ void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs&
     make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
 }
 
-// The probabilities a run keeps, through the model's observer: each forward call writes layer
-// l's into (*call)[l], allocated before any work by make_attention_outputs. While it runs, it
-// takes the place of the model's own observer, put back however the run ends.
+// The probabilities and the activations a run keeps, through the model's observer: each forward
+// call writes layer l's probabilities into (*call)[l], allocated before any work by
+// make_attention_outputs, and the kept activations into their tensors (activations.hpp). While
+// it runs, it takes the place of the model's own observer, put back however the run ends.
 struct KeepProbs {
   Transformer& m;
   const Observer* before;
   std::vector<std::vector<float>>* call = nullptr;
+  KeptActivations* kept = nullptr;
   Observer observer;
 
-  KeepProbs(Transformer& model, bool keep) : m(model), before(model.observer) {
-    if (!keep) return;
-    observer.sites = site_bit(Site::attn_probs);
+  KeepProbs(Transformer& model, bool keep, KeptActivations* activations,
+            const ActivationNames& names)
+      : m(model), before(model.observer), kept(activations) {
+    if (!keep && !kept) return;
+    observer.sites = (keep ? site_bit(Site::attn_probs) : 0) | (kept ? kept_sites(names) : 0);
+    if (!keep) observer.layers = kept_layers(names);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      std::vector<float>& p = (*call)[std::size_t(layer)];
-      return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
+      const std::int64_t n = bsz * n_heads * seqlen * keys;
+      if (call) {
+        std::vector<float>& p = (*call)[std::size_t(layer)];
+        return std::int64_t(p.size()) == n ? p.data() : nullptr;
+      }
+      // Only the activations keep them: written in place, into their kept tensor.
+      KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
+      return t && std::int64_t(t->data.size()) == n ? t->data.data() : nullptr;
     };
-    m.observer = &observer;  // wants no mlp_out: needs no buffer of observe()'s
+    if (kept) observer.on_tensor = [this](const Observation& o) { keep_observation(*kept, o); };
+    // mlp_out needs a buffer, which observe() sizes (and the run's end leaves, for `before`);
+    // without it, m.observer alone, as observe() would drop a buffer `before` may use.
+    if (observer.sites & site_bit(Site::mlp_out))
+      observe(m, &observer);
+    else
+      m.observer = &observer;
   }
   KeepProbs(const KeepProbs&) = delete;
   KeepProbs& operator=(const KeepProbs&) = delete;
   ~KeepProbs() { m.observer = before; }
-  // Where the next call's probabilities go (null: a run that keeps none).
-  std::vector<std::vector<float>>* point(std::vector<std::vector<float>>* layers) {
+  // Where the next call's probabilities go (null: a run that keeps none), and which call it is
+  // (0 the prefill, i decode step i) for the activations.
+  std::vector<std::vector<float>>* point(std::vector<std::vector<float>>* layers, std::int64_t c) {
+    if (kept) kept->call = c;
     return call = m.observer == &observer ? layers : nullptr;
   }
 };
+
+// The final norm of h [rows, dim] into call c's ln_final.hook_normalized, if kept: the run takes
+// its logits through output_logits, which norms only the rows the head reads, so the kept
+// tensor is normed here, row by row as the model's norm (the same bits).
+void keep_final_norm(Transformer& m, KeptActivations& kept, std::int64_t c, const float* h,
+                     std::int64_t rows) {
+  KeptActivation* t = kept.find(c, m.args.n_layers, Site::final_norm);
+  if (!t) return;
+  rmsnorm(m.rt, t->data.data(), h, m.weights.tokens.norm, rows, m.args.dim, float(m.args.norm_eps));
+}
 
 // forward, with the step named when a NaN or Inf appears.
 void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t seqlen,
@@ -154,16 +184,21 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
-  KeepProbs probs(m, keep_probs);
+  const bool keep_activations = !inspect.activations.empty();
+  if (keep_activations) out.activations = make_kept_activations(m.args, o, inspect.activations);
+  KeepProbs probs(m, keep_probs, keep_activations ? &out.activations : nullptr,
+                  inspect.activations);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
-    const auto* kept = probs.point(&out.attn_prefill);
+    const auto* kept = probs.point(keep_probs ? &out.attn_prefill : nullptr, 0);
     open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
+    if (keep_activations && logits)
+      keep_final_norm(m, out.activations, 0, out.prefill_output.data(), B * P);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
     Event e = make_event(m, Event::Kind::prefill, B, 0, P, kept);
     if (logits && !inspect.all_logits)
@@ -175,11 +210,13 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
-    const auto* kept = keep_probs ? probs.point(&out.attn_decode[std::size_t(i - 1)]) : nullptr;
+    const auto* kept = probs.point(keep_probs ? &out.attn_decode[std::size_t(i - 1)] : nullptr, i);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
     out.decode_seconds[std::size_t(i - 1)] = seconds_since(t0);
+    if (keep_activations && logits)
+      keep_final_norm(m, out.activations, i, out.decode_output.data() + (i - 1) * B * dim, B);
     if (logits)
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
@@ -238,6 +275,8 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
     tensors.push_back({"decode." + std::to_string(i) + ".logits",
                        {B, 1, a.vocab_size},
                        out.decode_logits.data() + (i - 1) * B * a.vocab_size});
+  for (const KeptActivation& t : out.activations.tensors)
+    tensors.push_back({t.name, t.shape, t.data.data()});
   OutputFile file(path, "dump");
   write_safetensors(file, tensors);
   return file;
@@ -299,11 +338,17 @@ RunPlan plan_run(RunRequest r) {
         "attention weights (kept, printed or drawn) need one process "
         "(model_parallel_size 1): each rank holds only its own heads' probabilities",
         "attention_weights");
-  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});
+  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}, {}});
+  ActivationNames activations;
+  if (!r.dump_activations.empty()) {
+    activations = parse_activation_names(r.dump_activations, r.args);
+    check_activations(r.args, o, activations, shard.size);
+  }
   RunShape shape{o.batch, o.prefill, o.steps, o.batch * std::max<std::int64_t>(o.prefill, 1)};
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
+  shape.activations = std::uint64_t(activations_bytes(r.args, o, activations));
   shape.all_logits = r.all_logits;
   r.model.drawn = {WeightType::f32};
   ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
@@ -338,7 +383,9 @@ std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspe
 
 Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
-  Inspect inspect{{}, r.attention_weights, r.all_logits, {}};
+  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, {}};
+  if (!r.dump_activations.empty())
+    inspect.activations = parse_activation_names(r.dump_activations, r.args);
   std::vector<float> x;
   if (r.tokens.empty()) {
     x = r.input.empty() ? seeded_input(r.args, r.opts, r.model.seed)
