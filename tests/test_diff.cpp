@@ -200,7 +200,7 @@ TEST_CASE("diff: our dump against PyTorch's float64 reference under TransformerL
   diff_json(reference_dump(), dir / "meta_f32_tl_mixed.safetensors", "", 1);
 }
 
-TEST_CASE("diff: the allclose test, B the reference; NaN and infinities") {
+TEST_CASE("diff: the allclose test with B the reference, NaN and infinities") {
   const fs::path a = test::temp_path("tol_a.safetensors"), b = test::temp_path("tol_b.safetensors");
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
