@@ -8,6 +8,8 @@
 #include <iterator>
 #include <system_error>
 
+#include "attn/engine/lens.hpp"
+
 namespace cli {
 
 namespace {
@@ -280,6 +282,18 @@ std::vector<Flag> text_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.logits, h);
        }},
+      {"--logit-lens",
+       {{kRunLike | Command::generate,
+         "token input: each layer's output through the final norm and head, its K top tokens "
+         "per position after every forward call (K default 5, at most 100; with --dump, "
+         "lens.{l}.* logits, limit 1 GiB)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.logit_lens, h)
+             ->expected(0, 1)
+             ->default_str("5")
+             ->type_name("[K]")
+             ->check(CLI::Range(1, attn::kLensMaxK));
+       }},
   };
 }
 
@@ -411,10 +425,11 @@ std::vector<Flag> make_table() {
 // generate's and tokenize's help has always listed the prompt before the numbers that shape the
 // run: their flags go in this order, the other commands' in the table's.
 constexpr std::string_view kPromptFirst[] = {
-    "--config",     "--weights", "--prompt",       "--prompt-file",  "--tokens",  "--tokens-file",
-    "--tokenizer",  "--no-bos",  "--add-bos",      "--steps",        "--temp",    "--top-k",
-    "--top-p",      "--min-p",   "--seed",         "--max-seq-len",  "--threads", "--compute",
-    "--ignore-eos", "--json",    "--save-session", "--load-session", "--decode",  "--log-level"};
+    "--config",      "--weights",      "--prompt",       "--prompt-file", "--tokens",
+    "--tokens-file", "--tokenizer",    "--no-bos",       "--add-bos",     "--steps",
+    "--temp",        "--top-k",        "--top-p",        "--min-p",       "--seed",
+    "--max-seq-len", "--threads",      "--compute",      "--ignore-eos",  "--json",
+    "--logit-lens",  "--save-session", "--load-session", "--decode",      "--log-level"};
 
 std::string_view long_name(const Flag& f) {
   return f.names.substr(f.names.rfind(',') + 1);

@@ -81,6 +81,7 @@ struct Options {
   std::string dump_activations;  // hook names, "all"; empty: none
   TextInput text;  // token input: a prompt or ids instead of --input (generate, tokenize too)
   bool all_logits = false, logits = false;
+  int logit_lens = 0;  // top tokens per position of each layer's logit lens (0: no lens)
   bool batch_given = false, prefill_given = false;  // on the command line (see mark_given)
 
   // heatmap

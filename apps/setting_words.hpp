@@ -30,6 +30,7 @@ inline std::string cli_flag_for(std::string_view setting) {
       {"tokens_file", "--tokens-file"},
       {"tokenizer", "--tokenizer"},
       {"attention_weights", "--attention-weights"},
+      {"logit_lens", "--logit-lens"},
       {"dump_activations", "--dump-activations"},
       {"save_session", "--save-session"},
       {"load_session", "--load-session"},

@@ -483,3 +483,17 @@ TEST_CASE("dump-activations: refused before any work, naming the flag") {
     CHECK(!fs::exists(dump));
   }
 }
+
+TEST_CASE("dump-activations: beside the logit lens and the attention weights, the same values") {
+  const fs::path all = test::temp_path("with_lens.safetensors");
+  run_dump(kModel / "weights.safetensors", all, "--logit-lens 3 --attention-weights");
+  const json j = diff_json(all, reference_dump(), "--rtol 0 --atol 0", 1);
+  CHECK(j["first"].is_null());  // every tensor in both equal; the lens and attn.* only in A
+  CHECK(j["only_in_b"].empty());
+  for (const json& name : j["only_in_a"]) {
+    const std::string n = name;
+    CHECK_MESSAGE((n.starts_with("lens.") || n.starts_with("attn.")), n);
+  }
+  // The last block's lens is the logits (every prefill position: --all-logits).
+  CHECK(values(all, "lens.1.prefill") == values(all, "prefill.logits"));
+}

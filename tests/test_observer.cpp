@@ -514,7 +514,7 @@ TEST_CASE("observer: mlp_out needs observe(), and site names parse") {
   }
 }
 
-TEST_CASE("observer: a run keeps its attention weights through an observer, the model's back") {
+TEST_CASE("observer: a run keeps its attention weights through an observer, the model's too") {
   const attn::ModelArgs a = small_args(attn::Block::llama);
   const attn::RunOptions o{2, 4, 2};
   const std::vector<float> x = attn::seeded_input(a, o, 2);
@@ -535,14 +535,15 @@ TEST_CASE("observer: a run keeps its attention weights through an observer, the 
       },
       inspect);
   CHECK(events == 3);
-  CHECK(reported == 0);  // the run's own observer took its place
+  // The run's own observer took its place and passes it what it asks for.
+  CHECK(reported == a.n_layers * (1 + o.steps));
   CHECK(m.observer == &mine);
   for (float p : out.attn_prefill[0]) CHECK(std::isfinite(p));
   // Without attention weights, the model's observer sees the run's forward calls.
   attn::Transformer m2 = attn::make_transformer(a, attn::seeded_weights(a, 3), 8);
   attn::observe(m2, &mine);
   attn::run(m2, x, o, [](const attn::Event&) {});
-  CHECK(reported == a.n_layers * (1 + o.steps));
+  CHECK(reported == 2 * a.n_layers * (1 + o.steps));
 }
 
 TEST_CASE("observer: sites under TransformerLens's hook names, and back") {

@@ -45,6 +45,7 @@ attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool ke
   r.tokens = prompt.sequences;
   r.all_logits = f.all_logits;
   r.logits = f.logits;
+  r.logit_lens = f.logit_lens;
 
   r.opts = f.run;
   std::int64_t longest = 0;
@@ -134,8 +135,8 @@ attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard, Prom
 }
 
 // Runs the session, printing the config, each step (flushed as it comes) and the summary.
-void run_traced(const Options& f, bool decode_only, attn::Run& se, std::ostream& trace,
-                bool rank0) {
+void run_traced(const Options& f, bool decode_only, attn::Run& se, const PromptTokens& prompt,
+                std::ostream& trace, bool rank0) {
   const attn::ModelArgs& args = se.request.args;
   if (f.json)
     print_config_json(trace, args);
@@ -148,6 +149,14 @@ void run_traced(const Options& f, bool decode_only, attn::Run& se, std::ostream&
       print_event_text(trace, e, decode_only);
     if (f.print_attention && f.json) print_attention_json(trace, args, e);
     if (f.print_attention && !f.json) print_attention(trace, args, e);
+    if (e.lens) {
+      const char* of = e.kind == attn::Event::Kind::prefill ? "prefill" : "decode";
+      if (f.json)
+        print_lens_json(trace, *e.lens, of, e.step, args.first_layer);
+      else
+        print_lens_text(trace, *e.lens, of, e.step, args.first_layer,
+                        prompt.tokenizer ? &*prompt.tokenizer : nullptr);
+    }
     trace.flush();  // what is printed stays printed, whatever ends the run later
   });
   const Summary s = summarize(se.request.opts, se.out, se.model.rt);
@@ -173,7 +182,7 @@ int run_command(const Options& f, Command c, const attn::Shard& shard) {
   return ranks::or_abort(shard, [&] {
     const bool rank0 = shard.rank == 0;
     std::ostream nowhere(nullptr);
-    run_traced(f, c == Command::decode, *session, rank0 ? std::cout : nowhere, rank0);
+    run_traced(f, c == Command::decode, *session, prompt, rank0 ? std::cout : nowhere, rank0);
     check_stdout();
     attn::write_outputs(*session, check_stdout);
     if (!png_size.empty())

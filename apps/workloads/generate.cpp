@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attn/engine/engine.hpp"
+#include "attn/engine/lens.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/format.hpp"
@@ -190,13 +191,40 @@ int generate_command(const Options& f) {
   }
   std::cout.flush();
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
+  // --logit-lens: each forward call's lens, printed before the token it chose (JSON on stdout,
+  // text on stderr: stdout is the generated text).
+  std::optional<LogitLens> lens;
+  Observer lens_obs;
+  std::int64_t lens_printed = 0;  // forward calls whose lens is printed
+  if (f.logit_lens > 0) {
+    lens.emplace(make_logit_lens(e.model, f.logit_lens));
+    lens_obs = lens_observer(*lens, e.model);
+    observe(e.model, &lens_obs);
+  }
+  const auto print_lens = [&] {
+    if (!lens || lens->calls == lens_printed) return;
+    // The prompt's call first (none when a loaded session continues with no prompt), then one
+    // call per token fed.
+    const bool prefill = lens_printed == 0 && !prompt.empty();
+    const std::int64_t step = lens_printed + (prompt.empty() ? 1 : 0);
+    lens_printed = lens->calls;
+    if (f.json)
+      print_lens_json(std::cout, *lens, prefill ? "prefill" : "decode", step,
+                      e.model.args.first_layer);
+    else
+      print_lens_text(std::cerr, *lens, prefill ? "prefill" : "decode", step,
+                      e.model.args.first_layer, e.tokenizer ? &*e.tokenizer : nullptr);
+  };
   generate(e, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(),
            [&](const Generated& t) {
              if (f.json && t.step == 0)
                print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
+             print_lens();
              print_token(f, e, stream, t);
              std::cout.flush();
            });
+  print_lens();  // the last token's call, fed for a session
+  if (lens) observe(e.model, nullptr);
   print_summary(f, e);
   print_timing(e.generation,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "attn/engine/lens.hpp"
+#include "attn/io/text.hpp"
 #include "attn/model/parallel.hpp"
 
 namespace cli {
@@ -84,16 +86,55 @@ void print_summary_text(std::ostream& os, const Summary& s) {
 }
 
 json top_logits(const float* logits, std::int64_t vocab, int n) {
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(vocab));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
-  const std::size_t k = std::min<std::size_t>(std::size_t(n), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
-                    [&](std::int32_t a, std::int32_t b) {
-                      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-                    });
+  std::vector<attn::TopLogit> best(std::size_t(std::clamp<std::int64_t>(n, 0, vocab)));
+  attn::top_logits(logits, vocab, int(best.size()), best.data());
   json top = json::array();
-  for (std::size_t i = 0; i < k; ++i) top.push_back({{"id", ids[i]}, {"logit", logits[ids[i]]}});
+  for (const attn::TopLogit& t : best) top.push_back({{"id", t.id}, {"logit", t.logit}});
   return top;
+}
+
+void print_lens_json(std::ostream& os, const attn::LogitLens& lens, const char* of,
+                     std::int64_t step, std::int64_t first_layer) {
+  for (std::int64_t l = 0; l < lens.n_layers; ++l) {
+    if (!lens.fed[std::size_t(l)]) continue;
+    json rows = json::array();
+    for (std::int64_t b = 0; b < lens.bsz; ++b) {
+      json positions = json::array();
+      for (std::int64_t t = 0; t < lens.seqlen; ++t) {
+        const attn::TopLogit* top = attn::lens_top(lens, l, b, t);
+        json best = json::array();
+        for (int j = 0; j < lens.k_used; ++j)
+          best.push_back({{"id", top[j].id}, {"logit", top[j].logit}});
+        positions.push_back(std::move(best));
+      }
+      rows.push_back(std::move(positions));
+    }
+    json j = {{"event", "lens"}, {"of", of}};
+    if (std::string_view(of) == "decode") j["step"] = step;
+    j["start_pos"] = lens.start_pos;
+    j["layer"] = first_layer + l;
+    j["top"] = std::move(rows);
+    os << j.dump() << "\n";
+  }
+}
+
+void print_lens_text(std::ostream& os, const attn::LogitLens& lens, const char* of,
+                     std::int64_t step, std::int64_t first_layer, const attn::Tokenizer* tok) {
+  for (std::int64_t l = 0; l < lens.n_layers; ++l) {
+    if (!lens.fed[std::size_t(l)]) continue;
+    for (std::int64_t b = 0; b < lens.bsz; ++b) {
+      os << "lens " << of;
+      if (std::string_view(of) == "decode") os << " " << step;
+      os << " layer " << first_layer + l;
+      if (lens.bsz > 1) os << " batch " << b;
+      os << ":";
+      for (std::int64_t t = 0; t < lens.seqlen; ++t) {
+        const std::int32_t id = attn::lens_top(lens, l, b, t)[0].id;
+        os << " " << (tok ? attn::quoted(attn::token_bytes(*tok, id), 40) : std::to_string(id));
+      }
+      os << "\n";
+    }
+  }
 }
 
 void print_config_json(std::ostream& os, const ModelArgs& a) {

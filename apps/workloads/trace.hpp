@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"      // Event
 #include "attn/io/safetensors.hpp"  // shape_text
 #include "attn/model/config.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace cli {
 
@@ -40,6 +42,15 @@ void print_summary_json(std::ostream& os, const Summary& s);
 void print_attention(std::ostream& os, const attn::ModelArgs& a, const attn::Event& e);
 // The same as JSON Lines (--json): one "attention_weights" event per layer, batch row and head.
 void print_attention_json(std::ostream& os, const attn::ModelArgs& a, const attn::Event& e);
+
+// The logit lens of one forward call (lens.hpp), `of` "prefill" or "decode" (step: the decode
+// step, 1-based), layers numbered as the checkpoint's (first_layer + l). JSON: one "lens" event
+// per layer, `top` [batch row][position][{"id", "logit"}] as top_logits. Text: one line per
+// layer and batch row, each position's top token (its text with a tokenizer, else its id).
+void print_lens_json(std::ostream& os, const attn::LogitLens& lens, const char* of,
+                     std::int64_t step, std::int64_t first_layer);
+void print_lens_text(std::ostream& os, const attn::LogitLens& lens, const char* of,
+                     std::int64_t step, std::int64_t first_layer, const attn::Tokenizer* tok);
 
 // --print-attention prints at most this many probabilities (about 8 MB of text): more is a job
 // for --attention-weights and the dump.

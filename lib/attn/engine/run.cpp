@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
@@ -61,50 +62,85 @@ void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs&
     make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
 }
 
-// The probabilities and the activations a run keeps, through the model's observer: each forward
-// call writes layer l's probabilities into (*call)[l], allocated before any work by
-// make_attention_outputs, and the kept activations into their tensors (activations.hpp). While
-// it runs, it takes the place of the model's own observer, put back however the run ends.
-struct KeepProbs {
+// Allocates every block's lens logits a run keeps for the dump, before any work.
+void make_lens_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
+  const std::int64_t B = o.batch, P = o.prefill, V = a.vocab_size;
+  const auto L = std::size_t(a.n_layers);
+  auto make = [L](std::vector<std::vector<float>>& layers, std::int64_t n) {
+    layers.resize(L);
+    for (std::vector<float>& v : layers) v.resize(std::size_t(n));
+  };
+  make(out.lens_prefill, B * P * V);  // [B, P, vocab_size] per block
+  out.lens_decode.resize(std::size_t(o.steps));
+  for (std::vector<std::vector<float>>& step : out.lens_decode)
+    make(step, B * V);  // [B, 1, vocab_size] per block
+}
+
+// The run's own observer: the probabilities it keeps (each forward call writes layer l's into
+// (*probs)[l], allocated before any work by make_attention_outputs), the logit lens (each
+// block's logits copied into (*lens_out)[l] when kept) and the activations kept for the dump
+// (into their tensors, activations.hpp), with the model's own observer (`before`) still seeing
+// what it asked for. While it runs it takes m.observer's place, put back however
+// the run ends.
+struct RunObserver {
   Transformer& m;
   const Observer* before;
-  std::vector<std::vector<float>>* call = nullptr;
-  KeptActivations* kept = nullptr;
+  bool keep_probs;
+  LogitLens* lens;
+  KeptActivations* kept;
+  std::vector<std::vector<float>>* probs = nullptr;
+  std::vector<std::vector<float>>* lens_out = nullptr;
   Observer observer;
 
-  KeepProbs(Transformer& model, bool keep, KeptActivations* activations,
-            const ActivationNames& names)
-      : m(model), before(model.observer), kept(activations) {
-    if (!keep && !kept) return;
-    observer.sites = (keep ? site_bit(Site::attn_probs) : 0) | (kept ? kept_sites(names) : 0);
-    if (!keep) observer.layers = kept_layers(names);
+  RunObserver(Transformer& model, bool keep, LogitLens* logit_lens, KeptActivations* activations,
+              const ActivationNames& names)
+      : m(model), before(model.observer), keep_probs(keep), lens(logit_lens), kept(activations) {
+    if (!keep_probs && !lens && !kept) return;
+    // Every block: `before`'s layer filter is applied to what it is passed.
+    observer.sites = (before ? before->sites : 0) | (keep_probs ? site_bit(Site::attn_probs) : 0) |
+                     (lens ? site_bit(Site::resid_post) : 0) | (kept ? kept_sites(names) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      const std::int64_t n = bsz * n_heads * seqlen * keys;
-      if (call) {
-        std::vector<float>& p = (*call)[std::size_t(layer)];
-        return std::int64_t(p.size()) == n ? p.data() : nullptr;
+      if (!keep_probs) {
+        if (before && before->wants(Site::attn_probs, layer) && before->probs)
+          return before->probs(layer, bsz, n_heads, seqlen, keys);
+        // Only the activations keep them: written in place, into their kept tensor.
+        KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
+        return t && std::int64_t(t->data.size()) == bsz * n_heads * seqlen * keys ? t->data.data()
+                                                                                  : nullptr;
       }
-      // Only the activations keep them: written in place, into their kept tensor.
-      KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
-      return t && std::int64_t(t->data.size()) == n ? t->data.data() : nullptr;
+      if (!probs) return nullptr;
+      std::vector<float>& p = (*probs)[std::size_t(layer)];
+      return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
     };
-    if (kept) observer.on_tensor = [this](const Observation& o) { keep_observation(*kept, o); };
+    observer.on_tensor = [this](const Observation& o) {
+      if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
+      if (kept) keep_observation(*kept, o);  // copies, unless written in place
+      if (!lens || o.site != Site::resid_post) return;
+      feed_lens(*lens, m, o);
+      if (lens_out) {
+        const std::int64_t n = o.shape[0] * o.shape[1] * lens->vocab_size;
+        std::vector<float>& dst = (*lens_out)[std::size_t(o.layer)];
+        if (std::int64_t(dst.size()) == n) std::copy_n(lens->logits.data(), n, dst.data());
+      }
+    };
     // mlp_out needs a buffer, which observe() sizes (and the run's end leaves, for `before`);
-    // without it, m.observer alone, as observe() would drop a buffer `before` may use.
+    // without mlp_out, m.observer alone, as observe() would drop a buffer `before` may use.
     if (observer.sites & site_bit(Site::mlp_out))
       observe(m, &observer);
     else
       m.observer = &observer;
   }
-  KeepProbs(const KeepProbs&) = delete;
-  KeepProbs& operator=(const KeepProbs&) = delete;
-  ~KeepProbs() { m.observer = before; }
-  // Where the next call's probabilities go (null: a run that keeps none), and which call it is
-  // (0 the prefill, i decode step i) for the activations.
-  std::vector<std::vector<float>>* point(std::vector<std::vector<float>>* layers, std::int64_t c) {
+  RunObserver(const RunObserver&) = delete;
+  RunObserver& operator=(const RunObserver&) = delete;
+  ~RunObserver() { m.observer = before; }
+  // Where the next call's probabilities and lens logits go (null: none kept), and which call it
+  // is for the activations (0 the prefill, i decode step i).
+  void point(std::vector<std::vector<float>>* p, std::vector<std::vector<float>>* l,
+             std::int64_t c) {
+    probs = keep_probs ? p : nullptr;
+    lens_out = l;
     if (kept) kept->call = c;
-    return call = m.observer == &observer ? layers : nullptr;
   }
 };
 
@@ -172,6 +208,23 @@ void check_attention_weights(const ModelArgs& a, const RunOptions& o, const Insp
         "attention_weights");
 }
 
+double lens_logits_bytes(const ModelArgs& a, const RunOptions& o) {
+  // In double, as attention_weights_bytes: exact below 2^53.
+  return 4 * double(a.n_layers) * double(o.batch) * double(o.prefill + o.steps) *
+         double(a.vocab_size);
+}
+
+void check_lens_logits(const ModelArgs& a, const RunOptions& o) {
+  const double bytes = lens_logits_bytes(a, o);
+  if (bytes > double(kAttentionWeightsLimit))
+    throw InputError("the logit lens would keep " +
+                         std::to_string(std::int64_t(bytes / (1 << 20))) +
+                         " MiB of logits for the dump (n_layers x batch x (P + N) x vocab_size "
+                         "floats), over the limit of 1 GiB: use fewer positions, layers or a "
+                         "smaller batch, or no dump",
+                     "logit_lens");
+}
+
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect) {
   const std::int64_t B = o.batch, P = o.prefill, N = o.steps, T = P + N, dim = m.args.dim;
@@ -184,15 +237,19 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
+  std::optional<LogitLens> lens;
+  if (inspect.logit_lens > 0) lens.emplace(make_logit_lens(m, inspect.logit_lens));
+  const bool keep_lens = lens && inspect.lens_logits;
+  if (keep_lens) make_lens_outputs(m.args, o, out);
   const bool keep_activations = !inspect.activations.empty();
   if (keep_activations) out.activations = make_kept_activations(m.args, o, inspect.activations);
-  KeepProbs probs(m, keep_probs, keep_activations ? &out.activations : nullptr,
-                  inspect.activations);
+  RunObserver observer(m, keep_probs, lens ? &*lens : nullptr,
+                       keep_activations ? &out.activations : nullptr, inspect.activations);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
-    const auto* kept = probs.point(keep_probs ? &out.attn_prefill : nullptr, 0);
+    observer.point(&out.attn_prefill, keep_lens ? &out.lens_prefill : nullptr, 0);
     open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
@@ -200,7 +257,9 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     if (keep_activations && logits)
       keep_final_norm(m, out.activations, 0, out.prefill_output.data(), B * P);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
-    Event e = make_event(m, Event::Kind::prefill, B, 0, P, kept);
+    Event e =
+        make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
+    if (lens) e.lens = &*lens;
     if (logits && !inspect.all_logits)
       e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
@@ -210,7 +269,9 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
-    const auto* kept = probs.point(keep_probs ? &out.attn_decode[std::size_t(i - 1)] : nullptr, i);
+    const auto step = std::size_t(i - 1);
+    auto* kept = keep_probs ? &out.attn_decode[step] : nullptr;
+    observer.point(kept, keep_lens ? &out.lens_decode[step] : nullptr, i);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
@@ -221,6 +282,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1, kept);
+    if (lens) e.lens = &*lens;
     if (logits)
       e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size,
       e.vocab = m.args.vocab_size;
@@ -275,6 +337,14 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
     tensors.push_back({"decode." + std::to_string(i) + ".logits",
                        {B, 1, a.vocab_size},
                        out.decode_logits.data() + (i - 1) * B * a.vocab_size});
+  for (std::size_t l = 0; l < out.lens_prefill.size(); ++l) {
+    const std::string p = "lens." + std::to_string(l);
+    tensors.push_back({p + ".prefill", {B, P, a.vocab_size}, out.lens_prefill[l].data()});
+    for (std::int64_t i = 1; i <= N; ++i)
+      tensors.push_back({p + ".decode." + std::to_string(i),
+                         {B, 1, a.vocab_size},
+                         out.lens_decode[std::size_t(i - 1)][l].data()});
+  }
   for (const KeptActivation& t : out.activations.tensors)
     tensors.push_back({t.name, t.shape, t.data.data()});
   OutputFile file(path, "dump");
@@ -338,7 +408,11 @@ RunPlan plan_run(RunRequest r) {
         "attention weights (kept, printed or drawn) need one process "
         "(model_parallel_size 1): each rank holds only its own heads' probabilities",
         "attention_weights");
-  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}, {}});
+  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}, 0, false, {}});
+  if (r.logit_lens != 0) {
+    check_logit_lens(r.args, r.logit_lens);
+    if (!r.dump.empty()) check_lens_logits(r.args, o);
+  }
   ActivationNames activations;
   if (!r.dump_activations.empty()) {
     activations = parse_activation_names(r.dump_activations, r.args);
@@ -350,6 +424,9 @@ RunPlan plan_run(RunRequest r) {
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.activations = std::uint64_t(activations_bytes(r.args, o, activations));
   shape.all_logits = r.all_logits;
+  if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
+    shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
+                       (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
   ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
   return {std::move(r), std::move(model)};
@@ -383,7 +460,7 @@ std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspe
 
 Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
-  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, {}};
+  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, r.logit_lens, !r.dump.empty(), {}};
   if (!r.dump_activations.empty())
     inspect.activations = parse_activation_names(r.dump_activations, r.args);
   std::vector<float> x;

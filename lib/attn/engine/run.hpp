@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attn/engine/activations.hpp"
+#include "attn/engine/lens.hpp"
 #include "attn/engine/open.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/input.hpp"
@@ -27,6 +28,8 @@ struct Inspect {
   bool attention_weights = false;
   bool all_logits = false;                 // every prefill position's logits, not the last
   std::vector<std::int64_t> last_prefill;  // [B]: each sequence's last real prefill position
+  int logit_lens = 0;                      // top tokens of each block's lens (0: no lens)
+  bool lens_logits = false;                // keep every block's lens logits (the dump)
   ActivationNames activations;             // kept for the dump (activations.hpp)
 };
 
@@ -47,6 +50,7 @@ struct Event {
   Shape local_cache_k, local_cache_v;  // one rank's: [batch, n_kv_heads / K, filled, head_dim]
   const float* logits = nullptr;       // a token run's: [B, vocab] of each last position
   std::int64_t vocab = 0;
+  const LogitLens* lens = nullptr;  // with a logit lens: this call's (lens.hpp), every block's
 };
 
 struct RunOutputs {
@@ -62,6 +66,10 @@ struct RunOutputs {
   // last prefill position [B, vocab_size] (with all_logits every prefill position,
   // [B, P, vocab_size]), and of each decode step [N, B, vocab_size].
   std::vector<float> prefill_logits, decode_logits;
+  // With a logit lens kept for the dump: per block [B, P, vocab_size], and per step and block
+  // [B, 1, vocab_size].
+  std::vector<std::vector<float>> lens_prefill;
+  std::vector<std::vector<std::vector<float>>> lens_decode;
   // With inspect.activations: every kept tensor, in forward order, under its dump name.
   KeptActivations activations;
 };
@@ -75,9 +83,16 @@ double attention_weights_bytes(const ModelArgs& args, const RunOptions& opts);
 // Refuses (InputError) attention weights over kAttentionWeightsLimit, if they are asked for.
 void check_attention_weights(const ModelArgs& args, const RunOptions& opts, const Inspect& inspect);
 
+// Bytes of the logit lens's logits a run keeps for the dump: n_layers * B * (P + N) * vocab_size
+// floats; refused (InputError, setting "logit_lens") over the same limit as attention weights.
+double lens_logits_bytes(const ModelArgs& args, const RunOptions& opts);
+void check_lens_logits(const ModelArgs& args, const RunOptions& opts);
+
 // The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
-// with inspect.attention_weights or inspect.activations the run keeps the probabilities and the
-// activations through an observer of its own, in m.observer's place until it returns.
+// with inspect.attention_weights (the probabilities kept), inspect.logit_lens (each call's lens
+// in its Event, its logits kept with lens_logits) or inspect.activations (kept for the dump) the
+// run observes through an observer of its own, in m.observer's place until it returns, that
+// passes m.observer what it asked for.
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
@@ -120,8 +135,11 @@ struct RunRequest {
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
   std::vector<std::vector<std::int32_t>> tokens;
-  bool all_logits = false;         // every prefill position's logits
-  bool logits = false;             // the head after a slice of layers that stops short of the last
+  bool all_logits = false;  // every prefill position's logits
+  bool logits = false;      // the head after a slice of layers that stops short of the last
+  // The logit lens (lens.hpp): this many top tokens per position and block in each Event (0:
+  // none); with a dump, every block's lens logits in it (lens.{l}.prefill, lens.{l}.decode.{i}).
+  int logit_lens = 0;
   std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
 };
 
@@ -134,7 +152,8 @@ struct RunPlan {
 
 // Checks everything a run can be refused for before any work (the shard, the cache's capacity,
 // the dump's path, the attention weights' bound, the activations' names and bound, the memory
-// the run needs on this rank), in that order; throws InputError naming the file, key or setting.
+// the run needs on this rank), in that order (the logit lens's with the attention weights');
+// throws InputError naming the file, key or setting.
 RunPlan plan_run(RunRequest request);
 
 struct Run {

@@ -110,6 +110,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   if (!rt.kernels->own_gemm && r.max_rows > kBatchRows)  // prefill's products on OpenBLAS
     add("OpenBLAS packing buffers", {rt.threads, kBlasQ, kBlasP + r.max_rows, kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
+  if (r.logit_lens) parts.push_back({"logit lens", r.logit_lens});
   if (r.activations) parts.push_back({"activations", r.activations});
   if (whole.tokens_in || whole.logits_out) {
     add("token model activations", {2, r.max_rows, whole.dim, kF32});

@@ -1,0 +1,104 @@
+#include "attn/engine/lens.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "attn/error.hpp"
+
+namespace attn {
+
+namespace {
+
+// a * b, refused past 2^62 elements (a buffer that big is refused as the memory's anyway).
+std::int64_t checked_product(std::int64_t a, std::int64_t b, const char* what) {
+  if (a < 0 || b < 0 || (a > 0 && b > (std::int64_t(1) << 62) / a))
+    throw InputError(std::string("the logit lens's ") + what + " would overflow", "logit_lens");
+  return a * b;
+}
+
+}  // namespace
+
+void top_logits(const float* logits, std::int64_t vocab, int n, TopLogit* out) {
+  const std::int64_t k = std::min<std::int64_t>(std::max(n, 0), std::max<std::int64_t>(vocab, 0));
+  std::int64_t kept = 0;
+  for (std::int64_t i = 0; i < vocab; ++i) {
+    const float v = logits[i];
+    // Full: only a strictly higher logit enters (ties keep the lower id, met first).
+    if (kept == k && !(v > out[k - 1].logit)) continue;
+    std::int64_t j = kept < k ? kept++ : k - 1;
+    for (; j > 0 && out[j - 1].logit < v; --j) out[j] = out[j - 1];
+    out[j] = {std::int32_t(i), v};
+  }
+}
+
+void check_logit_lens(const ModelArgs& a, int k) {
+  if (k < 1 || k > kLensMaxK)
+    throw InputError("the logit lens takes 1 to " + std::to_string(kLensMaxK) +
+                         " top tokens per position, got " + std::to_string(k),
+                     "logit_lens");
+  if (a.vocab_size <= 0 || !a.logits_out)
+    throw InputError(
+        a.source +
+            ": the logit lens needs token input to a model with its final norm and "
+            "output head; this run has " +
+            (a.vocab_size <= 0
+                 ? "no vocabulary (vocab_size " + std::to_string(a.vocab_size) + ")"
+                 : "no output head (layers " + std::to_string(a.first_layer) + ":" +
+                       std::to_string(a.first_layer + a.n_layers) + ", or no token input)"),
+        "logit_lens");
+}
+
+LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits) {
+  const ModelArgs& a = m.args;
+  check_logit_lens(a, k);
+  if (m.shard.size > 1)
+    throw InputError("the logit lens runs on one process (model_parallel_size 1)",
+                     "model_parallel_size");
+  LogitLens lens;
+  lens.k = k;
+  lens.k_used = int(std::min<std::int64_t>(k, a.vocab_size));
+  lens.n_layers = a.n_layers;
+  lens.max_rows = m.act.plan.max_rows;
+  lens.vocab_size = a.vocab_size;
+  lens.keep_logits = keep_logits;
+  lens.fed.assign(std::size_t(a.n_layers), 0);
+  const std::int64_t rows = checked_product(a.n_layers, lens.max_rows, "rows");
+  lens.top.resize(std::size_t(checked_product(rows, lens.k_used, "top tokens")));
+  // [n_layers or 1, max_rows, vocab_size]
+  lens.logits.resize(
+      std::size_t(checked_product(keep_logits ? rows : lens.max_rows, a.vocab_size, "logits")));
+  return lens;
+}
+
+void feed_lens(LogitLens& lens, Transformer& m, const Observation& o) {
+  if (o.site != Site::resid_post || o.ndim != 3 || o.layer < 0 || o.layer >= lens.n_layers)
+    throw InputError("the logit lens is fed resid_post of a block only");
+  const std::int64_t bsz = o.shape[0], seqlen = o.shape[1], rows = bsz * seqlen;
+  if (rows > lens.max_rows || o.shape[2] != m.args.dim || lens.vocab_size != m.args.vocab_size)
+    throw InputError("the logit lens was made for another model or fewer rows");
+  if (o.layer <= lens.last_layer || o.start_pos != lens.start_pos || bsz != lens.bsz ||
+      seqlen != lens.seqlen || lens.calls == 0) {  // a new forward call
+    std::fill(lens.fed.begin(), lens.fed.end(), 0);
+    lens.bsz = bsz, lens.seqlen = seqlen, lens.start_pos = o.start_pos;
+    ++lens.calls;
+  }
+  lens.last_layer = o.layer;
+  lens.fed[std::size_t(o.layer)] = 1;
+  // The head's product as output_logits makes it, on the call's rows: the last layer's rows are
+  // the logits' bits.
+  float* logits = lens.logits.data() + (lens.keep_logits ? o.layer * lens.max_rows : 0) *
+                                           lens.vocab_size;  // [rows, vocab_size]
+  output_logits(m, o.data, rows, logits);
+  TopLogit* top = lens.top.data() + o.layer * lens.max_rows * lens.k_used;
+  for (std::int64_t r = 0; r < rows; ++r)
+    top_logits(logits + r * lens.vocab_size, lens.vocab_size, lens.k_used, top + r * lens.k_used);
+}
+
+Observer lens_observer(LogitLens& lens, Transformer& m) {
+  Observer o;
+  o.sites = site_bit(Site::resid_post);
+  o.on_tensor = [&lens, &m](const Observation& t) { feed_lens(lens, m, t); };
+  return o;
+}
+
+}  // namespace attn
