@@ -38,12 +38,14 @@ struct Subcommand {
 };
 
 // In the order `attn-cli --help` lists them.
-std::array<Subcommand, 7> subcommands() {
+std::array<Subcommand, 8> subcommands() {
   return {{
       {Command::run, "run", "prefill P positions, then N decode steps"},
       {Command::decode, "decode", "the token-by-token loop, the cache after every step"},
       {Command::heatmap, "heatmap",
        "run, then draw one layer's attention weights: a PNG panel per query head"},
+      {Command::view, "view",
+       "run or generate, then write one HTML page of every layer x head's attention"},
       {Command::bench, "bench", "time prefill and decode against the machine's limits"},
       {Command::generate, "generate",
        "from a prompt to text: the tokenizer and the whole model, token by token"},
@@ -77,6 +79,8 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
       return generate_command(s.options);
     case Command::tokenize:
       return tokenize_command(s.options);
+    case Command::view:
+      return view_command(s.options);
     case Command::diff:
       return diff_command(s.options);
     default:
@@ -85,7 +89,7 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
 }
 
 // Parses the command line and runs the command it names; errors go to main's handlers.
-int parse_and_run(CLI::App& app, std::array<Subcommand, 7>& subs, ranks::World& world, int argc,
+int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& world, int argc,
                   char** argv) {
   world.open(argc, argv);  // MPI_Init under mpirun, before MPI's flags are parsed away
   app.parse(argc, argv);
@@ -109,7 +113,7 @@ int attn_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-cli ") + ATTN_VERSION);
   app.require_subcommand(1);
   add_main_footer(app);
-  std::array<Subcommand, 7> subs = subcommands();
+  std::array<Subcommand, 8> subs = subcommands();
   for (Subcommand& s : subs) {
     s.app = app.add_subcommand(s.name, s.about);
     add_flags(*s.app, s.options, s.command);

@@ -17,6 +17,8 @@ namespace {
 constexpr Commands kRunLike = Command::run | Command::decode | Command::heatmap;
 constexpr Commands kModel = kRunLike | Command::bench;
 constexpr Commands kText = Command::generate | Command::tokenize;
+constexpr Commands kView = Command::view;
+constexpr Commands kRunView = kRunLike | kView;  // run's flags view takes with run's meaning
 
 // CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
 std::string seed_in_range(const std::string& value) {
@@ -88,7 +90,7 @@ CLI::Option* flag(CLI::App& cmd, Names n, bool& field, Help h) {
 std::vector<Flag> model_flags() {
   return {
       {"--config",
-       {{kRunLike,
+       {{kRunView,
          "ModelArgs JSON (default: config.json beside the weights, else the seed notebook's GQA)"},
         {Command::bench,
          "ModelArgs JSON (default: config.json beside the weights, else one Llama-3-8B layer)"},
@@ -99,7 +101,7 @@ std::vector<Flag> model_flags() {
          return path(cmd, n, o.config, h);
        }},
       {"-m,--weights",
-       {{kModel,
+       {{kModel | kView,
          "safetensors weights, a Hugging Face model.safetensors.index.json, a folder holding "
          "one, a GGUF file or a llama2.c checkpoint (their own config) (default: drawn from "
          "--seed)"},
@@ -112,18 +114,20 @@ std::vector<Flag> model_flags() {
          return path(cmd, n, o.weights, h);
        }},
       {"--layers",
-       {{kModel, "run the checkpoint's layers A..B-1 only, as A:B"}},
-       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.layers, h);
+       {{kModel, "run the checkpoint's layers A..B-1 only, as A:B"},
+        {kView,
+         "show layers A..B-1 only, as A:B (the model always runs whole; default: every layer)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
+         return cmd.add_option(n, c == Command::view ? o.shown_layers : o.layers, h);
        }},
       {"-c,--max-seq-len",
-       {{kModel, "cache capacity in positions"},
+       {{kModel | kView, "cache capacity in positions"},
         {Command::generate, "cache capacity in positions (context)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return capacity(cmd, n, o.overrides.max_seq_len, h);
        }},
       {"--max-batch",
-       {{kModel, "cache capacity in sequences"}},
+       {{kModel | kView, "cache capacity in sequences"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return capacity(cmd, n, o.overrides.max_batch_size, h);
        }},
@@ -136,12 +140,14 @@ std::vector<Flag> model_flags() {
        }},
       {"--prefill",
        {{kRunLike, "positions in the prefill P (token input: all but the steps)"},
+        {kView, "positions in the prefill P of drawn input or several prompts (one prompt: all)"},
         {Command::bench, "positions in the prefill P (token input: all but the steps)", "512"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.prefill, h);
        }},
       {"-n,--steps",
        {{kRunLike, "decode steps N after the prefill"},
+        {kView, "decode steps N: tokens chosen after one prompt (several: its last N given)"},
         {Command::bench, "decode steps N after the prefill", "128"},
         {Command::generate, "tokens to generate at most", "32"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -150,18 +156,19 @@ std::vector<Flag> model_flags() {
       // Seeds the drawn weights and input; in generate, the sampler (and drawn weights).
       {"-s,--seed",
        {{kModel, "seed for weights and input"},
+        {kView, "seed of drawn weights and input, and of the sampler"},
         {Command::generate, "seed of the sampler (and of drawn weights)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
          std::uint64_t& seed = c == Command::generate ? o.sampling.seed : o.seed;
          return cmd.add_option(n, seed, h)->check(seed_in_range)->capture_default_str();
        }},
       {"-t,--threads",
-       {{kModel | Command::generate, "threads (default: the machine's cores)"}},
+       {{kModel | Command::generate | kView, "threads (default: the machine's cores)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.threads, h)->check(kThreads);
        }},
       {"--compute",
-       {{kModel | Command::generate,
+       {{kModel | Command::generate | kView,
          "f32: exact (default); bf16: BF16 weights times activations rounded to BF16 "
          "(vdpbf16ps, AVX512-BF16; see docs/perf/bf16-compute.md)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -170,7 +177,7 @@ std::vector<Flag> model_flags() {
              ->capture_default_str();
        }},
       {"--log-level",
-       {{kRunLike | Command::generate, "trace, debug, info, warn, error, off"},
+       {{kRunView | Command::generate, "trace, debug, info, warn, error, off"},
         {Command::bench, "trace, debug, info, warn, error, off", "info"},
         {Command::tokenize, "info: the encoding's speed on stderr"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -183,12 +190,12 @@ std::vector<Flag> model_flags() {
 std::vector<Flag> run_flags() {
   return {
       {"--input",
-       {{kRunLike, "safetensors with tensor x [B, T, dim] (default: from --seed)"}},
+       {{kRunView, "safetensors with tensor x [B, T, dim] (default: from --seed)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.input, h);
        }},
       {"-b,--batch",
-       {{kRunLike, "batch size B"}},
+       {{kRunView, "batch size B"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.batch, h);
        }},
@@ -196,13 +203,14 @@ std::vector<Flag> run_flags() {
        {{kRunLike, "JSON Lines trace on stdout"},
         {Command::bench | Command::diff, "one JSON object on stdout"},
         {Command::generate, "JSON Lines: config, prompt, one event per token, summary"},
-        {Command::tokenize, "one object: {\"ids\": [...], \"pieces\": [...]}"}},
+        {Command::tokenize, "one object: {\"ids\": [...], \"pieces\": [...]}"},
+        {kView, "the per-head figures as one JSON object on stdout"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) { return flag(cmd, n, o.json, h); }},
       {"--dump",
        {{kRunLike, "write inputs, outputs and caches to this safetensors file"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) { return path(cmd, n, o.dump, h); }},
       {"--mask",
-       {{kRunLike, "causal or none (default: the config's mask)"}},
+       {{kRunView, "causal or none (default: the config's mask)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.mask, h)->check(CLI::IsMember({"causal", "none"}));
        }},
@@ -229,7 +237,7 @@ std::vector<Flag> run_flags() {
 
 // The prompt, as text or ids, and the tokenizer that reads it.
 std::vector<Flag> text_flags() {
-  constexpr Commands kTokens = kRunLike | kText;
+  constexpr Commands kTokens = kRunLike | kText | kView;
   return {
       {"-p,--prompt",
        {{kTokens, "the prompt's text (run: one sequence each)"}},
@@ -286,7 +294,10 @@ std::vector<Flag> text_flags() {
        {{kRunLike | Command::generate,
          "token input: each layer's output through the final norm and head, its K top tokens "
          "per position after every forward call (K default 5, at most 100; with --dump, "
-         "lens.{l}.* logits, limit 1 GiB)"}},
+         "lens.{l}.* logits, limit 1 GiB)"},
+        {kView,
+         "the lens panel: each layer's K top tokens per position (default: on, K 5, for a "
+         "prompt to a token model; at most 100)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.logit_lens, h)
              ->expected(0, 1)
@@ -306,7 +317,7 @@ std::vector<Flag> heatmap_and_bench_flags() {
          return count(cmd, n, o.layer, h);
        }},
       {"--batch-row",
-       {{kHeatmap, "the sequence to draw"}},
+       {{kHeatmap | kView, "the sequence to draw"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.batch_row, h);
        }},
@@ -316,9 +327,36 @@ std::vector<Flag> heatmap_and_bench_flags() {
          return cmd.add_option(n, o.scale, h)->check(CLI::IsMember({"linear", "sqrt", "log"}));
        }},
       {"--out",
-       {{kHeatmap, "the PNG to write"}},
+       {{kHeatmap, "the PNG to write"}, {kView, "the HTML page to write"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.png, h)->required();
+       }},
+      {"--no-logit-lens",
+       {{kView, "no lens panel (META's lens is null)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return flag(cmd, n, o.no_logit_lens, h);
+       }},
+      {"--heads",
+       {{kView, "show query heads A..B-1 only, as A:B (default: every head)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.heads, h);
+       }},
+      {"--positions",
+       {{kView, "show query rows A..B-1 only, as A:B (keys: all they see; default: every row)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.positions, h);
+       }},
+      {"--bits",
+       {{kView, "bits per probability: 8 (sqrt code) or 16 (linear)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.bits, h)->check(CLI::IsMember({8, 16}))->capture_default_str();
+       }},
+      {"--max-size",
+       {{kView, "refuse before any work a page that could be larger than this many MB"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.max_size, h)
+             ->check(finite_range(1.0, 1e6))
+             ->capture_default_str();
        }},
       {"--weight-types",
        {{Command::bench,
@@ -337,35 +375,35 @@ std::vector<Flag> generate_flags() {
   constexpr Commands kGenerate = Command::generate;
   return {
       {"--temp",
-       {{kGenerate, "temperature; 0 is greedy"}},
+       {{kGenerate | kView, "temperature; 0 is greedy"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.temp, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 100.0));
        }},
       {"--top-k",
-       {{kGenerate, "sampling: keep the k likeliest (0: all)"}},
+       {{kGenerate | kView, "sampling: keep the k likeliest (0: all)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.top_k, h)
              ->capture_default_str()
              ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
        }},
       {"--top-p",
-       {{kGenerate, "sampling: the fewest reaching probability p"}},
+       {{kGenerate | kView, "sampling: the fewest reaching probability p"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.top_p, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 1.0));
        }},
       {"--min-p",
-       {{kGenerate, "sampling: drop below min-p times the likeliest"}},
+       {{kGenerate | kView, "sampling: drop below min-p times the likeliest"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.sampling.min_p, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 1.0));
        }},
       {"--ignore-eos",
-       {{kGenerate, "do not stop at the end-of-sequence token"}},
+       {{kGenerate | kView, "do not stop at the end-of-sequence token"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.ignore_eos, h);
        }},

@@ -44,7 +44,8 @@ enum class Command : unsigned {
   bench = 8,
   generate = 16,
   tokenize = 32,
-  diff = 64
+  view = 64,
+  diff = 128
 };
 
 // A set of commands; a Command is the set of itself.
@@ -84,10 +85,16 @@ struct Options {
   int logit_lens = 0;  // top tokens per position of each layer's logit lens (0: no lens)
   bool batch_given = false, prefill_given = false;  // on the command line (see mark_given)
 
-  // heatmap
+  // heatmap (and view: --batch-row, --out)
   std::int64_t layer = 0, batch_row = 0;
   std::string scale;  // linear, sqrt, log; empty: by the number of positions
-  std::string png;    // --out
+  std::string png;    // --out: the PNG, or view's HTML page
+
+  // view: what the page shows (A:B each; empty: all), its cells' bits and its size bound in MB
+  std::string shown_layers, heads, positions;
+  int bits = 8;
+  double max_size = 256;
+  bool no_logit_lens = false;  // the lens panel is on by default where the model can have it
 
   // bench
   std::vector<std::string> weight_types = weight_type_flag_names(false);

@@ -35,6 +35,10 @@ inline std::string cli_flag_for(std::string_view setting) {
       {"save_session", "--save-session"},
       {"load_session", "--load-session"},
       {"weight_types", "--weight-types"},
+      {"heads", "--heads"},
+      {"positions", "--positions"},
+      {"max_size", "--max-size"},
+      {"batch_row", "--batch-row"},
   };
   for (const auto& [name, flag] : kFlags)
     if (name == setting) return std::string(flag);

@@ -10,7 +10,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
-  llama2c llama_tokenizer tokenizer_text gguf_config)
+  llama2c llama_tokenizer tokenizer_text gguf_config hook_name)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -29,6 +29,7 @@ for h in "${harnesses[@]}"; do
     llama_tokenizer) seeds=(fuzz/seeds/llama_tokenizer/*) ;;
     tokenizer_text) seeds=(fuzz/seeds/tokenizer_text/*) ;;
     gguf_config) seeds=(tests/golden/gguf_config/*.gguf) ;;
+    hook_name) seeds=(fuzz/seeds/hook_name/*) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do

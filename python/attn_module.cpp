@@ -1,6 +1,8 @@
 // `import attn`: the engine from Python, as the notebooks use their classes. ModelArgs with the
 // CLI's validation, Model.prefill / decode over the KV cache, cache views, attention weights;
-// for a token model Model.forward(tokens) -> logits and Model.generate, and Tokenizer.
+// for a token model Model.forward(tokens) -> logits and Model.generate, and Tokenizer;
+// run_with_cache and forward(patch=) keep and patch activations under TransformerLens's hook
+// names (model/hooks.hpp does it; this file names the points and owns the arrays).
 // Inputs are read in place (buffer protocol, or numpy.asarray for PyTorch CPU tensors); outputs
 // are NumPy arrays the engine writes into. The GIL is released while the engine runs, and
 // Ctrl-C (SIGINT) stops a long forward call between blocks.
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attn/engine/engine.hpp"
@@ -26,6 +29,8 @@
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/generate.hpp"
+#include "attn/model/hooks.hpp"
+#include "attn/model/memory.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -151,6 +156,103 @@ std::string with_setting(const attn::InputError& e) {
   return e.setting.empty() ? e.what() : std::string(e.what()) + " (set with " + e.setting + "=)";
 }
 
+// A Python exception raised in a hook function on the engine's thread: its error indicator is
+// set (restored there), and this carries the unwinding back to the call, which raises it.
+struct PythonRaised {};
+
+// ids [seqlen] or [batch, seqlen] of any integer array-like, as rows.
+std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_t vocab_size) {
+  std::vector<std::vector<std::int32_t>> rows;
+  py::object t = py::module_::import("numpy").attr("asarray")(tokens);
+  if (py::cast<int>(t.attr("ndim")) == 1) t = t.attr("reshape")(1, -1);
+  if (py::cast<int>(t.attr("ndim")) != 2)
+    throw py::value_error("tokens: expected ids [seqlen] or [batch, seqlen]");
+  // Integers only: True is not id 1, 286.9 not 286.
+  const std::string kind = py::str(t.attr("dtype").attr("kind"));
+  if (kind != "i" && kind != "u" && py::cast<std::int64_t>(t.attr("size")) > 0)
+    throw py::type_error("tokens: expected integer ids, got dtype " +
+                         std::string(py::str(t.attr("dtype"))));
+  try {
+    for (py::handle row : t.attr("tolist")()) rows.push_back(row.cast<std::vector<std::int32_t>>());
+  } catch (const py::cast_error&) {  // past 32 bits: never wrapped into the vocabulary
+    throw py::value_error("tokens: an id is outside the vocabulary [0, " +
+                          std::to_string(vocab_size) + ")");
+  }
+  return rows;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A hook name given to argument `arg`, as a point of this model (ValueError naming both).
+attn::HookPoint named_point(const attn::ModelArgs& a, py::handle name, const char* arg) {
+  if (!py::isinstance<py::str>(name))
+    throw py::type_error(std::string(arg) + ": expected hook names (str), got " +
+                         std::string(py::str(name.get_type().attr("__name__"))));
+  try {
+    return attn::model_hook_point(a, name.cast<std::string>());
+  } catch (const attn::InputError& e) {
+    throw py::value_error(std::string(arg) + ": " + e.what());
+  }
+}
+
+// The points `names` asks for: None every one (in forward order), a hook name or a list of
+// them, or a function name -> bool (TransformerLens's names_filter).
+std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, py::handle names) {
+  const std::vector<attn::HookPoint> all = attn::hook_points(a);
+  if (names.is_none()) return all;
+  std::vector<attn::HookPoint> out;
+  if (!py::isinstance<py::str>(names) && PyCallable_Check(names.ptr())) {
+    const py::object filter = py::reinterpret_borrow<py::object>(names);
+    for (const attn::HookPoint& p : all)
+      if (py::bool_(filter(attn::hook_name(p.site, p.layer)))) out.push_back(p);
+    return out;
+  }
+  if (!py::isinstance<py::str>(names) && !py::isinstance<py::iterable>(names))
+    throw py::type_error(
+        "names: expected None, a hook name, a list of them or a function name "
+        "-> bool, got " +
+        std::string(py::str(names.get_type().attr("__name__"))));
+  py::list items;
+  if (py::isinstance<py::str>(names))
+    items.append(names);
+  else
+    items = py::list(py::reinterpret_borrow<py::object>(names));
+  for (py::handle item : items) {
+    const attn::HookPoint p = named_point(a, item, "names");
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
+}
+
+// A patch's replacement: a float array of exactly `shape`, as C-contiguous float32 (ValueError
+// or TypeError naming the point).
+py::array_t<float> replacement(py::handle value, const std::string& where,
+                               const std::vector<std::int64_t>& shape) {
+  const py::module_ np = py::module_::import("numpy");
+  py::object arr;
+  try {
+    arr = np.attr("asarray")(value);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
+    throw py::type_error(where + ": expected a float array, got " +
+                         std::string(py::str(value.get_type().attr("__name__"))));
+  }
+  if (std::string(py::str(arr.attr("dtype").attr("kind"))) != "f")
+    throw py::type_error(where + ": expected a float array, got " +
+                         std::string(py::str(value.get_type().attr("__name__"))) + " of dtype " +
+                         std::string(py::str(arr.attr("dtype"))));
+  std::vector<std::int64_t> got;
+  for (py::handle d : arr.attr("shape")) got.push_back(d.cast<std::int64_t>());
+  if (got != shape)
+    throw py::value_error(where + ": expected shape " + shape_text(shape) + ", got " +
+                          shape_text(got));
+  return np.attr("ascontiguousarray")(arr, py::arg("dtype") = "float32");
+}
+
 // The Python front of one attn::Engine: argument shapes and types are checked here (TypeError,
 // ValueError naming the argument); everything else is the engine's. One call at a time: the
 // GIL is released while the engine runs, so a second Python thread waits on the lock.
@@ -266,7 +368,8 @@ class Model {
   // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
   // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
   py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
-                                    std::int64_t start_pos, bool all_positions) {
+                                    std::int64_t start_pos, bool all_positions,
+                                    attn::Hooks* hooks = nullptr) {
     attn::require_token_model(args(), "forward(tokens)");
     const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
     std::vector<std::int32_t> flat;
@@ -280,10 +383,63 @@ class Model {
     float* y = out.mutable_data();
     auto lock = hold();
     attn::check_fits(args(), B, start_pos, T, "tokens");
-    keep_probabilities(B, T, start_pos);
+    if (!hooks) {
+      keep_probabilities(B, T, start_pos);
+      timed(B * T, start_pos + T,
+            [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
+      return out;
+    }
+    // The call's own observer, the model's back however it ends.
+    drop_probabilities();
+    struct Observed {
+      attn::Transformer& m;
+      ~Observed() { attn::observe(m, nullptr); }
+    } observed{e_.model};
+    attn::observe(e_.model, &hooks->observer());
+    hook_thread_ = std::this_thread::get_id();
     timed(B * T, start_pos + T,
           [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
     return out;
+  }
+
+  // forward(tokens) with hook points kept (run_with_cache: names) and patched (patch: {hook
+  // name: array or function}): the logits, and the kept activations by hook name. The kept
+  // bytes are checked against max_bytes (None: the memory available) before the run.
+  std::pair<py::array_t<float>, py::dict> run_hooked(py::handle tokens, bool keep, py::handle names,
+                                                     std::int64_t start_pos, bool all_positions,
+                                                     py::handle patch, py::handle max_bytes) {
+    const attn::ModelArgs& a = args();
+    attn::require_token_model(a, "forward(tokens)");
+    const auto rows = token_rows(tokens, a.vocab_size);
+    const attn::HookCall call{std::int64_t(rows.size()),
+                              rows.empty() ? 0 : std::int64_t(rows[0].size()), start_pos};
+    attn::check_fits(a, call.bsz, start_pos, call.seqlen, "tokens");
+    attn::Hooks hooks(a.n_layers);
+    py::dict kept;
+    std::vector<attn::HookPoint> points;
+    if (keep) {  // run_with_cache: names None is every point
+      points = named_points(a, names);
+      const std::uint64_t bytes = attn::hook_bytes(a, points, call, "names");
+      if (max_bytes.is_none()) {
+        const attn::AvailableMemory available = attn::available_memory();
+        attn::check_hook_bytes(bytes, available.bytes, available.limit, "names");
+      } else {
+        const std::int64_t limit = int_arg(max_bytes, "max_bytes");
+        if (limit < 0) throw py::value_error("max_bytes: must not be negative");
+        attn::check_hook_bytes(bytes, std::uint64_t(limit), "max_bytes", "names");
+      }
+      for (const attn::HookPoint& p : points) {
+        const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
+        py::array_t<float> arr(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+        hooks.keep(p, arr.mutable_data());
+        kept[py::str(attn::hook_name(p.site, p.layer))] = arr;
+      }
+    }
+    std::vector<py::array_t<float>> held;           // replacements, alive through the call
+    std::vector<std::unique_ptr<float[]>> scratch;  // patched attn_probs not kept
+    if (!patch.is_none()) patches(patch, call, hooks, held, scratch);
+    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks);
+    return {logits, kept};
   }
 
   // Up to `steps` new ids after the prompt (ids, or text when the model has a tokenizer), greedy
@@ -328,9 +484,73 @@ class Model {
   }
 
  private:
+  // patch {hook name: array or function} as edits of the points: an array replaces the
+  // activation (shape exactly the point's); a function f(activation, name) gets a copy and
+  // returns its replacement, or None when it edited the copy in place.
+  void patches(py::handle patch, const attn::HookCall& call, attn::Hooks& hooks,
+               std::vector<py::array_t<float>>& held,
+               std::vector<std::unique_ptr<float[]>>& scratch) {
+    if (!py::isinstance<py::dict>(patch))
+      throw py::type_error("patch: expected a dict {hook name: array or function}, got " +
+                           std::string(py::str(patch.get_type().attr("__name__"))));
+    const attn::ModelArgs& a = args();
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(patch)) {
+      const attn::HookPoint p = named_point(a, key, "patch");
+      const std::string name = key.cast<std::string>();
+      const std::string where = "patch['" + name + "']";
+      const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
+      const std::uint64_t n = attn::hook_bytes(a, {p}, call, "patch") / sizeof(float);
+      float* probs = nullptr;
+      if (p.site == attn::Site::attn_probs) {
+        scratch.push_back(std::make_unique<float[]>(n));
+        probs = scratch.back().get();
+      }
+      if (PyCallable_Check(value.ptr())) {
+        hooks.patch(p, call_edit(py::reinterpret_borrow<py::object>(value), name, where, shape),
+                    probs);
+        continue;
+      }
+      held.push_back(replacement(value, where, shape));
+      const float* src = held.back().data();
+      hooks.patch(
+          p,
+          [src, n](const attn::Observation& o) {
+            std::memcpy(o.edit, src, std::size_t(n) * sizeof(float));
+          },
+          probs);
+    }
+  }
+
+  // The edit of a patch function, run on the engine's thread: with the GIL, on a copy.
+  attn::Hooks::Edit call_edit(py::object fn, std::string name, std::string where,
+                              std::vector<std::int64_t> shape) {
+    return [this, fn, name, where, shape](const attn::Observation& o) {
+      py::gil_scoped_acquire gil;
+      std::int64_t n = 1;
+      for (std::int64_t d : shape) n *= d;
+      py::array_t<float> act(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+      std::memcpy(act.mutable_data(), o.data, std::size_t(n) * sizeof(float));
+      in_hook_ = true;
+      struct Done {
+        bool& flag;
+        ~Done() { flag = false; }
+      } done{in_hook_};
+      try {
+        const py::object r = fn(act, name);
+        const py::array_t<float> out = r.is_none() ? act : replacement(r, where, shape);
+        std::memcpy(o.edit, out.data(), std::size_t(n) * sizeof(float));
+      } catch (py::error_already_set& e) {
+        e.restore();
+        throw PythonRaised{};
+      }
+    };
+  }
+
   // The engine for this call: waited for with the GIL released, so that the thread running the
   // engine (which released it) can take it back.
   std::unique_lock<std::mutex> hold() {
+    if (in_hook_ && std::this_thread::get_id() == hook_thread_)
+      throw std::runtime_error("a patch function cannot call its Model: the forward is running");
     std::unique_lock<std::mutex> lock(*mutex_, std::defer_lock);
     py::gil_scoped_release release;
     lock.lock();
@@ -450,6 +670,8 @@ class Model {
     } catch (const attn::Interrupted&) {
       PyErr_SetNone(PyExc_KeyboardInterrupt);
       throw py::error_already_set();
+    } catch (const PythonRaised&) {  // a patch function's exception, its indicator set
+      throw py::error_already_set();
     }
   }
 
@@ -462,6 +684,8 @@ class Model {
   attn::Observer observer_;   // keeps the probabilities in probs_ (attention_weights=True)
   std::uintptr_t last_input_ = 0;
   double last_seconds_ = 0;
+  bool in_hook_ = false;         // a patch function runs (on hook_thread_, with the GIL)
+  std::thread::id hook_thread_;  // the thread of the last hooked call
   std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
 };
 
@@ -610,30 +834,36 @@ PYBIND11_MODULE(attn, mod) {
       .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
       .def(
           "forward",
-          [](Model& m, py::object tokens, std::int64_t start_pos, bool all_positions) {
-            std::vector<std::vector<std::int32_t>> rows;
-            py::object t = py::module_::import("numpy").attr("asarray")(tokens);
-            if (py::cast<int>(t.attr("ndim")) == 1) t = t.attr("reshape")(1, -1);
-            if (py::cast<int>(t.attr("ndim")) != 2)
-              throw py::value_error("tokens: expected ids [seqlen] or [batch, seqlen]");
-            // Integers only: True is not id 1, 286.9 not 286.
-            const std::string kind = py::str(t.attr("dtype").attr("kind"));
-            if (kind != "i" && kind != "u" && py::cast<std::int64_t>(t.attr("size")) > 0)
-              throw py::type_error("tokens: expected integer ids, got dtype " +
-                                   std::string(py::str(t.attr("dtype"))));
-            try {
-              for (py::handle row : t.attr("tolist")())
-                rows.push_back(row.cast<std::vector<std::int32_t>>());
-            } catch (const py::cast_error&) {  // past 32 bits: never wrapped into the vocabulary
-              throw py::value_error("tokens: an id is outside the vocabulary [0, " +
-                                    std::to_string(m.args().vocab_size) + ")");
-            }
-            return m.forward_tokens(rows, start_pos, all_positions);
+          [](Model& m, py::object tokens, std::int64_t start_pos, bool all_positions,
+             py::object patch) {
+            if (patch.is_none())
+              return m.forward_tokens(token_rows(tokens, m.args().vocab_size), start_pos,
+                                      all_positions);
+            return m
+                .run_hooked(tokens, false, py::none(), start_pos, all_positions, patch, py::none())
+                .first;
           },
           py::arg("tokens"), py::arg("start_pos") = 0, py::arg("all_positions") = false,
+          py::arg("patch") = py::none(),
           "Meta's Transformer.forward(tokens, start_pos): ids [batch, seqlen] (or [seqlen]) -> "
           "logits [batch, 1, vocab_size] of the last position ([batch, seqlen, vocab_size] with "
-          "all_positions); the cache keeps them, as prefill does")
+          "all_positions); the cache keeps them, as prefill does. patch {hook name: array or "
+          "function(activation, name) -> array or None}: the activation replaced for the rest "
+          "of the pass (TransformerLens's hooks; None: the function edited its copy in place)")
+      .def(
+          "run_with_cache",
+          [](Model& m, py::object tokens, py::object names, std::int64_t start_pos,
+             bool all_positions, py::object patch, py::object max_bytes) {
+            return m.run_hooked(tokens, true, names, start_pos, all_positions, patch, max_bytes);
+          },
+          py::arg("tokens"), py::arg("names") = py::none(), py::arg("start_pos") = 0,
+          py::arg("all_positions") = true, py::arg("patch") = py::none(),
+          py::arg("max_bytes") = py::none(),
+          "TransformerLens's run_with_cache: (logits, {hook name: activation}) of forward(tokens, "
+          "start_pos), logits of every position unless all_positions=False; names None (every "
+          "point), a hook name, a list of them or a function name -> bool; only those kept, "
+          "their bytes checked before the run against max_bytes (None: the memory available; "
+          "MemoryError). K and V per KV head. patch as forward's (kept values are the patched)")
       .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = 32,
            py::arg("temp") = 0.0, py::arg("top_k") = 40, py::arg("top_p") = 0.95,
            py::arg("min_p") = 0.05, py::arg("seed") = 42, py::arg("stop") = py::none(),

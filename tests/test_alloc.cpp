@@ -7,6 +7,7 @@
 
 #include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/model/hooks.hpp"
 #include "attn/model/model.hpp"
 
 namespace {
@@ -137,5 +138,40 @@ TEST_CASE("observer: an observer asking nothing, or every site, allocates nothin
     CHECK(allocations == 0);
     CHECK(reported == (observer == &every ? 4 * 11 * a.n_layers : 0));
   }
+}
+TEST_CASE("patch: a forward patching every site allocates nothing") {
+  attn::ModelArgs a = attn::seed_args();
+  a.block = attn::Block::llama;
+  a.rope = attn::Rope::interleaved;
+  a.dim = 64;
+  a.n_heads = 8;
+  a.n_kv_heads = 2;
+  a.max_seq_len = 32;
+  const attn::Runtime rt = attn::make_runtime(2, 0);
+  const attn::RunOptions opts{2, 5, 3};
+  const std::vector<float> x = attn::seeded_input(a, opts, 1);
+  std::vector<float> out(x.size());
+  attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
+  attn::forward(warm, x.data(), 2, 5, 0, out.data());
+  std::vector<float> probs(std::size_t(2 * 8 * 5 * 8));  // [2, n_heads, 5, 8] at most
+  long edits = 0;
+  attn::Hooks hooks(a.n_layers);
+  for (std::int64_t l = 0; l < a.n_layers; ++l)
+    for (std::size_t s = 0; s < attn::kSiteCount; ++s)
+      if (attn::Site(s) != attn::Site::final_norm)
+        hooks.patch(
+            {attn::Site(s), l},
+            [&](const attn::Observation& o) {
+              o.edit[0] *= 0.5f;
+              ++edits;
+            },
+            probs.data());
+  attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
+  attn::observe(m, &hooks.observer());
+  const long before = g_allocations.load();
+  attn::forward(m, x.data(), 2, 5, 0, out.data());
+  for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
+  CHECK(g_allocations.load() - before == 0);
+  CHECK(edits == 4 * 11 * a.n_layers);
 }
 #endif

@@ -11,6 +11,8 @@ int run_command(const Options& f, Command c, const attn::Shard& shard);
 
 int bench_command(const Options& f, const attn::Shard& shard);
 
+// One process: the attention of a run or a generation as one HTML page (workloads/view.hpp).
+int view_command(const Options& f);
 // Compares two dumps; 0 equal within the tolerance, 1 different.
 int diff_command(const Options& f);
 

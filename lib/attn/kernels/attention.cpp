@@ -138,4 +138,22 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVView& cac
   }
 }
 
+void mix_probs(const Runtime& rt, float* out, const float* probs, const KVView& cache,
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen,
+               std::int64_t start_pos) {
+  const std::int64_t hd = cache.head_dim, n_rep = n_heads / cache.n_kv_heads;
+  const std::int64_t total = start_pos + seqlen, ld = n_heads * hd;
+  const std::int64_t n_rows = bsz * n_heads * seqlen;
+#pragma omp parallel for num_threads(rt.threads) if (rt.worth_parallel(2 * n_rows * total * hd))
+  for (std::int64_t row = 0; row < n_rows; ++row) {
+    const std::int64_t b = row / (n_heads * seqlen), h = (row / seqlen) % n_heads, i = row % seqlen;
+    const float* p = probs + row * total;                   // [total]
+    const float* v = cache.v + cache.offset(b, h / n_rep);  // [total, hd]
+    float* o = out + (b * seqlen + i) * ld + h * hd;        // [hd]
+    std::fill(o, o + hd, 0.0f);
+    for (std::int64_t j = 0; j < total; ++j)
+      for (std::int64_t d = 0; d < hd; ++d) o[d] += p[j] * v[j * hd + d];
+  }
+}
+
 }  // namespace attn

@@ -42,4 +42,11 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVView& cac
                std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos,
                float* scratch, const AttentionMask& mask = {}, float* probs = nullptr);
 
+// out[bsz, seqlen, n_heads*head_dim] = probs V per head, for probabilities given whole (an
+// observer's patched attn_probs): probs [bsz, n_heads, seqlen, start_pos + seqlen] over every
+// key as given (no mask applied), V one layer's cache filled up to start_pos + seqlen, query
+// head h reading KV head h / n_rep where it lies (no repeat_kv copy).
+void mix_probs(const Runtime& rt, float* out, const float* probs, const KVView& cache,
+               std::int64_t n_heads, std::int64_t bsz, std::int64_t seqlen, std::int64_t start_pos);
+
 }  // namespace attn

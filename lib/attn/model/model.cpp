@@ -25,13 +25,21 @@ struct At {
   std::int64_t layer, bsz, seqlen, start_pos;
   const Observer* observer;
   bool wants(Site s) const { return observer && observer->wants(s, layer); }
+  bool patches(Site s) const { return observer && observer->patches(s, layer); }
 };
 
-void report(const At& at, Site s, const float* data, std::initializer_list<std::int64_t> shape) {
+// Hands the observer a site's tensor; where it patches the site, data is edited in place.
+void report(const At& at, Site s, float* data, std::initializer_list<std::int64_t> shape) {
   if (!at.wants(s) || !at.observer->on_tensor) return;
   Observation o{s, at.layer, at.start_pos, data, {}, int(shape.size())};
   std::copy(shape.begin(), shape.end(), o.shape);
+  if (at.patches(s)) o.edit = data;
   at.observer->on_tensor(o);
+}
+
+// h[n] += x[n]: a patched attn_out or mlp_out joining the residual.
+void add_into(float* h, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) h[i] += x[i];
 }
 
 // Model parallel: h[rows, dim] += the sum over ranks of partial (+ bias, once); apart, if not
@@ -77,7 +85,12 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
                      : nullptr;
   attention(m.rt, act.xq(), act.xq(), m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos,
             act.scores.data(), m.mask, probs);
+  if (at.patches(Site::attn_probs) && !probs)
+    throw InputError("an observer patching attn_probs must hand over their buffer (probs)");
   if (probs) report(at, Site::attn_probs, probs, {bsz, a.n_heads, seqlen, keys});
+  // Edited probabilities: each head's output anew from them, over the cache's values.
+  if (at.patches(Site::attn_probs))
+    mix_probs(m.rt, act.xq(), probs, m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos);
   // attn_out goes to xb [rows, dim], free once q, k, v are made.
   float* attn_out = at.wants(Site::attn_out) ? act.xb.data() : nullptr;
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
@@ -91,6 +104,7 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
     const std::array<Projection, 1> wo = {Projection{attn_out, w.wo, w.bo, a.dim}};
     linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data());
     report(at, Site::attn_out, attn_out, {bsz, seqlen, a.dim});
+    if (at.patches(Site::attn_out)) return add_into(h, attn_out, rows * a.dim);
   }
   const std::array<Projection, 1> wo = {Projection{h, w.wo, w.bo, a.dim}};
   linear(m.rt, wo, act.xq(), rows, a.n_heads * hd, act.pack.data(), /*accumulate=*/true);
@@ -114,6 +128,7 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
   // Observed on one rank: w2 a second time into a sum of its own, the residual keeping its
   // rounding (over ranks the allreduced partial is that sum).
   float* apart = !split && at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;
+  const bool patched = at.patches(Site::mlp_out);  // apart only, added after the edit
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
@@ -128,6 +143,7 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
       const std::array<Projection, 1> w2 = {
           Projection{apart, w.w2.columns(j0, hidden), nullptr, a.dim}};
       linear(m.rt, w2, act.h1(), rows, n, act.pack.data(), /*accumulate=*/j0 > 0);
+      if (patched) continue;
     }
     const std::array<Projection, 1> w2 = {
         Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
@@ -139,6 +155,7 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
     report(at, Site::mlp_out, act.partial.data(), {at.bsz, at.seqlen, a.dim});
   } else if (apart) {
     report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
+    if (patched) add_into(h, apart, rows * a.dim);
   }
 }
 
@@ -161,6 +178,7 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const At& at, c
   const ModelArgs& a = m.args;
   const std::int64_t rows = at.bsz * at.seqlen;
   float* apart = at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;  // as feed_forward
+  const bool patched = at.patches(Site::mlp_out);
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, m.act.ffn_block, rows, m.act.ffn_whole_rows);
   float* h1 = m.act.h1();
@@ -173,12 +191,15 @@ void encoder_feed_forward(Transformer& m, const LayerWeights& w, const At& at, c
       const std::array<Projection, 1> w2 = {
           Projection{apart, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
       linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/j0 > 0);
+      if (patched) continue;
     }
     const std::array<Projection, 1> w2 = {
         Projection{h, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
     linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
   }
-  if (apart) report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
+  if (!apart) return;
+  report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
+  if (patched) add_into(h, apart, rows * a.dim);
 }
 
 // torch.nn.TransformerEncoderLayer in eval mode. Post-norm: h = LN1(x + SA(x)),
@@ -237,6 +258,11 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     throw InputError("forward: " + std::to_string(bsz) + " x " + std::to_string(seqlen) +
                      " positions from " + std::to_string(start_pos) + " exceed the cache capacity");
   const std::int64_t rows = bsz * seqlen;
+  if (m.observer && m.observer->patch && m.shard.size > 1)
+    throw InputError(
+        "patching activations is not supported under model parallel (a rank holds only its "
+        "heads)",
+        "model_parallel_size");
   extend_rope(m.rope, start_pos + seqlen);
   std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
   const Observer* observer = m.observer;
@@ -309,7 +335,8 @@ void output_logits(Transformer& m, const float* h, std::int64_t rows, float* log
 
 void observe(Transformer& m, const Observer* observer) {
   m.observer = observer;
-  const bool apart = observer && (observer->sites & site_bit(Site::mlp_out)) && m.shard.size == 1;
+  const bool apart = observer && ((observer->sites | observer->patch) & site_bit(Site::mlp_out)) &&
+                     m.shard.size == 1;
   if (!apart) {
     m.act.observed = {};
   } else if (m.act.observed.size() != std::size_t(m.act.plan.xb)) {

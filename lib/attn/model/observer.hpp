@@ -39,6 +39,13 @@ namespace attn {
 // attn_out and mlp_out exist apart from the residual only when observed: the model then computes
 // them a second time into their own buffer, the residual stream keeping its own rounding, so an
 // observed run gives the same outputs bit for bit as an unobserved one.
+//
+// Patching (Observer::patch): what on_tensor writes through Observation::edit replaces the
+// activation for the rest of the pass, as a TransformerLens hook's returned value does. The
+// sites held in the model's buffers are edited where they are reported (k and v before the
+// cache stores them, q_in and k_in before RoPE); a patched attn_out or mlp_out, computed apart,
+// is then added to the residual in place of the product summed into it; patched attn_probs give
+// the heads' outputs anew, probs V per head. Not under model parallel (a rank holds some heads).
 enum class Site : std::uint8_t {
   resid_pre,
   q,
@@ -81,14 +88,23 @@ struct Observation {
   const float* data;  // row-major, contiguous
   std::int64_t shape[4];
   int ndim;
+  // data itself, writable, when the observer patches this site here (Observer::patch); null
+  // otherwise. What on_tensor leaves there is what the rest of the forward reads.
+  float* edit = nullptr;
 };
 
 // What a caller asks to see. Set with observe() (model.hpp), which sizes mlp_out's buffer; the
 // forward reads it from its own thread and never changes it.
 struct Observer {
   std::uint32_t sites = 0;  // site_bit() of each site reported
+  // site_bit() of each site on_tensor may edit (reported too, with Observation::edit set);
+  // attn_probs needs `probs` to hand over its buffer. Refused under model parallel.
+  std::uint32_t patch = 0;
   // [layers]: nonzero = report this block's sites; empty: every block. final_norm ignores it.
   std::vector<std::uint8_t> layers;
+  // [layers], when not empty: the sites (of sites and patch) each block reports, so that a
+  // caller keeping different sites at different blocks makes no block pay for the others'.
+  std::vector<std::uint32_t> layer_sites;
   // Called synchronously on the forward's thread, after the tensor is complete and before it
   // changes; may be empty (attn_probs written through `probs` need no call).
   std::function<void(const Observation&)> on_tensor;
@@ -103,12 +119,25 @@ struct Observer {
     return layers.empty() ||
            (layer >= 0 && layer < std::int64_t(layers.size()) && layers[std::size_t(layer)] != 0);
   }
+  // The sites block `layer` reports, of `mask`.
+  std::uint32_t at_layer(std::uint32_t mask, std::int64_t layer) const {
+    if (!keeps_layer(layer)) return 0;
+    if (layer_sites.empty()) return mask;
+    return layer >= 0 && layer < std::int64_t(layer_sites.size())
+               ? mask & layer_sites[std::size_t(layer)]
+               : 0;
+  }
   // Whether any of a block's sites is reported at this layer.
   bool wants_layer(std::int64_t layer) const {
-    return (sites & ~site_bit(Site::final_norm)) != 0 && keeps_layer(layer);
+    return at_layer((sites | patch) & ~site_bit(Site::final_norm), layer) != 0;
   }
   bool wants(Site s, std::int64_t layer) const {
-    return (sites & site_bit(s)) != 0 && (s == Site::final_norm || keeps_layer(layer));
+    return s == Site::final_norm ? ((sites | patch) & site_bit(s)) != 0
+                                 : at_layer(sites | patch, layer) & site_bit(s);
+  }
+  bool patches(Site s, std::int64_t layer) const {
+    return s == Site::final_norm ? (patch & site_bit(s)) != 0
+                                 : at_layer(patch, layer) & site_bit(s);
   }
 };
 

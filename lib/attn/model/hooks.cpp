@@ -1,0 +1,129 @@
+#include "attn/model/hooks.hpp"
+
+#include <cstring>
+
+#include "attn/error.hpp"
+#include "attn/io/text.hpp"
+#include "attn/model/memory.hpp"
+
+namespace attn {
+
+namespace {
+
+// The sites a block of this kind reports (observer.hpp): an attention block has no MLP.
+bool block_has(const ModelArgs& a, Site s) {
+  if (s == Site::final_norm) return false;
+  return a.block != Block::attention || (s != Site::resid_mid && s != Site::mlp_out);
+}
+
+// Forward order of a block's sites, as TransformerLens lists a Llama block's hooks.
+constexpr Site kBlockOrder[] = {Site::resid_pre, Site::q_in,    Site::k_in,       Site::q,
+                                Site::k,         Site::v,       Site::attn_probs, Site::attn_out,
+                                Site::resid_mid, Site::mlp_out, Site::resid_post};
+
+}  // namespace
+
+std::vector<HookPoint> hook_points(const ModelArgs& a) {
+  std::vector<HookPoint> points;
+  for (std::int64_t l = 0; l < a.n_layers; ++l)
+    for (Site s : kBlockOrder)
+      if (block_has(a, s)) points.push_back({s, l});
+  if (a.logits_out) points.push_back({Site::final_norm, -1});
+  return points;
+}
+
+HookPoint model_hook_point(const ModelArgs& a, std::string_view name) {
+  const HookPoint p = parse_hook_name(name, a.n_layers);
+  if (p.site == Site::final_norm ? !a.logits_out : !block_has(a, p.site))
+    throw InputError("hook name " + quoted(name) + ": this model has no such point (" +
+                     (p.site == Site::final_norm ? "no output head" : "its blocks have no MLP") +
+                     ")");
+  return p;
+}
+
+std::vector<std::int64_t> hook_shape(const ModelArgs& a, Site s, const HookCall& c) {
+  const std::int64_t hd = a.head_dim();
+  switch (s) {
+    case Site::q:
+    case Site::q_in:
+      return {c.bsz, c.seqlen, a.n_heads, hd};
+    case Site::k:
+    case Site::k_in:
+    case Site::v:
+      return {c.bsz, c.seqlen, a.n_kv_heads, hd};
+    case Site::attn_probs:
+      return {c.bsz, a.n_heads, c.seqlen, c.start_pos + c.seqlen};
+    default:
+      return {c.bsz, c.seqlen, a.dim};
+  }
+}
+
+std::uint64_t hook_bytes(const ModelArgs& a, const std::vector<HookPoint>& points,
+                         const HookCall& c, const std::string& what) {
+  std::uint64_t total = 0;
+  for (const HookPoint& p : points) {
+    const std::vector<std::int64_t> shape = hook_shape(a, p.site, c);
+    const std::uint64_t n =
+        checked_product({shape[0], shape[1], shape[2], shape.size() > 3 ? shape[3] : 1, 4}, what);
+    if (__builtin_add_overflow(total, n, &total))
+      throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
+  }
+  return total;
+}
+
+void check_hook_bytes(std::uint64_t bytes, std::uint64_t limit, const std::string& limit_name,
+                      const std::string& what) {
+  if (bytes <= limit) return;
+  throw MemoryLimitError(what + ": the activations asked for need " + bytes_text(bytes) +
+                             " in this call, past the " + bytes_text(limit) + " of " + limit_name +
+                             "; ask for fewer names, layers or positions",
+                         what);
+}
+
+Hooks::Hooks(std::int64_t n_layers)
+    : n_layers_(n_layers),
+      kept_(kSiteCount * std::size_t(n_layers + 1)),
+      probs_(kept_.size()),
+      edits_(kept_.size()) {
+  observer_.layer_sites.assign(std::size_t(n_layers), 0);
+  observer_.on_tensor = [this](const Observation& o) { report(o); };
+  observer_.probs = [this](std::int64_t layer, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t) {
+    return probs_[slot({Site::attn_probs, layer})];
+  };
+}
+
+std::size_t Hooks::slot(HookPoint p) const {
+  const std::int64_t layer = p.site == Site::final_norm ? n_layers_ : p.layer;
+  return std::size_t(p.site) * std::size_t(n_layers_ + 1) + std::size_t(layer);
+}
+
+void Hooks::add_layer(HookPoint p) {
+  if (p.site != Site::final_norm) observer_.layer_sites[std::size_t(p.layer)] |= site_bit(p.site);
+}
+
+void Hooks::keep(HookPoint p, float* dest) {
+  kept_[slot(p)] = dest;
+  if (p.site == Site::attn_probs) probs_[slot(p)] = dest;
+  observer_.sites |= site_bit(p.site);
+  add_layer(p);
+}
+
+void Hooks::patch(HookPoint p, Edit edit, float* probs) {
+  edits_[slot(p)] = std::move(edit);
+  if (p.site == Site::attn_probs && !probs_[slot(p)]) probs_[slot(p)] = probs;
+  observer_.patch |= site_bit(p.site);
+  add_layer(p);
+}
+
+void Hooks::report(const Observation& o) const {
+  const std::size_t at = slot({o.site, o.layer});
+  if (edits_[at]) edits_[at](o);
+  float* dest = kept_[at];
+  if (!dest || dest == o.data) return;  // attn_probs: written in place
+  std::int64_t n = 1;
+  for (int i = 0; i < o.ndim; ++i) n *= o.shape[i];
+  std::memcpy(dest, o.data, std::size_t(n) * sizeof(float));
+}
+
+}  // namespace attn

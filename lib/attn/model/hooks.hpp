@@ -1,0 +1,76 @@
+#pragma once
+// Hook points kept and patched in one forward call, as TransformerLens's run_with_cache and
+// run_with_hooks do: which points a model has, the shape and bytes of each in a call (checked
+// before the run), and the one Observer that copies every kept point into the caller's buffer
+// and hands every patched point to the caller's edit. A front (Python) names the points and
+// owns the buffers; the model's own observer does the rest.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attn/model/config.hpp"
+#include "attn/model/hook_names.hpp"
+#include "attn/model/observer.hpp"
+
+namespace attn {
+
+// A forward call's shape: bsz sequences of seqlen positions from start_pos.
+struct HookCall {
+  std::int64_t bsz = 1, seqlen = 1, start_pos = 0;
+};
+
+// The points a model of `a` reports, in forward order: each block's sites (resid_mid and
+// mlp_out only for blocks with an MLP), then ln_final.hook_normalized when it has the head.
+std::vector<HookPoint> hook_points(const ModelArgs& a);
+
+// parse_hook_name, also refusing a point this model does not report (InputError naming it).
+HookPoint model_hook_point(const ModelArgs& a, std::string_view name);
+
+// The point's tensor in a call, as observer.hpp states the sites' shapes (the whole model's
+// heads): [bsz, seqlen, dim], [bsz, seqlen, heads, head_dim] or [bsz, n_heads, seqlen, keys].
+std::vector<std::int64_t> hook_shape(const ModelArgs& a, Site s, const HookCall& c);
+
+// The float32 bytes of all the points' tensors in a call; InputError naming `what` past 2^64.
+std::uint64_t hook_bytes(const ModelArgs& a, const std::vector<HookPoint>& points,
+                         const HookCall& c, const std::string& what);
+
+// Refuses (MemoryLimitError naming the setting `what`) keeping `bytes` of activations when
+// they are more than `limit` (`limit_name` says which limit it is, e.g. "MemAvailable").
+void check_hook_bytes(std::uint64_t bytes, std::uint64_t limit, const std::string& limit_name,
+                      const std::string& what);
+
+// The observer of one call's kept and patched points. Keep and patch, then set observer() on
+// the model with observe(); the buffers and edits must outlive the call.
+class Hooks {
+ public:
+  // Called on the forward's thread with the point's tensor; it may write o.edit (the same
+  // floats as o.data). An exception it throws ends the forward call.
+  using Edit = std::function<void(const Observation& o)>;
+
+  explicit Hooks(std::int64_t n_layers);
+  Hooks(const Hooks&) = delete;  // its observer's functions hold `this`
+  Hooks& operator=(const Hooks&) = delete;
+
+  // Copies the point's tensor (after any edit) into dest, hook_shape's floats. attn_probs are
+  // written there by the attention kernel itself.
+  void keep(HookPoint p, float* dest);
+  // Hands the point's tensor to edit. Patched attn_probs not kept need `probs`, a buffer of
+  // hook_shape's floats for the kernel to write them into.
+  void patch(HookPoint p, Edit edit, float* probs = nullptr);
+
+  const Observer& observer() const { return observer_; }
+
+ private:
+  std::size_t slot(HookPoint p) const;
+  void add_layer(HookPoint p);
+  void report(const Observation& o) const;
+
+  std::int64_t n_layers_;
+  std::vector<float*> kept_;   // [kSiteCount * (n_layers + 1)]: by slot(), null: not kept
+  std::vector<float*> probs_;  // where a layer's probabilities go, by slot()
+  std::vector<Edit> edits_;    // by slot(), empty: not patched
+  Observer observer_;
+};
+
+}  // namespace attn

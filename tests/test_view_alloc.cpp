@@ -1,0 +1,78 @@
+// attn-cli view records every decode step without allocating: its recorder (the probabilities'
+// scratch, the coded cells, the figures and the lens's tops) is sized when it is made.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "attn/kernels/matmul.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/weights.hpp"
+#include "workloads/view.hpp"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}
+
+// As tests/test_alloc.cpp: ASan owns operator new, so this runs in the Release suite only.
+#if !defined(__SANITIZE_ADDRESS__)
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates nothing") {
+  attn::ModelArgs a = attn::seed_args();
+  a.block = attn::Block::llama;
+  a.rope = attn::Rope::interleaved;
+  a.dim = 32;
+  a.n_layers = 3;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.vocab_size = 40;
+  a.max_seq_len = 32;
+  a.max_batch_size = 2;
+  a.tokens_in = a.logits_out = true;
+  const std::int64_t B = 2, P = 6, N = 3;
+  for (const char* mask : {"causal", "none"}) {
+    CAPTURE(mask);
+    a.mask = std::string(mask) == "none" ? attn::Mask::none : attn::Mask::causal;
+    const attn::Runtime rt = attn::make_runtime(2, 0);
+    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), B * P, rt);
+    const cli::ViewShape v = cli::plan_view(a, {B, P, N}, {"1:3", "1:4", "2:8", 1, 16, 256});
+    cli::ViewRecorder rec(v);
+    rec.record_lens(m, 5);
+    std::vector<std::int32_t> tokens(std::size_t(B * (P + N)));
+    for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i * 7 % 40);
+    std::vector<float> logits(std::size_t(B * a.vocab_size));
+    attn::forward(m, tokens.data(), B, P, 0, logits.data());  // warm: the thread pool
+    attn::observe(m, &rec.observer());
+    const long before = g_allocations.load();
+    attn::forward(m, tokens.data(), B, P, 0, logits.data());
+    for (std::int64_t pos = P; pos < P + N; ++pos)
+      attn::forward(m, tokens.data() + B * pos, B, 1, pos, logits.data());
+    const long allocations = g_allocations.load() - before;
+    CHECK(allocations == 0);
+    CHECK(rec.rows_end() == 8);
+    CHECK(rec.positions_seen() == P + N);
+    attn::observe(m, nullptr);
+  }
+}
+#endif
