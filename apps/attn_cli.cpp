@@ -38,7 +38,7 @@ struct Subcommand {
 };
 
 // In the order `attn-cli --help` lists them.
-std::array<Subcommand, 7> subcommands() {
+std::array<Subcommand, 8> subcommands() {
   return {{
       {Command::run, "run", "prefill P positions, then N decode steps"},
       {Command::decode, "decode", "the token-by-token loop, the cache after every step"},
@@ -51,6 +51,8 @@ std::array<Subcommand, 7> subcommands() {
        "from a prompt to text: the tokenizer and the whole model, token by token"},
       {Command::tokenize, "tokenize",
        "text to token ids and back with a tokenizer (tokenizer.json, GGUF, tokenizer.bin)"},
+      {Command::diff, "diff",
+       "compare two dumps tensor by tensor in forward order: the first past a tolerance"},
   }};
 }
 
@@ -79,13 +81,15 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
       return tokenize_command(s.options);
     case Command::view:
       return view_command(s.options);
+    case Command::diff:
+      return diff_command(s.options);
     default:
       return run_command(s.options, s.command, shard);
   }
 }
 
 // Parses the command line and runs the command it names; errors go to main's handlers.
-int parse_and_run(CLI::App& app, std::array<Subcommand, 7>& subs, ranks::World& world, int argc,
+int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& world, int argc,
                   char** argv) {
   world.open(argc, argv);  // MPI_Init under mpirun, before MPI's flags are parsed away
   app.parse(argc, argv);
@@ -109,7 +113,7 @@ int attn_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-cli ") + ATTN_VERSION);
   app.require_subcommand(1);
   add_main_footer(app);
-  std::array<Subcommand, 7> subs = subcommands();
+  std::array<Subcommand, 8> subs = subcommands();
   for (Subcommand& s : subs) {
     s.app = app.add_subcommand(s.name, s.about);
     add_flags(*s.app, s.options, s.command);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iterator>
 #include <system_error>
 
@@ -45,6 +46,15 @@ CLI::Validator finite_range(double lo, double hi) {
         return "";
       },
       "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
+}
+
+// A tolerance: a finite number, 0 or more (NaN fails the test too).
+std::string not_negative_number(const std::string& value) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || !(v >= 0) || !std::isfinite(v))
+    return "must be a finite number, 0 or more, got " + value;
+  return "";
 }
 
 // A count of positions, steps, sequences or a row: negative ones mean nothing.
@@ -191,7 +201,7 @@ std::vector<Flag> run_flags() {
        }},
       {"--json",
        {{kRunLike, "JSON Lines trace on stdout"},
-        {Command::bench, "one JSON object on stdout"},
+        {Command::bench | Command::diff, "one JSON object on stdout"},
         {Command::generate, "JSON Lines: config, prompt, one event per token, summary"},
         {Command::tokenize, "one object: {\"ids\": [...], \"pieces\": [...]}"},
         {kView, "the per-head figures as one JSON object on stdout"}},
@@ -208,6 +218,14 @@ std::vector<Flag> run_flags() {
        {{kRunLike, "the dump also holds attn.{l}.prefill and attn.{l}.decode.{i} (limit 1 GiB)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.attention_weights, h);
+       }},
+      {"--dump-activations",
+       {{kRunLike,
+         "the dump also holds these activations, by TransformerLens hook name: all, or a comma "
+         "list of names (blocks.0.attn.hook_pattern, ln_final.hook_normalized) and of a block's "
+         "hooks for every block (hook_resid_post) (limit 1 GiB; needs --dump)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.dump_activations, h)->check(non_empty);
        }},
       {"--print-attention",
        {{kRunLike, "print the attention weights after each step's trace line (small runs)"}},
@@ -407,10 +425,37 @@ std::vector<Flag> generate_flags() {
   };
 }
 
+// diff's files and tolerance (its --json is run_flags()'s).
+std::vector<Flag> diff_flags() {
+  constexpr Commands kDiff = Command::diff;
+  return {
+      {"A",
+       {{kDiff, "a dump (safetensors: F32, F64, F16 or BF16 tensors)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.diff_a, h)->required();
+       }},
+      {"B",
+       {{kDiff, "the dump to compare it with, the reference of the relative tolerance"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.diff_b, h)->required();
+       }},
+      {"--rtol",
+       {{kDiff, "relative tolerance: |A - B| <= atol + rtol |B| passes (torch.allclose's)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.rtol, h)->check(not_negative_number)->capture_default_str();
+       }},
+      {"--atol",
+       {{kDiff, "absolute tolerance"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.atol, h)->check(not_negative_number)->capture_default_str();
+       }},
+  };
+}
+
 std::vector<Flag> make_table() {
   std::vector<Flag> table;
-  for (std::vector<Flag> part :
-       {model_flags(), run_flags(), text_flags(), heatmap_and_bench_flags(), generate_flags()})
+  for (std::vector<Flag> part : {model_flags(), run_flags(), text_flags(),
+                                 heatmap_and_bench_flags(), generate_flags(), diff_flags()})
     std::move(part.begin(), part.end(), std::back_inserter(table));
   return table;
 }

@@ -44,7 +44,8 @@ enum class Command : unsigned {
   bench = 8,
   generate = 16,
   tokenize = 32,
-  view = 64
+  view = 64,
+  diff = 128
 };
 
 // A set of commands; a Command is the set of itself.
@@ -78,6 +79,7 @@ struct Options {
   std::string input, dump;
   std::string mask;  // empty: the config's
   bool attention_weights = false, print_attention = false;
+  std::string dump_activations;  // hook names, "all"; empty: none
   TextInput text;  // token input: a prompt or ids instead of --input (generate, tokenize too)
   bool all_logits = false, logits = false;
   int logit_lens = 0;  // top tokens per position of each layer's logit lens (0: no lens)
@@ -104,6 +106,10 @@ struct Options {
 
   // tokenize
   bool decode = false;
+
+  // diff: the two dumps, and torch.allclose's tolerance (its defaults)
+  std::string diff_a, diff_b;
+  double rtol = 1e-5, atol = 1e-8;
 };
 
 // One command's use of a flag: its help text there and, where it differs from Options', the

@@ -31,6 +31,7 @@ inline std::string cli_flag_for(std::string_view setting) {
       {"tokenizer", "--tokenizer"},
       {"attention_weights", "--attention-weights"},
       {"logit_lens", "--logit-lens"},
+      {"dump_activations", "--dump-activations"},
       {"save_session", "--save-session"},
       {"load_session", "--load-session"},
       {"weight_types", "--weight-types"},

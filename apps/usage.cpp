@@ -87,6 +87,12 @@ void add_examples(CLI::App& app) {
   CLI::App* heatmap = app.get_subcommand("heatmap");
   CLI::App* bench = app.get_subcommand("bench");
   CLI::App* generate = app.get_subcommand("generate");
+  app.get_subcommand("diff")->footer(
+      "Examples:\n"
+      "  attn-cli run -m M --tokens 1,2,3 -n 1 --dump a.safetensors --dump-activations all\n"
+      "  attn-cli diff a.safetensors b.safetensors --rtol 1e-4 --atol 1e-5\n"
+      "Exit status: 0 equal within the tolerance (same names and shapes), 1 different, 2 bad "
+      "usage or input.");
   const std::string exit_status = "Exit status: 0 success, 2 bad usage or input, 1 anything else.";
   run->footer(
       "Examples:\n"

@@ -13,5 +13,7 @@ int bench_command(const Options& f, const attn::Shard& shard);
 
 // One process: the attention of a run or a generation as one HTML page (workloads/view.hpp).
 int view_command(const Options& f);
+// Compares two dumps; 0 equal within the tolerance, 1 different.
+int diff_command(const Options& f);
 
 }  // namespace cli

@@ -61,6 +61,9 @@ attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool ke
   r.dump = f.dump;
   r.attention_weights = keep_attention;
   r.dump_attention_weights = f.attention_weights;
+  if (!f.dump_activations.empty() && f.dump.empty())
+    throw attn::InputError("--dump-activations needs --dump F: the activations go into the dump");
+  r.dump_activations = f.dump_activations;
   return r;
 }
 

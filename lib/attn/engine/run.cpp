@@ -9,6 +9,7 @@
 #include "attn/io/files.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/kernels/ops.hpp"
 #include "attn/model/finite.hpp"
 
 namespace attn {
@@ -76,56 +77,82 @@ void make_lens_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out)
 }
 
 // The run's own observer: the probabilities it keeps (each forward call writes layer l's into
-// (*probs)[l], allocated before any work by make_attention_outputs) and the logit lens (each
-// block's logits copied into (*lens_out)[l] when kept), with the model's own observer (`before`)
-// still seeing what it asked for. While it runs it takes m.observer's place, put back however
+// (*probs)[l], allocated before any work by make_attention_outputs), the logit lens (each
+// block's logits copied into (*lens_out)[l] when kept) and the activations kept for the dump
+// (into their tensors, activations.hpp), with the model's own observer (`before`) still seeing
+// what it asked for. While it runs it takes m.observer's place, put back however
 // the run ends.
 struct RunObserver {
   Transformer& m;
   const Observer* before;
   bool keep_probs;
   LogitLens* lens;
+  KeptActivations* kept;
   std::vector<std::vector<float>>* probs = nullptr;
   std::vector<std::vector<float>>* lens_out = nullptr;
   Observer observer;
 
-  RunObserver(Transformer& model, bool keep, LogitLens* logit_lens)
-      : m(model), before(model.observer), keep_probs(keep), lens(logit_lens) {
-    if (!keep_probs && !lens) return;
+  RunObserver(Transformer& model, bool keep, LogitLens* logit_lens, KeptActivations* activations,
+              const ActivationNames& names)
+      : m(model), before(model.observer), keep_probs(keep), lens(logit_lens), kept(activations) {
+    if (!keep_probs && !lens && !kept) return;
     // Every block: `before`'s layer filter is applied to what it is passed.
     observer.sites = (before ? before->sites : 0) | (keep_probs ? site_bit(Site::attn_probs) : 0) |
-                     (lens ? site_bit(Site::resid_post) : 0);
+                     (lens ? site_bit(Site::resid_post) : 0) | (kept ? kept_sites(names) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      if (!keep_probs)
-        return before && before->wants(Site::attn_probs, layer) && before->probs
-                   ? before->probs(layer, bsz, n_heads, seqlen, keys)
-                   : nullptr;
+      if (!keep_probs) {
+        if (before && before->wants(Site::attn_probs, layer) && before->probs)
+          return before->probs(layer, bsz, n_heads, seqlen, keys);
+        // Only the activations keep them: written in place, into their kept tensor.
+        KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
+        return t && std::int64_t(t->data.size()) == bsz * n_heads * seqlen * keys ? t->data.data()
+                                                                                  : nullptr;
+      }
       if (!probs) return nullptr;
       std::vector<float>& p = (*probs)[std::size_t(layer)];
       return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
     };
     observer.on_tensor = [this](const Observation& o) {
       if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
+      if (kept) keep_observation(*kept, o);  // copies, unless written in place
       if (!lens || o.site != Site::resid_post) return;
       feed_lens(*lens, m, o);
       if (lens_out) {
         const std::int64_t n = o.shape[0] * o.shape[1] * lens->vocab_size;
-        std::vector<float>& kept = (*lens_out)[std::size_t(o.layer)];
-        if (std::int64_t(kept.size()) == n) std::copy_n(lens->logits.data(), n, kept.data());
+        std::vector<float>& dst = (*lens_out)[std::size_t(o.layer)];
+        if (std::int64_t(dst.size()) == n) std::copy_n(lens->logits.data(), n, dst.data());
       }
     };
-    m.observer = &observer;  // mlp_out's buffer, if `before` asks for it, observe() sized
+    // mlp_out needs a buffer, which observe() sizes (and the run's end leaves, for `before`);
+    // without mlp_out, m.observer alone, as observe() would drop a buffer `before` may use.
+    if (observer.sites & site_bit(Site::mlp_out))
+      observe(m, &observer);
+    else
+      m.observer = &observer;
   }
   RunObserver(const RunObserver&) = delete;
   RunObserver& operator=(const RunObserver&) = delete;
   ~RunObserver() { m.observer = before; }
-  // Where the next call's probabilities and lens logits go (null: none kept).
-  void point(std::vector<std::vector<float>>* p, std::vector<std::vector<float>>* l) {
+  // Where the next call's probabilities and lens logits go (null: none kept), and which call it
+  // is for the activations (0 the prefill, i decode step i).
+  void point(std::vector<std::vector<float>>* p, std::vector<std::vector<float>>* l,
+             std::int64_t c) {
     probs = keep_probs ? p : nullptr;
     lens_out = l;
+    if (kept) kept->call = c;
   }
 };
+
+// The final norm of h [rows, dim] into call c's ln_final.hook_normalized, if kept: the run takes
+// its logits through output_logits, which norms only the rows the head reads, so the kept
+// tensor is normed here, row by row as the model's norm (the same bits).
+void keep_final_norm(Transformer& m, KeptActivations& kept, std::int64_t c, const float* h,
+                     std::int64_t rows) {
+  KeptActivation* t = kept.find(c, m.args.n_layers, Site::final_norm);
+  if (!t) return;
+  rmsnorm(m.rt, t->data.data(), h, m.weights.tokens.norm, rows, m.args.dim, float(m.args.norm_eps));
+}
 
 // forward, with the step named when a NaN or Inf appears.
 void forward_named(Transformer& m, const float* x, std::int64_t B, std::int64_t seqlen,
@@ -214,16 +241,21 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (inspect.logit_lens > 0) lens.emplace(make_logit_lens(m, inspect.logit_lens));
   const bool keep_lens = lens && inspect.lens_logits;
   if (keep_lens) make_lens_outputs(m.args, o, out);
-  RunObserver observer(m, keep_probs, lens ? &*lens : nullptr);
+  const bool keep_activations = !inspect.activations.empty();
+  if (keep_activations) out.activations = make_kept_activations(m.args, o, inspect.activations);
+  RunObserver observer(m, keep_probs, lens ? &*lens : nullptr,
+                       keep_activations ? &out.activations : nullptr, inspect.activations);
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
-    observer.point(&out.attn_prefill, keep_lens ? &out.lens_prefill : nullptr);
+    observer.point(&out.attn_prefill, keep_lens ? &out.lens_prefill : nullptr, 0);
     open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
+    if (keep_activations && logits)
+      keep_final_norm(m, out.activations, 0, out.prefill_output.data(), B * P);
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
     Event e =
         make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
@@ -239,11 +271,13 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);
     const auto step = std::size_t(i - 1);
     auto* kept = keep_probs ? &out.attn_decode[step] : nullptr;
-    observer.point(kept, keep_lens ? &out.lens_decode[step] : nullptr);
+    observer.point(kept, keep_lens ? &out.lens_decode[step] : nullptr, i);
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, 1, start_pos, out.decode_output.data() + (i - 1) * B * dim,
                   "decode step " + std::to_string(i));
     out.decode_seconds[std::size_t(i - 1)] = seconds_since(t0);
+    if (keep_activations && logits)
+      keep_final_norm(m, out.activations, i, out.decode_output.data() + (i - 1) * B * dim, B);
     if (logits)
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
@@ -311,6 +345,8 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
                          {B, 1, a.vocab_size},
                          out.lens_decode[std::size_t(i - 1)][l].data()});
   }
+  for (const KeptActivation& t : out.activations.tensors)
+    tensors.push_back({t.name, t.shape, t.data.data()});
   OutputFile file(path, "dump");
   write_safetensors(file, tensors);
   return file;
@@ -372,15 +408,21 @@ RunPlan plan_run(RunRequest r) {
         "attention weights (kept, printed or drawn) need one process "
         "(model_parallel_size 1): each rank holds only its own heads' probabilities",
         "attention_weights");
-  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}});
+  check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}, 0, false, {}});
   if (r.logit_lens != 0) {
     check_logit_lens(r.args, r.logit_lens);
     if (!r.dump.empty()) check_lens_logits(r.args, o);
+  }
+  ActivationNames activations;
+  if (!r.dump_activations.empty()) {
+    activations = parse_activation_names(r.dump_activations, r.args);
+    check_activations(r.args, o, activations, shard.size);
   }
   RunShape shape{o.batch, o.prefill, o.steps, o.batch * std::max<std::int64_t>(o.prefill, 1)};
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
+  shape.activations = std::uint64_t(activations_bytes(r.args, o, activations));
   shape.all_logits = r.all_logits;
   if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
     shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
@@ -418,7 +460,9 @@ std::vector<float> embed_tokens(const Transformer& m, const RunRequest& r, Inspe
 
 Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
-  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, r.logit_lens, !r.dump.empty()};
+  Inspect inspect{{}, r.attention_weights, r.all_logits, {}, r.logit_lens, !r.dump.empty(), {}};
+  if (!r.dump_activations.empty())
+    inspect.activations = parse_activation_names(r.dump_activations, r.args);
   std::vector<float> x;
   if (r.tokens.empty()) {
     x = r.input.empty() ? seeded_input(r.args, r.opts, r.model.seed)

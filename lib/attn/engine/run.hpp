@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "attn/engine/activations.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/open.hpp"
 #include "attn/io/output.hpp"
@@ -29,6 +30,7 @@ struct Inspect {
   std::vector<std::int64_t> last_prefill;  // [B]: each sequence's last real prefill position
   int logit_lens = 0;                      // top tokens of each block's lens (0: no lens)
   bool lens_logits = false;                // keep every block's lens logits (the dump)
+  ActivationNames activations;             // kept for the dump (activations.hpp)
 };
 
 // What the loop reports after the prefill and after each decode step, with the shapes the
@@ -68,6 +70,8 @@ struct RunOutputs {
   // [B, 1, vocab_size].
   std::vector<std::vector<float>> lens_prefill;
   std::vector<std::vector<std::vector<float>>> lens_decode;
+  // With inspect.activations: every kept tensor, in forward order, under its dump name.
+  KeptActivations activations;
 };
 
 // What --attention-weights stores may not exceed this: refused before any work.
@@ -85,16 +89,18 @@ double lens_logits_bytes(const ModelArgs& args, const RunOptions& opts);
 void check_lens_logits(const ModelArgs& args, const RunOptions& opts);
 
 // The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
-// with inspect.attention_weights (the probabilities kept) or inspect.logit_lens (each call's lens
-// in its Event, its logits kept with lens_logits) the run observes through an observer of its
-// own, in m.observer's place until it returns, that passes m.observer what it asked for.
+// with inspect.attention_weights (the probabilities kept), inspect.logit_lens (each call's lens
+// in its Event, its logits kept with lens_logits) or inspect.activations (kept for the dump) the
+// run observes through an observer of its own, in m.observer's place until it returns, that
+// passes m.observer what it asked for.
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
 // Writes the dump (CONTRACT §5) into a temporary file beside `path`, with attention_weights the
-// attn.{l}.* probabilities too, and returns it uncommitted (output.hpp): the caller renames it
-// into place once everything else the run had to do has succeeded. Model parallel: every rank
-// calls it, rank 0 gathers the caches and writes; the others get nothing.
+// attn.{l}.* probabilities too, and out.activations under their hook names, and returns it
+// uncommitted (output.hpp): the caller renames it into place once everything else the run had to do
+// has succeeded. Model parallel: every rank calls it, rank 0 gathers the caches and writes; the
+// others get nothing.
 std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Transformer& m,
                                      const std::vector<float>& x, const RunOptions& opts,
                                      const RunOutputs& out, bool attention_weights = false);
@@ -122,6 +128,9 @@ struct RunRequest {
   std::filesystem::path dump;           // empty: no dump
   bool attention_weights = false;       // keep the probabilities (to print or draw them)
   bool dump_attention_weights = false;  // and write them to the dump
+  // Activations for the dump by hook names (parse_activation_names: "all", "hook_resid_post",
+  // "blocks.0.attn.hook_pattern", ...); empty: none.
+  std::string dump_activations;
   // Token input (instead of `input`): B sequences of ids, ragged ones right-padded with the
   // padding mask, so each real token keeps its position. The embeddings apply if the layers
   // start at 0, the output head if they end at the last.
@@ -142,9 +151,9 @@ struct RunPlan {
 };
 
 // Checks everything a run can be refused for before any work (the shard, the cache's capacity,
-// the dump's path, the attention weights' bound, the memory the run needs on this rank), in
-// that order (the logit lens's with the attention weights'); throws InputError naming the file,
-// key or setting.
+// the dump's path, the attention weights' bound, the activations' names and bound, the memory
+// the run needs on this rank), in that order (the logit lens's with the attention weights');
+// throws InputError naming the file, key or setting.
 RunPlan plan_run(RunRequest request);
 
 struct Run {

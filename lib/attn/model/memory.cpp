@@ -111,6 +111,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
     add("OpenBLAS packing buffers", {rt.threads, kBlasQ, kBlasP + r.max_rows, kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   if (r.logit_lens) parts.push_back({"logit lens", r.logit_lens});
+  if (r.activations) parts.push_back({"activations", r.activations});
   if (whole.tokens_in || whole.logits_out) {
     add("token model activations", {2, r.max_rows, whole.dim, kF32});
     // The prefill's (each sequence's last position, or all of them) and every decode step's.

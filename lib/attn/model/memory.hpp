@@ -29,6 +29,7 @@ struct RunShape {
   bool dump = false;
   std::uint64_t attention_weights = 0;  // bytes of probabilities kept (--attention-weights)
   std::uint64_t logit_lens = 0;         // bytes of the logit lens's logits (engine/lens.hpp)
+  std::uint64_t activations = 0;        // bytes of activations kept for the dump
   // The types the weight matrices are held in (a file's dtypes, or the drawn type); norms and
   // biases are F32 always. A file mixing types is counted at the widest, and without AVX-512
   // any BF16 or F16 matrix brings the widening buffers.

@@ -1,0 +1,82 @@
+#pragma once
+// The activations a run keeps for its dump, under TransformerLens's hook names (model/hook_names):
+// which ones a user asks for, what they cost (checked before any work), and the observer that
+// copies them out of the forward as it reports them.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attn/model/config.hpp"
+#include "attn/model/input.hpp"
+#include "attn/model/observer.hpp"
+
+namespace attn {
+
+// A block's sites in the order the forward computes them (Site's own order keeps q_in and k_in
+// last for the bits of older files); final_norm follows the last block.
+inline constexpr Site kForwardSites[] = {
+    Site::resid_pre,  Site::q_in,     Site::k_in,      Site::q,       Site::k,         Site::v,
+    Site::attn_probs, Site::attn_out, Site::resid_mid, Site::mlp_out, Site::resid_post};
+
+// What a run keeps: the sites at each block (site_bit()s, [n_layers]) and the final norm.
+struct ActivationNames {
+  std::vector<std::uint32_t> sites;  // [n_layers], or empty: none
+  bool final_norm = false;           // ln_final.hook_normalized
+  bool empty() const;
+};
+
+// Reads a comma list: `all` (every site the model reports), full hook names
+// (`blocks.1.attn.hook_pattern`, `ln_final.hook_normalized`), or a block's hook alone
+// (`hook_resid_post`, `attn.hook_v`): that hook at every block. A name the model does not report
+// (resid_mid and mlp_out of block `attention`; ln_final without the output head) is refused
+// unless it comes through `all`. Throws InputError (setting dump_activations) naming the name.
+// args: the run's, after token input set logits_out.
+ActivationNames parse_activation_names(std::string_view list, const ModelArgs& args);
+
+// Bytes the run keeps for them, in double (no overflow): per call (the prefill, each decode
+// step) and kept (site, block), the tensor's size as observer.hpp states it.
+double activations_bytes(const ModelArgs& args, const RunOptions& opts, const ActivationNames& n);
+
+// What the dump's activations may hold: refused past it before any work.
+inline constexpr std::int64_t kActivationsLimit = std::int64_t{1} << 30;
+
+// Refuses (InputError, setting dump_activations) activations over kActivationsLimit, and any on
+// more than one process (each rank holds only its own heads).
+void check_activations(const ModelArgs& args, const RunOptions& opts, const ActivationNames& n,
+                       std::int64_t processes);
+
+// One kept tensor, named as the dump writes it: the prefill's under the plain hook name
+// (`blocks.0.hook_resid_post`), decode step i's as `decode.{i}.` + it.
+struct KeptActivation {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> data;
+};
+
+// The tensors of every call, allocated up front (before any work), in forward order: call by
+// call, block by block, site by site as computed. Holds an index per (call, block, site) so that
+// the observer finds its tensor without a search.
+struct KeptActivations {
+  std::vector<KeptActivation> tensors;
+  std::int64_t n_layers = 0;
+  std::vector<std::int64_t> index;  // [calls][n_layers + 1][kSiteCount]: into tensors, or -1
+  std::int64_t call = 0;            // the call being run: 0 the prefill, i decode step i
+
+  // The tensor of (call, layer, site); layer n_layers for final_norm. Null if not kept.
+  KeptActivation* find(std::int64_t call, std::int64_t layer, Site s);
+};
+
+// Allocates every tensor the names ask for, for a run of opts (no prefill tensors when P is 0).
+KeptActivations make_kept_activations(const ModelArgs& args, const RunOptions& opts,
+                                      const ActivationNames& n);
+
+// The Observer's sites and blocks for them.
+std::uint32_t kept_sites(const ActivationNames& n);
+std::vector<std::uint8_t> kept_layers(const ActivationNames& n);
+
+// Copies a reported tensor into its kept one (if kept; the same buffer, as attn_probs handed
+// over through Observer::probs, is left as it is).
+void keep_observation(KeptActivations& kept, const Observation& o);
+
+}  // namespace attn
