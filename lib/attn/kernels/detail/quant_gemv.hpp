@@ -9,6 +9,7 @@
 // namespace, as vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/detail/vectors.hpp"
@@ -18,58 +19,93 @@ namespace attn {
 namespace {
 
 template <int V>
-struct Bytes {
-  typedef std::uint8_t type __attribute__((vector_size(V)));
-};
-template <int V>
 struct Ints {
   typedef std::int32_t type __attribute__((vector_size(V * sizeof(std::int32_t))));
 };
 
 // V bytes from p, each in a 32-bit lane: signed (Q8_0's quants) or not (the nibbles' bytes).
+// With the ISA's extensions for 16 and 8 lanes (vpmovsxbd, vpmovzxbd): GCC 12 lowers
+// __builtin_convertvector of bytes to 32-bit lanes one byte at a time through general registers.
+// Not always_inline, as lanes.hpp's widen16: only the kernels compiled for the ISA inline them.
 // Out-parameters, as in vectors.hpp: no vector crosses an ABI.
-template <int V>
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void bytes16(__m512i& q, const std::uint8_t* p,
+                                                       bool sign) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __mmask16 all = 0xFFFF;
+  q = sign ? _mm512_maskz_cvtepi8_epi32(all, b) : _mm512_maskz_cvtepu8_epi32(all, b);
+}
+__attribute__((target("avx2"))) inline void bytes8(__m256i& q, const std::uint8_t* p, bool sign) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  q = sign ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+#endif
+
+template <int V, bool Sign = false>
 [[gnu::always_inline]] inline void load_bytes(typename Ints<V>::type& q, const std::uint8_t* p) {
-  typename Bytes<V>::type b;
+#if defined(__x86_64__)
+  if constexpr (V == 16) return bytes16(reinterpret_cast<__m512i&>(q), p, Sign);
+  if constexpr (V == 8) return bytes8(reinterpret_cast<__m256i&>(q), p, Sign);
+#endif
+  typedef std::conditional_t<Sign, std::int8_t, std::uint8_t> E __attribute__((vector_size(V)));
+  E b;
   std::memcpy(&b, p, sizeof b);
   q = __builtin_convertvector(b, typename Ints<V>::type);
 }
+
+// v = scale in every lane (a broadcast: Vt{} + scale would add +0, turning -0 into +0).
 template <int V>
-[[gnu::always_inline]] inline void load_signed_bytes(typename Ints<V>::type& q,
-                                                     const std::uint8_t* p) {
-  typedef std::int8_t S __attribute__((vector_size(V)));
-  S b;
-  std::memcpy(&b, p, sizeof b);
-  q = __builtin_convertvector(b, typename Ints<V>::type);
+[[gnu::always_inline]] inline void splat(typename Vec<V>::type& v, float scale) {
+  for (int l = 0; l < V; ++l) v[l] = scale;
+}
+
+// v = the F16 at p widened (f16_to_f32) in every lane: vcvtph2ps where the set has it (a block's
+// scale, once per 32 weights, where the scalar conversion's branches cost as much as the FMAs).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void f16_splat16(__m512& v, std::uint16_t h) {
+  v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), _mm256_set1_epi16(short(h)));
+}
+__attribute__((target("avx2,f16c"))) inline void f16_splat8(__m256& v, std::uint16_t h) {
+  v = _mm256_cvtph_ps(_mm_set1_epi16(short(h)));
+}
+#endif
+
+template <int V>
+[[gnu::always_inline]] inline void splat_f16(typename Vec<V>::type& v, const std::uint8_t* p) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) return f16_splat16(reinterpret_cast<__m512&>(v), quant::le16(p));
+  if constexpr (V == 8) return f16_splat8(reinterpret_cast<__m256&>(v), quant::le16(p));
+#endif
+  splat<V>(v, f16_to_f32(quant::le16(p)));
 }
 
 // w = scale * float(q), lane-wise: exact (Q8_0, Q6_K).
 template <int V>
 [[gnu::always_inline]] inline void scaled(typename Vec<V>::type& w, const typename Ints<V>::type& q,
-                                          float scale) {
-  using Vt = typename Vec<V>::type;
-  w = (Vt{} + scale) * __builtin_convertvector(q, Vt);
+                                          const typename Vec<V>::type& scale) {
+  w = scale * __builtin_convertvector(q, typename Vec<V>::type);
 }
 
 // w = scale * float(q) - shift (Q4_K): the product exact, the subtraction rounded once, so that a
 // fused multiply-subtract gives the same bits.
 template <int V>
 [[gnu::always_inline]] inline void scaled_less(typename Vec<V>::type& w,
-                                               const typename Ints<V>::type& q, float scale,
-                                               float shift) {
-  using Vt = typename Vec<V>::type;
-  w = (Vt{} + scale) * __builtin_convertvector(q, Vt) - (Vt{} + shift);
+                                               const typename Ints<V>::type& q,
+                                               const typename Vec<V>::type& scale,
+                                               const typename Vec<V>::type& shift) {
+  w = scale * __builtin_convertvector(q, typename Vec<V>::type) - shift;
 }
 
 // Each block type's weights as V-lane chunks in k order: f(c, w) for chunk c (weights c V ..
 // c V + V - 1 of the block), w computed as B::widen computes it.
 template <int V, typename F>
 [[gnu::always_inline]] inline void block_chunks(quant::Q8_0, const std::uint8_t* b, F&& f) {
-  const float d = f16_to_f32(quant::le16(b));
+  typename Vec<V>::type d;
+  splat_f16<V>(d, b);
 #pragma GCC unroll 8
   for (int c = 0; c < 32 / V; ++c) {
     typename Ints<V>::type q;
-    load_signed_bytes<V>(q, b + 2 + c * V);
+    load_bytes<V, true>(q, b + 2 + c * V);
     typename Vec<V>::type w;
     scaled<V>(w, q, d);
     f(c, w);
@@ -83,9 +119,12 @@ template <int V, typename F>
   for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
     std::uint8_t sc, m;
     quant::scale_min_k4(is, b + 4, sc, m);
-    const float d1 = d * float(sc), m1 = min * float(m);
+    typename Vec<V>::type d1, m1, d2, m2;
+    splat<V>(d1, d * float(sc));
+    splat<V>(m1, min * float(m));
     quant::scale_min_k4(is + 1, b + 4, sc, m);
-    const float d2 = d * float(sc), m2 = min * float(m);
+    splat<V>(d2, d * float(sc));
+    splat<V>(m2, min * float(m));
 #pragma GCC unroll 8
     for (int c = 0; c < 32 / V; ++c) {
       typename Ints<V>::type u;
@@ -120,9 +159,9 @@ template <int V, typename F>
       typename Ints<V>::type lo, hi;
       load_bytes<V>(lo, ql + 32 * (j % 2) + l);
       load_bytes<V>(hi, qh + l);
-      typename Vec<V>::type w;
-      scaled<V>(w, ((lo >> (4 * (j / 2)) & 0xF) | (hi >> (2 * j) & 3) << 4) - 32,
-                d * float(sc[8 * n + p / 16]));
+      typename Vec<V>::type s, w;
+      splat<V>(s, d * float(sc[8 * n + p / 16]));
+      scaled<V>(w, ((lo >> (4 * (j / 2)) & 0xF) | (hi >> (2 * j) & 3) << 4) - 32, s);
       f(n * (128 / V) + c, w);
     }
   }
