@@ -53,9 +53,23 @@ template <int V, bool Sign = false>
   q = __builtin_convertvector(b, typename Ints<V>::type);
 }
 
-// v = scale in every lane (a broadcast: Vt{} + scale would add +0, turning -0 into +0).
+// v = scale in every lane: vbroadcastss (GCC 12 made a loop of lane stores one masked broadcast
+// per lane; Vt{} + scale would add +0, turning -0 into +0).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void splat16(__m512& v, float scale) {
+  v = _mm512_set1_ps(scale);
+}
+__attribute__((target("avx"))) inline void splat8(__m256& v, float scale) {
+  v = _mm256_set1_ps(scale);
+}
+#endif
+
 template <int V>
 [[gnu::always_inline]] inline void splat(typename Vec<V>::type& v, float scale) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) return splat16(reinterpret_cast<__m512&>(v), scale);
+  if constexpr (V == 8) return splat8(reinterpret_cast<__m256&>(v), scale);
+#endif
   for (int l = 0; l < V; ++l) v[l] = scale;
 }
 
