@@ -153,7 +153,7 @@
 
 // A set's widening of the quantized blocks (vectors.hpp's widen_blocks) and their gemv
 // (quant_gemv.hpp), compiled for it.
-#define ATTN_BLOCK_WIDENING(name, target, W)                                                        \
+#define ATTN_BLOCK_WIDENING(name, target, W)                                                       \
   template <typename B>                                                                            \
   target ATTN_FLATTEN void widen_blocks_##name(const void* w, std::int64_t ldw, std::int64_t rows, \
                                                std::int64_t K, float* out) {                       \
@@ -195,7 +195,7 @@
                                              int interleave) {                                  \
     return read_rows_loop(p, rows, k, interleave);                                              \
   }                                                                                             \
-  ATTN_BLOCK_WIDENING(name, target, W)                                                           \
+  ATTN_BLOCK_WIDENING(name, target, W)                                                          \
   }                                                                                             \
   const Kernels& name##_kernels() {                                                             \
     static const Kernels k = {#name,                                                            \

@@ -236,7 +236,8 @@ template <int W, typename B>
   std::int64_t r = 0;
   for (; r + R <= n; r += R)
     dot_block_rows<V, A, R, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
-  for (; r < n; ++r) dot_block_rows<V, A, 1, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
+  for (; r < n; ++r)
+    dot_block_rows<V, A, 1, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
 }
 
 }  // namespace
