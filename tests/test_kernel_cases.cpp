@@ -35,6 +35,7 @@ enum class Op {
   batch,   // a set's batched kernel called directly, both FMA-width blockings
   lanes,   // batch_lanes and gemm_avx512 called directly (AVX-512), the same bits
   widen,   // a set's widening of rows to F32
+  gemv,    // a set's gemv of quantized rows, against its F32 gemv on the widened rows
   bf16,    // compute bf16: BF16 weights times x rounded to BF16 (vdpbf16ps or its emulation)
 };
 
@@ -48,6 +49,8 @@ const char* op_name(Op op) {
       return "lanes";
     case Op::widen:
       return "widen";
+    case Op::gemv:
+      return "gemv";
     case Op::bf16:
       return "bf16";
   }
@@ -195,6 +198,26 @@ void add_widen(std::vector<Case>& out) {
   }
 }
 
+// The quantized types' gemv (quant_gemv.hpp): K of one block, several, and the largest the
+// tests use (11008 = 43 x 256); 32-column blocks around 256 for Q8_0 and Q4_0; every row count
+// 1..65 (the register blocks of 8 and 4 and the single rows after them); strided rows; both
+// accumulate settings.
+void add_gemv(std::vector<Case>& out) {
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    const std::int64_t B = t.block;
+    if (B == 1) continue;
+    std::vector<std::int64_t> ks = {B, 2 * B, 3 * B, 8 * B, 11008};
+    if (B == 32)
+      for (std::int64_t k : {224, 256, 288}) ks.push_back(k);
+    for (const std::string& set : sets())
+      for (std::int64_t K : ks)
+        for (std::int64_t n = 1; n <= 65; ++n)
+          if (K <= 8 * B || n % 16 == 1)  // the largest K on a few row counts: it is slow
+            for (bool accumulate : {false, true})
+              out.push_back({Op::gemv, t.type, set, 1, n, K, K + (n % 2 ? B : 0), 1, accumulate});
+  }
+}
+
 std::vector<std::string> bf16_dots() {
   std::vector<std::string> out;
   if (attn::bf16_dot_native()) out.push_back("vdpbf16ps");
@@ -228,6 +251,7 @@ const std::vector<Case>& registry() {
     add_batch(c);
     add_lanes(c);
     add_widen(c);
+    add_gemv(c);
     add_bf16(c);
     return c;
   }();
@@ -479,6 +503,24 @@ void check_widen(const Case& c) {
   CHECK(same_bits(got, want));
 }
 
+// A quantized gemv has the bits of the same set's F32 gemv on the widened rows, with and
+// without accumulating into y (whose initial values the widened product starts from too).
+void check_gemv(const Case& c) {
+  const Weights w(c.type, c.n, c.ldw, std::uint64_t(c.K + c.n), 1 / std::sqrt(double(c.K)));
+  const Inputs in = inputs(c);
+  const attn::Kernels& k = *attn::find_kernels(c.set);
+  const attn::GemvFn gemv = k.typed(c.type).gemv;
+  REQUIRE(bool(gemv));
+  std::vector<float> got = in.init, want = in.init;
+  gemv(w.stored.data(), c.ldw, in.x.data(), nullptr, got.data(), c.n, c.K, c.accumulate);
+  k.typed(attn::WeightType::f32)
+      .gemv(w.values.data(), c.ldw, in.x.data(), nullptr, want.data(), c.n, c.K, c.accumulate);
+  CHECK(same_bits(got, want));
+  const Reference r = reference(in.x, w.values, 1, c.n, c.K, c.ldw,
+                                c.accumulate ? in.init.data() : nullptr, nullptr);
+  CHECK(failures(got, r, c.K) == 0);
+}
+
 // compute bf16: the reference over x rounded to BF16 as the kernels round it; and within the
 // stated bound (2^-8 of the magnitude, docs/perf/bf16-compute.md) of the exact product.
 void check_bf16(const Case& c) {
@@ -513,6 +555,8 @@ void check(const Case& c) {
       return check_lanes(c);
     case Op::widen:
       return check_widen(c);
+    case Op::gemv:
+      return check_gemv(c);
     case Op::bf16:
       return check_bf16(c);
   }
@@ -547,10 +591,11 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
   CHECK(isas.back() == "generic");
   CHECK(attn::make_runtime(1).kernels->name == isas.front());
   CHECK_THROWS(attn::make_runtime(1, 0, "no-such-isa"));
-  for (Op op : {Op::linear, Op::batch, Op::widen})
+  for (Op op : {Op::linear, Op::batch, Op::widen, Op::gemv})
     for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
       for (const std::string& set : sets()) {
         if (op == Op::batch && t.block > 1) continue;  // no batched kernel of its own
+        if (op == Op::gemv && t.block == 1) continue;  // its gemv is linear's at M = 1
         std::int64_t n = 0;
         for (const Case& c : registry()) n += c.op == op && c.type == t.type && c.set == set;
         const std::string op_text = op_name(op), type = t.name;
@@ -586,6 +631,10 @@ TEST_CASE("kernel cases: batch_lanes against float64 and the prefill GEMM's bits
 
 TEST_CASE("kernel cases: each set widens rows as the traits' scalar widening does") {
   CHECK(run_cases(Op::widen) > 0);
+}
+
+TEST_CASE("kernel cases: each set's gemv of quantized rows has the bits of its F32 gemv") {
+  CHECK(run_cases(Op::gemv) > 0);
 }
 
 TEST_CASE("kernel cases: compute bf16 against float64 over rounded x and the stated bound") {

@@ -138,7 +138,7 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
-  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm))
+  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm) && !(M == 1 && k.gemv))
     tiled_product(kernels, p, in, n0, n1, scratch, tile, accumulate);
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M does not; for one row our gemv

@@ -8,6 +8,7 @@
 // sanitizers 2-3 minutes, CI's longest step.
 #include "attn/kernels/detail/elementwise.hpp"
 #include "attn/kernels/detail/probe_loops.hpp"
+#include "attn/kernels/detail/quant_gemv.hpp"
 #include "attn/kernels/detail/vectors.hpp"
 #include "attn/kernels/kernels.hpp"
 
@@ -142,19 +143,27 @@
 
 // The set's table entry of one element type, in ATTN_STORAGE_TYPES' order.
 #define ATTN_TYPED_ENTRY(T, name) name##_##T##_kernels(fma512_full_width()),
-// And of one quantized block, in ATTN_BLOCK_TYPES' order: widening only (no gemv or batched
-// kernel of its own: matmul.cpp runs the F32 ones on widened tiles).
-#define ATTN_BLOCK_ENTRY(B, name) TypedKernels{nullptr, nullptr, widen_blocks_##name<B>},
+// And of one quantized block, in ATTN_BLOCK_TYPES' order: its gemv (quant_gemv.hpp) and widening;
+// no batched kernel of its own (matmul.cpp runs the F32 ones on widened tiles).
+#define ATTN_BLOCK_ENTRY(B, name) \
+  TypedKernels{gemv_blocks_##name<B>, nullptr, widen_blocks_##name<B>},
 // Every entry of a set's table, by WeightType.
 #define ATTN_TABLE_ENTRIES(name) \
   ATTN_STORAGE_TYPES(ATTN_TYPED_ENTRY, name) ATTN_BLOCK_TYPES(ATTN_BLOCK_ENTRY, name)
 
-// A set's widening of the quantized blocks (vectors.hpp's widen_blocks), compiled for it.
-#define ATTN_BLOCK_WIDENING(name, target)                                                          \
+// A set's widening of the quantized blocks (vectors.hpp's widen_blocks) and their gemv
+// (quant_gemv.hpp), compiled for it.
+#define ATTN_BLOCK_WIDENING(name, target, W)                                                       \
   template <typename B>                                                                            \
   target ATTN_FLATTEN void widen_blocks_##name(const void* w, std::int64_t ldw, std::int64_t rows, \
                                                std::int64_t K, float* out) {                       \
     widen_blocks<B>(w, ldw, rows, K, out);                                                         \
+  }                                                                                                \
+  template <typename B>                                                                            \
+  target ATTN_FLATTEN void gemv_blocks_##name(const void* w, std::int64_t ldw, const float* x,     \
+                                              const float*, float* y, std::int64_t n,              \
+                                              std::int64_t K, bool accumulate) {                   \
+    gemv_blocks<W, B>(w, ldw, x, y, n, K, accumulate);                                             \
   }
 
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
@@ -186,7 +195,7 @@
                                              int interleave) {                                  \
     return read_rows_loop(p, rows, k, interleave);                                              \
   }                                                                                             \
-  ATTN_BLOCK_WIDENING(name, target)                                                             \
+  ATTN_BLOCK_WIDENING(name, target, W)                                                          \
   }                                                                                             \
   const Kernels& name##_kernels() {                                                             \
     static const Kernels k = {#name,                                                            \

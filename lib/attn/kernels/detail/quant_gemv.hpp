@@ -1,0 +1,244 @@
+#pragma once
+// The gemv of ggml's quantized rows (decode, M = 1): each block widened in vector registers and
+// its weights FMA'd straight away, in the F32 gemv's order (vectors.hpp, dot_rows): the row's
+// V-lane chunks in k order, chunk c into accumulator c % A, the chains summed by sum_chains. A
+// widened weight has the bits of quant_blocks.hpp's widening (every product exact, Q4_K's and
+// Q5_K's one subtraction rounded once), so the result has the bits of the F32 gemv over the
+// dequantized rows, which the tiled path (matmul.cpp) computes by widening a tile first; here
+// the weights are read once, in their own bytes, and never stored as floats. In an unnamed
+// namespace, as vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/detail/vectors.hpp"
+#include "attn/quant_blocks.hpp"
+
+namespace attn {
+namespace {
+
+template <int V>
+struct Ints {
+  typedef std::int32_t type __attribute__((vector_size(V * sizeof(std::int32_t))));
+};
+
+// V bytes from p, each in a 32-bit lane: signed (Q8_0's quants) or not (the nibbles' bytes).
+// With the ISA's extensions for 16 and 8 lanes (vpmovsxbd, vpmovzxbd): GCC 12 lowers
+// __builtin_convertvector of bytes to 32-bit lanes one byte at a time through general registers.
+// Not always_inline, as lanes.hpp's widen16: only the kernels compiled for the ISA inline them.
+// Out-parameters, as in vectors.hpp: no vector crosses an ABI.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void bytes16(__m512i& q, const std::uint8_t* p,
+                                                       bool sign) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __mmask16 all = 0xFFFF;
+  q = sign ? _mm512_maskz_cvtepi8_epi32(all, b) : _mm512_maskz_cvtepu8_epi32(all, b);
+}
+__attribute__((target("avx2"))) inline void bytes8(__m256i& q, const std::uint8_t* p, bool sign) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  q = sign ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+#endif
+
+template <int V, bool Sign = false>
+[[gnu::always_inline]] inline void load_bytes(typename Ints<V>::type& q, const std::uint8_t* p) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) return bytes16(reinterpret_cast<__m512i&>(q), p, Sign);
+  if constexpr (V == 8) return bytes8(reinterpret_cast<__m256i&>(q), p, Sign);
+#endif
+  typedef std::conditional_t<Sign, std::int8_t, std::uint8_t> E __attribute__((vector_size(V)));
+  E b;
+  std::memcpy(&b, p, sizeof b);
+  q = __builtin_convertvector(b, typename Ints<V>::type);
+}
+
+// v = scale in every lane: vbroadcastss (GCC 12 made a loop of lane stores one masked broadcast
+// per lane; Vt{} + scale would add +0, turning -0 into +0).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void splat16(__m512& v, float scale) {
+  v = _mm512_set1_ps(scale);
+}
+__attribute__((target("avx"))) inline void splat8(__m256& v, float scale) {
+  v = _mm256_set1_ps(scale);
+}
+#endif
+
+template <int V>
+[[gnu::always_inline]] inline void splat(typename Vec<V>::type& v, float scale) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) return splat16(reinterpret_cast<__m512&>(v), scale);
+  if constexpr (V == 8) return splat8(reinterpret_cast<__m256&>(v), scale);
+#endif
+  for (int l = 0; l < V; ++l) v[l] = scale;
+}
+
+// v = the F16 at p widened (f16_to_f32) in every lane: vcvtph2ps where the set has it (a block's
+// scale, once per 32 weights, where the scalar conversion's branches cost as much as the FMAs).
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline void f16_splat16(__m512& v, std::uint16_t h) {
+  v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), _mm256_set1_epi16(short(h)));
+}
+__attribute__((target("avx2,f16c"))) inline void f16_splat8(__m256& v, std::uint16_t h) {
+  v = _mm256_cvtph_ps(_mm_set1_epi16(short(h)));
+}
+#endif
+
+template <int V>
+[[gnu::always_inline]] inline void splat_f16(typename Vec<V>::type& v, const std::uint8_t* p) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) return f16_splat16(reinterpret_cast<__m512&>(v), quant::le16(p));
+  if constexpr (V == 8) return f16_splat8(reinterpret_cast<__m256&>(v), quant::le16(p));
+#endif
+  splat<V>(v, f16_to_f32(quant::le16(p)));
+}
+
+// w = scale * float(q), lane-wise: exact (Q8_0, Q6_K).
+template <int V>
+[[gnu::always_inline]] inline void scaled(typename Vec<V>::type& w, const typename Ints<V>::type& q,
+                                          const typename Vec<V>::type& scale) {
+  w = scale * __builtin_convertvector(q, typename Vec<V>::type);
+}
+
+// w = scale * float(q) - shift (Q4_K): the product exact, the subtraction rounded once, so that a
+// fused multiply-subtract gives the same bits.
+template <int V>
+[[gnu::always_inline]] inline void scaled_less(typename Vec<V>::type& w,
+                                               const typename Ints<V>::type& q,
+                                               const typename Vec<V>::type& scale,
+                                               const typename Vec<V>::type& shift) {
+  w = scale * __builtin_convertvector(q, typename Vec<V>::type) - shift;
+}
+
+// Each block type's weights as V-lane chunks in k order: f(c, w) for chunk c (weights c V ..
+// c V + V - 1 of the block), w computed as B::widen computes it.
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q8_0, const std::uint8_t* b, F&& f) {
+  typename Vec<V>::type d;
+  splat_f16<V>(d, b);
+#pragma GCC unroll 8
+  for (int c = 0; c < 32 / V; ++c) {
+    typename Ints<V>::type q;
+    load_bytes<V, true>(q, b + 2 + c * V);
+    typename Vec<V>::type w;
+    scaled<V>(w, q, d);
+    f(c, w);
+  }
+}
+
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q4_K, const std::uint8_t* b, F&& f) {
+  const float d = f16_to_f32(quant::le16(b)), min = f16_to_f32(quant::le16(b + 2));
+  const std::uint8_t* q = b + 16;
+  for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
+    std::uint8_t sc, m;
+    quant::scale_min_k4(is, b + 4, sc, m);
+    typename Vec<V>::type d1, m1, d2, m2;
+    splat<V>(d1, d * float(sc));
+    splat<V>(m1, min * float(m));
+    quant::scale_min_k4(is + 1, b + 4, sc, m);
+    splat<V>(d2, d * float(sc));
+    splat<V>(m2, min * float(m));
+#pragma GCC unroll 8
+    for (int c = 0; c < 32 / V; ++c) {
+      typename Ints<V>::type u;
+      load_bytes<V>(u, q + c * V);
+      typename Vec<V>::type w;
+      scaled_less<V>(w, u & 0xF, d1, m1);
+      f(is * (32 / V) + c, w);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 32 / V; ++c) {
+      typename Ints<V>::type u;
+      load_bytes<V>(u, q + c * V);
+      typename Vec<V>::type w;
+      scaled_less<V>(w, u >> 4, d2, m2);
+      f((is + 1) * (32 / V) + c, w);
+    }
+  }
+}
+
+// Q6_K: in each half of 128 weights, quarter j (32 weights) takes ql's low nibbles (j = 0, 1) or
+// high ones (2, 3) at ql + 32 (j % 2), and bits 2j, 2j + 1 of qh; scale sc[p / 16] for weight p.
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q6_K, const std::uint8_t* b, F&& f) {
+  const float d = f16_to_f32(quant::le16(b + 208));
+  const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+  for (int n = 0; n < 2; ++n) {
+    const std::uint8_t* ql = b + 64 * n;
+    const std::uint8_t* qh = b + 128 + 32 * n;
+#pragma GCC unroll 32
+    for (int c = 0; c < 128 / V; ++c) {
+      const int p = c * V, j = p / 32, l = p % 32;
+      typename Ints<V>::type lo, hi;
+      load_bytes<V>(lo, ql + 32 * (j % 2) + l);
+      load_bytes<V>(hi, qh + l);
+      typename Vec<V>::type s, w;
+      splat<V>(s, d * float(sc[8 * n + p / 16]));
+      scaled<V>(w, ((lo >> (4 * (j / 2)) & 0xF) | (hi >> (2 * j) & 3) << 4) - 32, s);
+      f(n * (128 / V) + c, w);
+    }
+  }
+}
+
+// Any other block (Q4_0, Q5_K): widened by B::widen into the stack, then read back.
+template <int V, typename B, typename F>
+[[gnu::always_inline]] inline void block_chunks(B, const std::uint8_t* b, F&& f) {
+  alignas(64) float y[B::kBlock];
+  B::widen(b, y);
+#pragma GCC unroll 64
+  for (int c = 0; c < int(B::kBlock / V); ++c) {
+    typename Vec<V>::type w;
+    load<V>(w, y + c * V);
+    f(c, w);
+  }
+}
+
+// y[r] (=|+=) w[r] . x for R rows of whole blocks (row_bytes apart), as dot_rows sums them.
+template <int V, int A, int R, typename B>
+[[gnu::always_inline]] inline void dot_block_rows(const std::uint8_t* w, std::int64_t row_bytes,
+                                                  const float* x, std::int64_t K, float* y,
+                                                  bool accumulate) {
+  using Vt = typename Vec<V>::type;
+  Vt acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int a = 0; a < A; ++a) acc[r][a] = Vt{};
+  const std::int64_t blocks = K / B::kBlock, used = blocks * B::kBytes;
+  const Stream stream{0, used, R};
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const float* xb = x + i * B::kBlock;
+    const std::int64_t at = i * B::kBytes, ahead = stream.ahead<std::uint8_t>(at, row_bytes);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* blk = w + r * row_bytes + at;
+      for (std::int64_t j = 0; j < B::kBytes; j += 64) prefetch_at(blk + j, ahead);
+      block_chunks<V>(B{}, blk, [&](int c, const Vt& wc) {
+        Vt xc;
+        load<V>(xc, xb + c * V);
+        fmadd<V>(acc[r][c % A], wc, xc);
+      });
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    y[r] = (accumulate ? y[r] : 0.0f) +
+           sum_chains<V, A, float>(acc[r][0], acc[r][A - 1], std::make_integer_sequence<int, V>());
+}
+
+// The F32 gemv's layout (kGemvLanes, kGemvAccs of float) over n rows of ggml's blocks B, ldw
+// weights apart, K a whole number of blocks.
+template <int W, typename B>
+[[gnu::always_inline]] inline void gemv_blocks(const void* w, std::int64_t ldw, const float* x,
+                                               float* y, std::int64_t n, std::int64_t K,
+                                               bool accumulate) {
+  constexpr int V = kGemvLanes<W, float>, A = kGemvAccs<W, float>, R = W == 16 ? 8 : 4;
+  const auto* b = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
+  std::int64_t r = 0;
+  for (; r + R <= n; r += R)
+    dot_block_rows<V, A, R, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
+  for (; r < n; ++r)
+    dot_block_rows<V, A, 1, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
+}
+
+}  // namespace
+}  // namespace attn
