@@ -1,43 +1,14 @@
 // A decode step allocates nothing: every buffer is made when the model is.
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
+#include "count_allocations.hpp"
 
 #include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/hooks.hpp"
 #include "attn/model/model.hpp"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}
-
-// AddressSanitizer owns operator new and counts allocations of its own (thread-local set-up,
-// its caches), so this test is built only without it; the Release run of the suite has it.
 #if !defined(__SANITIZE_ADDRESS__)
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return operator new(n);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-
 TEST_CASE("forward: a decode step and a prefill allocate nothing") {
   attn::ModelArgs a = attn::seed_args();
   a.block = attn::Block::llama;

@@ -2,42 +2,14 @@
 // scratch, the coded cells, the figures and the lens's tops) is sized when it is made.
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
+#include "count_allocations.hpp"
 
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
 #include "workloads/view.hpp"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}
-
-// As tests/test_alloc.cpp: ASan owns operator new, so this runs in the Release suite only.
 #if !defined(__SANITIZE_ADDRESS__)
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return operator new(n);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-
 TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates nothing") {
   attn::ModelArgs a = attn::seed_args();
   a.block = attn::Block::llama;
