@@ -73,7 +73,6 @@ constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 // allocated for them.
 constexpr std::uint64_t kMinKvBytes = 8 + 4 + 1;
 constexpr std::uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
-constexpr std::uint64_t kDefaultAlignment = 32;
 
 std::string str(std::uint64_t v) {
   return std::to_string(v);

@@ -58,7 +58,7 @@ struct GgufTensorInfo {
 struct GgufFile {
   std::string path;  // escaped, for messages
   std::uint32_t version = 3;
-  std::uint64_t alignment = 32;
+  std::uint64_t alignment = 32;  // GGUF_DEFAULT_ALIGNMENT unless general.alignment says
   std::span<const std::uint8_t> bytes;                // the whole (mapped) file
   std::vector<std::pair<std::string, GgufValue>> kv;  // in file order; keys unique (checked)
   std::vector<GgufTensorInfo> tensors;                // in file order; names unique (checked)
