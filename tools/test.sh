@@ -3,7 +3,7 @@
 # kernels are picked at run time, as an installed package runs them), then one clang build for
 # this CPU with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's instrumentation,
 # which runs every test again and then each fuzz harness for a short fixed time
-# (ATTN_FUZZ_SECONDS, default 8: 16 harnesses). What keeps CI near 15 minutes on two shared cores
+# (ATTN_FUZZ_SECONDS, default 8: 14 harnesses). What keeps CI near 15 minutes on two shared cores
 # (docs/testing.md): one sanitized build instead of two, the tests' own code at -O0 in both
 # builds (tests/CMakeLists.txt), the parsing code at -O1 and line tables rather than full debug
 # information in the sanitized one (enough for the sanitizers' reports), and Ninja, which starts a
