@@ -47,17 +47,7 @@ attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool ke
   r.logits = f.logits;
   r.logit_lens = f.logit_lens;
 
-  r.opts = f.run;
-  std::int64_t longest = 0;
-  for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
-  if (!r.tokens.empty() && f.batch_given && f.run.batch != std::int64_t(r.tokens.size()))
-    throw attn::InputError("--batch " + std::to_string(f.run.batch) +
-                           ": token input's batch is its " + std::to_string(r.tokens.size()) +
-                           " sequence(s)");
-  if (!r.tokens.empty() && !f.prefill_given)
-    r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
-  r.batch_given = f.input.empty() || f.batch_given;
-  r.input = f.input;
+  set_run_shape(f, r);
   r.dump = f.dump;
   r.attention_weights = keep_attention;
   r.dump_attention_weights = f.attention_weights;

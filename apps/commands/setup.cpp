@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
@@ -49,6 +50,20 @@ attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard) {
 void quiet_other_ranks(const attn::Shard& shard) {
   if (shard.rank != 0 && spdlog::get_level() < spdlog::level::err)
     spdlog::set_level(spdlog::level::err);
+}
+
+void set_run_shape(const Options& f, attn::RunRequest& r) {
+  r.opts = f.run;
+  std::int64_t longest = 0;
+  for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
+  if (!r.tokens.empty() && f.batch_given && f.run.batch != std::int64_t(r.tokens.size()))
+    throw attn::InputError("--batch " + std::to_string(f.run.batch) +
+                           ": token input's batch is its " + std::to_string(r.tokens.size()) +
+                           " sequence(s)");
+  if (!r.tokens.empty() && !f.prefill_given)
+    r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
+  r.batch_given = f.input.empty() || f.batch_given;
+  r.input = f.input;
 }
 
 }  // namespace cli

@@ -144,17 +144,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   r.model = spec;
   r.args = a;
   r.tokens = pt.sequences;
-  r.opts = f.run;
-  std::int64_t longest = 0;
-  for (const auto& t : r.tokens) longest = std::max(longest, std::int64_t(t.size()));
-  if (!r.tokens.empty() && f.batch_given && f.run.batch != std::int64_t(r.tokens.size()))
-    throw attn::InputError("--batch " + std::to_string(f.run.batch) +
-                           ": token input's batch is its " + std::to_string(r.tokens.size()) +
-                           " sequence(s)");
-  if (!r.tokens.empty() && !f.prefill_given)
-    r.opts.prefill = std::max<std::int64_t>(0, longest - r.opts.steps);
-  r.batch_given = f.input.empty() || f.batch_given;
-  r.input = f.input;
+  set_run_shape(f, r);
   attn::RunPlan plan = attn::plan_run(std::move(r));
   const ViewShape v = plan_view(plan.request.args, plan.request.opts, s);
   const int k = lens_k(f, plan.request.args);
