@@ -150,8 +150,8 @@ void add_linear(std::vector<Case>& out) {
       for (std::int64_t n : features)
         for (std::int64_t M : prefill_rows)
           for (const std::string& set : sets())
-            for (int threads : {1, 2, 16})  // the GEMM's bits do not depend on the split; 16 on
-              // 2 cores (a few shapes: each case starts its threads) cuts x's rows too
+            for (int threads : {1, 2, 3, 16})  // the GEMM's bits do not depend on the split; 3
+              // and 16 on 2 cores (a few shapes: each case starts its threads) cut x's rows too
               if (threads == 1 || (threads == 2 && (M == 33 || M == 64)) ||
                   (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400)))
                 out.push_back({Op::linear, t.type, set, M, n, K, stride_for(n, K, 3), threads,

@@ -65,51 +65,22 @@ ATTN_AVX512 void pack_panel(const T* w, std::int64_t ldw, std::int64_t nr, std::
 // Columns ahead of the one being multiplied that the panel is asked for into L1: x's 8 rows stay
 // in L1 while the block's panels stream from L2 (docs/perf/prefill-gemm.md).
 constexpr std::int64_t kPanelAhead = 8;
-// Columns before a tile's end at which its out lines are asked for into L1, so that adding the
-// chunk's sums to out does not wait on L2 (docs/perf/prefill-gemm.md).
-constexpr std::int64_t kOutAhead = 32;
-// Panels per block, among which the next rows' x is asked for: the next rows' chunk is kc x 8
-// floats, kc / 2 lines, and each of a block's four tiles asks for its quarter, one line per 8
-// columns, where each had asked for all of it, every line twice: the load ports, which the
-// requests share with the tile's loads, are what the tile is short of (docs/perf/prefill-gemm.md).
-constexpr std::int64_t kXShares = kGemmNC / kNR;
-static_assert(kXShares == 4 && kMR == 8, "one line of x per 8 columns covers a quarter");
-
-// Columns k0..k1 of the tile (k0 a multiple of 8): the panel asked for kPanelAhead columns on,
-// and xnext + xoff + 16 (g / 8), one line per 8 columns g.
-[[gnu::always_inline]] ATTN_AVX512 inline void tile_columns(__m512 (&c)[kMR][kNV], const float* x,
-                                                            const float* panel, std::int64_t k0,
-                                                            std::int64_t k1, const float* xnext,
-                                                            std::int64_t xoff) {
-  for (std::int64_t g = k0; g < k1; g += 8) {
-    prefetch_l1_at(xnext, xoff + g / 8 * 16);
-    const std::int64_t end = std::min(g + 8, k1);
-#pragma GCC unroll 1
-    for (std::int64_t k = g; k < end; ++k) {
-      for (int q = 0; q < kNV; ++q) prefetch_l1_at(panel, (k + kPanelAhead) * kNR + 16 * q);
-      tile_column(c, x, panel, k);
-    }
-  }
-}
 
 // out[rows, features under mask] (= | +=) x[8, kc] · panel[kc, kNR], x one 8-row panel as
 // pack_gemm_rows lays it out. The rows past `rows` are the panel's zeros: summed, not stored.
-// The panel is asked for into L1 kPanelAhead columns on (past its end: the next panel); of the
-// next rows' x (xnext, kc x 8 floats), share `share` of kXShares; out kOutAhead columns before
-// the end. Same sums in the same order as any tile: only the requests moved.
+// The panel is asked for into L1 kPanelAhead columns on (past its end: the next panel), and
+// xnext, the next rows' x, half a line a column (a line holds two columns).
 ATTN_AVX512 void tile(std::int64_t kc, const float* x, const float* panel, float* out,
                       std::int64_t ldo, int rows, const __mmask16* mask, bool add,
-                      const float* xnext, std::int64_t share) {
+                      const float* xnext) {
   __m512 c[kMR][kNV];
   for (int i = 0; i < kMR; ++i)
     for (int j = 0; j < kNV; ++j) c[i][j] = _mm512_setzero_ps();
-  const std::int64_t xoff = share * (kc * kMR / kXShares);  // floats of xnext before the share
-  const std::int64_t split = std::max<std::int64_t>(0, (kc - kOutAhead) / 8 * 8);
-  tile_columns(c, x, panel, 0, split, xnext, xoff);
-  if (add)
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < kNV; ++j) prefetch_l1_at(out + i * ldo, 16 * j);
-  tile_columns(c, x, panel, split, kc, xnext, xoff);
+  for (std::int64_t k = 0; k < kc; ++k) {
+    prefetch_l1_at(xnext, k * kMR);
+    for (int q = 0; q < kNV; ++q) prefetch_l1_at(panel, (k + kPanelAhead) * kNR + 16 * q);
+    tile_column(c, x, panel, k);
+  }
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < kNV; ++j) {
       float* p = out + i * ldo + 16 * j;
@@ -152,7 +123,7 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
           ahead.step();
           tile(kc, x, panel + j * kc, out + r * kMR * ldo + n0 + j, ldo,
                int(std::min<std::int64_t>(kMR, M - r * kMR)), masks[j / kNR], accumulate || k0 > 0,
-               xg + next * kMR * K + k0 * kMR, j / kNR);
+               xg + next * kMR * K + k0 * kMR);
         }
       }
     }
