@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   std::printf("isa %s, OpenBLAS core %s: %.1f GFLOP/s", rt.kernels->name, attn::blas_core().c_str(),
               flop / best / 1e9);
   if (rt.threads == 1) {  // the caller runs every item: its CPU time is the products'
-    // The FMA peak as the probe's loop measures it, in CPU time too, best of 5 rounds.
+    // The FMA peak as fma_peak_gflops measures it (its loop: 12 chains of `width` lanes a turn),
+    // in CPU time too, best of 5 rounds; `sink` keeps the sums alive, as there.
     const std::int64_t iters = 20'000'000;
     double peak = 0, sink = 0;
     for (int round = 0; round < 5; ++round) {
