@@ -40,7 +40,8 @@
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
 # exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
 # Exit status is non-zero if any attn-cli benchmark fails. OPENBLAS_CORETYPE is passed through
-# untouched and reported. A full run (all parts, defaults) takes about 35 minutes on 2 cores;
+# untouched and reported. A full run (all parts, defaults) is estimated at 25-30 minutes on 2
+# quiet cores (docs/perf/README.md says how; the long-context part is 5-8 of them);
 # `--rounds 1 --prefill 64 --steps 8 --long 1024,2048` is a smoke run of a few minutes.
 set -Eeuo pipefail
 trap 'echo "compare.sh: failed: $BASH_COMMAND" >&2' ERR
