@@ -81,7 +81,7 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 [ -n "$ntg" ] || ntg=$((steps < 32 ? steps : 32))
-for d in ${long_depths//,/ }; do
+[ "$long" = 0 ] || [ "$llama" = 0 ] || for d in ${long_depths//,/ }; do
   ((d >= prefill)) || { echo "compare.sh: --long $d: each depth must be at least --prefill" \
     "$prefill (attn-cli fills it with prefills of P positions)" >&2 && exit 2; }
 done
