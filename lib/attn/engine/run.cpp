@@ -422,7 +422,7 @@ RunPlan plan_run(RunRequest r) {
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
-  shape.activations = std::uint64_t(activations_bytes(r.args, o, activations));
+  shape.activations = activations_bytes(r.args, o, activations);
   shape.all_logits = r.all_logits;
   if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
     shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
