@@ -101,17 +101,18 @@ struct RunObserver {
                      (lens ? site_bit(Site::resid_post) : 0) | (kept ? kept_sites(names) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      if (!keep_probs) {
-        if (before && before->wants(Site::attn_probs, layer) && before->probs)
-          return before->probs(layer, bsz, n_heads, seqlen, keys);
-        // Only the activations keep them: written in place, into their kept tensor.
-        KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
-        return t && std::int64_t(t->data.size()) == bsz * n_heads * seqlen * keys ? t->data.data()
-                                                                                  : nullptr;
+      if (!keep_probs && before && before->wants(Site::attn_probs, layer) && before->probs)
+        return before->probs(layer, bsz, n_heads, seqlen, keys);
+      // The run's own buffer, or (only the activations keep them) their kept tensor: written in
+      // place, when it is the call's size.
+      std::vector<float>* p = nullptr;
+      if (keep_probs && probs) {
+        p = &(*probs)[std::size_t(layer)];
+      } else if (!keep_probs && kept) {
+        KeptActivation* t = kept->find(kept->call, layer, Site::attn_probs);
+        if (t) p = &t->data;
       }
-      if (!probs) return nullptr;
-      std::vector<float>& p = (*probs)[std::size_t(layer)];
-      return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
+      return p && std::int64_t(p->size()) == bsz * n_heads * seqlen * keys ? p->data() : nullptr;
     };
     observer.on_tensor = [this](const Observation& o) {
       if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
