@@ -425,11 +425,13 @@ RunPlan plan_run(RunRequest r) {
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
   shape.activations = activations_bytes(r.args, o, activations);
   shape.all_logits = r.all_logits;
-  if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
-    shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
+  if (r.logit_lens != 0)  // its buffers for one call (the rows of the largest), and the dump's
+    shape.logit_lens = logit_lens_bytes(r.args, shape.max_rows, r.logit_lens) +
                        (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
-  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
+  std::vector<MemoryPart> front;
+  if (r.front_parts) front = r.front_parts(r.args, o);
+  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape, std::move(front));
   return {std::move(r), std::move(model)};
 }
 
