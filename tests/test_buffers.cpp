@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -252,3 +254,63 @@ TEST_CASE("buffers: the memory estimate holds against the peak RSS of real runs"
   }
 }
 #endif
+
+namespace {
+
+// kB of transparent huge pages in the mappings of this process that overlap [p, p + bytes)
+// (/proc/self/smaps; advise_huge_pages splits a mapping at the range's whole pages), or -1 where
+// the file cannot be read.
+long huge_kb_in(const void* p, std::size_t bytes) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  const auto begin = reinterpret_cast<std::uintptr_t>(p), end = begin + bytes;
+  long kb = 0;
+  bool inside = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    // A mapping's first line: "start-end perms ..."; its fields follow as "Name: value kB".
+    unsigned long lo = 0, hi = 0;
+    const char* dash = std::strchr(line, '-');
+    const char* space = std::strchr(line, ' ');
+    if (dash && space && dash < space && std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+      inside = lo < end && hi > begin;
+      continue;
+    }
+    long v = 0;
+    if (inside && std::sscanf(line, "AnonHugePages: %ld kB", &v) == 1) kb += v;
+  }
+  std::fclose(f);
+  return kb;
+}
+
+bool huge_pages_off() {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!f) return true;
+  char line[128] = {};
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return !got || std::strstr(line, "[never]") != nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("buffers: drawn weights are asked for on huge pages, F32 and in their own type") {
+  if (huge_pages_off()) {
+    MESSAGE("skipped: transparent huge pages are off on this machine");
+    return;
+  }
+  attn::ModelArgs a = small(attn::Block::llama);
+  a.dim = 1024;
+  a.n_heads = 8;
+  a.n_kv_heads = 8;
+  a.ffn_hidden_set = 4096;
+  a.n_layers = 1;
+  for (attn::WeightType type : {attn::WeightType::f32, attn::WeightType::bf16}) {
+    CAPTURE(attn::weight_type_name(type));
+    const attn::TransformerWeights w = attn::seeded_weights(a, 3, {}, type);
+    const attn::Matrix& w1 = w.layers[0].w1;  // [4096, 1024]: 16 MB of F32, 8 MB of BF16
+    const long kb = huge_kb_in(w1.data, attn::weight_bytes(type, 4096 * 1024, "w1"));
+    REQUIRE(kb >= 0);
+    CHECK(kb >= 2048);  // at least one 2 MiB page of it
+  }
+}

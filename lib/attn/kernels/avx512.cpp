@@ -6,6 +6,6 @@
 
 #if defined(__x86_64__)
 namespace attn {
-ATTN_KERNELS(avx512, __attribute__((target("avx512f"))), 16, true)
+ATTN_KERNELS(avx512, ATTN_AVX512_TARGET, 16, true)
 }  // namespace attn
 #endif

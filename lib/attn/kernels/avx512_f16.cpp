@@ -4,6 +4,6 @@
 
 #if defined(__x86_64__)
 namespace attn {
-ATTN_TYPED_SET(avx512, __attribute__((target("avx512f"))), 16, ATTN_BATCH_WIDE, F16)
+ATTN_TYPED_SET(avx512, ATTN_AVX512_TARGET, 16, ATTN_BATCH_WIDE, F16)
 }  // namespace attn
 #endif

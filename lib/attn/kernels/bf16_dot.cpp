@@ -364,8 +364,27 @@ constexpr Bf16Dot kBf16Dot{pack_bf16<Op>, round_bf16<Op>, batch_bf16_dot<Op>, ge
 
 }  // namespace
 
+// Where vdpbf16ps beats the exact F32 kernels in decode. On AMD (Zen 4, Zen 5) it runs at the
+// FMA's rate, two products per lane: from 2 rows on; one row is a stream of the weights either
+// way, and there the exact gemv was the faster (Zen 5: 146 against 125 steps/s). On Intel
+// (Sapphire Rapids) it retires one every two cycles, half the FMA's products per cycle: the exact
+// kernels are as fast from memory (1-4 rows) and faster past that (8 rows 42 against 45 ms,
+// 16 rows 56 against 75 per layer on one core), so every decode product runs exactly there
+// (docs/perf/bf16-compute.md).
+std::int64_t native_exact_below() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool amd = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541;  // "Auth"enticAMD
+  return amd ? 2 : kBatchRows + 1;
+}
+
 const Bf16Dot* bf16_dot_native() {
-  return has_bf16_dot() ? &kBf16Dot<Vdpbf16ps> : nullptr;
+  if (!has_bf16_dot()) return nullptr;
+  static const Bf16Dot native = [] {
+    Bf16Dot d = kBf16Dot<Vdpbf16ps>;
+    d.exact_below = native_exact_below();
+    return d;
+  }();
+  return &native;
 }
 
 const Bf16Dot* bf16_dot_emulated() {

@@ -16,6 +16,14 @@ void* zeroed_alloc(std::size_t bytes) {
   return p;
 }
 
+void advise_huge_pages(void* p, std::size_t bytes) noexcept {
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t first = (begin + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const std::uintptr_t end = (begin + bytes) / kPageBytes * kPageBytes;
+  if (p != nullptr && end > first)
+    ::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+}
+
 void zeroed_free(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (bytes >= kZeroedMapBytes)

@@ -287,7 +287,9 @@ namespace {
 Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                     const float* x, std::int64_t M, std::int64_t K, float* scratch) {
   Input in{x, nullptr, nullptr, nullptr, nullptr, nullptr, M, K};
-  const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
+  // Compute bf16, but where the exact kernels are as fast (Bf16Dot::exact_below) they run.
+  const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections) &&
+                    !(rt.bf16_dot && M <= kBatchRows && M < rt.bf16_dot->exact_below);
   if (M >= rt.kernels->lanes_from && M <= kBatchRows) {
     pack_lanes(x, M, K, scratch);
     in.xl = scratch;

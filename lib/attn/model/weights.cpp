@@ -9,6 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
+#include "attn/kernels/buffer.hpp"
 #include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
 #include "attn/model/rng.hpp"
@@ -146,6 +147,17 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
 }
 
+// A new buffer of n elements at the end of `owned` (zeros), on huge pages where the kernel gives
+// them (advise_huge_pages): asked for before the elements are first written.
+template <class T>
+std::vector<T>& weight_storage(std::vector<std::vector<T>>& owned, std::size_t n) {
+  std::vector<T>& v = owned.emplace_back();
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.resize(n);
+  return v;
+}
+
 // A vector, or a rank's slice of any tensor, as F32 (a view or converted into w.owned).
 const float* f32_view(const SourceTensor& t, const std::string& name, const TensorSpec& s,
                       TransformerWeights& w) {
@@ -186,7 +198,7 @@ Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorS
   if (!type || *type == WeightType::f32) return {f32_view(t, name, s, w), WeightType::f32};
   const std::int64_t rows = s.shape[0], cols = s.shape[1];  // [rows, cols]: the rank's block
   const std::int64_t row_bytes = std::int64_t(weight_bytes(*type, cols, t.file));
-  std::vector<std::uint8_t>& copy = w.owned_blocks.emplace_back(std::size_t(rows * row_bytes));
+  std::vector<std::uint8_t>& copy = weight_storage(w.owned_blocks, std::size_t(rows * row_bytes));
   const Matrix whole{src, *type};
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t first = s.full.empty() ? r * cols : index_in_full(s, r, 0);
@@ -392,7 +404,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     };
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
     if (type == WeightType::f32) {
-      std::vector<float>& t = w.owned.emplace_back(std::size_t(n));
+      std::vector<float>& t = weight_storage(w.owned, std::size_t(n));
       draw(n, [&](std::int64_t i) { t[std::size_t(i)] = value(i); });
       if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
       if (s.slot.vector) *s.slot.vector = t.data();
@@ -402,7 +414,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     // Drawn in F32 a row at a time, stored in the type as PyTorch rounds to it.
     const std::uint64_t row_bytes = weight_bytes(type, cols, "seeded " + s.name);
     std::vector<std::uint8_t>& t =
-        w.owned_blocks.emplace_back(std::size_t(row_bytes) * std::size_t(s.shape[0]));
+        weight_storage(w.owned_blocks, std::size_t(row_bytes) * std::size_t(s.shape[0]));
     const RowFromF32 store = traits(type).from_f32;
     draw_rows(s.shape[0], cols, [&](std::int64_t r, float* row) {
       for (std::int64_t j = 0; j < cols; ++j) row[j] = value(r * cols + j);

@@ -35,6 +35,10 @@ struct Bf16Dot {
   void (*gemm)(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb, std::int64_t M,
                std::int64_t K, float* out, std::int64_t ldo, std::int64_t n, bool accumulate,
                float* panel);
+  // Decode products (M <= kBatchRows) of fewer rows than this run the exact F32 kernels, which
+  // are as fast or faster there: the result is then exact, more than compute bf16 asks
+  // (docs/perf/bf16-compute.md). 1 for the emulation, which the tests run at every M.
+  std::int64_t exact_below = 1;
 };
 
 // vdpbf16ps: null where has_bf16_dot() is false.
