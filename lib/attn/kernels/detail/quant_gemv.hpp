@@ -110,6 +110,96 @@ template <int V>
   w = scale * __builtin_convertvector(q, typename Vec<V>::type) - shift;
 }
 
+// The K-quants' 16 lanes of AVX-512 (V = 16), where the gemv is bound by instructions, not
+// memory: each weight widened by fewer of them, to the same bits.
+#if defined(__x86_64__)
+// Every lane: the masked forms avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics'
+// undefined source (lanes.hpp).
+inline constexpr __mmask16 kAll = 0xFFFF;
+inline constexpr __mmask8 kAll8 = 0xFF;
+
+// Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
+// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then
+// dm[j] = d * float(sc[j]) and dm[8 + j] = dmin * float(m[j]), the widening's products.
+__attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
+  std::uint32_t u[4];
+  std::memcpy(u, b + 4, 12);
+  constexpr std::uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  const std::uint32_t m_lo = u[1] & k6;
+  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  u[2] = m_lo;
+  u[0] &= k6;
+  const __m512 sm = _mm512_maskz_cvtepi32_ps(
+      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(u))));
+  const __m512 dd =
+      _mm512_mask_blend_ps(__mmask16(0xFF00), _mm512_set1_ps(f16_to_f32(quant::le16(b))),
+                           _mm512_set1_ps(f16_to_f32(quant::le16(b + 2))));
+  _mm512_store_ps(dm, _mm512_mul_ps(sm, dd));
+}
+
+// Sub-block j's 16 possible weights (d1 * q - m1 for the nibble q = 0..15, the product exact,
+// rounded once as the widening rounds it), so that each weight is one vpermps of its nibble.
+__attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
+  const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[j]), q, _mm512_set1_ps(dm[8 + j]));
+}
+
+// The 16 weights of the nibbles in the low 4 bits of idx's lanes (vpermps reads only those) or,
+// high, in bits 4..7.
+__attribute__((target("avx512f"))) inline void k4_lookup16(__m512& w, const __m512i& idx,
+                                                           const __m512& t, bool high) {
+  w = _mm512_maskz_permutexvar_ps(kAll, high ? _mm512_maskz_srli_epi32(kAll, idx, 4) : idx, t);
+}
+
+// A Q6_K half (128 weights) as int8 bytes in k order, each 4 * (q - 32): q's 6 bits shifted to
+// bits 2..7 with the top one flipped (q - 32 in 6-bit two's complement, times 4), bits 0..1 zero.
+// The ql bytes' low nibbles are weights 0..63 (ql[l] weight l, ql[32 + l] weight 32 + l), their
+// high ones 64..127; qh[l]'s bit pairs 0, 1, 2, 3 the top bits of weights l, 32 + l, 64 + l,
+// 96 + l. 64-bit shifts move bits across bytes; the masks keep only each byte's own.
+__attribute__((target("avx512f"))) inline void k6_half16(std::int8_t* out, const std::uint8_t* ql,
+                                                         const std::uint8_t* qh) {
+  const __m512i l = _mm512_loadu_si512(ql);
+  const __m512i h =
+      _mm512_maskz_broadcast_i64x4(kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+  const __m512i m40 = _mm512_set1_epi8(0x40), m80 = _mm512_set1_epi8(char(0x80));
+  const __m512i m3c = _mm512_set1_epi8(0x3C);
+  // Bits 6, 7: the pair's bits, the top one flipped, 0 elsewhere: ternlog(a, m40, m80) =
+  // m40 ? a : m80 ? ~a : 0 (0xC2, bit a << 2 | b << 1 | c of the immediate).
+  const __m512i shl_lo = _mm512_setr_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+  const __m512i shl_hi = _mm512_setr_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m512i top_lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_lo), m40, m80, 0xC2);
+  const __m512i top_hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_hi), m40, m80, 0xC2);
+  // Bits 2..5: the nibble; ternlog(a, b, m3c) = m3c ? a : b (0xE4).
+  const __m512i lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_slli_epi64(kAll8, l, 2), top_lo, m3c, 0xE4);
+  const __m512i hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_srli_epi64(kAll8, l, 2), top_hi, m3c, 0xE4);
+  _mm512_store_si512(out, lo);
+  _mm512_store_si512(out + 64, hi);
+}
+
+// s4[c] = d * float(sc[c]) / 4 for Q6_K's 16 scales, one per 16 weights: the widening's exact
+// product, and a power of two (d is at least 2^-24, so s / 4 is no subnormal).
+__attribute__((target("avx512f"))) inline void k6_scales16(float* s4, const std::uint8_t* b) {
+  const __m512 sc = _mm512_maskz_cvtepi32_ps(
+      kAll,
+      _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+  const __m512 d = _mm512_set1_ps(f16_to_f32(quant::le16(b + 208)));
+  _mm512_store_ps(s4, _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_set1_ps(0.25f)));
+}
+
+// w = s4 * float(4 (q - 32)) for 16 bytes of k6_half16: s * (q - 32) exactly, as the widening.
+__attribute__((target("avx512f"))) inline void k6_weights16(__m512& w, const std::int8_t* q4,
+                                                            float s4) {
+  const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(q4));
+  w = _mm512_mul_ps(_mm512_set1_ps(s4),
+                    _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b)));
+}
+#endif
+
 // Each block type's weights as V-lane chunks in k order: f(c, w) for chunk c (weights c V ..
 // c V + V - 1 of the block), w computed as B::widen computes it.
 template <int V, typename F>
@@ -128,6 +218,31 @@ template <int V, typename F>
 
 template <int V, typename F>
 [[gnu::always_inline]] inline void block_chunks(quant::Q4_K, const std::uint8_t* b, F&& f) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) {
+    alignas(64) float dm[16];
+    k4_scales16(dm, b);
+    const std::uint8_t* q = b + 16;
+    for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
+      __m512 t1, t2;
+      k4_table16(t1, dm, is);
+      k4_table16(t2, dm, is + 1);
+      __m512i i0, i1;
+      bytes16(i0, q, false);
+      bytes16(i1, q + 16, false);
+      __m512 w0, w1, w2, w3;  // chunks in k order: i0, i1's low nibbles, then their high
+      k4_lookup16(w0, i0, t1, false);
+      k4_lookup16(w1, i1, t1, false);
+      k4_lookup16(w2, i0, t2, true);
+      k4_lookup16(w3, i1, t2, true);
+      f(2 * is, reinterpret_cast<const typename Vec<V>::type&>(w0));
+      f(2 * is + 1, reinterpret_cast<const typename Vec<V>::type&>(w1));
+      f(2 * is + 2, reinterpret_cast<const typename Vec<V>::type&>(w2));
+      f(2 * is + 3, reinterpret_cast<const typename Vec<V>::type&>(w3));
+    }
+    return;
+  }
+#endif
   const float d = f16_to_f32(quant::le16(b)), min = f16_to_f32(quant::le16(b + 2));
   const std::uint8_t* q = b + 16;
   for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
@@ -162,6 +277,22 @@ template <int V, typename F>
 // high ones (2, 3) at ql + 32 (j % 2), and bits 2j, 2j + 1 of qh; scale sc[p / 16] for weight p.
 template <int V, typename F>
 [[gnu::always_inline]] inline void block_chunks(quant::Q6_K, const std::uint8_t* b, F&& f) {
+#if defined(__x86_64__)
+  if constexpr (V == 16) {
+    alignas(64) float s4[16];
+    alignas(64) std::int8_t q4[256];  // 4 (q - 32) for every weight, in k order
+    k6_scales16(s4, b);
+    k6_half16(q4, b, b + 128);
+    k6_half16(q4 + 128, b + 64, b + 160);
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c) {
+      __m512 w;
+      k6_weights16(w, q4 + 16 * c, s4[c]);
+      f(c, reinterpret_cast<const typename Vec<V>::type&>(w));
+    }
+    return;
+  }
+#endif
   const float d = f16_to_f32(quant::le16(b + 208));
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
   for (int n = 0; n < 2; ++n) {
