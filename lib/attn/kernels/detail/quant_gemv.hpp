@@ -218,31 +218,6 @@ template <int V, typename F>
 
 template <int V, typename F>
 [[gnu::always_inline]] inline void block_chunks(quant::Q4_K, const std::uint8_t* b, F&& f) {
-#if defined(__x86_64__)
-  if constexpr (V == 16) {
-    alignas(64) float dm[16];
-    k4_scales16(dm, b);
-    const std::uint8_t* q = b + 16;
-    for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
-      __m512 t1, t2;
-      k4_table16(t1, dm, is);
-      k4_table16(t2, dm, is + 1);
-      __m512i i0, i1;
-      bytes16(i0, q, false);
-      bytes16(i1, q + 16, false);
-      __m512 w0, w1, w2, w3;  // chunks in k order: i0, i1's low nibbles, then their high
-      k4_lookup16(w0, i0, t1, false);
-      k4_lookup16(w1, i1, t1, false);
-      k4_lookup16(w2, i0, t2, true);
-      k4_lookup16(w3, i1, t2, true);
-      f(2 * is, reinterpret_cast<const typename Vec<V>::type&>(w0));
-      f(2 * is + 1, reinterpret_cast<const typename Vec<V>::type&>(w1));
-      f(2 * is + 2, reinterpret_cast<const typename Vec<V>::type&>(w2));
-      f(2 * is + 3, reinterpret_cast<const typename Vec<V>::type&>(w3));
-    }
-    return;
-  }
-#endif
   const float d = f16_to_f32(quant::le16(b)), min = f16_to_f32(quant::le16(b + 2));
   const std::uint8_t* q = b + 16;
   for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
@@ -277,22 +252,6 @@ template <int V, typename F>
 // high ones (2, 3) at ql + 32 (j % 2), and bits 2j, 2j + 1 of qh; scale sc[p / 16] for weight p.
 template <int V, typename F>
 [[gnu::always_inline]] inline void block_chunks(quant::Q6_K, const std::uint8_t* b, F&& f) {
-#if defined(__x86_64__)
-  if constexpr (V == 16) {
-    alignas(64) float s4[16];
-    alignas(64) std::int8_t q4[256];  // 4 (q - 32) for every weight, in k order
-    k6_scales16(s4, b);
-    k6_half16(q4, b, b + 128);
-    k6_half16(q4 + 128, b + 64, b + 160);
-#pragma GCC unroll 16
-    for (int c = 0; c < 16; ++c) {
-      __m512 w;
-      k6_weights16(w, q4 + 16 * c, s4[c]);
-      f(c, reinterpret_cast<const typename Vec<V>::type&>(w));
-    }
-    return;
-  }
-#endif
   const float d = f16_to_f32(quant::le16(b + 208));
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
   for (int n = 0; n < 2; ++n) {
@@ -325,6 +284,71 @@ template <int V, typename B, typename F>
   }
 }
 
+// R rows' blocks of Q4_K or Q6_K with AVX-512 (V = 16, one accumulator a row), each row's chunks
+// in k order into its accumulator as block_chunks gives them, but the rows side by side: R
+// independent FMA chains, x's chunks loaded once for all rows. Each row's scales (and Q6_K's
+// quants) are first unpacked into the stack; the memory barrier keeps them there, so each scale
+// is a broadcast load, not a vpermps of a register (GCC's choice otherwise).
+#if defined(__x86_64__)
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q4_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float dm[R][16];
+  for (int r = 0; r < R; ++r) k4_scales16(dm[r], w + r * row_bytes);
+  asm volatile("" ::: "memory");
+  for (int is = 0; is < 8; is += 2) {  // 64 weights: 32 bytes' low nibbles, then their high
+    Vt x[4];
+    for (int c = 0; c < 4; ++c) load<16>(x[c], xb + 32 * is + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* q = w + r * row_bytes + 16 + 16 * is;
+      __m512 t1, t2, wc[4];
+      k4_table16(t1, dm[r], is);
+      k4_table16(t2, dm[r], is + 1);
+      __m512i i0, i1;
+      bytes16(i0, q, false);
+      bytes16(i1, q + 16, false);
+      k4_lookup16(wc[0], i0, t1, false);
+      k4_lookup16(wc[1], i1, t1, false);
+      k4_lookup16(wc[2], i0, t2, true);
+      k4_lookup16(wc[3], i1, t2, true);
+      for (int c = 0; c < 4; ++c) fmadd<16>(acc[r], Vt(wc[c]), x[c]);
+    }
+  }
+}
+
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q6_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float s4[R][16];
+  alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* b = w + r * row_bytes;
+    k6_scales16(s4[r], b);
+    k6_half16(q4[r], b, b + 128);
+    k6_half16(q4[r] + 128, b + 64, b + 160);
+  }
+  asm volatile("" ::: "memory");
+  for (int c = 0; c < 16; ++c) {
+    Vt x;
+    load<16>(x, xb + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wc;
+      k6_weights16(wc, q4[r] + 16 * c, s4[r][c]);
+      fmadd<16>(acc[r], Vt(wc), x);
+    }
+  }
+}
+#endif
+
+template <typename B>
+inline constexpr bool kRows16 = std::is_same_v<B, quant::Q4_K> || std::is_same_v<B, quant::Q6_K>;
+
 // y[r] (=|+=) w[r] . x for R rows of whole blocks (row_bytes apart), as dot_rows sums them.
 template <int V, int A, int R, typename B>
 [[gnu::always_inline]] inline void dot_block_rows(const std::uint8_t* w, std::int64_t row_bytes,
@@ -339,6 +363,18 @@ template <int V, int A, int R, typename B>
   for (std::int64_t i = 0; i < blocks; ++i) {
     const float* xb = x + i * B::kBlock;
     const std::int64_t at = i * B::kBytes, ahead = stream.ahead<std::uint8_t>(at, row_bytes);
+#if defined(__x86_64__)
+    if constexpr (V == 16 && A == 1 && kRows16<B>) {
+      for (int r = 0; r < R; ++r)
+        for (std::int64_t j = 0; j < B::kBytes; j += 64)
+          prefetch_at(w + r * row_bytes + at + j, ahead);
+      Vt a[R];
+      for (int r = 0; r < R; ++r) a[r] = acc[r][0];
+      block_rows16<R>(B{}, a, w + at, row_bytes, xb);
+      for (int r = 0; r < R; ++r) acc[r][0] = a[r];
+      continue;
+    }
+#endif
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* blk = w + r * row_bytes + at;
