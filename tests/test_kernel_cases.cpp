@@ -210,10 +210,13 @@ void add_gemv(std::vector<Case>& out) {
                                     6 * B, 7 * B, 8 * B, 11008, 14336};
     if (B == 32)
       for (std::int64_t k : {224, 256, 288}) ks.push_back(k);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
     for (const std::string& set : sets())
       for (std::int64_t K : ks)
         for (std::int64_t n = 1; n <= 65; ++n)
-          if (K <= 8 * B || n % 16 == 1)  // the largest K on a few row counts: it is slow
+          if (K <= 3 * B || K == 8 * B || (K < 8 * B && (n <= 9 || n % 16 <= 1)) ||
+              n % 16 == 1)  // every row count at 1..3 and 8 blocks, the others on a few: time
             for (bool accumulate : {false, true})
               out.push_back({Op::gemv, t.type, set, 1, n, K, K + (n % 2 ? B : 0), 1, accumulate});
   }
