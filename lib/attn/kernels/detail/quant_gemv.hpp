@@ -119,22 +119,24 @@ inline constexpr __mmask16 kAll = 0xFFFF;
 inline constexpr __mmask8 kAll8 = 0xFF;
 
 // Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
-// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then
-// dm[j] = d * float(sc[j]) and dm[8 + j] = dmin * float(m[j]), the widening's products.
+// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then,
+// interleaved, dm[2 j] = d * float(sc[j]) and dm[2 j + 1] = dmin * float(m[j]), the widening's
+// products, with d and dmin widened by one vcvtph2ps (the scalar f16_to_f32's branches cost more).
 __attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
-  std::uint32_t u[4];
+  std::uint32_t u[4], dmin;
   std::memcpy(u, b + 4, 12);
+  std::memcpy(&dmin, b, 4);
   constexpr std::uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
   u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
   const std::uint32_t m_lo = u[1] & k6;
   u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
   u[2] = m_lo;
   u[0] &= k6;
+  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u));
+  const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 2));
   const __m512 sm = _mm512_maskz_cvtepi32_ps(
-      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(u))));
-  const __m512 dd =
-      _mm512_mask_blend_ps(__mmask16(0xFF00), _mm512_set1_ps(f16_to_f32(quant::le16(b))),
-                           _mm512_set1_ps(f16_to_f32(quant::le16(b + 2))));
+      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_unpacklo_epi8(sc, m)));        // sc0, m0, sc1, ...
+  const __m512 dd = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi32(int(dmin)));  // d, dmin, d, ...
   _mm512_store_ps(dm, _mm512_mul_ps(sm, dd));
 }
 
@@ -142,7 +144,7 @@ __attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std:
 // rounded once as the widening rounds it), so that each weight is one vpermps of its nibble.
 __attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
   const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[j]), q, _mm512_set1_ps(dm[8 + j]));
+  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[2 * j]), q, _mm512_set1_ps(dm[2 * j + 1]));
 }
 
 // The 16 weights of the nibbles in the low 4 bits of idx's lanes (vpermps reads only those) or,
