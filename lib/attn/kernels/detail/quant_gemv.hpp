@@ -189,7 +189,7 @@ __attribute__((target("avx512f"))) inline void k6_scales16(float* s4, const std:
   const __m512 sc = _mm512_maskz_cvtepi32_ps(
       kAll,
       _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
-  const __m512 d = _mm512_set1_ps(f16_to_f32(quant::le16(b + 208)));
+  const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi16(short(quant::le16(b + 208))));
   _mm512_store_ps(s4, _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_set1_ps(0.25f)));
 }
 
