@@ -32,10 +32,10 @@ std::string utc_now() {
 void print_batched(std::FILE* out, const BenchResult& r, const attn::Runtime& rt) {
   const double b1 = r.step_ms[r.step_ms.size() / 2];
   std::fprintf(out,
-               "batched decode, %s weights, %lld steps each, same rounds (isa %s; stream read "
-               "pattern: %s):\n"
+               "batched decode, %s weights, %lld steps each from depth %lld, same rounds (isa %s; "
+               "stream read pattern: %s):\n"
                "      B   ms/step    p10    p90   steps/s  tokens/s  step vs B=1\n",
-               r.weight_type.c_str(), (long long)r.steps, rt.kernels->name,
+               r.weight_type.c_str(), (long long)r.steps, (long long)r.depth, rt.kernels->name,
                r.limits.stream_pattern.c_str());
   for (const BatchedDecode& d : r.batched) {
     const std::size_t n = d.step_ms.size();
@@ -88,6 +88,7 @@ nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first,
           {"prefill_positions_per_s", double(r.prefill) / pf_s},
           {"prefill_gflops", r.prefill_gflop / pf_s},
           {"prefill_fraction_of_fma_peak", r.prefill_gflop / pf_s / l.fma_gflops},
+          {"decode_depth", r.depth},
           {"decode_ms_median", med},
           {"decode_ms_p10", r.step_ms[r.step_ms.size() / 10]},
           {"decode_ms_p90", r.step_ms[r.step_ms.size() * 9 / 10]},
@@ -197,6 +198,7 @@ nlohmann::json report_json(const BenchResult& r, const attn::Runtime& rt, const 
           {"prefill_fraction_of_sgemm", x.matmul_rate / l.sgemm_gflops},
           {"prefill_fraction_of_fma_peak", x.pf_gflops / l.fma_gflops},
           {"decode_steps", r.steps},
+          {"decode_depth", r.depth},
           {"decode_ms_median", x.med},
           {"decode_ms_p10", x.p10},
           {"decode_ms_p90", x.p90},

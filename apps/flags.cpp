@@ -358,6 +358,13 @@ std::vector<Flag> heatmap_and_bench_flags() {
              ->check(finite_range(1.0, 1e6))
              ->capture_default_str();
        }},
+      {"--depth",
+       {{Command::bench,
+         "decode at depth D: every sequence's cache filled to D positions, untimed, by "
+         "prefills of P positions and copies of the first sequence's (default: P)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.depth, h)->check(kCapacity);
+       }},
       {"--weight-types",
        {{Command::bench,
          "the drawn layer's matrices in each of these types, decoded in the same rounds (with "

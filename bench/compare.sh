@@ -8,20 +8,41 @@
 #      `attn-cli run` (best and median of 20) vs bench/torch_notebook.py (best and median of 5),
 #      with hyperfine if installed, else a loop around `date +%s%N`;
 #   3. llama.cpp (built once by bench/llama_cpp.sh from npm's node-llama-cpp, the layer written
-#      as GGUF by bench/gguf_layer.py): per weight type F32, BF16, F16 and per round,
-#      `attn-cli bench --weight-types T` and llama.cpp's `llama-bench` (prefill P: -p P -n 0
-#      -embd 1, every position through the whole layer, best of 3 repetitions; decode at depth P: -p 0 -n N -d P, one repetition) and
-#      `llama-batched-bench` (-npp P -ntg G -npl 1,2,4,8,16 -pps, S_TG t/s) take turns (the
-#      order swapped every other time), then `attn-cli bench --compute bf16 --weight-types bf16`
-#      (on CPUs with AVX512-BF16) next to llama.cpp's BF16 rows. Each tool's figure is its best
-#      round. One markdown table: | | attn-cli | llama.cpp | ratio |, ratio = attn-cli/llama.cpp.
-#      Skipped with a message when llama.cpp can't be built because npm is unreachable.
-# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch]   (defaults 2, 512, 128, 3, min(32, N))
+#      as GGUF by bench/gguf_layer.py: F32, BF16, F16, and Q8_0 and Q4_K_M made from the F32 file
+#      by llama.cpp's own llama-quantize, all cached next to the build), in R rounds; in each,
+#      per weight type, `attn-cli bench` (drawn F32/BF16/F16 weights: --weight-types T; the
+#      quantized ones: --weights FILE, the file's own types) and llama.cpp take turns (the order
+#      swapped every other time): llama-bench (prefill P: -p P -n 0 -embd 1, every position
+#      through the whole layer, best of 3 repetitions; decode at depth P: -p 0 -n N -d P, one
+#      repetition) and llama-batched-bench (-npp P -ntg G -npl 1,2,4,8,16 -pps, S_TG t/s; the
+#      quantized types -npl 1,4,16), then `attn-cli bench --compute bf16 --weight-types bf16`
+#      (on CPUs with AVX512-BF16) next to llama.cpp's BF16 rows;
+#   4. long context (BF16 file, --long-rounds rounds, default 1: each fill is slow): decode at
+#      depth D for each D of --long (8192,32768), B = 1 and 4: `attn-cli bench --weights F
+#      --depth D --max-batch 4` against `llama-bench -p 0 -n G -d D` (B = 1) and
+#      `llama-batched-bench -npp D -ntg G -npl 4 -pps` (B = 4);
+#   5. stories260K, a real model: `attn-cli generate -m weights/stories260K.gguf -p "Once upon a
+#      time" -n 400` against `llama-simple -m weights/stories260K.gguf -n 400 "Once upon a time"`
+#      (both greedy), 3R runs each taking turns, tokens/s both by each tool's own timer (the
+#      prompt and the decode loop: attn-cli's prompt eval + eval time, llama-simple's "speed")
+#      and as whole processes (400 tokens over the wall time, loading included).
+#   Parts 3-5 print one markdown table, each tool's best and median of its rounds:
+#      | row | attn-cli best | median | llama.cpp best | median | ratio (best) | ratio (median) |
+#      (ratio = attn-cli/llama.cpp, all rows rates), then per weight type the prefill's fraction
+#      of attn-cli's measured FMA peak and the B=16/B=1 step-time ratio of each tool. A llama.cpp
+#      program that fails (its AMX kernels crash on some KVM guests) leaves its cells "failed"
+#      and the run goes on; --llama-bin DIR takes llama.cpp's programs from another build (those
+#      it has). Skipped with a message when llama.cpp can't be built because npm is unreachable.
+#   6. the busy scenario (bench/busy.sh: decode steps and whole processes, 1 and 2 threads, with
+#      another process spinning on one core), its output as it prints it.
+# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round)
 # Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
 # exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
-# Exit status is non-zero if any benchmark fails. OPENBLAS_CORETYPE is passed through untouched
-# and reported.
+# Exit status is non-zero if any attn-cli benchmark fails. OPENBLAS_CORETYPE is passed through
+# untouched and reported. A full run (all parts, defaults) is estimated at 25-30 minutes on 2
+# quiet cores (docs/perf/README.md says how; the long-context part is 5-8 of them);
+# `--rounds 1 --prefill 64 --steps 8 --long 1024,2048` is a smoke run of a few minutes.
 set -Eeuo pipefail
 trap 'echo "compare.sh: failed: $BASH_COMMAND" >&2' ERR
 
@@ -31,14 +52,28 @@ usage() {
 }
 
 threads=2 prefill=512 steps=128 rounds=3 ntg="" torch=1 llama=1
+quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-llama) llama=0 && shift && continue ;;
     --llama-only | --no-torch) torch=0 && shift && continue ;;
+    --no-quant) quant=0 && shift && continue ;;
+    --no-long) long=0 && shift && continue ;;
+    --no-stories) stories=0 && shift && continue ;;
+    --no-busy) busy=0 && shift && continue ;;
+    --long)
+      [[ ${2-} =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage
+      long_depths=$2 && shift 2 && continue
+      ;;
+    --llama-bin)
+      [ -d "${2-}" ] || usage
+      llama_bin=$(cd "$2" && pwd) && shift 2 && continue
+      ;;
     --threads) threads=${2-} ;;
     --prefill) prefill=${2-} ;;
     --steps) steps=${2-} ;;
     --rounds) rounds=${2-} ;;
+    --long-rounds) long_rounds=${2-} ;;
     --ntg) ntg=${2-} ;;
     *) usage ;;
   esac
@@ -46,6 +81,10 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 [ -n "$ntg" ] || ntg=$((steps < 32 ? steps : 32))
+[ "$long" = 0 ] || [ "$llama" = 0 ] || for d in ${long_depths//,/ }; do
+  ((d >= prefill)) || { echo "compare.sh: --long $d: each depth must be at least --prefill" \
+    "$prefill (attn-cli fills it with prefills of P positions)" >&2 && exit 2; }
+done
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 py=/usr/bin/python3
@@ -300,10 +339,10 @@ print(f"date: {date}; compare took {took} s")
 EOF
 }
 
-# -- part 3: attn-cli against llama.cpp
+# -- parts 3-5: attn-cli against llama.cpp
 llama_part() {
-  local lbin lsrc rc=0 cache r i k t first model c_ctx
-  local -a ggufs types=(f32 bf16 f16)
+  local lbin lsrc rc=0 cache r i k t first model c_ctx d
+  local -a ggufs types=(f32 bf16 f16) depths
   echo "== bench/llama_cpp.sh (builds llama.cpp once; long the first time)" >&2
   lbin=$(bench/llama_cpp.sh) || rc=$?
   if [ "$rc" = 3 ]; then
@@ -316,10 +355,13 @@ llama_part() {
   fi
   lsrc=$(bench/llama_cpp.sh --src)
   cache=${lbin%/build/bin}
+  [ "$quant" = 0 ] || types+=(q8_0 q4_k_m)
   echo "== bench/gguf_layer.py (cached in $cache/gguf)" >&2
-  "$py" bench/gguf_layer.py --llama-src "$lsrc" --out "$cache/gguf" --types f32,bf16,f16 \
-    >"$tmp/ggufs"
+  "$py" bench/gguf_layer.py --llama-src "$lsrc" --out "$cache/gguf" \
+    --types "$(IFS=,; echo "${types[*]}")" --quantize "$lbin/llama-quantize" >"$tmp/ggufs"
   mapfile -t ggufs <"$tmp/ggufs"
+  IFS=, read -r -a depths <<<"$long_depths"
+  [ "$long" = 1 ] || depths=()
   # --compute bf16 needs AVX512-BF16 (attn-cli refuses it otherwise)
   local compute_bf16=0
   grep -qw avx512_bf16 /proc/cpuinfo && compute_bf16=1
@@ -328,120 +370,253 @@ llama_part() {
   local -a cli_shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
   local load0
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  : >"$tmp/failed"
 
+  # tool NAME: llama.cpp's program NAME, from --llama-bin when it has it
+  tool() {
+    if [ -n "$llama_bin" ] && [ -x "$llama_bin/$1" ]; then echo "$llama_bin/$1"; else echo "$lbin/$1"; fi
+  }
+  # llama OUT CMD...: one llama.cpp program, stdout into OUT; a failure (a crash in its AMX
+  # kernels on some KVM guests) is recorded in $tmp/failed and leaves OUT absent
+  llama() {
+    local out=$1 status=0
+    shift
+    echo "== ${*##*/}" >&2
+    "$@" >"$out.part" 2>"$out.log" || status=$?
+    if [ "$status" = 0 ]; then
+      mv "$out.part" "$out"
+    else
+      tail -n 5 "$out.log" >&2
+      echo "${1##*/} ${*:2} (exit $status)" >>"$tmp/failed"
+      rm -f "$out.part"
+    fi
+  }
+  # batched OUT NPL ARGS...: llama-batched-bench -npl NPL ARGS into OUT (llama's), once more
+  # when a B of NPL has no row in a run that did not fail (seen twice in small runs on a loaded
+  # machine; its log goes to stderr)
+  batched() {
+    local out=$1 npl=$2 try
+    shift 2
+    for try in 1 2; do
+      llama "$out" "$(tool llama-batched-bench)" "$@" -npl "$npl" -pps --output-format jsonl
+      [ -f "$out" ] || return 0
+      [ "$(cat "$out" "$out.log" | grep -o '{"n_kv_max"' | wc -l)" -lt "$(echo "${npl//,/ }" | wc -w)" ] ||
+        return 0
+      echo "compare.sh: llama-batched-bench -npl $npl gave fewer rows (try $try); its log:" >&2
+      cat "$out" "$out.log" >&2
+    done
+  }
   # run_cli NAME ARGS...: one attn-cli bench process, its JSON in $tmp/NAME.json
   run_cli() {
     local name=$1
     shift
-    echo "== attn-cli bench --json ${cli_shape[*]} $*" >&2
-    "$cli" bench --json "${cli_shape[@]}" "$@" >"$tmp/$name.json"
+    echo "== attn-cli bench --json $*" >&2
+    "$cli" bench --json "$@" >"$tmp/$name.json"
   }
-  # run_llama NAME MODEL: llama-bench's prefill and decode rows and batched-bench's, into
-  # $tmp/NAME.pp.json, NAME.tg.json, NAME.bb.jsonl
+  # run_llama NAME MODEL NPL: llama-bench's prefill and decode rows and batched-bench's (-npl
+  # NPL), into $tmp/NAME.pp.json, NAME.tg.json, NAME.bb.jsonl
   run_llama() {
-    local name=$1 model=$2
+    local name=$1 model=$2 npl=$3
     # -embd 1: every position's output is kept, so the layer's FFN runs on all P rows. Without
     # it llama.cpp keeps only the last position's row from the last layer's attention on (its
     # logits are all a prompt needs): a one-layer prefill then skips 80% of its products and
     # ran 3.1x faster (pp128 F32, Zen 3).
-    echo "== llama-bench -m ${model##*/} -t $threads -p $prefill -n 0 -r 3 -embd 1" >&2
-    "$lbin/llama-bench" -m "$model" -t "$threads" -p "$prefill" -n 0 -r 3 -embd 1 -o json \
-      >"$tmp/$name.pp.json"
-    echo "== llama-bench -m ${model##*/} -t $threads -p 0 -n $steps -d $prefill -r 1" >&2
-    "$lbin/llama-bench" -m "$model" -t "$threads" -p 0 -n "$steps" -d "$prefill" -r 1 -o json \
-      >"$tmp/$name.tg.json"
-    echo "== llama-batched-bench -m ${model##*/} -t $threads -c $c_ctx -npp $prefill" \
-      "-ntg $ntg -npl 1,2,4,8,16 -pps" >&2
-    "$lbin/llama-batched-bench" -m "$model" -t "$threads" -c "$c_ctx" -npp "$prefill" \
-      -ntg "$ntg" -npl 1,2,4,8,16 -pps --output-format jsonl >"$tmp/$name.bb.log" 2>&1 || {
-      cat "$tmp/$name.bb.log" >&2
-      return 1
-    }
-    grep '^{"n_kv_max"' "$tmp/$name.bb.log" >"$tmp/$name.bb.jsonl"
+    llama "$tmp/$name.pp.json" "$(tool llama-bench)" -m "$model" -t "$threads" -p "$prefill" \
+      -n 0 -r 3 -embd 1 -o json
+    llama "$tmp/$name.tg.json" "$(tool llama-bench)" -m "$model" -t "$threads" -p 0 -n "$steps" \
+      -d "$prefill" -r 1 -o json
+    batched "$tmp/$name.bb.jsonl" "$npl" -m "$model" -t "$threads" -c "$c_ctx" -npp "$prefill" \
+      -ntg "$ntg"
   }
 
   # Rounds: per weight type, attn-cli and llama.cpp take turns, attn-cli first on even turns.
   k=0
   for ((r = 1; r <= rounds; r++)); do
-    for i in 0 1 2; do
+    for i in "${!types[@]}"; do
       t=${types[i]} model=${ggufs[i]}
       echo "== round $r of $rounds, ${t^^} weights" >&2
+      local -a weights=(--weight-types "$t")
+      local npl=1,2,4,8,16
+      if [[ $t == q* ]]; then weights=(--weights "$model") npl=1,4,16; fi
       if ((k++ % 2 == 0)); then first=cli; else first=llama; fi
-      if [ "$first" = cli ]; then run_cli "cli.$t.$r" --weight-types "$t"; fi
-      run_llama "llama.$t.$r" "$model"
-      if [ "$first" = llama ]; then run_cli "cli.$t.$r" --weight-types "$t"; fi
+      if [ "$first" = cli ]; then run_cli "cli.$t.$r" "${cli_shape[@]}" "${weights[@]}"; fi
+      run_llama "llama.$t.$r" "$model" "$npl"
+      if [ "$first" = llama ]; then run_cli "cli.$t.$r" "${cli_shape[@]}" "${weights[@]}"; fi
       if [ "$t" = bf16 ] && [ "$compute_bf16" = 1 ]; then
-        run_cli "cli.bf16c.$r" --weight-types bf16 --compute bf16
+        run_cli "cli.bf16c.$r" "${cli_shape[@]}" --weight-types bf16 --compute bf16
       fi
     done
   done
+  # Long context, BF16 file: each tool fills its cache to depth D (attn-cli once for B = 1 and
+  # 4, llama-bench and batched-bench once each), the tools taking turns.
+  for ((r = 1; r <= long_rounds; r++)); do
+    for d in "${depths[@]}"; do
+      echo "== long context round $r of $long_rounds, depth $d" >&2
+      if ((k++ % 2 == 0)); then first=cli; else first=llama; fi
+      local -a long_cli=(--threads "$threads" --prefill "$prefill" --steps "$ntg" --depth "$d"
+        --max-batch 4 --max-seq-len $((d + ntg)) --weights "${ggufs[1]}")
+      if [ "$first" = cli ]; then run_cli "cli.long$d.$r" "${long_cli[@]}"; fi
+      llama "$tmp/llama.long$d.$r.tg.json" "$(tool llama-bench)" -m "${ggufs[1]}" -t "$threads" \
+        -p 0 -n "$ntg" -d "$d" -r 1 -o json
+      batched "$tmp/llama.long$d.$r.bb.jsonl" 4 -m "${ggufs[1]}" -t "$threads" \
+        -c $((4 * (d + ntg))) -npp "$d" -ntg "$ntg"
+      if [ "$first" = llama ]; then run_cli "cli.long$d.$r" "${long_cli[@]}"; fi
+    done
+  done
+  # stories260K, whole processes: attn-cli generate and llama-simple take turns.
+  local n_stories=0 t0 t1
+  [ "$stories" = 0 ] || n_stories=$((3 * rounds))
+  for ((r = 1; r <= n_stories; r++)); do
+    echo "== stories260K run $r of $n_stories: attn-cli generate, llama-simple" >&2
+    t0=$(date +%s%N)
+    "$cli" generate -m weights/stories260K.gguf -p "Once upon a time" -n 400 -t "$threads" \
+      >"$tmp/stories.cli.$r.out" 2>"$tmp/stories.cli.$r.err"
+    t1=$(date +%s%N)
+    echo "$(((t1 - t0) / 1000))" >"$tmp/stories.cli.$r.us"
+    t0=$(date +%s%N)
+    llama "$tmp/stories.llama.$r.out" "$(tool llama-simple)" -m weights/stories260K.gguf -n 400 \
+      "Once upon a time"
+    t1=$(date +%s%N)
+    echo "$(((t1 - t0) / 1000))" >"$tmp/stories.llama.$r.us"
+  done
 
   "$py" - "$tmp" "$rounds" "$compute_bf16" "${OPENBLAS_CORETYPE-unset}" "$lsrc" "$c_ctx" \
-    "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
-import json, subprocess, sys
+    "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    "${types[*]}" "${depths[*]}" "$long_rounds" "$n_stories" "$threads" \
+    "${llama_bin:-$lbin}" "$ntg" <<'EOF'
+import json, os, re, statistics, subprocess, sys
 
-tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1 = sys.argv[1:]
-rounds, compute_bf16 = int(rounds), compute_bf16 == "1"
+(tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1, types, depths,
+ long_rounds, n_stories, threads, llama_bin, ntg) = sys.argv[1:]
+rounds, compute_bf16, long_rounds = int(rounds), compute_bf16 == "1", int(long_rounds)
+types, depths, n_stories = types.split(), [int(d) for d in depths.split()], int(n_stories)
 R = range(1, rounds + 1)
 BATCHES = (1, 2, 4, 8, 16)
+NAME = {"f32": "F32", "bf16": "BF16", "f16": "F16", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M",
+        "bf16c": "BF16, --compute bf16"}
+
+
+def text(name):
+    return open(f"{tmp}/{name}").read() if os.path.exists(f"{tmp}/{name}") else None
 
 
 def load(name):
+    """A file's JSON, or None when the program that writes it failed."""
+    if not os.path.exists(f"{tmp}/{name}"):
+        return None
     with open(f"{tmp}/{name}") as f:
         return json.load(f)
 
 
 def cli(t, r):
-    return load(f"cli.{t}.{r}.json")
+    return load(f"cli.{t}.{r}.json")["weight_types"][0]
 
 
-def lb_test(name):
-    """llama-bench's one test of a -o json run."""
+def lb(name, key):
+    """llama-bench's one test of a -o json run: the best sample (key "best") or the mean."""
     tests = load(name)
+    if tests is None:
+        return None
     assert len(tests) == 1, name
-    return tests[0]
+    return max(tests[0]["samples_ts"]) if key == "best" else tests[0]["avg_ts"]
 
 
-def bb_rows(name):
-    with open(f"{tmp}/{name}") as f:
-        return {j["pl"]: j for j in map(json.loads, f)}
+missing = []  # batched-bench rows absent from a run that did not fail
 
 
-def best(values):
-    return max(values)
+def bb_row(name, b):
+    """llama-batched-bench's row of B = b (None when it failed or skipped it). The JSON lines
+    are looked for anywhere in its stdout and its log, in case a log line ran into one."""
+    if not os.path.exists(f"{tmp}/{name}"):
+        return None
+    found = re.findall(r'\{"n_kv_max"[^{}]*\}', (text(name) or "") + (text(f"{name}.log") or ""))
+    rows = {j["pl"]: j for j in map(json.loads, found)}
+    if b not in rows and f"{name} B={b}" not in missing:
+        missing.append(f"{name} B={b}")
+    return rows.get(b)
 
 
-# figures: (label, attn-cli rate, llama.cpp rate), each the best of the rounds
+def bb(name, b):
+    """llama-batched-bench's S_TG at B = b."""
+    row = bb_row(name, b)
+    return row["speed_tg"] if row else None
+
+
+def batched(w, b, key="tokens_per_s"):
+    return next(d[key] for d in w["batched_decode"] if d["batch"] == b)
+
+
+# rows: (label, attn-cli's figure per round, llama.cpp's per round); a None is a failed run
 rows = []
-for t in ("f32", "bf16", "f16"):
-    w = lambda r: cli(t, r)["weight_types"][0]  # noqa: E731
-    pp = best(w(r)["prefill_positions_per_s"] for r in R)
-    lpp = best(max(lb_test(f"llama.{t}.{r}.pp.json")["samples_ts"]) for r in R)
-    p = cli(t, 1)["prefill_positions"]
-    rows.append((f"prefill {p}, {t.upper()} weights (positions/s)", pp, lpp))
-for t in ("f32", "bf16", "f16"):
-    w = lambda r: cli(t, r)["weight_types"][0]  # noqa: E731
-    tg = best(w(r)["decode_steps_per_s"] for r in R)
-    ltg = best(lb_test(f"llama.{t}.{r}.tg.json")["avg_ts"] for r in R)
-    p = cli(t, 1)["prefill_positions"]
-    rows.append((f"decode at depth {p}, {t.upper()} (steps/s)", tg, ltg))
-for t in ("f32", "bf16", "f16"):
-    for b in BATCHES:
-        ours = best(d["tokens_per_s"] for r in R for d in cli(t, r)["weight_types"][0]
-                    ["batched_decode"] if d["batch"] == b)
-        theirs = best(bb_rows(f"llama.{t}.{r}.bb.jsonl")[b]["speed_tg"] for r in R)
-        rows.append((f"batched decode B={b}, {t.upper()} (tokens/s)", ours, theirs))
+P = load("cli.f32.1.json")["prefill_positions"]
+for t in types:
+    rows.append((f"prefill {P}, {NAME[t]} weights (positions/s)",
+                 [cli(t, r)["prefill_positions_per_s"] for r in R],
+                 [lb(f"llama.{t}.{r}.pp.json", "best") for r in R]))
+for t in types:
+    rows.append((f"decode at depth {P}, {NAME[t]} (steps/s)",
+                 [cli(t, r)["decode_steps_per_s"] for r in R],
+                 [lb(f"llama.{t}.{r}.tg.json", "mean") for r in R]))
+for t in types:
+    for b in BATCHES if not t.startswith("q") else (1, 4, 16):
+        rows.append((f"batched decode B={b}, {NAME[t]} (tokens/s)",
+                     [batched(cli(t, r), b) for r in R],
+                     [bb(f"llama.{t}.{r}.bb.jsonl", b) for r in R]))
 if compute_bf16:
-    w = lambda r: load(f"cli.bf16c.{r}.json")["weight_types"][0]  # noqa: E731
-    p = cli("bf16", 1)["prefill_positions"]
-    rows.append((f"--compute bf16: prefill {p}, BF16 (positions/s)",
-                 best(w(r)["prefill_positions_per_s"] for r in R),
-                 best(max(lb_test(f"llama.bf16.{r}.pp.json")["samples_ts"]) for r in R)))
+    rows.append((f"--compute bf16: prefill {P}, BF16 (positions/s)",
+                 [cli("bf16c", r)["prefill_positions_per_s"] for r in R],
+                 [lb(f"llama.bf16.{r}.pp.json", "best") for r in R]))
     for b in BATCHES:
         rows.append((f"--compute bf16: batched decode B={b}, BF16 (tokens/s)",
-                     best(d["tokens_per_s"] for r in R for d in w(r)["batched_decode"]
-                          if d["batch"] == b),
-                     best(bb_rows(f"llama.bf16.{r}.bb.jsonl")[b]["speed_tg"] for r in R)))
+                     [batched(cli("bf16c", r), b) for r in R],
+                     [bb(f"llama.bf16.{r}.bb.jsonl", b) for r in R]))
+LR = range(1, long_rounds + 1)
+for d in depths:
+    rows.append((f"decode at depth {d}, BF16, B=1 (steps/s)",
+                 [batched(cli(f"long{d}", r), 1) for r in LR],
+                 [lb(f"llama.long{d}.{r}.tg.json", "mean") for r in LR]))
+    rows.append((f"decode at depth {d}, BF16, B=4 (tokens/s)",
+                 [batched(cli(f"long{d}", r), 4) for r in LR],
+                 [bb(f"llama.long{d}.{r}.bb.jsonl", 4) for r in LR]))
+
+
+def own_rate(tool, r):
+    """Tokens/s by the tool's own timer over the prompt and the decode loop."""
+    err = text(f"stories.{tool}.{r}.err" if tool == "cli" else f"stories.llama.{r}.out.log")
+    if tool == "llama":
+        m = err and text(f"stories.llama.{r}.out") is not None and re.search(
+            r"decoded (\d+) tokens in [\d.]+ s, speed: ([\d.]+) t/s", err)
+        return (float(m.group(2)), int(m.group(1))) if m else (None, None)
+    prompt = float(re.search(r"prompt eval time =\s*([\d.]+) ms", err).group(1))
+    m = re.search(r"\n\s*eval time =\s*([\d.]+) ms /\s*(\d+) runs", err)
+    n = int(m.group(2)) + 1  # the first token comes from the prompt's logits
+    return n / ((prompt + float(m.group(1))) / 1e3), n
+
+
+def whole_rate(tool, r):
+    rate, n = own_rate(tool, r)
+    return None if rate is None else n / (int(text(f"stories.{tool}.{r}.us")) / 1e6)
+
+
+S = range(1, n_stories + 1)
+if n_stories:
+    rows.append(("stories260K generate 400 tokens, own timer (tokens/s)",
+                 [own_rate("cli", r)[0] for r in S], [own_rate("llama", r)[0] for r in S]))
+    rows.append(("stories260K generate 400 tokens, whole process (tokens/s)",
+                 [whole_rate("cli", r) for r in S], [whole_rate("llama", r) for r in S]))
+
+
+def best_median(values):
+    v = [x for x in values if x is not None]
+    return (max(v), statistics.median(v)) if v else (None, None)
+
+
+def cell(x):
+    return "failed" if x is None else f"{x:.2f}"
+
+
+def ratio(a, b):
+    return "" if a is None or b is None else f"{a / b:.2f}x"
 
 
 def lscpu():
@@ -451,38 +626,84 @@ def lscpu():
     return f"{g('Model name')} (family {g('CPU family')}, model {g('Model')})"
 
 
-c0, lpp0, lbb0 = cli("f32", 1), lb_test("llama.f32.1.pp.json"), bb_rows("llama.f32.1.bb.jsonl")[1]
+c0 = load("cli.f32.1.json")
+lpp0 = (load("llama.f32.1.pp.json") or [{}])[0]
+bb0 = bb_row("llama.f32.1.bb.jsonl", 1) or {}
 commit = subprocess.run(["git", "-C", lsrc, "rev-parse", "--short", "HEAD"], capture_output=True,
                         text=True).stdout.strip()
+fa = {-1: "auto", 0: "off", 1: "on"}
 print(f"attn-cli vs llama.cpp, one Llama-3-8B layer (dim 4096, 32 heads, 8 KV heads, FFN 14336), "
-      f"{c0['threads']} threads; each tool's best of {rounds} round(s), the tools taking turns")
+      f"{c0['threads']} threads; each tool's best and median of {rounds} round(s), the tools "
+      f"taking turns")
 print(f"CPU: {lscpu()}; attn-cli {c0['version']}: kernels {c0['kernels']}, OpenBLAS core "
       f"{c0['openblas_core']}, OPENBLAS_CORETYPE={coretype}")
-fa = {-1: "auto", 0: "off", 1: "on"}
-print(f"llama.cpp: node-llama-cpp@3.22.1's sources (commit {commit}, GGML_NATIVE=ON), backend "
-      f"{lpp0.get('backends', '?')}, cpu_info \"{lpp0.get('cpu_info', '?')}\", flash_attn "
-      f"{fa.get(lpp0.get('flash_attn'), lpp0.get('flash_attn'))}, KV cache "
-      f"{lpp0.get('type_k', '?')}/{lpp0.get('type_v', '?')}, n_batch {lpp0.get('n_batch', '?')}, "
-      f"n_ubatch {lpp0.get('n_ubatch', '?')}; batched-bench -c {c_ctx} -pps -ntg {lbb0['tg']} "
-      f"(flash_attn {fa.get(lbb0['flash_attn'], lbb0['flash_attn'])})")
+print(f"llama.cpp: node-llama-cpp@3.22.1's sources (commit {commit}), programs from {llama_bin}, "
+      f"backend {lpp0.get('backends', '?')}, cpu_info \"{lpp0.get('cpu_info', '?')}\", flash_attn "
+      f"{fa.get(lpp0.get('flash_attn'), lpp0.get('flash_attn', '?'))}, KV cache "
+      f"{lpp0.get('type_k', '?')}/{lpp0.get('type_v', '?')} (attn-cli's: F32), n_batch "
+      f"{lpp0.get('n_batch', '?')}, n_ubatch {lpp0.get('n_ubatch', '?')}; batched-bench -c {c_ctx} "
+      f"-pps -ntg {ntg} (flash_attn {fa.get(bb0.get('flash_attn'), bb0.get('flash_attn', '?'))})")
 print("the GGUF layer has the same shape and distribution as attn-cli's drawn layer, not its "
-      "values (timing only)")
+      "values (timing only); the Q8_0 and Q4_K_M rows run the same file in both tools")
 if not compute_bf16:
     print("--compute bf16 rows left out: this CPU has no AVX512-BF16 (attn-cli refuses it)")
+if depths:
+    print(f"long context: BF16 weights (the exact path of both tools, no 8-bit activations; half "
+          f"F32's bytes, so the cache's share of a step shows), {long_rounds} round(s) (each depth "
+          f"is filled first: slow)")
 print()
-print("| | attn-cli | llama.cpp | ratio |")
-print("|---|---:|---:|---:|")
+print("| row | attn-cli best | median | llama.cpp best | median | ratio (best) | ratio (median) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for label, ours, theirs in rows:
-    print(f"| {label} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x |")
+    (ob, om), (tb, tm) = best_median(ours), best_median(theirs)
+    print(f"| {label} | {cell(ob)} | {cell(om)} | {cell(tb)} | {cell(tm)} | {ratio(ob, tb)} | "
+          f"{ratio(om, tm)} |")
 print()
-print("attn-cli: prefill the best of 3 passes, decode the median step of "
-      f"{c0['decode_steps']}, batched the median step of each B at depth {c0['prefill_positions']}"
-      f"; llama.cpp: llama-bench pp the best of 3 repetitions, tg the mean of "
-      f"{lb_test('llama.f32.1.tg.json')['n_gen']} tokens after a {c0['prefill_positions']}-token "
-      f"depth, batched-bench S_TG (B x {lbb0['tg']} tokens over their time, prompt shared)")
+
+# prefill against the FMA peak, and what a batch of 16 costs against one sequence
+fmt = lambda v: "failed" if v is None else f"{v:.0%}"  # noqa: E731
+kinds = types + (["bf16c"] if compute_bf16 else [])
+src = {k: ("bf16" if k == "bf16c" else k) for k in kinds}
+print(f"attn-cli's prefill of {P} against its FMA peak ({c0['fma_isa']}, measured in each run), "
+      f"best / median round; B=16 step time / B=1 step time, median of the rounds:")
+print("| weights | prefill of FMA peak, best | median | attn-cli B=16/B=1 step | "
+      "llama.cpp B=16/B=1 step |")
+print("|---|---:|---:|---:|---:|")
+for k in kinds:
+    pf = best_median([cli(k, r)["prefill_fraction_of_fma_peak"] for r in R])
+    ours = statistics.median(batched(cli(k, r), 16, "step_vs_batch1") for r in R)
+    theirs = [16 * bb(f"llama.{src[k]}.{r}.bb.jsonl", 1) / bb(f"llama.{src[k]}.{r}.bb.jsonl", 16)
+              for r in R if bb(f"llama.{src[k]}.{r}.bb.jsonl", 16)]
+    print(f"| {NAME[k]} | {fmt(pf[0])} | {fmt(pf[1])} | {ours:.2f}x | "
+          f"{f'{statistics.median(theirs):.2f}x' if theirs else 'failed'} |")
+print()
+print(f"attn-cli: prefill the best of 3 passes, decode the median step of {c0['decode_steps']}, "
+      f"batched the median step of each B at depth {P} (long context: at depth D after an untimed "
+      f"fill, `bench --depth D`); llama.cpp: llama-bench pp the best of 3 repetitions, tg the "
+      f"mean of its tokens after a depth of P (long: D), batched-bench S_TG (B x G tokens over "
+      f"their time, the prompt decoded once and copied, -pps)")
+if n_stories:
+    print(f"stories260K: {n_stories} runs each; own timer: attn-cli's prompt eval + eval time, "
+          f"llama-simple's \"decoded N tokens in T s\" (its prompt and decode loop); whole "
+          f"process: 400 tokens over the wall time of the process, loading included")
+failed = open(f"{tmp}/failed").read().splitlines()
+if failed:
+    print(f"llama.cpp runs that failed ({len(failed)}; their cells say \"failed\"):")
+    for f in failed:
+        print(f"  {f}")
+if missing:
+    print(f"llama-batched-bench rows absent from runs that did not fail (also \"failed\"): "
+          f"{', '.join(missing)}")
 print(f"date: {date}; compare took {took} s; load average (1, 5, 15 min) {load0} before the "
       f"rounds, {load1} after (a shared machine: other work slows either tool)")
 EOF
+}
+
+# -- part 6: the busy scenario
+busy_part() {
+  echo
+  echo "The busy scenario: bench/busy.sh (another process spinning on one core)"
+  bench/busy.sh build 2>&1
 }
 
 if [ "$torch" = 1 ]; then
@@ -496,4 +717,7 @@ fi
 if [ "$llama" = 1 ]; then
   [ "$torch" = 0 ] || echo
   llama_part
+fi
+if [ "$busy" = 1 ]; then
+  busy_part
 fi

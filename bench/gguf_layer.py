@@ -2,10 +2,13 @@
 """The layer `attn-cli bench` draws (one Llama-3-8B layer) as a one-layer llama GGUF for llama.cpp.
 
   /usr/bin/python3 bench/gguf_layer.py --llama-src DIR --out DIR [--types f32,bf16,f16]
-                                       [--seed 42]
+                                       [--seed 42] [--quantize BIN/llama-quantize]
 
 Writes DIR/layer-<type>-s<seed>-v1.gguf for each type (skipped when it is there already: written
 to a temporary name, then renamed) and prints their paths, one a line, in --types order.
+The quantized types q8_0 and q4_k_m (llama.cpp's Q4_K_M mixture: Q4_K, with Q6_K for attn_v and
+ffn_down) are what llama.cpp users run: llama.cpp's own `llama-quantize` (--quantize) makes them
+from the F32 file (written first if need be), as a user would.
 
 The shape is configs/llama3-8b-layer.json's: dim 4096, 32 heads, 8 KV heads (head dim 128), FFN
 14336 (ffn_dim_multiplier 1.3, multiple_of 1024), RMS norm eps 1e-5, rope theta 500000; one
@@ -19,6 +22,7 @@ the sources bench/llama_cpp.sh cloned (--llama-src).
 """
 import argparse
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -26,6 +30,8 @@ import numpy as np
 DIM, HEADS, KV_HEADS, FFN, EPS, THETA = 4096, 32, 8, 14336, 1e-5, 500000.0
 HEAD_DIM = DIM // HEADS
 VERSION = "v1"  # bump when the file's contents change, so that cached files are rewritten
+DRAWN = ("f32", "bf16", "f16")
+QUANTIZED = {"q8_0": "Q8_0", "q4_k_m": "Q4_K_M"}  # --types spelling: llama-quantize's type
 
 
 def vocab():
@@ -113,23 +119,40 @@ def write(gguf, path, wtype, mats, embd, output):
     os.replace(tmp, path)
 
 
+def quantize(binary, f32_path, path, qtype):
+    """llama-quantize F32 -> qtype, its log on stderr, written to a temporary name then renamed."""
+    tmp = path + ".tmp"
+    print(f"gguf_layer.py: {os.path.basename(binary)} -> {path}", file=sys.stderr)
+    subprocess.run([binary, f32_path, tmp, qtype], check=True, stdout=sys.stderr)
+    os.replace(tmp, path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--llama-src", required=True, help="llama.cpp's sources (for gguf-py)")
     p.add_argument("--out", required=True, help="folder of the GGUF files")
     p.add_argument("--types", default="f32,bf16,f16")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--quantize", help="llama.cpp's llama-quantize, for q8_0 and q4_k_m")
     a = p.parse_args()
     sys.path.insert(0, os.path.join(a.llama_src, "gguf-py"))
     import gguf  # noqa: E402 (llama.cpp's own, from --llama-src)
 
     types = a.types.split(",")
-    bad = [t for t in types if t not in ("f32", "bf16", "f16")]
+    bad = [t for t in types if t not in DRAWN and t not in QUANTIZED]
     if bad:
         p.error(f"--types: unknown {bad}")
+    if any(t in QUANTIZED for t in types) and not a.quantize:
+        p.error("--types q8_0 and q4_k_m need --quantize (llama.cpp's llama-quantize)")
     os.makedirs(a.out, exist_ok=True)
-    paths = [os.path.join(a.out, f"layer-{t}-s{a.seed}-{VERSION}.gguf") for t in types]
-    todo = [(t, path) for t, path in zip(types, paths) if not os.path.exists(path)]
+
+    def name(t):
+        return os.path.join(a.out, f"layer-{t}-s{a.seed}-{VERSION}.gguf")
+
+    paths = [name(t) for t in types]
+    quantized = [(t, name(t)) for t in types if t in QUANTIZED and not os.path.exists(name(t))]
+    drawn = [t for t in types if t in DRAWN] + (["f32"] if quantized else [])
+    todo = [(t, name(t)) for t in dict.fromkeys(drawn) if not os.path.exists(name(t))]
     if todo:
         print(f"gguf_layer.py: drawing the layer (seed {a.seed})", file=sys.stderr)
         mats, rng = matrices(a.seed)
@@ -140,6 +163,8 @@ def main():
         for t, path in todo:
             print(f"gguf_layer.py: writing {path}", file=sys.stderr)
             write(gguf, path, t, mats, embd, output)
+    for t, path in quantized:
+        quantize(a.quantize, name("f32"), path, QUANTIZED[t])
     for path in paths:
         print(path)
 

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "count_allocations.hpp"
+#include "test_support.hpp"
 
 #include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -10,12 +11,10 @@
 
 #if !defined(__SANITIZE_ADDRESS__)
 TEST_CASE("forward: a decode step and a prefill allocate nothing") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.rope = attn::Rope::half;
   a.dim = 64;
   a.n_heads = 8;
-  a.n_kv_heads = 2;
   a.attention_bias = true;
   a.max_seq_len = 32;
   // Prefill of 2 x 5 rows runs the batched kernel; of 2 x 20, the prefill GEMM (M > kBatchRows).
@@ -69,12 +68,9 @@ TEST_CASE("forward: mask none with a padding mask and the encoder block allocate
 }
 
 TEST_CASE("observer: an observer asking nothing, or every site, allocates nothing in forward") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.dim = 64;
   a.n_heads = 8;
-  a.n_kv_heads = 2;
   a.max_seq_len = 32;
   const attn::Runtime rt = attn::make_runtime(2, 0);
   const attn::RunOptions opts{2, 5, 3};
@@ -111,12 +107,9 @@ TEST_CASE("observer: an observer asking nothing, or every site, allocates nothin
   }
 }
 TEST_CASE("patch: a forward patching every site allocates nothing") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.dim = 64;
   a.n_heads = 8;
-  a.n_kv_heads = 2;
   a.max_seq_len = 32;
   const attn::Runtime rt = attn::make_runtime(2, 0);
   const attn::RunOptions opts{2, 5, 3};

@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/engine/run.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/input.hpp"
+#include "attn/model/model.hpp"
 #include "test_support.hpp"
 #include "workloads/bench.hpp"
 
@@ -127,6 +131,87 @@ TEST_CASE("bench: Q8_0 and Q4_0 are drawn as ggml quantizes, the K-quants are re
   CHECK(r.status == 2);
   CHECK(r.err.find("Q4_K") != std::string::npos);
   CHECK(r.err.find("--weight-types") != std::string::npos);
+}
+
+TEST_CASE("bench: --depth decodes after an untimed fill, --max-batch bounds the batched rows") {
+  const std::string cfg = (test::source_dir() / "configs" / "llama-tiny.json").string();
+  // Depth 11 from prefills of 4: chunks of 4, 4 and 3 positions; the config's max_seq_len is 32.
+  test::CliResult r = test::run_cli("bench --config " + cfg +
+                                    " --prefill 4 --steps 2 --depth 11 --max-batch 4 --threads 2 "
+                                    "--json --weight-types f32,bf16");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("decode_depth") == 11);
+  CHECK(j.at("prefill_positions") == 4);
+  CHECK(r.err.find("bench: depth") != std::string::npos);
+  // The cache: 4 sequences of 11 + 2 positions, 2 layers x 2 KV heads x head_dim 4, K and V.
+  CHECK(j.at("kv_cache_mb").get<double>() == doctest::Approx(4 * 13 * 2 * 2 * 4 * 2 * 4 / 1e6));
+  for (const auto& t : j.at("weight_types")) {
+    CHECK(t.at("decode_depth") == 11);
+    const auto& rows = t.at("batched_decode");
+    REQUIRE(rows.size() == 3);  // B = 1, 2, 4: those up to --max-batch
+    CHECK(rows[2].at("batch") == 4);
+  }
+  // Without --depth the decode starts right after the prefill.
+  r = test::run_cli("bench --config " + cfg +
+                    " --prefill 4 --steps 2 --threads 1 --json "
+                    "--weight-types f32 --max-batch 1");
+  REQUIRE(r.status == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j.at("decode_depth") == 4);
+  CHECK(j.at("batched_decode").size() == 1);
+  // A depth below the prefill, or past the cache's capacity: exit 2 naming the flag to change.
+  r = test::run_cli("bench --config " + cfg + " --prefill 4 --steps 2 --depth 3");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--depth") != std::string::npos);
+  r = test::run_cli("bench --config " + cfg + " --prefill 4 --steps 2 --depth 31");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--max-seq-len") != std::string::npos);
+}
+
+TEST_CASE("bench: fill_depth writes the chunked prefill's rows into every sequence") {
+  attn::ModelArgs a = attn::seed_args();
+  a.block = attn::Block::llama;
+  a.rope = attn::Rope::interleaved;
+  a.dim = 32;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.max_batch_size = 3;
+  a.max_seq_len = 12;
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    const attn::Runtime rt = attn::make_runtime(threads, 0);
+    const std::int64_t P = 4, depth = 10;  // chunks of 4, 4, 2
+    const std::vector<float> x = attn::seeded_input(a, {1, P, 1}, 3);
+    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 5), P, rt);
+    std::int64_t calls = 0;
+    cli::fill_depth(m, x, P, depth, [&](std::int64_t done, std::int64_t chunks) {
+      CHECK(done == ++calls);
+      CHECK(chunks == 3);
+    });
+    CHECK(calls == 3);
+    // The reference: one prefill of the same 10 rows (x's first 4, 4 and 2) in one call.
+    std::vector<float> x10;
+    for (std::int64_t n : {4, 4, 2}) x10.insert(x10.end(), x.begin(), x.begin() + n * a.dim);
+    attn::Transformer ref = attn::make_transformer(a, attn::seeded_weights(a, 5), depth, rt);
+    std::vector<float> out(x10.size());
+    attn::forward(ref, x10.data(), 1, depth, 0, out.data());
+    const attn::KVCache& c = m.cache;
+    const std::int64_t n = depth * c.head_dim;
+    for (std::int64_t l = 0; l < c.n_layers; ++l)
+      for (std::int64_t h = 0; h < c.n_kv_heads; ++h) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          CHECK(c.k(l, 0, h)[i] == doctest::Approx(ref.cache.k(l, 0, h)[i]).epsilon(1e-5));
+          CHECK(c.v(l, 0, h)[i] == doctest::Approx(ref.cache.v(l, 0, h)[i]).epsilon(1e-5));
+        }
+        for (std::int64_t b = 1; b < c.max_batch_size; ++b) {  // copies, bit for bit
+          CHECK(std::equal(c.k(l, 0, h), c.k(l, 0, h) + n, c.k(l, b, h)));
+          CHECK(std::equal(c.v(l, 0, h), c.v(l, 0, h) + n, c.v(l, b, h)));
+          CHECK(c.k(l, b, h)[n] == 0.0f);  // past the depth: untouched
+        }
+      }
+  }
 }
 
 TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {

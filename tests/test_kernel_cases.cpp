@@ -150,8 +150,8 @@ void add_linear(std::vector<Case>& out) {
       for (std::int64_t n : features)
         for (std::int64_t M : prefill_rows)
           for (const std::string& set : sets())
-            for (int threads : {1, 2, 16})  // the GEMM's bits do not depend on the split; 16 on
-              // 2 cores (a few shapes: each case starts its threads) cuts x's rows too
+            for (int threads : {1, 2, 3, 16})  // the GEMM's bits do not depend on the split; 3
+              // and 16 on 2 cores (a few shapes: each case starts its threads) cut x's rows too
               if (threads == 1 || (threads == 2 && (M == 33 || M == 64)) ||
                   (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400)))
                 out.push_back({Op::linear, t.type, set, M, n, K, stride_for(n, K, 3), threads,
@@ -380,15 +380,23 @@ Inputs inputs(const Case& c) {
           uniform(std::size_t(c.M * c.n), s + 1, 1.0), uniform(std::size_t(c.n), s + 2, 1.0)};
 }
 
+// The kernels' scratch of `floats`: one buffer kept across cases, grown and never cleared (a
+// kernel writes its scratch before reading it). A fresh zeroed one per case, sized for 16
+// threads at the largest K, was most of the sanitized run's time.
+float* scratch_of(std::int64_t floats) {
+  static std::vector<float> scratch;
+  if (std::int64_t(scratch.size()) < floats) scratch.resize(std::size_t(floats));
+  return scratch.data();
+}
+
 std::vector<float> run_linear(const Case& c, const attn::Matrix& w, const Inputs& in) {
   const attn::Runtime rt = attn::make_runtime(c.threads, 0, c.set);
   std::vector<float> out = c.accumulate ? in.init : std::vector<float>(in.init.size(), -1.0f);
-  std::vector<float> scratch(
-      std::size_t(attn::scratch_floats(c.M, c.K, c.threads, /*halves=*/true, /*blocks=*/true,
-                                       *rt.kernels, rt.compute) +
-                  1));
+  float* scratch = scratch_of(attn::scratch_floats(c.M, c.K, c.threads, /*halves=*/true,
+                                                   /*blocks=*/true, *rt.kernels, rt.compute) +
+                              1);
   const attn::Projection p{out.data(), w, c.bias ? in.bias.data() : nullptr, c.n};
-  attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch.data(), c.accumulate);
+  attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch, c.accumulate);
   return out;
 }
 
@@ -536,10 +544,10 @@ void check_bf16(const Case& c) {
   rt.compute = attn::Compute::bf16;
   rt.bf16_dot = c.set == "vdpbf16ps" ? attn::bf16_dot_native() : attn::bf16_dot_emulated();
   std::vector<float> got(std::size_t(c.M * c.n), -1.0f);
-  std::vector<float> scratch(std::size_t(
-      attn::scratch_floats(c.M, c.K, c.threads, true, false, *rt.kernels, rt.compute) + 1));
+  float* scratch = scratch_of(
+      attn::scratch_floats(c.M, c.K, c.threads, true, false, *rt.kernels, rt.compute) + 1);
   const attn::Projection p{got.data(), w.matrix(), nullptr, c.n};
-  attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch.data());
+  attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch);
   std::vector<float> rounded = in.x;
   for (float& v : rounded) v = attn::bf16_to_f32(attn::f32_to_bf16(v));
   CHECK(failures(got, reference(rounded, w.values, c.M, c.n, c.K, c.ldw, nullptr, nullptr), c.K) ==

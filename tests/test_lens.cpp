@@ -479,3 +479,23 @@ TEST_CASE("lens: a run's lens beside kept probabilities and the caller's filtere
     CHECK(same_bits(out.lens_decode[std::size_t(i)][1].data(),
                     out.decode_logits.data() + i * a.vocab_size, a.vocab_size));
 }
+
+TEST_CASE("lens cli: generate counts the lens's buffers in the memory pre-flight") {
+  // A drawn model of 2^24 tokens: the lens's logits of the 8000-token prompt's call
+  // (8000 x 2^24 floats, 500 GiB) are refused before the 1 GiB of weights is drawn (the
+  // pre-flight used to miss them: the run drew the weights, then failed to allocate the lens).
+  const fs::path dir = test::temp_path("lens-memory");
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.json")
+      << R"({"dim": 8, "n_heads": 1, "n_layers": 1, "vocab_size": 16777216,
+            "max_seq_len": 8192, "max_batch_size": 1, "block": "llama"})";
+  std::ofstream ids(dir / "ids.txt");
+  for (int i = 1; i <= 8000; ++i) ids << i << (i < 8000 ? "," : "\n");
+  ids.close();
+  const test::CliResult r =
+      test::run_cli("generate --config " + q(dir / "c.json") + " --tokens-file " +
+                    q(dir / "ids.txt") + " -n 1 --logit-lens 5");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.err.find("the largest part is the logit lens (500.") != std::string::npos, r.err);
+  CHECK(r.out.empty());
+}

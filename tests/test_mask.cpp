@@ -15,16 +15,10 @@
 namespace {
 
 attn::ModelArgs small_args(attn::Block block, attn::Mask mask, attn::Rope rope) {
-  attn::ModelArgs a = attn::seed_args();
-  a.dim = 16;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
-  a.n_layers = 2;
-  a.block = block;
+  attn::ModelArgs a = test::small_llama_args(block);
   a.rope = rope;
   a.mask = mask;
   a.attention_bias = block == attn::Block::encoder;
-  a.ffn_hidden_set = block == attn::Block::encoder ? 24 : 0;
   a.max_seq_len = 160;
   return a;
 }

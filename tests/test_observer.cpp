@@ -139,21 +139,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-attn::ModelArgs small_args(attn::Block block, std::int64_t n_layers = 2) {
-  attn::ModelArgs a = attn::seed_args();
-  a.dim = 16;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
-  a.n_layers = n_layers;
-  a.block = block;
-  a.rope = block == attn::Block::encoder ? attn::Rope::none : attn::Rope::interleaved;
-  a.mask = block == attn::Block::encoder ? attn::Mask::none : attn::Mask::causal;
-  a.attention_bias = block != attn::Block::llama;
-  a.ffn_hidden_set = block == attn::Block::encoder ? 24 : 0;
-  a.max_seq_len = 16;
-  return a;
-}
-
 // Prefill of P, then N decode steps, of x [B, P+N, dim] on a model drawn from seed 3: the
 // outputs, [B, P, dim] then each step's [B, 1, dim].
 std::vector<float> run_hidden(const attn::ModelArgs& a, const attn::RunOptions& o,
@@ -384,7 +369,7 @@ TEST_CASE("observer: attn_probs through the observer equal the notebooks' golden
 }
 
 TEST_CASE("observer: nothing is reported when nothing is asked, and the layer filter holds") {
-  const attn::ModelArgs a = small_args(attn::Block::llama, 3);
+  const attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 3);
   const attn::RunOptions o{2, 5, 2};
   const std::vector<float> x = attn::seeded_input(a, o, 7);
   const std::vector<float> plain = run_hidden(a, o, x, nullptr);
@@ -434,7 +419,7 @@ TEST_CASE("observer: each block type reports its sites, consistent with its outp
         Kind{"encoder", attn::Block::encoder, false},
         Kind{"encoder norm_first", attn::Block::encoder, true}}) {
     CAPTURE(k.name);
-    attn::ModelArgs a = small_args(k.block);
+    attn::ModelArgs a = test::small_llama_args(k.block);
     a.norm_first = k.norm_first;
     const std::vector<float> x = attn::seeded_input(a, o, 5);
     const std::vector<float> plain = run_hidden(a, o, x, nullptr);
@@ -487,7 +472,7 @@ TEST_CASE("observer: each block type reports its sites, consistent with its outp
 }
 
 TEST_CASE("observer: mlp_out needs observe(), and site names parse") {
-  const attn::ModelArgs a = small_args(attn::Block::llama);
+  const attn::ModelArgs a = test::small_llama_args(attn::Block::llama);
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3), 4);
   Recorder rec(a.n_layers, attn::site_bit(attn::Site::mlp_out));
   m.observer = &rec.observer;  // not through observe(): no buffer for mlp_out
@@ -515,7 +500,7 @@ TEST_CASE("observer: mlp_out needs observe(), and site names parse") {
 }
 
 TEST_CASE("observer: a run keeps its attention weights through an observer, the model's too") {
-  const attn::ModelArgs a = small_args(attn::Block::llama);
+  const attn::ModelArgs a = test::small_llama_args(attn::Block::llama);
   const attn::RunOptions o{2, 4, 2};
   const std::vector<float> x = attn::seeded_input(a, o, 2);
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3), 8);

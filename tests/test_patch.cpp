@@ -20,21 +20,6 @@
 
 namespace {
 
-attn::ModelArgs small_args(attn::Block block) {
-  attn::ModelArgs a = attn::seed_args();
-  a.dim = 16;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
-  a.n_layers = 2;
-  a.block = block;
-  a.rope = block == attn::Block::encoder ? attn::Rope::none : attn::Rope::interleaved;
-  a.mask = block == attn::Block::encoder ? attn::Mask::none : attn::Mask::causal;
-  a.attention_bias = block != attn::Block::llama;
-  a.ffn_hidden_set = block == attn::Block::encoder ? 24 : 0;
-  a.max_seq_len = 16;
-  return a;
-}
-
 constexpr std::int64_t B = 2, P = 5, kSteps = 2;
 
 struct Run {
@@ -99,7 +84,7 @@ TEST_CASE("patch: an identity edit at any site gives the unpatched outputs") {
     for (std::int64_t ffn_block : {attn::kFfnBlock, std::int64_t(10)}) {
       CAPTURE(attn::block_name(block));
       CAPTURE(ffn_block);
-      const attn::ModelArgs a = small_args(block);
+      const attn::ModelArgs a = test::small_llama_args(block);
       const Run plain = run(a, ffn_block, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
       for (std::size_t s = 0; s < attn::kSiteCount; ++s) {
         const attn::Site site = attn::Site(s);
@@ -136,7 +121,7 @@ TEST_CASE("patch: an identity edit at any site gives the unpatched outputs") {
 }
 
 TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
-  const attn::ModelArgs a = small_args(attn::Block::llama);
+  const attn::ModelArgs a = test::small_llama_args(attn::Block::llama);
   const std::int64_t dim = a.dim, hd = a.head_dim();
   auto zero = [](const attn::Observation& o) {
     std::int64_t n = 1;
@@ -229,7 +214,7 @@ TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
 }
 
 TEST_CASE("patch: attn_probs need a buffer, and model parallel refuses patching") {
-  const attn::ModelArgs a = small_args(attn::Block::llama);
+  const attn::ModelArgs a = test::small_llama_args(attn::Block::llama);
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 3), 8);
   attn::Hooks hooks(a.n_layers);
   hooks.patch({attn::Site::attn_probs, 1}, [](const attn::Observation&) {});  // no buffer
@@ -272,11 +257,11 @@ TEST_CASE("patch: attn_probs need a buffer, and model parallel refuses patching"
 }
 
 TEST_CASE("hooks: the points each model has, their shapes and bytes, and the bound") {
-  attn::ModelArgs a = small_args(attn::Block::attention);
+  attn::ModelArgs a = test::small_llama_args(attn::Block::attention);
   CHECK(attn::hook_points(a).size() == std::size_t(9 * a.n_layers));
   CHECK_THROWS_AS(attn::model_hook_point(a, "blocks.0.hook_mlp_out"), attn::InputError);
   CHECK_THROWS_AS(attn::model_hook_point(a, "ln_final.hook_normalized"), attn::InputError);
-  a = small_args(attn::Block::llama);
+  a = test::small_llama_args(attn::Block::llama);
   a.logits_out = true;
   const std::vector<attn::HookPoint> all = attn::hook_points(a);
   REQUIRE(all.size() == std::size_t(11 * a.n_layers + 1));

@@ -122,30 +122,34 @@ namespace {
 
 // Cuts the projections of widths `ns` (M rows) for `threads` and checks: every (row, feature) of
 // every projection is covered exactly once, blocks stay inside their projection, no block is wider
-// than `big`, x's rows are cut on 8-row panels only when cut_rows, and the last 2 * threads
-// items (when the last projection is wide enough to hold them) are no wider than `small`.
+// than `big`, x's rows are cut on 8-row panels (kGemmMR) only when cut_rows, and the last 2 *
+// threads items (when the last projection is wide enough to hold them) are no wider than `small`.
 attn::PrefillItems check_items(const std::vector<std::int64_t>& ns, std::int64_t M, int threads,
                                bool cut_rows) {
   constexpr std::int64_t big = attn::kGemmNC, small = attn::kGemmSteal;
   std::vector<attn::Projection> ps;
   for (std::int64_t n : ns) ps.push_back({nullptr, attn::Matrix(), nullptr, n});
   const attn::PrefillItems items(ps, M, threads, big, small, cut_rows);
+  // Counted per 8-row panel of x (a block's rows start on one and end on one or at M): what
+  // per row counted made the sanitized run slow, with the same answer.
+  constexpr std::int64_t mr = attn::kGemmMR;
+  const std::int64_t panels = (M + mr - 1) / mr;
   std::vector<std::vector<int>> cover;
-  for (std::int64_t n : ns) cover.emplace_back(std::size_t(n * M), 0);
+  for (std::int64_t n : ns) cover.emplace_back(std::size_t(n * panels), 0);
   int bad = 0;
   const std::int64_t count = items.count();
   for (std::int64_t i = 0; i < count; ++i) {
     const attn::PrefillBlock b = items.at(i, ps);
     const bool ok = b.part < ns.size() && b.n0 >= 0 && b.n0 < b.n1 && b.n1 <= ns[b.part] &&
-                    b.n1 - b.n0 <= big && b.m0 >= 0 && b.m0 < b.m1 && b.m1 <= M &&
-                    b.m0 % attn::kGemmMR == 0 && (cut_rows || (b.m0 == 0 && b.m1 == M));
+                    b.n1 - b.n0 <= big && b.m0 >= 0 && b.m0 < b.m1 && b.m1 <= M && b.m0 % mr == 0 &&
+                    (b.m1 % mr == 0 || b.m1 == M) && (cut_rows || (b.m0 == 0 && b.m1 == M));
     if (!ok) {
       if (++bad < 5)
         FAIL_CHECK("item " << i << ": part " << b.part << " features " << b.n0 << ".." << b.n1
                            << " rows " << b.m0 << ".." << b.m1);
       continue;
     }
-    for (std::int64_t m = b.m0; m < b.m1; ++m)
+    for (std::int64_t m = b.m0 / mr; m < (b.m1 + mr - 1) / mr; ++m)
       for (std::int64_t j = b.n0; j < b.n1; ++j) ++cover[b.part][std::size_t(m * ns[b.part] + j)];
     const std::int64_t from_end = items.first[items.parts] - i / items.m_chunks;
     if (from_end <= 2 * threads && ns.back() >= 2 * threads * small && b.part + 1 == ns.size() &&

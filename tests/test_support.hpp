@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "attn/kernels/kernels.hpp"
+#include "attn/model/config.hpp"
 
 namespace test {
 
@@ -21,6 +22,25 @@ inline std::filesystem::path golden_dir() {
 // A golden token model's folder (tests/golden/model, make_model.py).
 inline std::filesystem::path model_dir(const std::string& name) {
   return golden_dir() / "model" / name;
+}
+
+// The tests' small model (seed_args's norm_eps, rope_theta and batch): dim 16, 4 heads over 2 KV
+// heads, max_seq_len 16, with `block`'s usual ends: RoPE and a causal mask except for encoder,
+// biases except for llama, a 24-wide FFN for encoder. A test changes what it studies.
+inline attn::ModelArgs small_llama_args(attn::Block block = attn::Block::llama,
+                                        std::int64_t n_layers = 2) {
+  attn::ModelArgs a = attn::seed_args();
+  a.dim = 16;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.n_layers = n_layers;
+  a.block = block;
+  a.rope = block == attn::Block::encoder ? attn::Rope::none : attn::Rope::interleaved;
+  a.mask = block == attn::Block::encoder ? attn::Mask::none : attn::Mask::causal;
+  a.attention_bias = block != attn::Block::llama;
+  a.ffn_hidden_set = block == attn::Block::encoder ? 24 : 0;
+  a.max_seq_len = 16;
+  return a;
 }
 
 // An I32 tensor of a safetensors file, as values (the golden models' tokens and greedy chains).

@@ -47,4 +47,46 @@ TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates 
     attn::observe(m, nullptr);
   }
 }
+
+// The memory pre-flight counts what viewing allocates (view_memory): every byte the recorder and
+// its lens ask for, on each kind of shape (prefill 0, a cut, no mask, 16 bits, a lens k past
+// the vocabulary).
+TEST_CASE("view: view_memory counts every byte the recorder and its lens allocate") {
+  attn::ModelArgs a = attn::seed_args();
+  a.block = attn::Block::llama;
+  a.rope = attn::Rope::interleaved;
+  a.dim = 16;
+  a.n_layers = 3;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.vocab_size = 40;
+  a.max_seq_len = 32;
+  a.max_batch_size = 2;
+  a.tokens_in = a.logits_out = true;
+  struct Shape {
+    std::int64_t B, P, N;
+    cli::ViewSettings s;
+    int k;
+    attn::Mask mask;
+  };
+  for (const Shape& c : {Shape{2, 6, 3, {"1:3", "1:4", "2:8", 1, 16, 256}, 5, attn::Mask::causal},
+                         Shape{1, 0, 4, {"", "", "", 0, 8, 256}, 0, attn::Mask::causal},
+                         Shape{2, 9, 0, {"0:1", "", "", 0, 8, 256}, 50, attn::Mask::none},
+                         Shape{1, 1, 1, {"", "2:3", "1:2", 0, 16, 256}, 1, attn::Mask::causal}}) {
+    CAPTURE(c.P);
+    a.mask = c.mask;
+    attn::Transformer m =
+        attn::make_transformer(a, attn::seeded_weights(a, 1), c.B * std::max<std::int64_t>(c.P, 1),
+                               attn::make_runtime(1, 0));
+    const cli::ViewShape v = cli::plan_view(a, {c.B, c.P, c.N}, c.s);
+    std::uint64_t counted = 0;
+    for (const attn::MemoryPart& p : cli::view_memory(v, a, c.k)) counted += p.bytes;
+    const long before = g_allocated_bytes.load();
+    {
+      cli::ViewRecorder rec(v);
+      if (c.k > 0) rec.record_lens(m, c.k);
+      CHECK(std::uint64_t(g_allocated_bytes.load() - before) == counted);
+    }
+  }
+}
 #endif

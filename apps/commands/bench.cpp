@@ -61,20 +61,37 @@ struct ProgressBar {
   }
 };
 
-// The batched rows decode up to 16 sequences; the cache holds them at the bench's positions
-// only, so it stays small.
-const std::int64_t kMaxBatch = kBenchBatches.back();
+// The batched rows decode up to 16 sequences (--max-batch B: those up to B); the cache holds
+// them at the bench's positions only, so it stays small.
+std::int64_t max_batch(const Options& f) {
+  return f.overrides.max_batch_size > 0 ? f.overrides.max_batch_size : kBenchBatches.back();
+}
 
-// The layer's config with the flags' overrides, checked, its cache sized for the batched rows.
+std::vector<std::int64_t> batches(const Options& f) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t B : kBenchBatches)
+    if (B <= max_batch(f)) out.push_back(B);
+  return out;
+}
+
+// The position of the first decode step: --depth, else right after the prefill.
+std::int64_t depth(const Options& f) {
+  return f.depth > 0 ? f.depth : f.run.prefill;
+}
+
+// The layer's config with the flags' overrides, checked, its cache sized for the batched rows
+// at the decode's depth.
 attn::ModelArgs bench_args(const Options& f, const attn::ModelSpec& spec,
                            const attn::ModelFiles& files) {
   attn::ModelArgs args = attn::model_args(spec, files, attn::llama3_8b_layer_args);
   attn::check_shard(args, spec.shard);
-  attn::check_capacity(args, {1, f.run.prefill, f.run.steps});
   if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
-  args.max_batch_size = std::max(args.max_batch_size, kMaxBatch);
-  args.max_seq_len = std::min(args.max_seq_len, f.run.prefill + f.run.steps);
+  if (depth(f) < f.run.prefill)
+    throw attn::InputError("bench needs --depth >= --prefill (the depth is filled by prefills)");
+  attn::check_capacity(args, {1, depth(f), f.run.steps});
+  args.max_batch_size = max_batch(f);
+  args.max_seq_len = std::min(args.max_seq_len, depth(f) + f.run.steps);
   return args;
 }
 
@@ -93,9 +110,9 @@ void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& pr
   for (const std::string& t : f.weight_types)
     spec.drawn.push_back(*attn::find_weight_type(t));  // the flag checked it
   const attn::ModelFiles files = attn::find_model_files(spec);
-  const std::int64_t rows = std::max(f.run.prefill, kMaxBatch);
+  const std::int64_t rows = std::max(f.run.prefill, max_batch(f));
   attn::ModelPlan plan = attn::plan_model(bench_args(f, spec, files), spec, files,
-                                          {kMaxBatch, f.run.prefill, f.run.steps, rows});
+                                          {max_batch(f), f.run.prefill, f.run.steps, rows});
   const std::size_t n = plan.drawn ? spec.drawn.size() : 1;
   progress.line("drawing the weights (" + std::to_string(n) + " weight type(s)) and the input");
   w.x = attn::seeded_input(plan.args, {1, f.run.prefill, f.run.steps}, f.seed);
@@ -108,8 +125,8 @@ std::vector<BenchResult> measure(const Options& f, Workload& w, ProgressBar& pro
   std::vector<attn::Transformer*> ms;
   for (attn::Transformer& m : w.models) ms.push_back(&m);
   const attn::Transformer& m = w.models.front();
-  std::vector<BenchResult> results =
-      bench_workload(ms, w.x, f.run.prefill, f.run.steps, kBenchBatches, std::ref(progress));
+  std::vector<BenchResult> results = bench_workload(ms, w.x, {f.run.prefill, f.run.steps, depth(f)},
+                                                    batches(f), std::ref(progress));
   if (m.rt.compute == attn::Compute::bf16) {
     progress.line("--compute bf16 against the exact path (one prefill each way)");
     for (std::size_t i = 0; i < results.size(); ++i)

@@ -109,7 +109,8 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
-  attn::Engine e = attn::open_engine(spec, {1, P, N}, std::nullopt, std::move(pt.tokenizer));
+  attn::Engine e = attn::open_engine(spec, {1, P, N, 0, view_memory(v, whole, k)}, std::nullopt,
+                                     std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
@@ -145,10 +146,18 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   r.args = a;
   r.tokens = pt.sequences;
   set_run_shape(f, r);
+  // The page planned for the run's final args and shape, inside plan_run: its buffers join the
+  // memory pre-flight.
+  ViewShape v;
+  int k = 0;
+  r.front_parts = [&](const attn::ModelArgs& args, const attn::RunOptions& o) {
+    v = plan_view(args, o, s);
+    k = lens_k(f, args);
+    announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
+    return view_memory(v, args, k);
+  };
   attn::RunPlan plan = attn::plan_run(std::move(r));
-  const ViewShape v = plan_view(plan.request.args, plan.request.opts, s);
-  const int k = lens_k(f, plan.request.args);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
+  plan.request.front_parts = nullptr;  // its references end with this function
 
   attn::Run se = attn::open_run(std::move(plan));
   const std::int64_t T = v.positions();

@@ -103,13 +103,15 @@ void count_work(const Transformer& m, std::vector<SlotWork>& work, F f) {
   }
 }
 
+// x_row: the row of x the step reads (P + i); pos: its position (depth + i).
 void decode_round(Transformer& m, const std::vector<float>& x, const std::vector<float>& xb,
-                  const std::vector<StreamMatrix>& mats, std::int64_t pos, std::size_t pattern,
-                  BenchResult& r, std::vector<double>* stream, std::vector<float>& out) {
+                  const std::vector<StreamMatrix>& mats, std::int64_t x_row, std::int64_t pos,
+                  std::size_t pattern, BenchResult& r, std::vector<double>* stream,
+                  std::vector<float>& out) {
   const std::int64_t dim = m.args.dim;
   auto t0 = Clock::now();
   const double reduced = m.allreduce_seconds;
-  count_work(m, r.decode_work, [&] { forward(m, x.data() + pos * dim, 1, 1, pos, out.data()); });
+  count_work(m, r.decode_work, [&] { forward(m, x.data() + x_row * dim, 1, 1, pos, out.data()); });
   r.step_ms.push_back(since(t0) * 1e3);
   r.decode_allreduce_seconds += m.allreduce_seconds - reduced;
   stream[pattern].push_back(stream_read_gbs(m.rt, mats, read_patterns()[pattern]));
@@ -145,10 +147,29 @@ void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, B
 
 }  // namespace
 
+void fill_depth(Transformer& m, const std::vector<float>& x, std::int64_t P, std::int64_t depth,
+                const std::function<void(std::int64_t, std::int64_t)>& done) {
+  const std::int64_t chunks = (depth + P - 1) / P;
+  std::vector<float> out(std::size_t(P * m.args.dim));  // [1, P, dim], not read
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    forward(m, x.data(), 1, std::min(P, depth - c * P), c * P, out.data());
+    if (done) done(c + 1, chunks);
+  }
+  attn::KVCache& cache = m.cache;
+  const std::int64_t n = depth * cache.head_dim;  // one head's filled rows
+  for (std::int64_t l = 0; l < cache.n_layers; ++l)
+    for (std::int64_t b = 1; b < cache.max_batch_size; ++b)
+      for (std::int64_t h = 0; h < cache.n_kv_heads; ++h) {
+        std::copy_n(cache.k(l, 0, h), n, cache.k(l, b, h));
+        std::copy_n(cache.v(l, 0, h), n, cache.v(l, b, h));
+      }
+}
+
 std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
-                                        const std::vector<float>& x, std::int64_t P, std::int64_t N,
+                                        const std::vector<float>& x, BenchShape shape,
                                         const std::vector<std::int64_t>& batches,
                                         const BenchProgress& progress) {
+  const std::int64_t P = shape.prefill, N = shape.steps, depth = std::max(shape.depth, P);
   const auto report = [&](const char* phase, std::int64_t done, std::int64_t total) {
     if (progress) progress(phase, done, total);
   };
@@ -170,6 +191,7 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
         m.weights.layers.empty() ? "F32" : weight_type_name(m.weights.layers[0].wq.type);
     r.prefill = P;
     r.steps = N;
+    r.depth = depth;
     r.step_ms.reserve(std::size_t(N));
     for (std::int64_t B : batches) r.batched.push_back({B, {}});
     for (BatchedDecode& d : r.batched) d.step_ms.reserve(std::size_t(N));
@@ -194,15 +216,22 @@ std::vector<BenchResult> bench_workload(std::span<Transformer* const> models,
         r.prefill_allreduce_seconds = m.allreduce_seconds - reduced;
       }
     }
+  // Decode at depth: the cache's first `depth` rows filled, untimed, as llama-bench -d does.
+  if (depth > P)
+    for (std::size_t k = 0; k < models.size(); ++k)
+      fill_depth(*models[k], x, P, depth, [&](std::int64_t done, std::int64_t chunks) {
+        report("depth", std::int64_t(k) * chunks + done, std::int64_t(models.size()) * chunks);
+      });
   // Each round runs every model's round in turn, so all are compared in the same moments: the
   // machine's bandwidth drifts by tens of percent over minutes. The batched steps run at the
-  // same position as batch 1's; the other sequences' cache rows before it are zeros, which
-  // attention reads all the same.
+  // same position as batch 1's; the other sequences' cache rows before it are zeros (with
+  // depth > P: copies of the first's), which attention reads all the same.
   std::vector<std::vector<double>> stream(models.size() * read_patterns().size());
   for (std::int64_t i = 0; i < N; ++i, report("decode", i, N))
     for (std::size_t k = 0; k < models.size(); ++k)
-      decode_round(*models[k], x, xb, mats[k], P + i, std::size_t(i) % read_patterns().size(),
-                   results[k], &stream[k * read_patterns().size()], out);
+      decode_round(*models[k], x, xb, mats[k], P + i, depth + i,
+                   std::size_t(i) % read_patterns().size(), results[k],
+                   &stream[k * read_patterns().size()], out);
   for (std::size_t k = 0; k < models.size(); ++k)
     finish(*models[k], P, &stream[k * read_patterns().size()], results[k]);
   return results;

@@ -42,6 +42,7 @@ struct ComputeError {
 struct BenchResult {
   std::string weight_type;  // of the matrices: "F32", "BF16" or "F16"
   std::int64_t prefill = 0, steps = 0;
+  std::int64_t depth = 0;  // the position of the first decode step
   double prefill_seconds = 0;
   double prefill_gflop = 0;         // matrix products + attention, causal half only
   double prefill_matmul_gflop = 0;  // the weight products alone
@@ -61,18 +62,32 @@ struct BenchResult {
 
 double prefill_flops(const attn::ModelArgs& a, std::int64_t bsz, std::int64_t P, bool matmul_only);
 
+// The bench's workload: a prefill of P positions, then N decode steps from position `depth`
+// (>= P; P: right after the prefill).
+struct BenchShape {
+  std::int64_t prefill = 0, steps = 0, depth = 0;
+};
+
 // For each model (the same layer with its matrices in different types) in turn: a warm-up and
-// the prefill of x [1, P+N, dim]. Then N decode rounds; in each, every model takes one step,
-// a streaming read of its own weights' bytes (limits.stream_gbs, each read pattern in turn) and
-// one step at each of `batches` (the caches must hold the largest), so that the models and
-// batch sizes are compared in the same moments.
+// the prefill of x [1, P+N, dim]. With depth > P, every model's cache is then filled to `depth`
+// positions for every sequence, untimed (fill_depth). Then N decode rounds; in each, every
+// model takes one step, a streaming read of its own weights' bytes (limits.stream_gbs, each
+// read pattern in turn) and one step at each of `batches` (the caches must hold the largest),
+// so that the models and batch sizes are compared in the same moments.
 // progress(phase, done, total) is called as the work goes: "warm-up" per model, "prefill" per
-// pass and model, "decode" per round.
+// pass and model, "depth" per chunk, "decode" per round.
 using BenchProgress = std::function<void(const char* phase, std::int64_t done, std::int64_t total)>;
 std::vector<BenchResult> bench_workload(std::span<attn::Transformer* const> models,
-                                        const std::vector<float>& x, std::int64_t P, std::int64_t N,
+                                        const std::vector<float>& x, BenchShape shape,
                                         const std::vector<std::int64_t>& batches = {},
                                         const BenchProgress& progress = {});
+
+// Fills m's cache to `depth` positions for every sequence it holds: prefills of x's first P
+// positions at positions 0, P, 2P, .. (the last one shorter), then sequence 0's rows copied into
+// the others, as llama-batched-bench -pps shares one prompt. done(chunk, chunks) after each.
+void fill_depth(attn::Transformer& m, const std::vector<float>& x, std::int64_t P,
+                std::int64_t depth,
+                const std::function<void(std::int64_t, std::int64_t)>& done = {});
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const attn::Transformer& m, std::int64_t P, MachineLimits& l);

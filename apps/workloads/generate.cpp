@@ -177,7 +177,8 @@ int generate_command(const Options& f) {
   const std::vector<std::int32_t> prompt = generate_prompt(f, spec, tok);
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  Engine e = open_engine(spec, {1, rows, f.run.steps}, std::nullopt, std::move(tok));
+  Engine e = open_engine(spec, {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}}, std::nullopt,
+                         std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   check_generation(e, prompt, f.run.steps, f.sampling);  // before any output

@@ -149,6 +149,39 @@ void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb
                      "prefill");
 }
 
+std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelArgs& a,
+                                          int lens_k) {
+  const std::string probs = "view probabilities";
+  const std::int64_t rows = v.row_end - v.row_begin, T = v.positions();
+  const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
+  // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
+  // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
+  // layer_slot_, keep_ and the observer's layers, stats_.
+  const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
+  const std::uint64_t parts[] = {
+      attn::checked_product({v.batch, v.n_heads, std::max(v.prefill * v.prefill, T), 4}, probs),
+      attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
+      attn::checked_product({shown_lists + rows + 1 + v.n_layers, 8}, probs),
+      std::uint64_t(T + v.n_layers),
+      attn::checked_product({shown, std::int64_t(sizeof(attn::HeadStats))}, probs)};
+  std::uint64_t total = 0;
+  for (const std::uint64_t p : parts)
+    if (__builtin_add_overflow(total, p, &total))
+      throw InputError("the " + probs + " would need more than 2^64 bytes", "prefill");
+  std::vector<attn::MemoryPart> out = {{probs, total}};
+  if (lens_k > 0) {
+    const std::int64_t k_used = std::min<std::int64_t>(lens_k, a.vocab_size);
+    const std::uint64_t lens =
+        attn::logit_lens_bytes(a, v.batch * std::max<std::int64_t>(v.prefill, 1), lens_k);
+    const std::uint64_t tops = attn::checked_product(
+        {v.n_layers, T, k_used, std::int64_t(sizeof(attn::TopLogit))}, "logit lens");
+    if (__builtin_add_overflow(lens, tops, &total))
+      throw InputError("the logit lens would need more than 2^64 bytes", "logit_lens");
+    out.push_back({"logit lens", total});
+  }
+  return out;
+}
+
 std::uint16_t code_cell(float p, int bits) {
   if (!(p > 0))
     return 0;  // NaN too: a run's probabilities are checked finite, but a cell is a cell

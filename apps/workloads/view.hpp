@@ -17,6 +17,7 @@
 #include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/input.hpp"
+#include "attn/model/memory.hpp"
 #include "attn/model/observer.hpp"
 #include "attn/text/tokenizer.hpp"
 
@@ -77,6 +78,12 @@ std::string megabytes(double bytes);  // "12.3", "0.004": MB of 10^6 bytes
 // lens_vocab: the lens's vocabulary (its one-call logits), 0 without a lens.
 void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb,
                       std::int64_t lens_vocab = 0);
+
+// What viewing v allocates: the recorder's buffers (ViewRecorder: the one-call probabilities, the
+// coded cells, the figures) and, with lens_k > 0, the lens (record_lens: make_logit_lens's
+// buffers for calls of up to batch x max(prefill, 1) rows, and the tops kept): the parts the
+// memory pre-flight adds (EngineShape::front, RunRequest::front_parts).
+std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelArgs& a, int lens_k);
 
 // Records the shown probabilities as the forward reports them (observer: set it on the model
 // with attn::observe), coded at once, and the per-head figures of the real query rows in

@@ -124,25 +124,34 @@ inline void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& sc, std::ui
   }
 }
 
+// Sub-blocks is and is + 1 of a Q4_K or Q5_K block b (f16 d, f16 dmin, scales[12] first): their
+// scales d * sc and mins dmin * m, as ggml's dequantize_row_q4_K and _q5_K compute them.
+struct KPairScales {
+  float d1, m1, d2, m2;
+};
+inline KPairScales k_pair_scales(const std::uint8_t* b, int is) {
+  const float d = f16_to_f32(le16(b)), min = f16_to_f32(le16(b + 2));
+  std::uint8_t sc, m;
+  scale_min_k4(is, b + 4, sc, m);
+  const float d1 = d * float(sc), m1 = min * float(m);
+  scale_min_k4(is + 1, b + 4, sc, m);
+  return {d1, m1, d * float(sc), min * float(m)};
+}
+
 // ---- Q4_K: 256 weights, 144 bytes: f16 d, f16 dmin, scales[12], qs[128]. 8 sub-blocks of 32,
 // each with a 6-bit scale sc and min m: weight = (d * sc) * q - dmin * m, q a nibble; each 32
 // bytes of qs hold two sub-blocks, the low nibbles the first.
 struct Q4_K {
   static constexpr std::int64_t kBlock = 256, kBytes = 144;
   static void widen(const std::uint8_t* b, float* y) {
-    const float d = f16_to_f32(le16(b)), min = f16_to_f32(le16(b + 2));
-    const std::uint8_t* scales = b + 4;
     const std::uint8_t* q = b + 16;
     for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
-      std::uint8_t sc, m;
-      scale_min_k4(is, scales, sc, m);
-      const float d1 = d * float(sc), m1 = min * float(m);
-      scale_min_k4(is + 1, scales, sc, m);
-      const float d2 = d * float(sc), m2 = min * float(m);
+      // Not a structured binding: clang 14 cannot capture one in an OpenMP region.
+      const KPairScales k = k_pair_scales(b, is);
       ATTN_SIMD
       for (int l = 0; l < 32; ++l) {
-        y[l] = d1 * float(q[l] & 0xF) - m1;
-        y[l + 32] = d2 * float(q[l] >> 4) - m2;
+        y[l] = k.d1 * float(q[l] & 0xF) - k.m1;
+        y[l + 32] = k.d2 * float(q[l] >> 4) - k.m2;
       }
     }
   }
@@ -154,20 +163,15 @@ struct Q4_K {
 struct Q5_K {
   static constexpr std::int64_t kBlock = 256, kBytes = 176;
   static void widen(const std::uint8_t* b, float* y) {
-    const float d = f16_to_f32(le16(b)), min = f16_to_f32(le16(b + 2));
-    const std::uint8_t* scales = b + 4;
     const std::uint8_t* qh = b + 16;
     const std::uint8_t* ql = b + 48;
     for (int is = 0; is < 8; is += 2, ql += 32, y += 64) {
-      std::uint8_t sc, m;
-      scale_min_k4(is, scales, sc, m);
-      const float d1 = d * float(sc), m1 = min * float(m);
-      scale_min_k4(is + 1, scales, sc, m);
-      const float d2 = d * float(sc), m2 = min * float(m);
+      // Not a structured binding: clang 14 cannot capture one in an OpenMP region.
+      const KPairScales k = k_pair_scales(b, is);
       ATTN_SIMD
       for (int l = 0; l < 32; ++l) {
-        y[l] = d1 * float((ql[l] & 0xF) + (((qh[l] >> is) & 1) << 4)) - m1;
-        y[l + 32] = d2 * float((ql[l] >> 4) + (((qh[l] >> (is + 1)) & 1) << 4)) - m2;
+        y[l] = k.d1 * float((ql[l] & 0xF) + (((qh[l] >> is) & 1) << 4)) - k.m1;
+        y[l + 32] = k.d2 * float((ql[l] >> 4) + (((qh[l] >> (is + 1)) & 1) << 4)) - k.m2;
       }
     }
   }

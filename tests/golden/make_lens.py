@@ -37,7 +37,6 @@ Self-checks (assertions):
   * the file is read back by make_golden's strict safetensors reader.
 """
 
-import json
 import os
 import sys
 
@@ -46,8 +45,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_golden import DT, read_safetensors, write_safetensors  # noqa: E402
-from make_model import CASES, LOGITS_ATOL, LOGITS_RTOL, LlamaLM  # noqa: E402
+from fixtures import make_cases, tol_use, write_checked  # noqa: E402
+from make_golden import DT  # noqa: E402
+from make_model import LOGITS_ATOL, LOGITS_RTOL, LlamaLM  # noqa: E402
 from make_observer import STEPS, load_case, run  # noqa: E402
 
 OUT = os.path.join(HERE, "lens")
@@ -95,9 +95,8 @@ def make_case(c) -> dict:
     err = (lens[f"prefill.{last}"] - expected["logits"].to(DT)).abs().max().item()
     assert err < 1e-6, f"{c.name}: the last lens differs from make_model's logits by {err}"
     l32 = lenses(c, weights, expected, torch.float32)
-    tol_use = max(((l32[k].to(DT) - v).abs() / (LOGITS_ATOL + LOGITS_RTOL * v.abs())).max().item()
-                  for k, v in lens.items())
-    assert tol_use < 0.1, f"{c.name}: a float32 run uses {tol_use:.3f} of the tolerance"
+    use = max(tol_use(l32[k], v, LOGITS_RTOL, LOGITS_ATOL) for k, v in lens.items())
+    assert use < 0.1, f"{c.name}: a float32 run uses {use:.3f} of the tolerance"
 
     tensors = {}
     for name, v in lens.items():
@@ -106,31 +105,20 @@ def make_case(c) -> dict:
         tensors[f"{name}.top_logits"] = logits.to(torch.float32).contiguous()
         if c.name in FULL:
             tensors[f"{name}.logits"] = v.to(torch.float32).contiguous()
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, c.name + ".safetensors")
-    write_safetensors(path, tensors)
-    back = read_safetensors(path)
-    assert list(back) == list(tensors) and all(torch.equal(back[k], tensors[k]) for k in tensors)
-    return dict(size=os.path.getsize(path), tensors=len(tensors), logits_err=err, tol_use=tol_use)
+    return dict(size=write_checked(OUT, c.name, tensors), tensors=len(tensors), logits_err=err,
+                tol_use=use)
 
 
 def main():
-    rows, manifest = [], []
-    for c in CASES:
-        if c.name not in NAMES:
-            continue
-        r = make_case(c)
-        manifest.append({"name": c.name, "model": f"model/{c.name}", "steps": STEPS, "k": K,
-                         "full": c.name in FULL, "tolerance": {"rtol": LOGITS_RTOL, "atol": LOGITS_ATOL}})
-        rows.append((c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}",
-                     f"{r['tol_use']:.4f}"))
-    with open(os.path.join(OUT, "cases.json"), "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-    for r in [("case", "tensors", "bytes", "logits", "f32/tol")] + rows:
-        print("  ".join(str(v).ljust(14) for v in r))
-    print("logits: max |last block's lens - make_model's expected logits| (asserted < 1e-6)")
-    print("f32/tol: worst |f32 lens - f64| / (atol + rtol*|exp|) (asserted < 0.1)")
+    make_cases(OUT, NAMES, make_case,
+               lambda c, r: {"name": c.name, "model": f"model/{c.name}", "steps": STEPS, "k": K,
+                             "full": c.name in FULL,
+                             "tolerance": {"rtol": LOGITS_RTOL, "atol": LOGITS_ATOL}},
+               lambda c, r: (c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}",
+                             f"{r['tol_use']:.4f}"),
+               ("case", "tensors", "bytes", "logits", "f32/tol"),
+               ["logits: max |last block's lens - make_model's expected logits| (asserted < 1e-6)",
+                "f32/tol: worst |f32 lens - f64| / (atol + rtol*|exp|) (asserted < 0.1)"])
 
 
 if __name__ == "__main__":

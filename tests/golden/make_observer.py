@@ -43,7 +43,6 @@ Self-checks (assertions):
   * the file is read back by make_golden's strict safetensors reader.
 """
 
-import json
 import math
 import os
 import sys
@@ -53,11 +52,12 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fixtures import as_f32, make_cases, tol_use, write_checked  # noqa: E402
 from make_golden import (ATOL, DT, RTOL, apply_rotary_emb_half,  # noqa: E402
                          apply_rotary_emb_interleaved, read_safetensors, repeat_kv,
-                         weight_specs, write_safetensors)
+                         weight_specs)
 from make_hf import hf_name  # noqa: E402
-from make_model import CASES, HF_HEAD_NAMES, LlamaLM  # noqa: E402
+from make_model import HF_HEAD_NAMES, LlamaLM  # noqa: E402
 
 OUT = os.path.join(HERE, "observer")
 MODEL_DIR = os.path.join(HERE, "model")
@@ -190,35 +190,22 @@ def make_case(c) -> dict:
         err = max(err, (logits[i][:, -1] - expected["greedy_logits"][:, i].to(DT)).abs().max().item())
     assert err < 1e-6, f"{c.name}: logits differ from make_model's by {err}"
     t32, _ = run(c, weights, expected, torch.float32)
-    tol_use = max(((t32[k].to(DT) - v).abs() / (ATOL + RTOL * v.abs())).max().item()
-                  for k, v in tensors.items())
-    assert tol_use < 0.1, f"{c.name}: a float32 run uses {tol_use:.3f} of the tolerance"
-
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, c.name + ".safetensors")
-    f32 = {k: v.to(torch.float32).contiguous() for k, v in tensors.items()}
-    write_safetensors(path, f32)
-    back = read_safetensors(path)
-    assert list(back) == list(f32) and all(torch.equal(back[k], f32[k]) for k in f32)
-    return dict(size=os.path.getsize(path), tensors=len(f32), logits_err=err, tol_use=tol_use)
+    use = max(tol_use(t32[k], v, RTOL, ATOL) for k, v in tensors.items())
+    assert use < 0.1, f"{c.name}: a float32 run uses {use:.3f} of the tolerance"
+    f32 = as_f32(tensors)
+    return dict(size=write_checked(OUT, c.name, f32), tensors=len(f32), logits_err=err,
+                tol_use=use)
 
 
 def main():
-    rows, manifest = [], []
-    for c in CASES:
-        if c.name not in NAMES:
-            continue
-        r = make_case(c)
-        manifest.append({"name": c.name, "model": f"model/{c.name}", "steps": STEPS,
-                         "tolerance": {"rtol": RTOL, "atol": ATOL}})
-        rows.append((c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}", f"{r['tol_use']:.4f}"))
-    with open(os.path.join(OUT, "cases.json"), "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-    for r in [("case", "tensors", "bytes", "logits", "f32/tol")] + rows:
-        print("  ".join(str(v).ljust(14) for v in r))
-    print("logits: max |hooked run - make_model's expected logits| (asserted < 1e-6)")
-    print("f32/tol: worst |f32 run - f64| / (atol + rtol*|exp|) over every site (asserted < 0.1)")
+    make_cases(OUT, NAMES, make_case,
+               lambda c, r: {"name": c.name, "model": f"model/{c.name}", "steps": STEPS,
+                             "tolerance": {"rtol": RTOL, "atol": ATOL}},
+               lambda c, r: (c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}",
+                             f"{r['tol_use']:.4f}"),
+               ("case", "tensors", "bytes", "logits", "f32/tol"),
+               ["logits: max |hooked run - make_model's expected logits| (asserted < 1e-6)",
+                "f32/tol: worst |f32 run - f64| / (atol + rtol*|exp|) over every site (asserted < 0.1)"])
 
 
 if __name__ == "__main__":

@@ -56,10 +56,10 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fixtures import as_f32, make_cases, tol_use, write_checked  # noqa: E402
 from make_golden import (ATOL, DT, RTOL, apply_rotary_emb_half,  # noqa: E402
-                         apply_rotary_emb_interleaved, read_safetensors, repeat_kv,
-                         write_safetensors)
-from make_model import CASES, LOGITS_ATOL, LOGITS_RTOL, LlamaLM  # noqa: E402
+                         apply_rotary_emb_interleaved, read_safetensors, repeat_kv)
+from make_model import LOGITS_ATOL, LOGITS_RTOL, LlamaLM  # noqa: E402
 from make_observer import NAMES, load_case  # noqa: E402
 
 OUT = os.path.join(HERE, "patch")
@@ -213,10 +213,6 @@ def max_err(a, b):
     return (a.to(DT) - b.to(DT)).abs().max().item()
 
 
-def tol_use(got, exp, rtol, atol):
-    return ((got.to(DT) - exp).abs() / (atol + rtol * exp.abs())).max().item()
-
-
 def make_case(c) -> dict:
     weights, expected = load_case(c)
     names = [n for n in hooked_model(c, weights)[1]]
@@ -266,32 +262,20 @@ def make_case(c) -> dict:
         manifest.append({"i": i, "call": call, "name": name, "kind": kind})
     assert use < 0.1, f"{c.name}: a float32 run uses {use:.3f} of the tolerance"
 
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, c.name + ".safetensors")
-    f32 = {k: v.to(torch.float32).contiguous() for k, v in tensors.items()}
-    write_safetensors(path, f32)
-    back = read_safetensors(path)
-    assert list(back) == list(f32) and all(torch.equal(back[k], f32[k]) for k in f32)
-    return dict(patches=manifest, size=os.path.getsize(path), err=err, use=use)
+    size = write_checked(OUT, c.name, as_f32(tensors))
+    return dict(patches=manifest, size=size, err=err, use=use)
 
 
 def main():
-    rows, cases = [], []
-    for c in CASES:
-        if c.name not in NAMES:
-            continue
-        r = make_case(c)
-        cases.append({"name": c.name, "model": f"model/{c.name}", "steps": STEPS,
-                      "logits_tolerance": {"rtol": LOGITS_RTOL, "atol": LOGITS_ATOL},
-                      "tolerance": {"rtol": RTOL, "atol": ATOL}, "patches": r["patches"]})
-        rows.append((c.name, len(r["patches"]), r["size"], f"{r['err']:.1e}", f"{r['use']:.4f}"))
-    with open(os.path.join(OUT, "cases.json"), "w") as f:
-        json.dump(cases, f, indent=2)
-        f.write("\n")
-    for r in [("case", "patches", "bytes", "ref err", "f32/tol")] + rows:
-        print("  ".join(str(v).ljust(14) for v in r))
-    print("ref err: max |hooked reference - make_model/make_observer fixtures| (asserted < 1e-6)")
-    print("f32/tol: worst |f32 run - f64| / (atol + rtol*|exp|) (asserted < 0.1)")
+    make_cases(OUT, NAMES, make_case,
+               lambda c, r: {"name": c.name, "model": f"model/{c.name}", "steps": STEPS,
+                             "logits_tolerance": {"rtol": LOGITS_RTOL, "atol": LOGITS_ATOL},
+                             "tolerance": {"rtol": RTOL, "atol": ATOL}, "patches": r["patches"]},
+               lambda c, r: (c.name, len(r["patches"]), r["size"], f"{r['err']:.1e}",
+                             f"{r['use']:.4f}"),
+               ("case", "patches", "bytes", "ref err", "f32/tol"),
+               ["ref err: max |hooked reference - make_model/make_observer fixtures| (asserted < 1e-6)",
+                "f32/tol: worst |f32 run - f64| / (atol + rtol*|exp|) (asserted < 0.1)"])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "attn/error.hpp"
@@ -14,10 +15,11 @@ namespace {
 
 constexpr const char* kSetting = "dump_activations";
 
-// The sites a block of this type reports (observer.hpp): block `attention` has no MLP.
+// The sites a block of this type reports, as site_bit()s.
 std::uint32_t block_sites(const ModelArgs& a) {
-  std::uint32_t bits = kAllSites & ~site_bit(Site::final_norm);
-  if (a.block == Block::attention) bits &= ~(site_bit(Site::resid_mid) | site_bit(Site::mlp_out));
+  std::uint32_t bits = 0;
+  for (const Site s : kForwardSites)
+    if (block_reports(a, s)) bits |= site_bit(s);
   return bits;
 }
 
@@ -72,40 +74,20 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
-// Floats of one site's tensor per batch row, for a call of seqlen positions over S keys.
-double site_floats(const ModelArgs& a, Site s, double seqlen, double S) {
-  const double hd = double(a.head_dim());
-  switch (s) {
-    case Site::q_in:
-    case Site::q:
-      return seqlen * double(a.n_heads) * hd;
-    case Site::k_in:
-    case Site::k:
-    case Site::v:
-      return seqlen * double(a.n_kv_heads) * hd;
-    case Site::attn_probs:
-      return double(a.n_heads) * seqlen * S;
-    default:
-      return seqlen * double(a.dim);
-  }
+// The points kept, in forward order: block by block, site by site as computed, then the final
+// norm (layer -1, as hook_points lists it).
+std::vector<HookPoint> kept_points(const ActivationNames& n) {
+  std::vector<HookPoint> points;
+  for (std::size_t l = 0; l < n.sites.size(); ++l)
+    for (const Site s : kForwardSites)
+      if (n.sites[l] & site_bit(s)) points.push_back({s, std::int64_t(l)});
+  if (n.final_norm) points.push_back({Site::final_norm, -1});
+  return points;
 }
 
-// The shape of a site's tensor in a call of seqlen positions over S keys.
-std::vector<std::int64_t> site_shape(const ModelArgs& a, Site s, std::int64_t B,
-                                     std::int64_t seqlen, std::int64_t S) {
-  switch (s) {
-    case Site::q_in:
-    case Site::q:
-      return {B, seqlen, a.n_heads, a.head_dim()};
-    case Site::k_in:
-    case Site::k:
-    case Site::v:
-      return {B, seqlen, a.n_kv_heads, a.head_dim()};
-    case Site::attn_probs:
-      return {B, a.n_heads, seqlen, S};
-    default:
-      return {B, seqlen, a.dim};
-  }
+// Call c's shape: the prefill (c 0) of P positions, or decode step c, one position after P+c-1.
+HookCall call_shape(const RunOptions& o, std::int64_t c) {
+  return c == 0 ? HookCall{o.batch, o.prefill, 0} : HookCall{o.batch, 1, o.prefill + c - 1};
 }
 
 }  // namespace
@@ -130,19 +112,26 @@ ActivationNames parse_activation_names(std::string_view list, const ModelArgs& a
   return n;
 }
 
-double activations_bytes(const ModelArgs& a, const RunOptions& o, const ActivationNames& n) {
-  const double P = double(o.prefill), N = double(o.steps);
-  double per_row = 0;  // floats per batch row over every call
-  for (std::uint32_t sites : n.sites)
-    for (const Site s : kForwardSites) {
-      if ((sites & site_bit(s)) == 0) continue;
-      per_row += site_floats(a, s, P, P);  // the prefill (none when P is 0)
-      // The decode steps: S = P + i keys for the pattern, one position each otherwise.
-      per_row += s == Site::attn_probs ? double(a.n_heads) * (N * P + N * (N + 1) / 2)
-                                       : N * site_floats(a, s, 1, 1);
-    }
-  if (n.final_norm) per_row += (P + N) * double(a.dim);
-  return 4 * double(o.batch) * per_row;
+std::uint64_t activations_bytes(const ModelArgs& a, const RunOptions& o, const ActivationNames& n) {
+  const std::string what = "activations kept for the dump";
+  const std::vector<HookPoint> points = kept_points(n);
+  if (points.empty() || o.steps < 0) return 0;
+  try {
+    const std::uint64_t prefill = o.prefill > 0 ? hook_bytes(a, points, call_shape(o, 0), what) : 0;
+    if (o.steps == 0) return prefill;
+    // A decode step's bytes grow by the same amount with each key (attn_probs; the rest stay):
+    // the N steps hold N times the mean of the first and the last.
+    const std::uint64_t first = hook_bytes(a, points, call_shape(o, 1), what);
+    const std::uint64_t last = hook_bytes(a, points, call_shape(o, o.steps), what);
+    const unsigned __int128 decode =
+        (static_cast<unsigned __int128>(first) + last) * std::uint64_t(o.steps) / 2;
+    const unsigned __int128 total = decode + prefill;
+    if (total > std::numeric_limits<std::uint64_t>::max())
+      throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
+    return std::uint64_t(total);
+  } catch (const InputError& e) {
+    throw InputError(e.what(), kSetting);
+  }
 }
 
 void check_activations(const ModelArgs& a, const RunOptions& o, const ActivationNames& n,
@@ -153,10 +142,9 @@ void check_activations(const ModelArgs& a, const RunOptions& o, const Activation
         "activations kept for the dump need one process (model_parallel_size 1): each rank "
         "holds only its own heads",
         kSetting);
-  const double bytes = activations_bytes(a, o, n);
-  if (bytes > double(kActivationsLimit))
-    throw InputError("the activations would keep " +
-                         std::to_string(std::int64_t(bytes / (1 << 20))) +
+  const std::uint64_t bytes = activations_bytes(a, o, n);
+  if (bytes > std::uint64_t(kActivationsLimit))
+    throw InputError("the activations would keep " + std::to_string(bytes >> 20) +
                          " MiB, over the limit of 1 GiB: ask for fewer hook names, or use fewer "
                          "positions, layers or a smaller batch",
                      kSetting);
@@ -173,28 +161,22 @@ KeptActivations make_kept_activations(const ModelArgs& a, const RunOptions& o,
                                       const ActivationNames& n) {
   KeptActivations k;
   k.n_layers = a.n_layers;
-  const std::int64_t B = o.batch, P = o.prefill, N = o.steps, L = a.n_layers;
+  const std::int64_t P = o.prefill, N = o.steps, L = a.n_layers;
   const std::int64_t stride = (L + 1) * std::int64_t(kSiteCount);
   k.index.assign(std::size_t((N + 1) * stride), -1);
-  if (n.empty()) return k;
-  auto add = [&](std::int64_t c, std::int64_t layer, Site s, std::string name,
-                 std::vector<std::int64_t> shape) {
-    std::int64_t numel = 1;
-    for (std::int64_t d : shape) numel *= d;
-    k.index[std::size_t(c * stride + layer * std::int64_t(kSiteCount)) + std::size_t(s)] =
-        std::int64_t(k.tensors.size());
-    k.tensors.push_back(
-        {std::move(name), std::move(shape), std::vector<float>(std::size_t(numel))});
-  };
-  for (std::int64_t c = P > 0 ? 0 : 1; c <= N; ++c) {
-    const std::int64_t seqlen = c == 0 ? P : 1, S = c == 0 ? P : P + c;
+  const std::vector<HookPoint> points = kept_points(n);
+  for (std::int64_t c = P > 0 ? 0 : 1; c <= N && !points.empty(); ++c) {
     const std::string prefix = c == 0 ? "" : "decode." + std::to_string(c) + ".";
-    for (std::int64_t l = 0; l < L; ++l)
-      for (const Site s : kForwardSites)
-        if (n.sites[std::size_t(l)] & site_bit(s))
-          add(c, l, s, prefix + hook_name(s, l), site_shape(a, s, B, seqlen, S));
-    if (n.final_norm)
-      add(c, L, Site::final_norm, prefix + hook_name(Site::final_norm, L), {B, seqlen, a.dim});
+    for (const HookPoint& p : points) {
+      const std::int64_t layer = p.site == Site::final_norm ? L : p.layer;
+      std::vector<std::int64_t> shape = hook_shape(a, p.site, call_shape(o, c));
+      std::int64_t numel = 1;
+      for (std::int64_t d : shape) numel *= d;
+      k.index[std::size_t(c * stride + layer * std::int64_t(kSiteCount)) + std::size_t(p.site)] =
+          std::int64_t(k.tensors.size());
+      k.tensors.push_back({prefix + hook_name(p.site, layer), std::move(shape),
+                           std::vector<float>(std::size_t(numel))});
+    }
   }
   return k;
 }
@@ -203,12 +185,6 @@ std::uint32_t kept_sites(const ActivationNames& n) {
   std::uint32_t bits = n.final_norm ? site_bit(Site::final_norm) : 0;
   for (std::uint32_t s : n.sites) bits |= s;
   return bits;
-}
-
-std::vector<std::uint8_t> kept_layers(const ActivationNames& n) {
-  std::vector<std::uint8_t> layers;
-  for (std::uint32_t s : n.sites) layers.push_back(s != 0);
-  return layers;
 }
 
 void keep_observation(KeptActivations& kept, const Observation& o) {

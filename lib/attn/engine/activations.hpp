@@ -8,16 +8,11 @@
 #include <vector>
 
 #include "attn/model/config.hpp"
+#include "attn/model/hooks.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/observer.hpp"
 
 namespace attn {
-
-// A block's sites in the order the forward computes them (Site's own order keeps q_in and k_in
-// last for the bits of older files); final_norm follows the last block.
-inline constexpr Site kForwardSites[] = {
-    Site::resid_pre,  Site::q_in,     Site::k_in,      Site::q,       Site::k,         Site::v,
-    Site::attn_probs, Site::attn_out, Site::resid_mid, Site::mlp_out, Site::resid_post};
 
 // What a run keeps: the sites at each block (site_bit()s, [n_layers]) and the final norm.
 struct ActivationNames {
@@ -34,9 +29,11 @@ struct ActivationNames {
 // args: the run's, after token input set logits_out.
 ActivationNames parse_activation_names(std::string_view list, const ModelArgs& args);
 
-// Bytes the run keeps for them, in double (no overflow): per call (the prefill, each decode
-// step) and kept (site, block), the tensor's size as observer.hpp states it.
-double activations_bytes(const ModelArgs& args, const RunOptions& opts, const ActivationNames& n);
+// Bytes the run keeps for them: per call (the prefill, each decode step) and kept point,
+// hook_bytes's (model/hooks.hpp, the one description of the points' shapes). InputError
+// (setting dump_activations) past 2^64.
+std::uint64_t activations_bytes(const ModelArgs& args, const RunOptions& opts,
+                                const ActivationNames& n);
 
 // What the dump's activations may hold: refused past it before any work.
 inline constexpr std::int64_t kActivationsLimit = std::int64_t{1} << 30;
@@ -71,9 +68,8 @@ struct KeptActivations {
 KeptActivations make_kept_activations(const ModelArgs& args, const RunOptions& opts,
                                       const ActivationNames& n);
 
-// The Observer's sites and blocks for them.
+// The Observer's sites for them.
 std::uint32_t kept_sites(const ActivationNames& n);
-std::vector<std::uint8_t> kept_layers(const ActivationNames& n);
 
 // Copies a reported tensor into its kept one (if kept; the same buffer, as attn_probs handed
 // over through Observer::probs, is left as it is).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attn/engine/lens.hpp"
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/cache_session.hpp"
@@ -61,7 +62,8 @@ Engine open_engine(const ModelSpec& spec, EngineShape shape, std::optional<Model
   const std::int64_t positions = shape.positions > 0 ? shape.positions : a.max_seq_len;
   RunShape run{shape.batch, positions, shape.steps,
                std::max<std::int64_t>(1, shape.batch * positions)};
-  ModelPlan plan = plan_model(a, spec, files, run);
+  run.logit_lens = logit_lens_bytes(a, run.max_rows, shape.logit_lens);
+  ModelPlan plan = plan_model(a, spec, files, run, std::move(shape.front));
   Engine e{std::move(files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
   if (e.tokenizer) e.eos = e.tokenizer->eos;
   return e;

@@ -36,6 +36,9 @@ struct EngineShape {
   std::int64_t batch = 1;      // sequences
   std::int64_t positions = 0;  // positions of the largest call; 0: the whole cache
   std::int64_t steps = 0;      // decode steps after it
+  int logit_lens = 0;          // top tokens of the logit lens a front makes (make_logit_lens)
+  // What the front allocates besides (view's probabilities): counted in the pre-flight too.
+  std::vector<MemoryPart> front = {};
 };
 
 // Opens what `spec` names (config found beside the weights, or `args` given whole), as a token

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/model/memory.hpp"
 
 namespace attn {
 
@@ -29,6 +30,21 @@ void top_logits(const float* logits, std::int64_t vocab, int n, TopLogit* out) {
     for (; j > 0 && out[j - 1].logit < v; --j) out[j] = out[j - 1];
     out[j] = {std::int32_t(i), v};
   }
+}
+
+std::uint64_t logit_lens_bytes(const ModelArgs& a, std::int64_t max_rows, int k, bool keep_logits) {
+  if (a.vocab_size <= 0 || k < 1) return 0;
+  const std::int64_t k_used = std::min<std::int64_t>(k, a.vocab_size);
+  const std::int64_t rows = checked_product(a.n_layers, max_rows, "rows");
+  // As make_logit_lens allocates: fed [n_layers], top [rows, k_used], logits.
+  const std::uint64_t top =
+      attn::checked_product({rows, k_used, std::int64_t(sizeof(TopLogit))}, "logit lens");
+  const std::uint64_t logits = attn::checked_product(
+      {keep_logits ? rows : max_rows, a.vocab_size, std::int64_t(sizeof(float))}, "logit lens");
+  std::uint64_t total = std::uint64_t(a.n_layers);
+  if (__builtin_add_overflow(total, top, &total) || __builtin_add_overflow(total, logits, &total))
+    throw InputError("the logit lens would need more than 2^64 bytes", "logit_lens");
+  return total;
 }
 
 void check_logit_lens(const ModelArgs& a, int k) {

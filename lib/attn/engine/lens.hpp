@@ -63,6 +63,11 @@ struct LogitLens {
 // plans before any work.
 void check_logit_lens(const ModelArgs& a, int k);
 
+// The bytes make_logit_lens allocates for calls of up to max_rows rows (its tops and logits): what
+// the memory pre-flight counts for it. 0 for a model without a vocabulary (refused later).
+std::uint64_t logit_lens_bytes(const ModelArgs& a, std::int64_t max_rows, int k,
+                               bool keep_logits = false);
+
 // A lens for m's calls of up to m.act.plan.max_rows rows, every buffer allocated here once.
 // Refuses what check_logit_lens refuses, and a model split over ranks.
 LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits = false);

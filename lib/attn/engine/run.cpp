@@ -101,17 +101,18 @@ struct RunObserver {
                      (lens ? site_bit(Site::resid_post) : 0) | (kept ? kept_sites(names) : 0);
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                             std::int64_t seqlen, std::int64_t keys) -> float* {
-      if (!keep_probs) {
-        if (before && before->wants(Site::attn_probs, layer) && before->probs)
-          return before->probs(layer, bsz, n_heads, seqlen, keys);
-        // Only the activations keep them: written in place, into their kept tensor.
-        KeptActivation* t = kept ? kept->find(kept->call, layer, Site::attn_probs) : nullptr;
-        return t && std::int64_t(t->data.size()) == bsz * n_heads * seqlen * keys ? t->data.data()
-                                                                                  : nullptr;
+      if (!keep_probs && before && before->wants(Site::attn_probs, layer) && before->probs)
+        return before->probs(layer, bsz, n_heads, seqlen, keys);
+      // The run's own buffer, or (only the activations keep them) their kept tensor: written in
+      // place, when it is the call's size.
+      std::vector<float>* p = nullptr;
+      if (keep_probs && probs) {
+        p = &(*probs)[std::size_t(layer)];
+      } else if (!keep_probs && kept) {
+        KeptActivation* t = kept->find(kept->call, layer, Site::attn_probs);
+        if (t) p = &t->data;
       }
-      if (!probs) return nullptr;
-      std::vector<float>& p = (*probs)[std::size_t(layer)];
-      return std::int64_t(p.size()) == bsz * n_heads * seqlen * keys ? p.data() : nullptr;
+      return p && std::int64_t(p->size()) == bsz * n_heads * seqlen * keys ? p->data() : nullptr;
     };
     observer.on_tensor = [this](const Observation& o) {
       if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
@@ -422,13 +423,15 @@ RunPlan plan_run(RunRequest r) {
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
-  shape.activations = std::uint64_t(activations_bytes(r.args, o, activations));
+  shape.activations = activations_bytes(r.args, o, activations);
   shape.all_logits = r.all_logits;
-  if (r.logit_lens != 0)  // its logits of one call (the rows of the largest), and the dump's
-    shape.logit_lens = checked_product({shape.max_rows, r.args.vocab_size, 4}, "logit lens") +
+  if (r.logit_lens != 0)  // its buffers for one call (the rows of the largest), and the dump's
+    shape.logit_lens = logit_lens_bytes(r.args, shape.max_rows, r.logit_lens) +
                        (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
-  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape);
+  std::vector<MemoryPart> front;
+  if (r.front_parts) front = r.front_parts(r.args, o);
+  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape, std::move(front));
   return {std::move(r), std::move(model)};
 }
 

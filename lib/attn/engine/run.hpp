@@ -141,6 +141,9 @@ struct RunRequest {
   // none); with a dump, every block's lens logits in it (lens.{l}.prefill, lens.{l}.decode.{i}).
   int logit_lens = 0;
   std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
+  // What the front allocates besides for the run's final args and shape (view's probabilities
+  // and lens): counted in the pre-flight too.
+  std::function<std::vector<MemoryPart>(const ModelArgs&, const RunOptions&)> front_parts = {};
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read

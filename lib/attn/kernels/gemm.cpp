@@ -134,8 +134,14 @@ ATTN_AVX512 void gemm_typed(const T* w, std::int64_t ldw, const float* xg, std::
 
 }  // namespace
 
+void pack_gemm_panels(const float* x, std::int64_t M, std::int64_t K, std::int64_t p0,
+                      std::int64_t p1, float* xg) {
+  for (std::int64_t m0 = p0 * kMR; m0 < std::min(M, p1 * kMR); m0 += kMR)
+    rows_to_columns(x, M, K, m0, kMR, kMR, xg + m0 * K);
+}
+
 void pack_gemm_rows(const float* x, std::int64_t M, std::int64_t K, float* xg) {
-  for (std::int64_t m0 = 0; m0 < M; m0 += kMR) rows_to_columns(x, M, K, m0, kMR, kMR, xg + m0 * K);
+  pack_gemm_panels(x, M, K, 0, (M + kMR - 1) / kMR, xg);
 }
 
 void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t M, std::int64_t K,
@@ -149,6 +155,10 @@ void gemm_avx512(const Matrix& w, std::int64_t ldw, const float* x, std::int64_t
 
 #else
 
+void pack_gemm_panels(const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                      float*) {
+  throw std::logic_error("pack_gemm_panels called on a CPU without AVX-512");
+}
 void pack_gemm_rows(const float*, std::int64_t, std::int64_t, float*) {
   throw std::logic_error("pack_gemm_rows called on a CPU without AVX-512");
 }

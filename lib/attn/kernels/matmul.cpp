@@ -284,8 +284,8 @@ namespace {
 
 // x for the products of one call (Input), in the caller's scratch: packed or deinterleaved F32
 // at its start, BF16 after the F32 part (compute bf16 with BF16 weights; on avx512 only).
-Input prepare_input(const Runtime& rt, std::span<const Projection> projections, const float* x,
-                    std::int64_t M, std::int64_t K, float* scratch) {
+Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection> projections,
+                    const float* x, std::int64_t M, std::int64_t K, float* scratch) {
   Input in{x, nullptr, nullptr, nullptr, nullptr, nullptr, M, K};
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections);
   if (M >= rt.kernels->lanes_from && M <= kBatchRows) {
@@ -295,7 +295,11 @@ Input prepare_input(const Runtime& rt, std::span<const Projection> projections, 
     in.xp = pack_rows(x, M, K, scratch);
   }
   if (M > kBatchRows && rt.kernels->own_gemm) {
-    pack_gemm_rows(x, M, K, scratch);
+    // x's 8-row panels are independent: the pool's items, so that the threads do not wait while
+    // one packs them all (1% of a prefill on one thread, an eighth of it on 16 otherwise;
+    // docs/perf/prefill-gemm.md).
+    rt.run((M + kGemmMR - 1) / kGemmMR, parallel,
+           [&](std::int64_t i, int) { pack_gemm_panels(x, M, K, i, i + 1, scratch); });
     in.xg = scratch;
   }
   if (M == 1 && any_bf16(projections) && !bf16) {
@@ -324,13 +328,13 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   std::int64_t flops = 0;
   for (const Projection& p : projections) flops += 2 * M * K * p.n;
   const Kernels& kernels = *rt.kernels;
-  Input in = prepare_input(rt, projections, x, M, K, scratch);
+  // Waking a second thread costs microseconds, more than a small product takes.
+  const bool parallel = rt.worth_parallel(flops);
+  Input in = prepare_input(rt, parallel, projections, x, M, K, scratch);
   if (any_blocks(projections)) {  // the tiles after everything else in the scratch
     in.tiles = scratch + scratch_floats(M, K, rt.threads, true, false, kernels, rt.compute);
     in.tile_floats = tile_floats(kernels, M, K);
   }
-  // Waking a second thread costs microseconds, more than a small product takes.
-  const bool parallel = rt.worth_parallel(flops);
   if (M <= kBatchRows) return linear_rows(rt, parallel, projections, in, accumulate);
   prefill(rt, parallel, projections, in, scratch, accumulate);
 }

@@ -8,33 +8,23 @@
 
 namespace attn {
 
-namespace {
-
-// The sites a block of this kind reports (observer.hpp): an attention block has no MLP.
-bool block_has(const ModelArgs& a, Site s) {
+bool block_reports(const ModelArgs& a, Site s) {
   if (s == Site::final_norm) return false;
   return a.block != Block::attention || (s != Site::resid_mid && s != Site::mlp_out);
 }
 
-// Forward order of a block's sites, as TransformerLens lists a Llama block's hooks.
-constexpr Site kBlockOrder[] = {Site::resid_pre, Site::q_in,    Site::k_in,       Site::q,
-                                Site::k,         Site::v,       Site::attn_probs, Site::attn_out,
-                                Site::resid_mid, Site::mlp_out, Site::resid_post};
-
-}  // namespace
-
 std::vector<HookPoint> hook_points(const ModelArgs& a) {
   std::vector<HookPoint> points;
   for (std::int64_t l = 0; l < a.n_layers; ++l)
-    for (Site s : kBlockOrder)
-      if (block_has(a, s)) points.push_back({s, l});
+    for (Site s : kForwardSites)
+      if (block_reports(a, s)) points.push_back({s, l});
   if (a.logits_out) points.push_back({Site::final_norm, -1});
   return points;
 }
 
 HookPoint model_hook_point(const ModelArgs& a, std::string_view name) {
   const HookPoint p = parse_hook_name(name, a.n_layers);
-  if (p.site == Site::final_norm ? !a.logits_out : !block_has(a, p.site))
+  if (p.site == Site::final_norm ? !a.logits_out : !block_reports(a, p.site))
     throw InputError("hook name " + quoted(name) + ": this model has no such point (" +
                      (p.site == Site::final_norm ? "no output head" : "its blocks have no MLP") +
                      ")");

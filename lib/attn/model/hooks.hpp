@@ -20,6 +20,17 @@ struct HookCall {
   std::int64_t bsz = 1, seqlen = 1, start_pos = 0;
 };
 
+// A block's sites in the order the forward computes them (Site's own order keeps q_in and k_in
+// last for the bits of older files), as TransformerLens lists a Llama block's hooks;
+// final_norm follows the last block.
+inline constexpr Site kForwardSites[] = {
+    Site::resid_pre,  Site::q_in,     Site::k_in,      Site::q,       Site::k,         Site::v,
+    Site::attn_probs, Site::attn_out, Site::resid_mid, Site::mlp_out, Site::resid_post};
+
+// Whether a block of `a` reports the site (observer.hpp): a block of type attention has no MLP
+// (no resid_mid, no mlp_out); final_norm is no block's.
+bool block_reports(const ModelArgs& a, Site s);
+
 // The points a model of `a` reports, in forward order: each block's sites (resid_mid and
 // mlp_out only for blocks with an MLP), then ln_final.hook_normalized when it has the head.
 std::vector<HookPoint> hook_points(const ModelArgs& a);

@@ -39,6 +39,10 @@ inline constexpr std::int64_t gemm_rows_floats(std::int64_t M, std::int64_t K) {
 // column k as one contiguous line where x's rows, K floats apart, fell into the same L1 sets.
 // Rows past M are zero.
 void pack_gemm_rows(const float* x, std::int64_t M, std::int64_t K, float* xg);
+// The same for panels p0..p1 only (rows 8 p0 .. 8 p1 - 1), each independent of the others: the
+// pool's items pack x this way (matmul.cpp).
+void pack_gemm_panels(const float* x, std::int64_t M, std::int64_t K, std::int64_t p0,
+                      std::int64_t p1, float* xg);
 
 // out[m * ldo + j] (=|+=) sum_k x[m * K + k] * w[j * ldw + k] for m < M, j < n, with xg x packed
 // by pack_gemm_rows. accumulate: out += product, else out = product. panel: gemm_panel_floats()
