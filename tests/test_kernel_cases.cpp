@@ -198,21 +198,25 @@ void add_widen(std::vector<Case>& out) {
   }
 }
 
-// The quantized types' gemv (quant_gemv.hpp): K of one block, several, and the largest the
-// tests use (11008 = 43 x 256); 32-column blocks around 256 for Q8_0 and Q4_0; every row count
-// 1..65 (the register blocks of 8 and 4 and the single rows after them); strided rows; both
+// The quantized types' gemv (quant_gemv.hpp): K of 1..8 blocks and Llama's widest (11008 = 43 x
+// 256, 14336 = 56 x 256); 32-column blocks around 256 for Q8_0 and Q4_0; every row count 1..65
+// (the register blocks of 8 and 4 and the single rows after them); strided rows; both
 // accumulate settings.
 void add_gemv(std::vector<Case>& out) {
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     const std::int64_t B = t.block;
     if (B == 1) continue;
-    std::vector<std::int64_t> ks = {B, 2 * B, 3 * B, 8 * B, 11008};
+    std::vector<std::int64_t> ks = {B,     2 * B, 3 * B, 4 * B, 5 * B,
+                                    6 * B, 7 * B, 8 * B, 11008, 14336};
     if (B == 32)
       for (std::int64_t k : {224, 256, 288}) ks.push_back(k);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
     for (const std::string& set : sets())
       for (std::int64_t K : ks)
         for (std::int64_t n = 1; n <= 65; ++n)
-          if (K <= 8 * B || n % 16 == 1)  // the largest K on a few row counts: it is slow
+          if (K <= 3 * B || K == 8 * B || (K < 8 * B && (n <= 9 || n % 16 <= 1)) ||
+              n % 16 == 1)  // every row count at 1..3 and 8 blocks, the others on a few: time
             for (bool accumulate : {false, true})
               out.push_back({Op::gemv, t.type, set, 1, n, K, K + (n % 2 ? B : 0), 1, accumulate});
   }
@@ -266,7 +270,8 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
 
 // n weights (whole blocks) of x stored in type tt: traits' from_f32, or for a type without one
 // (the K-quants) blocks of quants drawn from x's bits with F16 scales that keep the weights near
-// x's magnitude (Q4_K, Q5_K: d at byte 0, dmin at 2; Q6_K: d at 208).
+// x's magnitude (Q4_K, Q5_K: d at byte 0, dmin at 2; Q6_K: d at 208), negative in every third
+// block (weights of -0 among them).
 void store(const attn::WeightTypeTraits& tt, const float* x, std::int64_t n, std::uint8_t* out) {
   if (tt.from_f32) return tt.from_f32(x, n, out);
   for (std::int64_t b = 0; b < n / tt.block; ++b) {
@@ -284,11 +289,12 @@ void store(const attn::WeightTypeTraits& tt, const float* x, std::int64_t n, std
       p[0] = std::uint8_t(h);
       p[1] = std::uint8_t(h >> 8);
     };
+    const float sign = b % 3 == 2 ? -1.0f : 1.0f;  // a negative scale every third block
     if (tt.type == attn::WeightType::q6_k) {
-      put(blk + 208, amax / 2000);
+      put(blk + 208, sign * amax / 2000);
     } else {
-      put(blk, amax / 500);
-      put(blk + 2, amax / 1000);
+      put(blk, sign * amax / 500);
+      put(blk + 2, sign * amax / 1000);
     }
   }
 }

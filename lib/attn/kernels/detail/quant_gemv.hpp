@@ -110,6 +110,98 @@ template <int V>
   w = scale * __builtin_convertvector(q, typename Vec<V>::type) - shift;
 }
 
+// The K-quants' 16 lanes of AVX-512 (V = 16), where the gemv is bound by instructions, not
+// memory: each weight widened by fewer of them, to the same bits.
+#if defined(__x86_64__)
+// Every lane: the masked forms avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics'
+// undefined source (lanes.hpp).
+inline constexpr __mmask16 kAll = 0xFFFF;
+inline constexpr __mmask8 kAll8 = 0xFF;
+
+// Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
+// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then,
+// interleaved, dm[2 j] = d * float(sc[j]) and dm[2 j + 1] = dmin * float(m[j]), the widening's
+// products, with d and dmin widened by one vcvtph2ps (the scalar f16_to_f32's branches cost more).
+__attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
+  std::uint32_t u[4], dmin;
+  std::memcpy(u, b + 4, 12);
+  std::memcpy(&dmin, b, 4);
+  constexpr std::uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  const std::uint32_t m_lo = u[1] & k6;
+  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  u[2] = m_lo;
+  u[0] &= k6;
+  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u));
+  const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 2));
+  const __m512 sm = _mm512_maskz_cvtepi32_ps(
+      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_unpacklo_epi8(sc, m)));        // sc0, m0, sc1, ...
+  const __m512 dd = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi32(int(dmin)));  // d, dmin, d, ...
+  _mm512_store_ps(dm, _mm512_mul_ps(sm, dd));
+}
+
+// Sub-block j's 16 possible weights (d1 * q - m1 for the nibble q = 0..15, the product exact,
+// rounded once as the widening rounds it), so that each weight is one vpermps of its nibble.
+__attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
+  const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[2 * j]), q, _mm512_set1_ps(dm[2 * j + 1]));
+}
+
+// The 16 weights of the nibbles in the low 4 bits of idx's lanes (vpermps reads only those) or,
+// high, in bits 4..7.
+__attribute__((target("avx512f"))) inline void k4_lookup16(__m512& w, const __m512i& idx,
+                                                           const __m512& t, bool high) {
+  w = _mm512_maskz_permutexvar_ps(kAll, high ? _mm512_maskz_srli_epi32(kAll, idx, 4) : idx, t);
+}
+
+// A Q6_K half (128 weights) as int8 bytes in k order, each 4 * (q - 32): q's 6 bits shifted to
+// bits 2..7 with the top one flipped (q - 32 in 6-bit two's complement, times 4), bits 0..1 zero.
+// The ql bytes' low nibbles are weights 0..63 (ql[l] weight l, ql[32 + l] weight 32 + l), their
+// high ones 64..127; qh[l]'s bit pairs 0, 1, 2, 3 the top bits of weights l, 32 + l, 64 + l,
+// 96 + l. 64-bit shifts move bits across bytes; the masks keep only each byte's own.
+__attribute__((target("avx512f"))) inline void k6_half16(std::int8_t* out, const std::uint8_t* ql,
+                                                         const std::uint8_t* qh) {
+  const __m512i l = _mm512_loadu_si512(ql);
+  const __m512i h =
+      _mm512_maskz_broadcast_i64x4(kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+  const __m512i m40 = _mm512_set1_epi8(0x40), m80 = _mm512_set1_epi8(char(0x80));
+  const __m512i m3c = _mm512_set1_epi8(0x3C);
+  // Bits 6, 7: the pair's bits, the top one flipped, 0 elsewhere: ternlog(a, m40, m80) =
+  // m40 ? a : m80 ? ~a : 0 (0xC2, bit a << 2 | b << 1 | c of the immediate).
+  const __m512i shl_lo = _mm512_setr_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+  const __m512i shl_hi = _mm512_setr_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m512i top_lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_lo), m40, m80, 0xC2);
+  const __m512i top_hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_hi), m40, m80, 0xC2);
+  // Bits 2..5: the nibble; ternlog(a, b, m3c) = m3c ? a : b (0xE4).
+  const __m512i lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_slli_epi64(kAll8, l, 2), top_lo, m3c, 0xE4);
+  const __m512i hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_srli_epi64(kAll8, l, 2), top_hi, m3c, 0xE4);
+  _mm512_store_si512(out, lo);
+  _mm512_store_si512(out + 64, hi);
+}
+
+// s4[c] = d * float(sc[c]) / 4 for Q6_K's 16 scales, one per 16 weights: the widening's exact
+// product, and a power of two (d is at least 2^-24, so s / 4 is no subnormal).
+__attribute__((target("avx512f"))) inline void k6_scales16(float* s4, const std::uint8_t* b) {
+  const __m512 sc = _mm512_maskz_cvtepi32_ps(
+      kAll,
+      _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+  const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi16(short(quant::le16(b + 208))));
+  _mm512_store_ps(s4, _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_set1_ps(0.25f)));
+}
+
+// w = s4 * float(4 (q - 32)) for 16 bytes of k6_half16: s * (q - 32) exactly, as the widening.
+__attribute__((target("avx512f"))) inline void k6_weights16(__m512& w, const std::int8_t* q4,
+                                                            float s4) {
+  const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(q4));
+  w = _mm512_mul_ps(_mm512_set1_ps(s4),
+                    _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b)));
+}
+#endif
+
 // Each block type's weights as V-lane chunks in k order: f(c, w) for chunk c (weights c V ..
 // c V + V - 1 of the block), w computed as B::widen computes it.
 template <int V, typename F>
@@ -194,6 +286,71 @@ template <int V, typename B, typename F>
   }
 }
 
+// R rows' blocks of Q4_K or Q6_K with AVX-512 (V = 16, one accumulator a row), each row's chunks
+// in k order into its accumulator as block_chunks gives them, but the rows side by side: R
+// independent FMA chains, x's chunks loaded once for all rows. Each row's scales (and Q6_K's
+// quants) are first unpacked into the stack; the memory barrier keeps them there, so each scale
+// is a broadcast load, not a vpermps of a register (GCC's choice otherwise).
+#if defined(__x86_64__)
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q4_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float dm[R][16];
+  for (int r = 0; r < R; ++r) k4_scales16(dm[r], w + r * row_bytes);
+  asm volatile("" ::: "memory");
+  for (int is = 0; is < 8; is += 2) {  // 64 weights: 32 bytes' low nibbles, then their high
+    Vt x[4];
+    for (int c = 0; c < 4; ++c) load<16>(x[c], xb + 32 * is + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* q = w + r * row_bytes + 16 + 16 * is;
+      __m512 t1, t2, wc[4];
+      k4_table16(t1, dm[r], is);
+      k4_table16(t2, dm[r], is + 1);
+      __m512i i0, i1;
+      bytes16(i0, q, false);
+      bytes16(i1, q + 16, false);
+      k4_lookup16(wc[0], i0, t1, false);
+      k4_lookup16(wc[1], i1, t1, false);
+      k4_lookup16(wc[2], i0, t2, true);
+      k4_lookup16(wc[3], i1, t2, true);
+      for (int c = 0; c < 4; ++c) fmadd<16>(acc[r], Vt(wc[c]), x[c]);
+    }
+  }
+}
+
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q6_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float s4[R][16];
+  alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* b = w + r * row_bytes;
+    k6_scales16(s4[r], b);
+    k6_half16(q4[r], b, b + 128);
+    k6_half16(q4[r] + 128, b + 64, b + 160);
+  }
+  asm volatile("" ::: "memory");
+  for (int c = 0; c < 16; ++c) {
+    Vt x;
+    load<16>(x, xb + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wc;
+      k6_weights16(wc, q4[r] + 16 * c, s4[r][c]);
+      fmadd<16>(acc[r], Vt(wc), x);
+    }
+  }
+}
+#endif
+
+template <typename B>
+inline constexpr bool kRows16 = std::is_same_v<B, quant::Q4_K> || std::is_same_v<B, quant::Q6_K>;
+
 // y[r] (=|+=) w[r] . x for R rows of whole blocks (row_bytes apart), as dot_rows sums them.
 template <int V, int A, int R, typename B>
 [[gnu::always_inline]] inline void dot_block_rows(const std::uint8_t* w, std::int64_t row_bytes,
@@ -208,6 +365,18 @@ template <int V, int A, int R, typename B>
   for (std::int64_t i = 0; i < blocks; ++i) {
     const float* xb = x + i * B::kBlock;
     const std::int64_t at = i * B::kBytes, ahead = stream.ahead<std::uint8_t>(at, row_bytes);
+#if defined(__x86_64__)
+    if constexpr (V == 16 && A == 1 && kRows16<B>) {
+      for (int r = 0; r < R; ++r)
+        for (std::int64_t j = 0; j < B::kBytes; j += 64)
+          prefetch_at(w + r * row_bytes + at + j, ahead);
+      Vt a[R];
+      for (int r = 0; r < R; ++r) a[r] = acc[r][0];
+      block_rows16<R>(B{}, a, w + at, row_bytes, xb);
+      for (int r = 0; r < R; ++r) acc[r][0] = a[r];
+      continue;
+    }
+#endif
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* blk = w + r * row_bytes + at;

@@ -1,0 +1,96 @@
+// The quantized gemv (quant_gemv.hpp) per weight: one kernel set's gemv of each block type
+// against its F32 gemv, one thread, thread CPU time (a shared machine's time slices do not
+// count). From cache (--rows 64: 64 rows of 4096 columns, at most 1 MB of F32, in L2) it shows
+// the instructions a weight costs; from memory (--rows 4096 and more) the stream.
+// Built with -DATTN_BENCH=ON: build/bench/bench_quant_gemv
+// Arguments: [kernel set: avx512|avx2|generic, default the best] [--rows N, default 64]
+// [--cols K, default 4096, a multiple of 256] [--reps R, default: about 2^30 weights]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "attn/halves.hpp"
+#include "attn/kernels/kernels.hpp"
+#include "attn/matrix.hpp"
+#include "attn/weight_type.hpp"
+
+namespace {
+
+double cpu_now() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// Blocks of bytes drawn from a counter, each block's F16 scales set to small finite values (d,
+// dmin at bytes 0 and 2; Q6_K's d at 208): any quant bits are valid weights.
+std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t weights) {
+  std::vector<std::uint8_t> w(std::size_t(weights / t.block * t.block_bytes));
+  std::uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (auto& b : w) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    b = std::uint8_t(s >> 56);
+  }
+  const std::uint16_t d = attn::f32_to_f16(0.001f);
+  for (std::int64_t i = 0; i < weights / t.block; ++i) {
+    std::uint8_t* blk = w.data() + i * t.block_bytes;
+    const std::int64_t at = t.type == attn::WeightType::q6_k ? 208 : 0;
+    blk[at] = std::uint8_t(d);
+    blk[at + 1] = std::uint8_t(d >> 8);
+    if (t.block == 256 && t.type != attn::WeightType::q6_k) {
+      blk[2] = std::uint8_t(d);
+      blk[3] = std::uint8_t(d >> 8);
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const attn::Kernels* k = &attn::best_kernels();
+  std::int64_t rows = 64, cols = 4096, reps = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rows" && i + 1 < argc) {
+      rows = std::max<std::int64_t>(1, std::stoll(argv[++i]));
+    } else if (a == "--cols" && i + 1 < argc) {
+      cols = std::max<std::int64_t>(256, std::stoll(argv[++i]) / 256 * 256);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max<std::int64_t>(1, std::stoll(argv[++i]));
+    } else {
+      const attn::Kernels* named = attn::find_kernels(a);
+      if (!named) {
+        std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+        return 2;
+      }
+      k = named;
+    }
+  }
+  if (reps == 0) reps = std::max<std::int64_t>(1, (std::int64_t(1) << 30) / (rows * cols));
+  std::vector<float> x(static_cast<std::size_t>(cols)), y(static_cast<std::size_t>(rows));
+  for (std::int64_t j = 0; j < cols; ++j) x[std::size_t(j)] = float(j % 7) * 0.25f - 0.75f;
+  std::printf("kernels %s, %lld rows x %lld columns, %lld reps, one thread\n", k->name,
+              static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(reps));
+  std::printf("%-6s %10s %10s %8s\n", "type", "ns/weight", "weights/ns", "GB/s");
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    if (t.block == 1 && t.type != attn::WeightType::f32) continue;
+    const auto w = draw(t, rows * cols);
+    std::vector<float> wf;
+    if (t.block == 1) wf.assign(std::size_t(rows * cols), 0.001f);
+    const void* wp = t.block == 1 ? static_cast<const void*>(wf.data()) : w.data();
+    const attn::GemvFn gemv = k->typed(t.type).gemv;
+    if (!gemv) continue;
+    gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);  // warm
+    const double t0 = cpu_now();
+    for (std::int64_t r = 0; r < reps; ++r)
+      gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);
+    const double s = cpu_now() - t0, n = double(reps * rows * cols);
+    const double bytes = double(rows * cols / t.block * t.block_bytes) * double(reps);
+    std::printf("%-6s %10.4f %10.2f %8.2f\n", t.name, 1e9 * s / n, n / s * 1e-9, bytes / s * 1e-9);
+  }
+}
