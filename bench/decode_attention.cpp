@@ -60,7 +60,7 @@ void run(const attn::Runtime& rt, std::int64_t P, std::int64_t B) {
   }
   const attn::KVView c{cache_k.data(), cache_v.data(), kKvHeads, max_seq_len, kHeadDim};
   std::vector<float> scratch(
-      std::size_t(attn::attention_scratch_floats(c.max_seq_len, rt.threads)));
+      std::size_t(attn::attention_scratch_floats(c.max_seq_len, rt.threads, B, kHeads, kHeadDim)));
   std::vector<float> xq(std::size_t(B * kHeads * kHeadDim), 0.01f), out(xq.size());
   std::vector<double> t[2];
   for (int i = 0; i < 2000; ++i)

@@ -192,7 +192,8 @@ TEST_CASE("attention: causal rows and grouped heads read the right KV head in pl
   a.n_kv_heads = 2;
   a.dim = 8;  // head_dim 2, n_rep 2
   attn::KVCache c = attn::make_kv_cache(a);
-  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 4)));
+  std::vector<float> scratch(
+      std::size_t(attn::attention_scratch_floats(c.max_seq_len, 4, 1, 4, 2)));
   // Keys and values for positions 0 and 1 of each KV head; v differs by head.
   const float xk[8] = {1, 0, 0, 1, 0, 1, 1, 0}, xv[8] = {1, 2, 10, 20, 3, 4, 30, 40};
   attn::store_kv(c, 0, xk, xv, 1, 2, 0);
@@ -218,7 +219,8 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   a.dim = 130 * 3;  // head_dim 3
   const std::int64_t hd = 3, keys = 5;
   attn::KVCache c = attn::make_kv_cache(a);
-  std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 16)));
+  std::vector<float> scratch(
+      std::size_t(attn::attention_scratch_floats(c.max_seq_len, 16, 1, 130, 3)));
   std::vector<float> xk(std::size_t(keys * hd)), xv(xk.size()), xq(std::size_t(a.dim));
   for (std::size_t i = 0; i < xk.size(); ++i) {
     xk[i] = float(std::sin(0.7 * double(i)));
@@ -276,7 +278,8 @@ TEST_CASE("attention: prefill chunks on the own kernels and on OpenBLAS, at and 
       }
       for (std::size_t i = 0; i < xq.size(); ++i) xq[i] = float(std::sin(1.3 * double(i) + 0.2));
       attn::store_kv(c, 0, xk.data(), xv.data(), 1, S, 0);
-      std::vector<float> scratch(std::size_t(attn::attention_scratch_floats(c.max_seq_len, 2)));
+      std::vector<float> scratch(
+          std::size_t(attn::attention_scratch_floats(c.max_seq_len, 2, 1, 2, hd)));
       std::vector<float> out(xq.size());
       attn::AttentionMask mask;
       mask.kind = kind;

@@ -31,6 +31,9 @@ using MixFn = void (*)(const float* p, std::int64_t n, const float* v, std::int6
                        std::int64_t hd, float* out);
 // Softmax of x[0:n] in place, x[n:len] set to 0 (the causal mask).
 using SoftmaxFn = void (*)(float* x, std::int64_t n, std::int64_t len);
+// x[0:n] = exp(x - max) in place, n >= 1: returns the max and *sum the sum (the softmax's first
+// half, for a chunk of split attention).
+using ExpRowFn = float (*)(float* x, std::int64_t n, float* sum);
 // h1[i] = silu(h1[i]) * h3[i] for i < n.
 using SwigluFn = void (*)(float* h1, const float* h3, std::int64_t n);
 // The machine probes (probe.hpp): 12 FMA chains for `iters` rounds; sums of n floats, or of
@@ -61,6 +64,7 @@ struct Kernels {
   ScoresFn scores;  // decode attention, one KV head's group
   MixFn mix;
   SoftmaxFn softmax;
+  ExpRowFn exp_row;
   SwigluFn swiglu;
   FmaLoopFn fma_loop;
   ReadContiguousFn read_contiguous;

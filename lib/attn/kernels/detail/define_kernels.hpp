@@ -182,6 +182,9 @@
   target ATTN_FLATTEN void softmax_##name(float* x, std::int64_t n, std::int64_t len) {         \
     softmax_row(x, n, len);                                                                     \
   }                                                                                             \
+  target ATTN_FLATTEN float exp_row_##name(float* x, std::int64_t n, float* sum) {              \
+    return exp_row(x, n, sum);                                                                  \
+  }                                                                                             \
   target ATTN_FLATTEN void swiglu_##name(float* h1, const float* h3, std::int64_t n) {          \
     swiglu_range(h1, h3, n);                                                                    \
   }                                                                                             \
@@ -207,6 +210,7 @@
                               scores_##name,                                                    \
                               mix_##name,                                                       \
                               softmax_##name,                                                   \
+                              exp_row_##name,                                                   \
                               swiglu_##name,                                                    \
                               fma_loop_##name,                                                  \
                               read_contiguous_##name,                                           \

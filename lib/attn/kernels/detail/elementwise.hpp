@@ -10,7 +10,9 @@
 namespace attn {
 namespace {
 
-[[gnu::always_inline]] inline void softmax_row(float* x, std::int64_t n, std::int64_t len) {
+// x[0:n] = exp(x - max) in place (n >= 1); returns the max, *sum the sum of the exps: a softmax
+// before its division, and a chunk's partial for split attention (attention.cpp).
+[[gnu::always_inline]] inline float exp_row(float* x, std::int64_t n, float* sum_out) {
   float mx = x[0];
   for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
   for (std::int64_t j = 0; j < n; ++j) x[j] = exp_lanes(x[j] - mx);
@@ -21,9 +23,16 @@ namespace {
   float sum = 0;
   for (; j < n; ++j) sum += x[j];
   for (float s : part) sum += s;
+  *sum_out = sum;
+  return mx;
+}
+
+[[gnu::always_inline]] inline void softmax_row(float* x, std::int64_t n, std::int64_t len) {
+  float sum;
+  exp_row(x, n, &sum);
   const float inv = 1.0f / sum;
-  for (j = 0; j < n; ++j) x[j] *= inv;
-  for (j = n; j < len; ++j) x[j] = 0;
+  for (std::int64_t j = 0; j < n; ++j) x[j] *= inv;
+  for (std::int64_t j = n; j < len; ++j) x[j] = 0;
 }
 
 [[gnu::always_inline]] inline void swiglu_range(float* h1, const float* h3, std::int64_t n) {
