@@ -151,13 +151,13 @@
 #define ATTN_TABLE_ENTRIES(name) \
   ATTN_STORAGE_TYPES(ATTN_TYPED_ENTRY, name) ATTN_BLOCK_TYPES(ATTN_BLOCK_ENTRY, name)
 
-// A set's widening of the quantized blocks (vectors.hpp's widen_blocks) and their gemv
+// A set's widening of the quantized blocks (quant_gemv.hpp's widen_block_rows) and their gemv
 // (quant_gemv.hpp), compiled for it.
 #define ATTN_BLOCK_WIDENING(name, target, W)                                                       \
   template <typename B>                                                                            \
   target ATTN_FLATTEN void widen_blocks_##name(const void* w, std::int64_t ldw, std::int64_t rows, \
                                                std::int64_t K, float* out) {                       \
-    widen_blocks<B>(w, ldw, rows, K, out);                                                         \
+    widen_block_rows<W, B>(w, ldw, rows, K, out);                                                  \
   }                                                                                                \
   template <typename B>                                                                            \
   target ATTN_FLATTEN void gemv_blocks_##name(const void* w, std::int64_t ldw, const float* x,     \

@@ -409,5 +409,28 @@ template <int W, typename B>
     dot_block_rows<V, A, 1, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
 }
 
+// rows of blocks B widened into out [rows, K] for the tiled products (batched decode, prefill):
+// Q8_0, Q4_K and Q6_K by block_chunks, V lanes at a time with B::widen's bits, where B::widen
+// costs the tile several times the F32 kernel's reading of it (B = 4 ran at a quarter of B = 1's
+// tokens/s); the others by B::widen.
+template <int W, typename B>
+[[gnu::always_inline]] inline void widen_block_rows(const void* w, std::int64_t ldw,
+                                                    std::int64_t rows, std::int64_t K, float* out) {
+  if constexpr (std::is_same_v<B, quant::Q8_0> || kRows16<B>) {
+    constexpr int V = kGemvLanes<W, float>;
+    using Vt = typename Vec<V>::type;
+    const auto* b = static_cast<const std::uint8_t*>(w);
+    const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < K / B::kBlock; ++i) {
+        float* o = out + r * K + i * B::kBlock;
+        block_chunks<V>(B{}, b + r * row_bytes + i * B::kBytes,
+                        [&](int c, const Vt& wc) { std::memcpy(o + c * V, &wc, sizeof wc); });
+      }
+  } else {
+    widen_blocks<B>(w, ldw, rows, K, out);
+  }
+}
+
 }  // namespace
 }  // namespace attn
