@@ -171,12 +171,8 @@ TEST_CASE("bench: --depth decodes after an untimed fill, --max-batch bounds the 
 }
 
 TEST_CASE("bench: fill_depth writes the chunked prefill's rows into every sequence") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.dim = 32;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
   a.max_batch_size = 3;
   a.max_seq_len = 12;
   for (int threads : {1, 2}) {

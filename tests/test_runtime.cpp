@@ -15,12 +15,8 @@
 namespace {
 
 attn::ModelArgs small_llama() {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.dim = 32;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
   a.max_batch_size = 2;
   a.max_seq_len = 160;
   return a;

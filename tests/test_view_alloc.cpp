@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "count_allocations.hpp"
+#include "test_support.hpp"
 
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
@@ -11,13 +12,8 @@
 
 #if !defined(__SANITIZE_ADDRESS__)
 TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates nothing") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 3);
   a.dim = 32;
-  a.n_layers = 3;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
   a.vocab_size = 40;
   a.max_seq_len = 32;
   a.max_batch_size = 2;
@@ -52,13 +48,8 @@ TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates 
 // its lens ask for, on each kind of shape (prefill 0, a cut, no mask, 16 bits, a lens k past
 // the vocabulary).
 TEST_CASE("view: view_memory counts every byte the recorder and its lens allocate") {
-  attn::ModelArgs a = attn::seed_args();
-  a.block = attn::Block::llama;
-  a.rope = attn::Rope::interleaved;
+  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 3);
   a.dim = 16;
-  a.n_layers = 3;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
   a.vocab_size = 40;
   a.max_seq_len = 32;
   a.max_batch_size = 2;
