@@ -11,13 +11,23 @@
 #include "workloads/view.hpp"
 
 #if !defined(__SANITIZE_ADDRESS__)
-TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates nothing") {
+namespace {
+
+// 3 llama layers with tokens in and logits out, for 2 sequences of up to 32 positions.
+attn::ModelArgs view_args(std::int64_t dim) {
   attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 3);
-  a.dim = 32;
+  a.dim = dim;
   a.vocab_size = 40;
   a.max_seq_len = 32;
   a.max_batch_size = 2;
   a.tokens_in = a.logits_out = true;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates nothing") {
+  attn::ModelArgs a = view_args(32);
   const std::int64_t B = 2, P = 6, N = 3;
   for (const char* mask : {"causal", "none"}) {
     CAPTURE(mask);
@@ -48,12 +58,7 @@ TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates 
 // its lens ask for, on each kind of shape (prefill 0, a cut, no mask, 16 bits, a lens k past
 // the vocabulary).
 TEST_CASE("view: view_memory counts every byte the recorder and its lens allocate") {
-  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 3);
-  a.dim = 16;
-  a.vocab_size = 40;
-  a.max_seq_len = 32;
-  a.max_batch_size = 2;
-  a.tokens_in = a.logits_out = true;
+  attn::ModelArgs a = view_args(16);
   struct Shape {
     std::int64_t B, P, N;
     cli::ViewSettings s;

@@ -47,33 +47,31 @@ Event make_event(const Transformer& m, Event::Kind kind, std::int64_t B, std::in
   return e;
 }
 
+// L buffers of n floats, each made in place: assign(L, vector(n)) would hold a temporary copy
+// beside them.
+void make_layers(std::vector<std::vector<float>>& layers, std::size_t L, std::int64_t n) {
+  layers.resize(L);
+  for (std::vector<float>& v : layers) v.resize(std::size_t(n));
+}
+
 // Allocates the probabilities a run keeps, before any work.
 void make_attention_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
   const std::int64_t B = o.batch, P = o.prefill, H = a.n_heads;
   const auto L = std::size_t(a.n_layers);
-  // Each buffer made in place: assign(L, vector(n)) would hold a temporary copy beside them.
-  auto make = [L](std::vector<std::vector<float>>& layers, std::int64_t n) {
-    layers.resize(L);
-    for (std::vector<float>& v : layers) v.resize(std::size_t(n));
-  };
-  make(out.attn_prefill, B * H * P * P);  // [B, n_heads, P, P] per layer
+  make_layers(out.attn_prefill, L, B * H * P * P);  // [B, n_heads, P, P] per layer
   out.attn_decode.resize(std::size_t(o.steps));
   for (std::int64_t i = 1; i <= o.steps; ++i)  // [B, n_heads, 1, P + i] per layer
-    make(out.attn_decode[std::size_t(i - 1)], B * H * (P + i));
+    make_layers(out.attn_decode[std::size_t(i - 1)], L, B * H * (P + i));
 }
 
 // Allocates every block's lens logits a run keeps for the dump, before any work.
 void make_lens_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out) {
   const std::int64_t B = o.batch, P = o.prefill, V = a.vocab_size;
   const auto L = std::size_t(a.n_layers);
-  auto make = [L](std::vector<std::vector<float>>& layers, std::int64_t n) {
-    layers.resize(L);
-    for (std::vector<float>& v : layers) v.resize(std::size_t(n));
-  };
-  make(out.lens_prefill, B * P * V);  // [B, P, vocab_size] per block
+  make_layers(out.lens_prefill, L, B * P * V);  // [B, P, vocab_size] per block
   out.lens_decode.resize(std::size_t(o.steps));
   for (std::vector<std::vector<float>>& step : out.lens_decode)
-    make(step, B * V);  // [B, 1, vocab_size] per block
+    make_layers(step, L, B * V);  // [B, 1, vocab_size] per block
 }
 
 // The run's own observer: the probabilities it keeps (each forward call writes layer l's into
