@@ -33,17 +33,6 @@ std::vector<std::int32_t> run_generate(attn::Engine& e, std::span<const std::int
   return ids;
 }
 
-// The setting an InputError names, or "(none)" when the call succeeds.
-template <class Call>
-std::string setting_of(Call call) {
-  try {
-    call();
-  } catch (const attn::InputError& e) {
-    return e.setting;
-  }
-  return "(none)";
-}
-
 attn::ModelArgs small_args() {
   attn::ModelArgs a = attn::seed_args();  // dim 18, 6 heads, 2 KV heads
   a.max_seq_len = 8;
@@ -59,13 +48,13 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   fs::create_directories(dir);
   attn::ModelSpec s;
   s.weights = dir;
-  CHECK(setting_of([&] { attn::find_model_files(s); }) == "weights");  // no checkpoint in it
+  CHECK(test::setting_of([&] { attn::find_model_files(s); }) == "weights");  // no checkpoint in it
   fs::copy_file(test::model_dir("hf_untied_f32") / "model.safetensors", dir / "model.safetensors");
   attn::ModelFiles f = attn::find_model_files(s);
   CHECK(f.weights == dir / "model.safetensors");
   CHECK(f.config.empty());
   CHECK(f.tokenizer.empty());
-  CHECK(setting_of([&] { attn::open_engine(s); }) == "config");
+  CHECK(test::setting_of([&] { attn::open_engine(s); }) == "config");
   fs::copy_file(test::model_dir("hf_untied_f32") / "config.json", dir / "config.json");
   std::ofstream(dir / "model.safetensors.index.json") << "{}";
   std::ofstream(dir / "tokenizer.json") << "{}";
@@ -74,7 +63,7 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   CHECK(f.config == dir / "config.json");
   CHECK(f.tokenizer == dir / "tokenizer.json");
   s.weights = dir / "missing";
-  CHECK(setting_of([&] { attn::find_model_files(s); }) == "weights");
+  CHECK(test::setting_of([&] { attn::find_model_files(s); }) == "weights");
 }
 
 TEST_CASE("engine: every golden token model's greedy chain, and a session continued elsewhere") {
@@ -110,23 +99,26 @@ TEST_CASE("engine: every golden token model's greedy chain, and a session contin
 
 TEST_CASE("engine: the cache's capacity, at and around each bound, names its setting") {
   const attn::ModelArgs a = small_args();
-  CHECK(setting_of([&] { attn::check_fits(a, 2, 0, 8, "x"); }) == "(none)");
-  CHECK(setting_of([&] { attn::check_fits(a, 2, 7, 1, "x"); }) == "(none)");
-  CHECK(setting_of([&] { attn::check_fits(a, 2, 8, 0, "x"); }) == "(none)");
-  CHECK(setting_of([&] { attn::check_fits(a, 2, 0, 9, "x"); }) == "max_seq_len");
-  CHECK(setting_of([&] { attn::check_fits(a, 2, 8, 1, "x"); }) == "max_seq_len");
-  CHECK(setting_of([&] { attn::check_fits(a, 1, INT64_MAX, INT64_MAX, "x"); }) == "max_seq_len");
-  CHECK(setting_of([&] { attn::check_fits(a, 1, -1, 1, "x"); }) == "max_seq_len");
-  CHECK(setting_of([&] { attn::check_fits(a, 3, 0, 1, "x"); }) == "max_batch_size");
-  CHECK(setting_of([&] { attn::check_fits(a, 0, 0, 1, "x"); }) == "batch");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 2, 0, 8, "x"); }) == "(none)");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 2, 7, 1, "x"); }) == "(none)");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 2, 8, 0, "x"); }) == "(none)");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 2, 0, 9, "x"); }) == "max_seq_len");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 2, 8, 1, "x"); }) == "max_seq_len");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 1, INT64_MAX, INT64_MAX, "x"); }) ==
+        "max_seq_len");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 1, -1, 1, "x"); }) == "max_seq_len");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 3, 0, 1, "x"); }) == "max_batch_size");
+  CHECK(test::setting_of([&] { attn::check_fits(a, 0, 0, 1, "x"); }) == "batch");
   // A run's prefill and steps together: the room it names is their sum.
   CHECK_THROWS_WITH_AS(attn::check_capacity(a, {1, 7, 3}),
                        doctest::Contains("positions 0..9 need 10, but max_seq_len is 8"),
                        attn::InputError);
   CHECK_THROWS_WITH_AS(attn::check_capacity(a, {1, 7, 3}),
                        doctest::Contains("max_seq_len 10 makes room"), attn::InputError);
-  CHECK(setting_of([&] { attn::check_capacity(a, {1, INT64_MAX, INT64_MAX}); }) == "max_seq_len");
-  CHECK(setting_of([&] { attn::check_capacity(a, {2, 5, 3}); }) == "(none)");
+  CHECK(test::setting_of([&] {
+          attn::check_capacity(a, {1, INT64_MAX, INT64_MAX});
+        }) == "max_seq_len");
+  CHECK(test::setting_of([&] { attn::check_capacity(a, {2, 5, 3}); }) == "(none)");
 }
 
 TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0 or 1") {
@@ -142,8 +134,10 @@ TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0
   attn::forward_hidden(e, x.data(), 2, 1, 5, y.data());
   CHECK(e.filled == 6);
   attn::forward_hidden(e, x.data(), 2, 5, 0, y.data());
-  CHECK(setting_of([&] { attn::forward_hidden(e, x.data(), 2, 1, 6, y.data()); }) == "start_pos");
-  CHECK(setting_of([&] { attn::forward_hidden(e, x.data(), 2, 4, 5, y.data()); }) == "max_seq_len");
+  CHECK(test::setting_of([&] { attn::forward_hidden(e, x.data(), 2, 1, 6, y.data()); }) ==
+        "start_pos");
+  CHECK(test::setting_of([&] { attn::forward_hidden(e, x.data(), 2, 4, 5, y.data()); }) ==
+        "max_seq_len");
   const float good[2] = {1, 0}, bad[2] = {1, 0.5f};
   CHECK_THROWS_AS(attn::set_padding(e, bad, 2, 1, 5), attn::InputError);
   CHECK(e.model.mask.keep == nullptr);  // a refused mask changes nothing
@@ -159,7 +153,7 @@ TEST_CASE("engine: what one process cannot open or run is refused with its setti
   attn::ModelArgs a = small_args();
   a.model_parallel_size = 2;
   attn::ModelSpec s;
-  CHECK(setting_of([&] { attn::open_engine(s, {}, a); }) == "model_parallel_size");
+  CHECK(test::setting_of([&] { attn::open_engine(s, {}, a); }) == "model_parallel_size");
   attn::Engine blocks = attn::open_engine(s, {}, small_args());
   const std::int32_t id = 1;
   CHECK_THROWS_WITH_AS(attn::forward_tokens(blocks, &id, 1, 1, 0, nullptr, false),
@@ -169,8 +163,8 @@ TEST_CASE("engine: what one process cannot open or run is refused with its setti
   std::vector<float> logits(128);
   CHECK_THROWS_WITH_AS(attn::forward_tokens(m, outside, 1, 2, 0, logits.data(), false),
                        doctest::Contains("token 128 at index 1"), attn::InputError);
-  CHECK(setting_of([&] { run_generate(m, {}, 1, {}); }) == "prompt");
-  CHECK(setting_of([&] { attn::stage_cache_session(m, test::temp_path("none.session")); }) ==
+  CHECK(test::setting_of([&] { run_generate(m, {}, 1, {}); }) == "prompt");
+  CHECK(test::setting_of([&] { attn::stage_cache_session(m, test::temp_path("none.session")); }) ==
         "save_session");
 }
 

@@ -39,16 +39,6 @@ bool same_bits(const float* a, const float* b, std::int64_t n) {
   return std::memcmp(a, b, std::size_t(n) * sizeof(float)) == 0;
 }
 
-template <class Call>
-std::string setting_of(Call call) {
-  try {
-    call();
-  } catch (const attn::InputError& e) {
-    return e.setting;
-  }
-  return "(none)";
-}
-
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   REQUIRE(in);
@@ -170,18 +160,18 @@ TEST_CASE("lens: refusals name the setting, before any work") {
   a.tokens_in = a.logits_out = true;
   attn::Transformer m =
       attn::make_transformer(a, attn::load_weights(a, golden_weights("meta_f32")), 4);
-  CHECK(setting_of([&] { attn::make_logit_lens(m, 0); }) == "logit_lens");
-  CHECK(setting_of([&] { attn::make_logit_lens(m, -1); }) == "logit_lens");
-  CHECK(setting_of([&] { attn::make_logit_lens(m, attn::kLensMaxK + 1); }) == "logit_lens");
-  CHECK(setting_of([&] { attn::make_logit_lens(m, attn::kLensMaxK); }) == "(none)");
-  CHECK(setting_of([&] { attn::make_logit_lens(m, 1); }) == "(none)");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, 0); }) == "logit_lens");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, -1); }) == "logit_lens");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, attn::kLensMaxK + 1); }) == "logit_lens");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, attn::kLensMaxK); }) == "(none)");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, 1); }) == "(none)");
   // k past the vocabulary: every token, in order.
   CHECK(attn::make_logit_lens(m, attn::kLensMaxK).k_used == std::min<int>(attn::kLensMaxK, 128));
   m.args.logits_out = false;  // a slice of layers short of the last, without the head
-  CHECK(setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
   m.args.logits_out = true;
   m.args.vocab_size = 0;
-  CHECK(setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
+  CHECK(test::setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
 }
 
 TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch reference") {

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "attn/error.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/model/config.hpp"
 
@@ -27,6 +28,17 @@ inline std::filesystem::path model_dir(const std::string& name) {
 // The tests' small model (seed_args's norm_eps, rope_theta and batch): dim 16, 4 heads over 2 KV
 // heads, max_seq_len 16, with `block`'s usual ends: RoPE and a causal mask except for encoder,
 // biases except for llama, a 24-wide FFN for encoder. A test changes what it studies.
+// The setting an InputError names, or "(none)" when the call succeeds.
+template <class Call>
+std::string setting_of(Call call) {
+  try {
+    call();
+  } catch (const attn::InputError& e) {
+    return e.setting;
+  }
+  return "(none)";
+}
+
 inline attn::ModelArgs small_llama_args(attn::Block block = attn::Block::llama,
                                         std::int64_t n_layers = 2) {
   attn::ModelArgs a = attn::seed_args();
