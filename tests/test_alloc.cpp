@@ -67,11 +67,17 @@ TEST_CASE("forward: mask none with a padding mask and the encoder block allocate
   CHECK(allocations == 0);
 }
 
-TEST_CASE("observer: an observer asking nothing, or every site, allocates nothing in forward") {
+// The observer's and the patches' model: one llama layer of dim 64 with 8 heads.
+attn::ModelArgs observed_args() {
   attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
   a.dim = 64;
   a.n_heads = 8;
   a.max_seq_len = 32;
+  return a;
+}
+
+TEST_CASE("observer: an observer asking nothing, or every site, allocates nothing in forward") {
+  const attn::ModelArgs a = observed_args();
   const attn::Runtime rt = attn::make_runtime(2, 0);
   const attn::RunOptions opts{2, 5, 3};
   const std::vector<float> x = attn::seeded_input(a, opts, 1);
@@ -107,10 +113,7 @@ TEST_CASE("observer: an observer asking nothing, or every site, allocates nothin
   }
 }
 TEST_CASE("patch: a forward patching every site allocates nothing") {
-  attn::ModelArgs a = test::small_llama_args(attn::Block::llama, 1);
-  a.dim = 64;
-  a.n_heads = 8;
-  a.max_seq_len = 32;
+  const attn::ModelArgs a = observed_args();
   const attn::Runtime rt = attn::make_runtime(2, 0);
   const attn::RunOptions opts{2, 5, 3};
   const std::vector<float> x = attn::seeded_input(a, opts, 1);
