@@ -5,6 +5,8 @@
 // Built with -DATTN_BENCH=ON: build/bench/bench_quant_gemv
 // Arguments: [kernel set: avx512|avx2|generic, default the best] [--rows N, default 64]
 // [--cols K, default 4096, a multiple of 256] [--reps R, default: about 2^30 weights]
+// [--batch M: the batched kernel (quant_batch.hpp) for M = 2..32 rows of x instead, its 64-row
+// blocks as matmul.cpp hands them out; ns per weight and row of x]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -52,13 +54,15 @@ std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t wei
 
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
-  std::int64_t rows = 64, cols = 4096, reps = 0;
+  std::int64_t rows = 64, cols = 4096, reps = 0, batch = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
       rows = std::max<std::int64_t>(1, std::stoll(argv[++i]));
     } else if (a == "--cols" && i + 1 < argc) {
       cols = std::max<std::int64_t>(256, std::stoll(argv[++i]) / 256 * 256);
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 32);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max<std::int64_t>(1, std::stoll(argv[++i]));
     } else {
@@ -71,11 +75,16 @@ int main(int argc, char** argv) {
     }
   }
   if (reps == 0) reps = std::max<std::int64_t>(1, (std::int64_t(1) << 30) / (rows * cols));
-  std::vector<float> x(static_cast<std::size_t>(cols)), y(static_cast<std::size_t>(rows));
-  for (std::int64_t j = 0; j < cols; ++j) x[std::size_t(j)] = float(j % 7) * 0.25f - 0.75f;
-  std::printf("kernels %s, %lld rows x %lld columns, %lld reps, one thread\n", k->name,
-              static_cast<long long>(rows), static_cast<long long>(cols),
-              static_cast<long long>(reps));
+  const std::int64_t M = batch;
+  std::vector<float> x(static_cast<std::size_t>(M * cols)), y(static_cast<std::size_t>(M * rows));
+  for (std::int64_t j = 0; j < M * cols; ++j) x[std::size_t(j)] = float(j % 7) * 0.25f - 0.75f;
+  std::vector<float> xp(x.size());  // [K / 16, M, 16], as matmul.cpp packs x for the batch
+  for (std::int64_t b = 0; b < cols / 16; ++b)
+    for (std::int64_t m = 0; m < M; ++m)
+      std::copy_n(x.data() + m * cols + b * 16, 16, xp.data() + (b * M + m) * 16);
+  std::printf("kernels %s, %lld rows x %lld columns, %lld rows of x, %lld reps, one thread\n",
+              k->name, static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(M), static_cast<long long>(reps));
   std::printf("%-6s %10s %10s %8s\n", "type", "ns/weight", "weights/ns", "GB/s");
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     if (t.block == 1 && t.type != attn::WeightType::f32) continue;
@@ -83,12 +92,18 @@ int main(int argc, char** argv) {
     std::vector<float> wf;
     if (t.block == 1) wf.assign(std::size_t(rows * cols), 0.001f);
     const void* wp = t.block == 1 ? static_cast<const void*>(wf.data()) : w.data();
-    const attn::GemvFn gemv = k->typed(t.type).gemv;
-    if (!gemv) continue;
-    gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);  // warm
+    const attn::TypedKernels& tk = k->typed(t.type);
+    if (M == 1 ? !tk.gemv : !tk.batch) continue;
+    const std::int64_t row_bytes = t.block == 1 ? cols * 4 : cols / t.block * t.block_bytes;
+    auto run = [&] {
+      if (M == 1) return tk.gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);
+      for (std::int64_t r0 = 0; r0 < rows; r0 += 64)
+        tk.batch(static_cast<const std::uint8_t*>(wp) + r0 * row_bytes, cols, xp.data(), x.data(),
+                 M, cols, y.data() + r0, rows, std::min<std::int64_t>(64, rows - r0), false);
+    };
+    run();  // warm
     const double t0 = cpu_now();
-    for (std::int64_t r = 0; r < reps; ++r)
-      gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);
+    for (std::int64_t r = 0; r < reps; ++r) run();
     const double s = cpu_now() - t0, n = double(reps * rows * cols);
     const double bytes = double(rows * cols / t.block * t.block_bytes) * double(reps);
     std::printf("%-6s %10.4f %10.2f %8.2f\n", t.name, 1e9 * s / n, n / s * 1e-9, bytes / s * 1e-9);

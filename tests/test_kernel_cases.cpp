@@ -81,7 +81,7 @@ std::int64_t stride_for(std::int64_t n, std::int64_t K, std::int64_t pad) {
   return K + (n % 2 ? pad : 0);
 }
 
-// A quantized type's cases (ggml's blocks, run on F32 tiles: matmul.cpp): K in whole blocks of
+// A quantized type's cases (ggml's blocks; prefill on F32 tiles: matmul.cpp): K in whole blocks of
 // B (1, 2, 3 blocks; 4608 columns, where a decode tile is 28 rows; 11008, where a prefill tile
 // is one 48-feature panel), rows around the tiles, strided by a block.
 void add_linear_blocks(std::vector<Case>& out, const attn::WeightTypeTraits& t) {
@@ -159,16 +159,24 @@ void add_linear(std::vector<Case>& out) {
   }
 }
 
-// The element types' own kernels (a quantized type has none: its products are linear's, on F32
-// tiles).
+// The element types' batched kernels; and the quantized types' (quant_batch.hpp): 3 blocks, and
+// 11008 columns (43 K-quant blocks: two column chunks from 8 rows of x on, 512-column steps and
+// a half one), against the same set's F32 kernel on the widened rows too.
 void add_batch(std::vector<Case>& out) {
-  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
+    if (t.block > 1) {
+      for (std::int64_t K : {3 * t.block, std::int64_t(11008)})
+        for (std::int64_t M : {2, 3, 4, 5, 8, 9, 12, 17, 32})
+          for (const std::string& set : sets())
+            out.push_back({Op::batch, t.type, set, M, K > 1000 ? 13 : 64, K, K + t.block});
+      continue;
+    }
     for (std::int64_t K : {257, 4500})
-      if (t.block == 1)
-        for (std::int64_t n : {64, 13})
-          for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32})
-            for (const std::string& set : sets())
-              out.push_back({Op::batch, t.type, set, M, n, K, K + 3});
+      for (std::int64_t n : {64, 13})
+        for (std::int64_t M : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32})
+          for (const std::string& set : sets())
+            out.push_back({Op::batch, t.type, set, M, n, K, K + 3});
+  }
 }
 
 void add_lanes(std::vector<Case>& out) {
@@ -184,6 +192,17 @@ void add_lanes(std::vector<Case>& out) {
             for (bool accumulate : {false, true})
               out.push_back(
                   {Op::lanes, t.type, "avx512", M, n, K, stride_for(n, K, 5), 1, accumulate});
+  // Quantized rows, widened a piece (128 columns: a K-quant's half block) at a time: K around
+  // the pieces and the 256-column chunks, n around the 28- and 14-row blocks.
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
+    if (t.block > 1)
+      for (std::int64_t blocks : {1, 3, 5, 9})
+        for (std::int64_t n : {1, 5, 14, 29, 36})
+          for (std::int64_t M : {12, 16, 17, 32}) {
+            const std::int64_t K = blocks * t.block;
+            out.push_back({Op::lanes, t.type, "avx512", M, n, K, K + (n % 2 ? t.block : 0), 1,
+                           (M + n) % 2 == 1});
+          }
 }
 
 void add_widen(std::vector<Case>& out) {
@@ -475,14 +494,25 @@ void check_batch(const Case& c) {
         xp[std::size_t((b * c.M + m) * attn::kPack + l)] =
             in.x[std::size_t(m * c.K + b * attn::kPack + l)];
   const Reference r = reference(in.x, w.values, c.M, c.n, c.K, c.ldw, nullptr, nullptr);
+  const bool blocks = attn::traits(c.type).block > 1;
   std::vector<float> out[2];
   for (bool full_width : {false, true}) {
     CAPTURE(full_width);
     std::vector<float>& y = out[full_width];
     y.assign(std::size_t(c.M * c.n), 0.0f);
-    typed_kernels(c.set, full_width)[std::size_t(c.type)].batch(
-        w.stored.data(), c.ldw, xp.data(), in.x.data(), c.M, c.K, y.data(), c.n, c.n, false);
+    // A quantized type's kernel is one for both widths (define_kernels.hpp); the F32 one is not.
+    const attn::BatchFn batch = blocks
+                                    ? attn::find_kernels(c.set)->typed(c.type).batch
+                                    : typed_kernels(c.set, full_width)[std::size_t(c.type)].batch;
+    REQUIRE(bool(batch));
+    batch(w.stored.data(), c.ldw, xp.data(), in.x.data(), c.M, c.K, y.data(), c.n, c.n, false);
     CHECK(failures(y, r, c.K) == 0);
+    if (blocks) {  // the bits of the set's F32 kernel over the widened rows
+      std::vector<float> f32(y.size(), 0.0f);
+      typed_kernels(c.set, full_width)[std::size_t(attn::WeightType::f32)].batch(
+          w.values.data(), c.ldw, xp.data(), in.x.data(), c.M, c.K, f32.data(), c.n, c.n, false);
+      CHECK(same_bits(y, f32));
+    }
   }
   CHECK(same_bits(out[0], out[1]));  // the bits do not depend on the blocking
 }
@@ -498,8 +528,10 @@ void check_lanes(const Case& c) {
   std::vector<float> panel(static_cast<std::size_t>(attn::gemm_panel_floats()));
   std::vector<float> out = in.init, gemm = in.init;
   attn::batch_lanes(w.matrix(), c.ldw, xl.data(), c.M, c.K, out.data(), c.n, c.n, c.accumulate);
-  attn::gemm_avx512(w.matrix(), c.ldw, xg.data(), c.M, c.K, gemm.data(), c.n, c.n, c.accumulate,
-                    panel.data());
+  // Quantized rows: the GEMM over them widened (its prefill runs on widened tiles).
+  const bool blocks = attn::traits(c.type).block > 1;
+  attn::gemm_avx512(blocks ? w.widened() : w.matrix(), c.ldw, xg.data(), c.M, c.K, gemm.data(), c.n,
+                    c.n, c.accumulate, panel.data());
   const Reference r = reference(in.x, w.values, c.M, c.n, c.K, c.ldw,
                                 c.accumulate ? in.init.data() : nullptr, nullptr);
   CHECK(failures(out, r, c.K) == 0);
@@ -617,7 +649,6 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
   for (Op op : {Op::linear, Op::batch, Op::widen, Op::gemv})
     for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
       for (const std::string& set : sets()) {
-        if (op == Op::batch && t.block > 1) continue;  // no batched kernel of its own
         if (op == Op::gemv && t.block == 1) continue;  // its gemv is linear's at M = 1
         std::int64_t n = 0;
         for (const Case& c : registry()) n += c.op == op && c.type == t.type && c.set == set;

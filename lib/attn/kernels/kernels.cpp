@@ -38,6 +38,12 @@ bool fma512_full_width() {
 #endif
 }
 
+Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType)) {
+  for (std::size_t t = kElementTypeCount; t < kWeightTypeCount; ++t)
+    k.of[t].batch = batch(WeightType(t));
+  return k;
+}
+
 std::int64_t lanes_from(bool own_gemm) {
   return own_gemm && fma512_full_width() ? kLanesFrom : kBatchRows + 1;
 }

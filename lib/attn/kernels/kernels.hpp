@@ -54,8 +54,8 @@ struct Kernels {
   const char* name;  // "avx512", "avx2", "generic"
   int width;         // floats per vector
   int lanes;         // V of the BF16 gemv, which x is deinterleaved for
-  // By WeightType: every kernel of each element type (ATTN_STORAGE_TYPES, lanes.hpp); the
-  // widening alone of each quantized block (ATTN_BLOCK_TYPES), whose products run on F32 tiles.
+  // By WeightType: every kernel of each element type (ATTN_STORAGE_TYPES, lanes.hpp) and of each
+  // quantized block (ATTN_BLOCK_TYPES), whose prefill runs on widened F32 tiles.
   TypedKernels of[kWeightTypeCount];
   bool own_gemm;  // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
   // Batched decode from this many rows on with x's rows in vector lanes (batch_lanes.cpp), past

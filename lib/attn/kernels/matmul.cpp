@@ -108,9 +108,9 @@ bool any_blocks(std::span<const Projection> projections) {
 void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
              std::int64_t n1, float* scratch, float* tile, bool accumulate);
 
-// A quantized matrix's rows n0..n1: tile_rows(M, K) rows at a time widened (the set's widening,
-// exactly traits' to_f32) into the thread's tile, then the F32 product of the same path on the
-// tile. The F32 kernels compute each output row on its own (gemv, batched, lanes) or in an order
+// A quantized matrix's rows n0..n1 for a product without a kernel of the blocks (prefill):
+// tile_rows(M, K) rows at a time widened (the set's widening, exactly traits' to_f32) into the
+// thread's tile, then the F32 product of the same path on the tile. The F32 kernels compute each output row on its own (gemv, batched, lanes) or in an order
 // that does not depend on the rows' split (the GEMM), so the result has the bits of the F32
 // product over the whole dequantized matrix; and no more than a tile is ever widened at once,
 // which stays in L2 while the kernel reads it (no dequantized copy of a matrix). Prefill on
@@ -138,7 +138,10 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
-  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm) && !(M == 1 && k.gemv))
+  // Quantized rows: decode on their own kernels (gemv, batched, lanes: each block widened in
+  // registers or L1 where it is multiplied); prefill on F32 tiles.
+  const bool own = M == 1 ? bool(k.gemv) : M <= kBatchRows && (in.xl || k.batch);
+  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm) && !own)
     tiled_product(kernels, p, in, n0, n1, scratch, tile, accumulate);
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M does not; for one row our gemv

@@ -8,6 +8,7 @@
 // sanitizers 2-3 minutes, CI's longest step.
 #include "attn/kernels/detail/elementwise.hpp"
 #include "attn/kernels/detail/probe_loops.hpp"
+#include "attn/kernels/detail/quant_batch.hpp"
 #include "attn/kernels/detail/quant_gemv.hpp"
 #include "attn/kernels/detail/vectors.hpp"
 #include "attn/kernels/kernels.hpp"
@@ -144,7 +145,8 @@
 // The set's table entry of one element type, in ATTN_STORAGE_TYPES' order.
 #define ATTN_TYPED_ENTRY(T, name) name##_##T##_kernels(fma512_full_width()),
 // And of one quantized block, in ATTN_BLOCK_TYPES' order: its gemv (quant_gemv.hpp) and widening;
-// no batched kernel of its own (matmul.cpp runs the F32 ones on widened tiles).
+// its batched kernel is the set's <name>_blocks.cpp's (ATTN_BLOCK_BATCH_SET), set by
+// with_block_batches.
 #define ATTN_BLOCK_ENTRY(B, name) \
   TypedKernels{gemv_blocks_##name<B>, nullptr, widen_blocks_##name<B>},
 // Every entry of a set's table, by WeightType.
@@ -164,6 +166,41 @@
                                               const float*, float* y, std::int64_t n,              \
                                               std::int64_t K, bool accumulate) {                   \
     gemv_blocks<W, B>(w, ldw, x, y, n, K, accumulate);                                             \
+  }
+
+// A set's batched kernels of the quantized blocks (quant_batch.hpp) and <name>_block_batch(t)
+// (sets.hpp) returning type t's: R weight rows by M rows of x for M = 2 up to C (and 3, 4 if C
+// is), beyond that in groups of up to C taking turns over each widened step; a blocking for each
+// M as the set's F32 kernels have would compile each block's widening into every one (the
+// sanitized build's time), and the widening, not the blocking, sets their pace.
+#define ATTN_BLOCK_BATCH_ENTRY(B, name) block_batch_by_m_##name<B>,
+#define ATTN_BLOCK_BATCH_SET(name, target, W, R, C)                                               \
+  namespace {                                                                                     \
+  template <typename B, int Rr, int Cc, bool Exact>                                               \
+  target ATTN_FLATTEN                                                                             \
+      __attribute__((noinline)) void block_batch_##name(const void* w, std::int64_t ldw,          \
+                                                        const float* xp, const float*,            \
+                                                        std::int64_t M, std::int64_t K, float* y, \
+                                                        std::int64_t ldy, std::int64_t n,         \
+                                                        bool accumulate) {                        \
+    batch_blocks<W, Rr, Cc, Exact, B>(w, ldw, xp, M, K, y, ldy, n, accumulate);                   \
+  }                                                                                               \
+  template <typename B>                                                                           \
+  void block_batch_by_m_##name(const void* w, std::int64_t ldw, const float* xp, const float* x,  \
+                               std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,        \
+                               std::int64_t n, bool accumulate) {                                 \
+    constexpr int C3 = std::min(C, 3), C4 = std::min(C, 4);                                       \
+    const BatchFn f = M == 2              ? block_batch_##name<B, R, 2, true>                     \
+                      : M == 3 && C3 == 3 ? block_batch_##name<B, R, C3, true>                    \
+                      : M == 4 && C4 == 4 ? block_batch_##name<B, R, C4, true>                    \
+                                          : block_batch_##name<B, R, C, false>;                   \
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                                \
+  }                                                                                               \
+  }                                                                                               \
+  BatchFn name##_block_batch(WeightType t) {                                                      \
+    static constexpr BatchFn fns[] = {ATTN_BLOCK_TYPES(ATTN_BLOCK_BATCH_ENTRY, name)};            \
+    const std::size_t i = std::size_t(t) - kElementTypeCount; /* lanes.hpp checks the order */    \
+    return std::size_t(t) >= kElementTypeCount && i < std::size(fns) ? fns[i] : nullptr;          \
   }
 
 // The set's other kernels and its table, name_kernels() (sets.hpp), holding the typed kernels
@@ -201,19 +238,20 @@
   ATTN_BLOCK_WIDENING(name, target, W)                                                          \
   }                                                                                             \
   const Kernels& name##_kernels() {                                                             \
-    static const Kernels k = {#name,                                                            \
-                              W,                                                                \
-                              kGemvLanes<W, Bf16>,                                              \
-                              {ATTN_TABLE_ENTRIES(name)},                                       \
-                              GEMM,                                                             \
-                              lanes_from(GEMM),                                                 \
-                              scores_##name,                                                    \
-                              mix_##name,                                                       \
-                              softmax_##name,                                                   \
-                              exp_row_##name,                                                   \
-                              swiglu_##name,                                                    \
-                              fma_loop_##name,                                                  \
-                              read_contiguous_##name,                                           \
-                              read_rows_##name};                                                \
+    static const Kernels k = with_block_batches({#name,                                         \
+                                                 W,                                             \
+                                                 kGemvLanes<W, Bf16>,                           \
+                                                 {ATTN_TABLE_ENTRIES(name)},                    \
+                                                 GEMM,                                          \
+                                                 lanes_from(GEMM),                              \
+                                                 scores_##name,                                 \
+                                                 mix_##name,                                    \
+                                                 softmax_##name,                                \
+                                                 exp_row_##name,                                \
+                                                 swiglu_##name,                                 \
+                                                 fma_loop_##name,                               \
+                                                 read_contiguous_##name,                        \
+                                                 read_rows_##name},                             \
+                                                name##_block_batch);                            \
     return k;                                                                                   \
   }

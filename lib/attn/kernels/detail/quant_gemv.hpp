@@ -203,9 +203,18 @@ __attribute__((target("avx512f"))) inline void k6_weights16(__m512& w, const std
 #endif
 
 // Each block type's weights as V-lane chunks in k order: f(c, w) for chunk c (weights c V ..
-// c V + V - 1 of the block), w computed as B::widen computes it.
+// c V + V - 1 of the block), w computed as B::widen computes it; only the weights from..to of the
+// block, multiples of kPart<B> (the batched kernels widen half a K-quant block at a time; the
+// others are widened whole into the stack, and any multiple of 16 is read from there).
+template <typename B>
+inline constexpr int kPart = std::is_same_v<B, quant::Q8_0>   ? 32
+                             : std::is_same_v<B, quant::Q4_K> ? 64
+                             : std::is_same_v<B, quant::Q6_K> ? 128
+                                                              : 16;
+
 template <int V, typename F>
-[[gnu::always_inline]] inline void block_chunks(quant::Q8_0, const std::uint8_t* b, F&& f) {
+[[gnu::always_inline]] inline void block_chunks(quant::Q8_0, const std::uint8_t* b, F&& f, int = 0,
+                                                int = 32) {
   typename Vec<V>::type d;
   splat_f16<V>(d, b);
 #pragma GCC unroll 8
@@ -219,10 +228,11 @@ template <int V, typename F>
 }
 
 template <int V, typename F>
-[[gnu::always_inline]] inline void block_chunks(quant::Q4_K, const std::uint8_t* b, F&& f) {
+[[gnu::always_inline]] inline void block_chunks(quant::Q4_K, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 256) {
   const float d = f16_to_f32(quant::le16(b)), min = f16_to_f32(quant::le16(b + 2));
-  const std::uint8_t* q = b + 16;
-  for (int is = 0; is < 8; is += 2, q += 32) {  // 64 weights: q's low nibbles, then its high
+  const std::uint8_t* q = b + 16 + from / 2;
+  for (int is = from / 32; is < to / 32; is += 2, q += 32) {  // 64 weights: q's low nibbles, then
     std::uint8_t sc, m;
     quant::scale_min_k4(is, b + 4, sc, m);
     typename Vec<V>::type d1, m1, d2, m2;
@@ -253,10 +263,11 @@ template <int V, typename F>
 // Q6_K: in each half of 128 weights, quarter j (32 weights) takes ql's low nibbles (j = 0, 1) or
 // high ones (2, 3) at ql + 32 (j % 2), and bits 2j, 2j + 1 of qh; scale sc[p / 16] for weight p.
 template <int V, typename F>
-[[gnu::always_inline]] inline void block_chunks(quant::Q6_K, const std::uint8_t* b, F&& f) {
+[[gnu::always_inline]] inline void block_chunks(quant::Q6_K, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 256) {
   const float d = f16_to_f32(quant::le16(b + 208));
   const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
-  for (int n = 0; n < 2; ++n) {
+  for (int n = from / 128; n < to / 128; ++n) {
     const std::uint8_t* ql = b + 64 * n;
     const std::uint8_t* qh = b + 128 + 32 * n;
 #pragma GCC unroll 32
@@ -275,11 +286,12 @@ template <int V, typename F>
 
 // Any other block (Q4_0, Q5_K): widened by B::widen into the stack, then read back.
 template <int V, typename B, typename F>
-[[gnu::always_inline]] inline void block_chunks(B, const std::uint8_t* b, F&& f) {
+[[gnu::always_inline]] inline void block_chunks(B, const std::uint8_t* b, F&& f, int from = 0,
+                                                int to = int(B::kBlock)) {
   alignas(64) float y[B::kBlock];
   B::widen(b, y);
 #pragma GCC unroll 64
-  for (int c = 0; c < int(B::kBlock / V); ++c) {
+  for (int c = from / V; c < to / V; ++c) {
     typename Vec<V>::type w;
     load<V>(w, y + c * V);
     f(c, w);
@@ -409,27 +421,85 @@ template <int W, typename B>
     dot_block_rows<V, A, 1, B>(b + r * row_bytes, row_bytes, x, K, y + r, accumulate);
 }
 
-// rows of blocks B widened into out [rows, K] for the tiled products (batched decode, prefill):
-// Q8_0, Q4_K and Q6_K by block_chunks, V lanes at a time with B::widen's bits, where B::widen
-// costs the tile several times the F32 kernel's reading of it (B = 4 ran at a quarter of B = 1's
-// tokens/s); the others by B::widen.
+#if defined(__x86_64__)
+// A Q4_K or Q6_K block's weights from..to (kPart apart) widened into out [to - from] with the
+// gemv's AVX-512 instructions above (block_rows16's, in its order): the widening's bits, at a
+// third of block_chunks' cost per weight (bench_quant_gemv --batch).
+__attribute__((target("avx512f"))) inline void widen_part16(quant::Q4_K, const std::uint8_t* b,
+                                                            int from, int to, float* out) {
+  alignas(64) float dm[16];
+  k4_scales16(dm, b);
+  asm volatile("" ::: "memory");  // the scales stay in the stack: broadcast loads
+  for (int is = from / 32; is < to / 32; is += 2) {  // 64 weights: 32 bytes' low nibbles, high
+    const std::uint8_t* q = b + 16 + 16 * is;
+    float* o = out + (32 * is - from);
+    __m512 t1, t2, wc[4];
+    k4_table16(t1, dm, is);
+    k4_table16(t2, dm, is + 1);
+    __m512i i0, i1;
+    bytes16(i0, q, false);
+    bytes16(i1, q + 16, false);
+    k4_lookup16(wc[0], i0, t1, false);
+    k4_lookup16(wc[1], i1, t1, false);
+    k4_lookup16(wc[2], i0, t2, true);
+    k4_lookup16(wc[3], i1, t2, true);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + 16 * c, wc[c]);
+  }
+}
+
+__attribute__((target("avx512f"))) inline void widen_part16(quant::Q6_K, const std::uint8_t* b,
+                                                            int from, int to, float* out) {
+  alignas(64) float s4[16];
+  alignas(64) std::int8_t q4[128];  // 4 (q - 32) for each weight of a half, in k order
+  k6_scales16(s4, b);
+  for (int n = from / 128; n < to / 128; ++n) {
+    k6_half16(q4, b + 64 * n, b + 128 + 32 * n);
+    asm volatile("" ::: "memory");
+    float* o = out + (128 * n - from);
+    for (int c = 0; c < 8; ++c) {
+      __m512 wc;
+      k6_weights16(wc, q4 + 16 * c, s4[8 * n + c]);
+      _mm512_storeu_ps(o + 16 * c, wc);
+    }
+  }
+}
+#endif
+
+// Columns c0..c1 of one row of blocks B (multiples of kPart<B>) widened into out [c1 - c0]: with
+// AVX-512 Q4_K and Q6_K by widen_part16, elsewhere they and Q8_0 by block_chunks, V lanes at a
+// time with B::widen's bits, where B::widen costs several times the F32 kernels' reading of them
+// (the tiles of B = 4 ran at a quarter of B = 1's tokens/s); the others by B::widen, whole blocks
+// into the stack.
+template <int W, typename B>
+[[gnu::always_inline]] inline void widen_row_part(const std::uint8_t* row, std::int64_t c0,
+                                                  std::int64_t c1, float* out) {
+  constexpr int V = kGemvLanes<W, float>;
+  using Vt = typename Vec<V>::type;
+  for (std::int64_t i = c0 / B::kBlock; i * B::kBlock < c1; ++i) {
+    const std::int64_t start = i * B::kBlock, from = std::max(c0, start) - start,
+                       to = std::min(c1, start + B::kBlock) - start;
+#if defined(__x86_64__)
+    if constexpr (W == 16 && kRows16<B>) {
+      widen_part16(B{}, row + i * B::kBytes, int(from), int(to), out + (start + from - c0));
+      continue;
+    }
+#endif
+    const std::int64_t at = start - c0;  // out's index of the block's column 0 (may be < 0)
+    block_chunks<V>(
+        B{}, row + i * B::kBytes,
+        [&](int c, const Vt& wc) { std::memcpy(out + (at + c * V), &wc, sizeof wc); }, int(from),
+        int(to));
+  }
+}
+
+// rows of blocks B widened into out [rows, K] for the tiled products (prefill).
 template <int W, typename B>
 [[gnu::always_inline]] inline void widen_block_rows(const void* w, std::int64_t ldw,
                                                     std::int64_t rows, std::int64_t K, float* out) {
-  if constexpr (std::is_same_v<B, quant::Q8_0> || kRows16<B>) {
-    constexpr int V = kGemvLanes<W, float>;
-    using Vt = typename Vec<V>::type;
-    const auto* b = static_cast<const std::uint8_t*>(w);
-    const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < K / B::kBlock; ++i) {
-        float* o = out + r * K + i * B::kBlock;
-        block_chunks<V>(B{}, b + r * row_bytes + i * B::kBytes,
-                        [&](int c, const Vt& wc) { std::memcpy(o + c * V, &wc, sizeof wc); });
-      }
-  } else {
-    widen_blocks<B>(w, ldw, rows, K, out);
-  }
+  const auto* b = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
+  for (std::int64_t r = 0; r < rows; ++r)
+    widen_row_part<W, B>(b + r * row_bytes, 0, K, out + r * K);
 }
 
 }  // namespace

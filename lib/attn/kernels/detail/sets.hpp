@@ -7,8 +7,9 @@
 namespace attn {
 
 #define ATTN_DECLARE_TYPED(T, name) TypedKernels name##_##T##_kernels(bool full_width);
-#define ATTN_DECLARE_SET(name)     \
-  const Kernels& name##_kernels(); \
+#define ATTN_DECLARE_SET(name)              \
+  const Kernels& name##_kernels();          \
+  BatchFn name##_block_batch(WeightType t); \
   ATTN_STORAGE_TYPES(ATTN_DECLARE_TYPED, name)
 
 ATTN_DECLARE_SET(generic)
@@ -30,6 +31,9 @@ ATTN_DECLARE_SET(avx512)
 // Whether this CPU's 512-bit FMAs run at full width: false on AMD's family 25 (Zen 4: two 256-bit
 // halves), true elsewhere (Intel, Zen 5). Read from CPUID once.
 bool fma512_full_width();
+
+// k with each quantized type's batched kernel set to batch(type) (the set's <name>_blocks.cpp).
+Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType));
 
 // Kernels::lanes_from of a set with the own GEMM (AVX-512) or without.
 std::int64_t lanes_from(bool own_gemm);

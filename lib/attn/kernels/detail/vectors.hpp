@@ -406,28 +406,14 @@ template <int W, typename T>
   }
 }
 
-// rows x K weights of ggml's blocks B (ldw apart, whole blocks) widened into out [rows, K]: the
-// tiles the products of a quantized matrix run the F32 kernels on (matmul.cpp), and the token
-// rows of an embedding. Compiled into each set's function, the blocks' loops vectorize for it.
-template <typename B>
-[[gnu::always_inline]] inline void widen_blocks(const void* w, std::int64_t ldw, std::int64_t rows,
-                                                std::int64_t K, float* out) {
-  const auto* b = static_cast<const std::uint8_t*>(w);
-  const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::uint8_t* row = b + r * row_bytes;
-    for (std::int64_t i = 0; i < K / B::kBlock; ++i)
-      B::widen(row + i * B::kBytes, out + r * K + i * B::kBlock);
-  }
-}
-
 // acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
 // the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
 // serves C input rows, each input vector R weight rows. Ahead: also ask for the weights `stream`
 // reads next into L2 (a template flag for AVX2, where a branch in the loop cost a register; with
-// AVX-512 only where stream.rows > 0).
-template <int W, int R, int C, bool Ahead, typename T>
+// AVX-512 only where stream.rows > 0). Buffered: w is a buffer in L1 (quant_batch.hpp), asked
+// for nothing.
+template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
                                              float* acc, Stream stream) {
@@ -453,7 +439,7 @@ template <int W, int R, int C, bool Ahead, typename T>
         V wv;
         load_w<W>(wv, w + r * ldw + k + s);
         pin(wv);
-        if (s == 0) {  // once per kPack block: a line of F32 weights
+        if (!Buffered && s == 0) {  // once per kPack block: a line of F32 weights
           if constexpr (Ahead)
             if (W < 16 || stream.rows > 0) prefetch_at(w + r * ldw + k + s, ahead);
           prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
@@ -468,13 +454,14 @@ template <int W, int R, int C, bool Ahead, typename T>
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
-template <int W, int R, int C, bool Ahead, typename T>
+template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
                                                   const float* xp, std::int64_t M, std::int64_t k0,
                                                   std::int64_t k1, float* acc, Stream stream) {
   if constexpr (C > 1)
-    if (c < C) return dot_block_upto<W, R, C - 1, Ahead>(c, w, ldw, xp, M, k0, k1, acc, stream);
-  dot_block<W, R, C, Ahead>(w, ldw, xp, M, k0, k1, acc, stream);
+    if (c < C)
+      return dot_block_upto<W, R, C - 1, Ahead, T, Buffered>(c, w, ldw, xp, M, k0, k1, acc, stream);
+  dot_block<W, R, C, Ahead, T, Buffered>(w, ldw, xp, M, k0, k1, acc, stream);
 }
 
 // Columns per step of a weight row group when x's rows go in several groups that take turns
@@ -487,6 +474,12 @@ constexpr std::int64_t kStepCols = 512;
 constexpr int kMaxBlockRows = 8;
 // x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
 constexpr std::int64_t kXChunkFloats = 1 << 16;
+
+// Columns per chunk of batch_rows for M rows of x: each chunk's sums start from 0 in registers
+// and are added to the chunks' before, so this cut is part of the bits.
+constexpr std::int64_t batch_chunk_cols(std::int64_t M) {
+  return std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
+}
 
 // R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
 // x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
@@ -542,7 +535,7 @@ template <int W, int R, int C, bool Exact, bool Stepped, typename T>
   float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
   std::fill(part, part + n * M, 0.0f);
   const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
-  const std::int64_t kc = std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
+  const std::int64_t kc = batch_chunk_cols(M);
   for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
     const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;

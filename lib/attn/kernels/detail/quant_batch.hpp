@@ -1,0 +1,94 @@
+#pragma once
+// Batched decode over ggml's quantized rows (2 <= M <= kBatchRows, the dot-product kernels): each
+// step of kStepCols columns of R weight rows widened into a buffer in L1 (widen_row_part, the
+// widening's bits), then every group of x's rows multiplied with it by vectors.hpp's dot_block,
+// as rows_block multiplies a step of F32 rows. Every sum runs in batch_rows' order (its chunks,
+// lanes and final sums), so the result has the bits of the same set's F32 batched kernel over the
+// dequantized rows; each weight is read from memory once, in its own bytes, and never stored as
+// a float outside L1, where a widened tile written to L2 and read back cost a B = 4 step three
+// times the gemv's B = 1 step (docs/perf/batched-decode.md). In an unnamed namespace, as
+// vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
+#include <algorithm>
+#include <cstdint>
+
+#include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/detail/quant_gemv.hpp"
+#include "attn/kernels/detail/vectors.hpp"
+#include "attn/kernels/matmul.hpp"
+
+namespace attn {
+namespace {
+
+// rows_block over R rows of blocks B (row_bytes apart) for the columns k0..k1: part[r * M + m] +=.
+template <int W, int R, int C, bool Exact, typename B>
+[[gnu::always_inline]] inline void block_rows_block(const std::uint8_t* w, std::int64_t row_bytes,
+                                                    const float* xp, std::int64_t M,
+                                                    std::int64_t k0, std::int64_t k1, float* part) {
+  static_assert(R <= kMaxBlockRows && kStepCols % B::kBlock == 0 && kStepCols % kPart<B> == 0);
+  alignas(64) float buf[R * kStepCols];                    // [R, kStepCols]: a step, widened
+  alignas(64) float acc[kMaxBlockRows * kBatchRows * 16];  // [R, M, W] lane sums
+  std::fill(acc, acc + R * M * W, 0.0f);
+  const std::int64_t groups = (M + C - 1) / C;
+  // In bytes: after these columns, the stream goes on with the next R rows.
+  const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
+  for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
+    const std::int64_t s1 = std::min(k1, s0 + kStepCols);
+    const std::int64_t b0 = s0 / B::kBlock * B::kBytes, b1 = s1 / B::kBlock * B::kBytes;
+    const std::int64_t ahead = stream.ahead<std::uint8_t>(b0, row_bytes);
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* row = w + r * row_bytes;
+      for (std::int64_t j = b0; j < b1; j += 64) prefetch_at(row + j, ahead);
+      widen_row_part<W, B>(row, s0, s1, buf + r * kStepCols);
+    }
+    const float* xs = xp + s0 * M;  // x packed from column s0 on
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+      if constexpr (Exact)
+        dot_block<W, R, C, false, float, true>(buf, kStepCols, xs, M, 0, s1 - s0, acc,
+                                               Stream{0, 0, 0});
+      else
+        dot_block_upto<W, R, C, false, float, true>(int(m1 - m0), buf, kStepCols, xs + m0 * kPack,
+                                                    M, 0, s1 - s0, acc + m0 * W, Stream{0, 0, 0});
+    }
+  }
+  for (std::int64_t i = 0; i < R * M; ++i) {
+    float s = 0;
+    for (int l = 0; l < W; ++l) s += acc[i * W + l];
+    part[i] += s;
+  }
+}
+
+// batch_rows (vectors.hpp) over n <= kGemvRows rows of blocks B, ldw weights apart, K whole
+// blocks: the same chunks of columns and row blocks (R, then 4, then 1), so the same sums.
+template <int W, int R, int C, bool Exact, typename B>
+[[gnu::always_inline]] inline void batch_blocks(const void* w, std::int64_t ldw, const float* xp,
+                                                std::int64_t M, std::int64_t K, float* y,
+                                                std::int64_t ldy, std::int64_t n, bool accumulate) {
+  static_assert(W <= 16 && kPack % W == 0 && B::kBlock % kPack == 0);
+  const auto* b = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
+  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
+  std::fill(part, part + n * M, 0.0f);
+  const std::int64_t kc = batch_chunk_cols(M);
+  for (std::int64_t k0 = 0; k0 < K; k0 += kc) {
+    const std::int64_t k1 = std::min(K, k0 + kc);
+    std::int64_t r = 0;
+    for (; r + R <= n; r += R)
+      block_rows_block<W, R, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                          part + r * M);
+    if constexpr (R > 4)
+      for (; r + 4 <= n; r += 4)
+        block_rows_block<W, 4, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                            part + r * M);
+    for (; r < n; ++r)
+      block_rows_block<W, 1, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                          part + r * M);
+  }
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t r = 0; r < n; ++r)
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+}
+
+}  // namespace
+}  // namespace attn
