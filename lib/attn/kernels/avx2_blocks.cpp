@@ -5,6 +5,6 @@
 
 #if defined(__x86_64__)
 namespace attn {
-ATTN_BLOCK_BATCH_SET(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 2)
+ATTN_BLOCK_BATCH_SET(avx2, __attribute__((target("avx2,fma,f16c"))), 8, 4, 2, true)
 }  // namespace attn
 #endif

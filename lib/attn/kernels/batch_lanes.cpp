@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/lanes.hpp"
@@ -178,7 +179,8 @@ void batch_lanes(const Matrix& w, std::int64_t ldw, const float* xl, std::int64_
   if (M < 1 || M > kLanesMaxRows) throw std::logic_error("batch_lanes: M outside 1..32");
   if (traits(w.type).block == 1)
     return with_storage(w.type, w.data, [&](const auto* typed) {
-      lanes_typed(Rows{typed, ldw}, xl, M, K, y, ldy, n, accumulate);
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+      lanes_typed(Rows<T>{typed, ldw}, xl, M, K, y, ldy, n, accumulate);
     });
   std::size_t i = kElementTypeCount;
   const auto* b = static_cast<const std::uint8_t*>(w.data);

@@ -170,11 +170,12 @@
 
 // A set's batched kernels of the quantized blocks (quant_batch.hpp) and <name>_block_batch(t)
 // (sets.hpp) returning type t's: R weight rows by M rows of x for M = 2 up to C (and 3, 4 if C
-// is), beyond that in groups of up to C taking turns over each widened step; a blocking for each
-// M as the set's F32 kernels have would compile each block's widening into every one (the
-// sanitized build's time), and the widening, not the blocking, sets their pace.
+// is; all M in groups where EXACT is false), beyond that in groups of up to C taking turns over
+// each widened step; a blocking for each M as the set's F32 kernels have would compile each
+// block's widening into every one (the sanitized build's time), and the widening, not the
+// blocking, sets their pace.
 #define ATTN_BLOCK_BATCH_ENTRY(B, name) block_batch_by_m_##name<B>,
-#define ATTN_BLOCK_BATCH_SET(name, target, W, R, C)                                               \
+#define ATTN_BLOCK_BATCH_SET(name, target, W, R, C, EXACT)                                        \
   namespace {                                                                                     \
   template <typename B, int Rr, int Cc, bool Exact>                                               \
   target ATTN_FLATTEN                                                                             \
@@ -190,11 +191,15 @@
                                std::int64_t M, std::int64_t K, float* y, std::int64_t ldy,        \
                                std::int64_t n, bool accumulate) {                                 \
     constexpr int C3 = std::min(C, 3), C4 = std::min(C, 4);                                       \
-    const BatchFn f = M == 2              ? block_batch_##name<B, R, 2, true>                     \
-                      : M == 3 && C3 == 3 ? block_batch_##name<B, R, C3, true>                    \
-                      : M == 4 && C4 == 4 ? block_batch_##name<B, R, C4, true>                    \
-                                          : block_batch_##name<B, R, C, false>;                   \
-    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                                \
+    if constexpr (!(EXACT)) {                                                                     \
+      block_batch_##name<B, R, C, false>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);             \
+    } else {                                                                                      \
+      const BatchFn f = M == 2              ? block_batch_##name<B, R, 2, true>                   \
+                        : M == 3 && C3 == 3 ? block_batch_##name<B, R, C3, true>                  \
+                        : M == 4 && C4 == 4 ? block_batch_##name<B, R, C4, true>                  \
+                                            : block_batch_##name<B, R, C, false>;                 \
+      f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);                                              \
+    }                                                                                             \
   }                                                                                               \
   }                                                                                               \
   BatchFn name##_block_batch(WeightType t) {                                                      \
