@@ -154,6 +154,23 @@ __attribute__((target("avx512f"))) inline void k4_lookup16(__m512& w, const __m5
   w = _mm512_maskz_permutexvar_ps(kAll, high ? _mm512_maskz_srli_epi32(kAll, idx, 4) : idx, t);
 }
 
+// Block b's weights 32 is .. 32 is + 63 (sub-blocks is and is + 1: one 32 bytes' low nibbles,
+// then their high ones) as four 16-weight vectors in k order, dm its k4_scales16.
+__attribute__((target("avx512f"))) inline void k4_pair16(__m512 (&wc)[4], const float* dm,
+                                                         const std::uint8_t* b, int is) {
+  const std::uint8_t* q = b + 16 + 16 * is;
+  __m512 t1, t2;
+  k4_table16(t1, dm, is);
+  k4_table16(t2, dm, is + 1);
+  __m512i i0, i1;
+  bytes16(i0, q, false);
+  bytes16(i1, q + 16, false);
+  k4_lookup16(wc[0], i0, t1, false);
+  k4_lookup16(wc[1], i1, t1, false);
+  k4_lookup16(wc[2], i0, t2, true);
+  k4_lookup16(wc[3], i1, t2, true);
+}
+
 // A Q6_K half (128 weights) as int8 bytes in k order, each 4 * (q - 32): q's 6 bits shifted to
 // bits 2..7 with the top one flipped (q - 32 in 6-bit two's complement, times 4), bits 0..1 zero.
 // The ql bytes' low nibbles are weights 0..63 (ql[l] weight l, ql[32 + l] weight 32 + l), their
@@ -317,17 +334,8 @@ template <int R>
     for (int c = 0; c < 4; ++c) load<16>(x[c], xb + 32 * is + 16 * c);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* q = w + r * row_bytes + 16 + 16 * is;
-      __m512 t1, t2, wc[4];
-      k4_table16(t1, dm[r], is);
-      k4_table16(t2, dm[r], is + 1);
-      __m512i i0, i1;
-      bytes16(i0, q, false);
-      bytes16(i1, q + 16, false);
-      k4_lookup16(wc[0], i0, t1, false);
-      k4_lookup16(wc[1], i1, t1, false);
-      k4_lookup16(wc[2], i0, t2, true);
-      k4_lookup16(wc[3], i1, t2, true);
+      __m512 wc[4];
+      k4_pair16(wc, dm[r], w + r * row_bytes, is);
       for (int c = 0; c < 4; ++c) fmadd<16>(acc[r], Vt(wc[c]), x[c]);
     }
   }
@@ -431,19 +439,9 @@ __attribute__((target("avx512f"))) inline void widen_part16(quant::Q4_K, const s
   k4_scales16(dm, b);
   asm volatile("" ::: "memory");  // the scales stay in the stack: broadcast loads
   for (int is = from / 32; is < to / 32; is += 2) {  // 64 weights: 32 bytes' low nibbles, high
-    const std::uint8_t* q = b + 16 + 16 * is;
-    float* o = out + (32 * is - from);
-    __m512 t1, t2, wc[4];
-    k4_table16(t1, dm, is);
-    k4_table16(t2, dm, is + 1);
-    __m512i i0, i1;
-    bytes16(i0, q, false);
-    bytes16(i1, q + 16, false);
-    k4_lookup16(wc[0], i0, t1, false);
-    k4_lookup16(wc[1], i1, t1, false);
-    k4_lookup16(wc[2], i0, t2, true);
-    k4_lookup16(wc[3], i1, t2, true);
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + 16 * c, wc[c]);
+    __m512 wc[4];
+    k4_pair16(wc, dm, b, is);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + (32 * is - from) + 16 * c, wc[c]);
   }
 }
 
