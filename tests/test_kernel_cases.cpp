@@ -82,8 +82,8 @@ std::int64_t stride_for(std::int64_t n, std::int64_t K, std::int64_t pad) {
 }
 
 // A quantized type's cases (ggml's blocks; prefill on F32 tiles: matmul.cpp): K in whole blocks of
-// B (1, 2, 3 blocks; 4608 columns, where a decode tile is 28 rows; 11008, where a prefill tile
-// is one 48-feature panel), rows around the tiles, strided by a block.
+// B (1, 2, 3 blocks; 4608 columns, nine of the batched kernels' 512-column steps; 11008, where a
+// prefill tile is one 48-feature panel), rows around the blocks and tiles, strided by a block.
 void add_linear_blocks(std::vector<Case>& out, const attn::WeightTypeTraits& t) {
   const std::int64_t B = t.block;
   struct Shape {

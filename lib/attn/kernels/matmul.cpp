@@ -87,8 +87,8 @@ struct Input {
   const std::uint16_t* xb;
   const Bf16Dot* dot;
   std::int64_t M, K;
-  // The threads' tiles for quantized weights (tile_floats(M, K) each, thread t's at t times
-  // that), or null when no projection is quantized.
+  // The threads' tiles for quantized weights in a prefill on the own GEMM (tile_floats(K) each,
+  // thread t's at t times that), else null.
   float* tiles = nullptr;
   std::int64_t tile_floats = 0;
 
@@ -108,17 +108,16 @@ bool any_blocks(std::span<const Projection> projections) {
 void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
              std::int64_t n1, float* scratch, float* tile, bool accumulate);
 
-// A quantized matrix's rows n0..n1 for a product without a kernel of the blocks (prefill):
-// tile_rows(M, K) rows at a time widened (the set's widening, exactly traits' to_f32) into the
-// thread's tile, then the F32 product of the same path on the tile. The F32 kernels compute each output row on its own (gemv, batched, lanes) or in an order
-// that does not depend on the rows' split (the GEMM), so the result has the bits of the F32
-// product over the whole dequantized matrix; and no more than a tile is ever widened at once,
-// which stays in L2 while the kernel reads it (no dequantized copy of a matrix). Prefill on
-// OpenBLAS widens in prefill_product's own blocks instead, those F32 reads in place.
+// A quantized matrix's rows n0..n1 in a prefill on the own GEMM: tile_rows(K) rows at a time
+// widened (the set's widening, exactly traits' to_f32) into the thread's tile, then the GEMM on
+// the tile. The GEMM sums in an order that does not depend on the rows' split, so the result has
+// the bits of the F32 product over the whole dequantized matrix; and no more than a tile is ever
+// widened at once (no dequantized copy of a matrix). Prefill on OpenBLAS widens in
+// prefill_product's own blocks instead, those F32 reads in place.
 void tiled_product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
                    std::int64_t n1, float* scratch, float* tile, bool accumulate) {
   if (!tile) throw std::logic_error("linear: quantized weights without a tile to widen them in");
-  const std::int64_t K = in.K, ldw = p.w.stride(K), rows = tile_rows(kernels, in.M, K);
+  const std::int64_t K = in.K, ldw = p.w.stride(K), rows = tile_rows(K);
   const WidenFn widen = kernels.typed(p.w.type).widen;
   for (std::int64_t t0 = n0; t0 < n1; t0 += rows) {
     const std::int64_t nt = std::min(rows, n1 - t0);
@@ -138,10 +137,9 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
   const float *x = in.x, *xp = in.xp;
-  // Quantized rows: decode on their own kernels (gemv, batched, lanes: each block widened in
-  // registers or L1 where it is multiplied); prefill on F32 tiles.
-  const bool own = M == 1 ? bool(k.gemv) : M <= kBatchRows && (in.xl || k.batch);
-  if (is_blocks(p.w.type) && (M <= kBatchRows || kernels.own_gemm) && !own)
+  // Quantized rows: decode on their own kernels below (gemv, batched, lanes: each block widened
+  // in registers or L1 where it is multiplied); prefill on widened tiles.
+  if (is_blocks(p.w.type) && M > kBatchRows && kernels.own_gemm)
     tiled_product(kernels, p, in, n0, n1, scratch, tile, accumulate);
   // A handful of rows: our kernels stream the weights at full bandwidth, reading each weight
   // once for all M rows, where OpenBLAS's sgemm with tiny M does not; for one row our gemv
@@ -171,12 +169,12 @@ void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> p
                  const Input& in, bool accumulate) {
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + kGemvRows - 1) / kGemvRows;
-  rt.run(blocks, parallel, [&](std::int64_t i, int slot) -> std::int64_t {
+  rt.run(blocks, parallel, [&](std::int64_t i, int) -> std::int64_t {
     for (const Projection& p : projections) {
       const std::int64_t nb = (p.n + kGemvRows - 1) / kGemvRows;
       if (i < nb) {
         const std::int64_t n0 = i * kGemvRows, n1 = std::min(p.n, n0 + kGemvRows);
-        product(*rt.kernels, p, in, n0, n1, nullptr, in.tile(slot), accumulate);
+        product(*rt.kernels, p, in, n0, n1, nullptr, nullptr, accumulate);
         return 2 * in.M * in.K * (n1 - n0);
       }
       i -= nb;
@@ -246,19 +244,15 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   return std::max(M * (K / kPack) * kPack, M >= kLanesFrom ? lanes_floats(M, K) : 0);
 }
 
-std::int64_t tile_rows(const Kernels& kernels, std::int64_t M, std::int64_t K) {
+std::int64_t tile_rows(std::int64_t K) {  // whole 48-feature panels, up to a 192-feature block
   K = std::max<std::int64_t>(K, 1);
-  if (M > kBatchRows && kernels.own_gemm)  // whole 48-feature panels, up to a 192-feature block
-    return std::clamp(kWidenFloats / K / kGemmSteal * kGemmSteal, kGemmSteal, kGemmNC);
-  return std::clamp<std::int64_t>(kTileFloats / K, 16, kGemvRows) / 4 * 4;
+  return std::clamp(kWidenFloats / K / kGemmSteal * kGemmSteal, kGemmSteal, kGemmNC);
 }
 
-std::int64_t tile_floats(const Kernels& kernels, std::int64_t M, std::int64_t K) {
-  // A bound of tile_rows(M, K) * K that grows with M and K, so that a call's tiles fit in the
-  // scratch sized for the largest call.
-  const std::int64_t decode = std::max(kTileFloats, 16 * K);
-  return M > kBatchRows && kernels.own_gemm ? std::max({decode, kWidenFloats, kGemmSteal * K})
-                                            : decode;
+std::int64_t tile_floats(std::int64_t K) {
+  // A bound of tile_rows(K) * K that grows with K, so that a call's tiles fit in the scratch
+  // sized for the largest call.
+  return std::max(kWidenFloats, kGemmSteal * K);
 }
 
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
@@ -279,8 +273,9 @@ std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threa
   if (compute == Compute::bf16)
     bf16 = std::max(packed_bf16_elements(rows, k_max),
                     max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
+  const bool tiles = blocks && max_rows > kBatchRows && kernels.own_gemm;  // tiled_product's
   return std::max(pack, shared + threads * prefill) + (bf16 + 1) / 2 +
-         (blocks ? threads * tile_floats(kernels, max_rows, k_max) : 0);
+         (tiles ? threads * tile_floats(k_max) : 0);
 }
 
 namespace {
@@ -336,9 +331,10 @@ void linear(const Runtime& rt, std::span<const Projection> projections, const fl
   // Waking a second thread costs microseconds, more than a small product takes.
   const bool parallel = rt.worth_parallel(flops);
   Input in = prepare_input(rt, parallel, projections, x, M, K, scratch);
-  if (any_blocks(projections)) {  // the tiles after everything else in the scratch
+  if (any_blocks(projections) && M > kBatchRows && kernels.own_gemm) {  // tiled_product's, after
+    // everything else in the scratch
     in.tiles = scratch + scratch_floats(M, K, rt.threads, true, false, kernels, rt.compute);
-    in.tile_floats = tile_floats(kernels, M, K);
+    in.tile_floats = tile_floats(K);
   }
   if (M <= kBatchRows) return linear_rows(rt, parallel, projections, in, accumulate);
   prefill(rt, parallel, projections, in, scratch, accumulate);

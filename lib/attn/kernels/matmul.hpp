@@ -38,16 +38,14 @@ inline constexpr std::int64_t kBatchRows = 32;
 inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
 std::int64_t widen_rows(std::int64_t K);
 
-// A quantized matrix (ggml's blocks) is read in place: a product widens tile_rows(M, K) of its
-// rows at a time into a tile of the calling thread (exactly as traits' to_f32 does) and runs the
-// F32 kernels on it, whose bits do not depend on how the rows are split: the bits of the F32
-// product over the dequantized matrix. kTileFloats: a decode tile's floats, at least 16 rows
-// (512 KB: it stays in L2 while the kernel reads it); prefill on the own GEMM widens whole
-// 48-feature panels, up to a 192-feature block, in kWidenFloats.
-inline constexpr std::int64_t kTileFloats = std::int64_t(1) << 17;
-std::int64_t tile_rows(const Kernels& kernels, std::int64_t M, std::int64_t K);
-// A thread's tile: at least tile_rows(M, K) * K floats, growing with M and K.
-std::int64_t tile_floats(const Kernels& kernels, std::int64_t M, std::int64_t K);
+// A quantized matrix (ggml's blocks) is read in place. Decode multiplies the blocks themselves
+// (gemv, batched, lanes kernels); prefill on the own GEMM widens tile_rows(K) of its rows at a
+// time (whole 48-feature panels, up to a 192-feature block, in kWidenFloats) into a tile of the
+// calling thread, exactly as traits' to_f32 does, and runs the GEMM on it, whose bits do not
+// depend on how the rows are split: the bits of the F32 product over the dequantized matrix.
+std::int64_t tile_rows(std::int64_t K);
+// A thread's tile: at least tile_rows(K) * K floats, growing with K.
+std::int64_t tile_floats(std::int64_t K);
 
 // Floats linear() packs x into for M rows of K: the batched kernel's layout (or, from
 // kLanesFrom rows, the larger of it and x's rows in lanes), or for one row x deinterleaved for
