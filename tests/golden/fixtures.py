@@ -32,6 +32,15 @@ def write_checked(out_dir: str, name: str, tensors: dict) -> int:
     return os.path.getsize(path)
 
 
+# make_cases' header and row for a case checked against make_model's logits and a float32 run
+# (make_case's result: tensors, size, logits_err, tol_use).
+CHECKED_HEADER = ("case", "tensors", "bytes", "logits", "f32/tol")
+
+
+def checked_row(c, r):
+    return (c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}", f"{r['tol_use']:.4f}")
+
+
 def make_cases(out_dir: str, names, make_case, entry, row, header, notes) -> None:
     """make_case(c) for make_model's cases in `names`; writes out_dir/cases.json of entry(c, r)
     and prints header, row(c, r) of each case and the notes."""

@@ -45,7 +45,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fixtures import make_cases, tol_use, write_checked  # noqa: E402
+from fixtures import CHECKED_HEADER, checked_row, make_cases, tol_use, write_checked  # noqa: E402
 from make_golden import DT  # noqa: E402
 from make_model import LOGITS_ATOL, LOGITS_RTOL, LlamaLM  # noqa: E402
 from make_observer import STEPS, load_case, run  # noqa: E402
@@ -114,9 +114,7 @@ def main():
                lambda c, r: {"name": c.name, "model": f"model/{c.name}", "steps": STEPS, "k": K,
                              "full": c.name in FULL,
                              "tolerance": {"rtol": LOGITS_RTOL, "atol": LOGITS_ATOL}},
-               lambda c, r: (c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}",
-                             f"{r['tol_use']:.4f}"),
-               ("case", "tensors", "bytes", "logits", "f32/tol"),
+               checked_row, CHECKED_HEADER,
                ["logits: max |last block's lens - make_model's expected logits| (asserted < 1e-6)",
                 "f32/tol: worst |f32 lens - f64| / (atol + rtol*|exp|) (asserted < 0.1)"])
 

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fixtures import as_f32, make_cases, tol_use, write_checked  # noqa: E402
+from fixtures import CHECKED_HEADER, as_f32, checked_row, make_cases, tol_use, write_checked  # noqa: E402
 from make_golden import (ATOL, DT, RTOL, apply_rotary_emb_half,  # noqa: E402
                          apply_rotary_emb_interleaved, read_safetensors, repeat_kv,
                          weight_specs)
@@ -201,9 +201,7 @@ def main():
     make_cases(OUT, NAMES, make_case,
                lambda c, r: {"name": c.name, "model": f"model/{c.name}", "steps": STEPS,
                              "tolerance": {"rtol": RTOL, "atol": ATOL}},
-               lambda c, r: (c.name, r["tensors"], r["size"], f"{r['logits_err']:.1e}",
-                             f"{r['tol_use']:.4f}"),
-               ("case", "tensors", "bytes", "logits", "f32/tol"),
+               checked_row, CHECKED_HEADER,
                ["logits: max |hooked run - make_model's expected logits| (asserted < 1e-6)",
                 "f32/tol: worst |f32 run - f64| / (atol + rtol*|exp|) over every site (asserted < 0.1)"])
 

@@ -6,7 +6,7 @@
 // lanes and final sums), so the result has the bits of the same set's F32 batched kernel over the
 // dequantized rows; each weight is read from memory once, in its own bytes, and never stored as
 // a float outside L1, where a widened tile written to L2 and read back cost a B = 4 step three
-// times the gemv's B = 1 step (docs/perf/batched-decode.md). In an unnamed namespace, as
+// times the gemv's B = 1 step (docs/perf/quant.md). In an unnamed namespace, as
 // vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
 #include <algorithm>
 #include <cstdint>
