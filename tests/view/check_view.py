@@ -6,7 +6,8 @@ data-tokens, data-panels, data-requests), a screenshot that is not blank, that a
 injects no element, that broken data ends in data-state="error" and that a URL hash selects a
 head. Exit 77 (skipped) when chromium is absent.
 
-usage: check_view.py ATTN_CLI SOURCE_DIR
+usage: check_view.py ATTN_CLI SOURCE_DIR TEMPLATE
+(TEMPLATE: the build's page without data, apps/generated/view_page.html, the CSS and JS inlined)
 """
 import html.parser
 import json
@@ -141,7 +142,7 @@ def drawn(page, meta, what):
 
 
 def main():
-    cli, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    cli, src, template = (os.path.abspath(a) for a in sys.argv[1:4])
     chromium = shutil.which('chromium')
     if not chromium:
         print('skipped: chromium is not installed (tools/deps.sh installs it)')
@@ -255,7 +256,7 @@ def main():
         b = br.dom(bad).body
         check(b.get('data-state') == 'error' and 'cells' in b.get('data-error', ''),
               'a wrong cell count: data-state error naming cells (%r)' % b.get('data-error'))
-        b = br.dom(os.path.join(src, 'apps/workloads/view_page.html')).body
+        b = br.dom(template).body
         check(b.get('data-state') == 'error' and 'attn-meta' in b.get('data-error', ''),
               'the template without data: data-state error (%r)' % b.get('data-error'))
         print('%.1f s, %d browser runs' % (time.monotonic() - start, br.n))

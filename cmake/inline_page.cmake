@@ -1,0 +1,43 @@
+# cmake -DSKELETON=page.html -DSTYLE=page.css -DSCRIPT=page.js -DOUTPUT=F.html -P inline_page.cmake
+# Writes the page whole: SKELETON with its line <!--ATTN-STYLE--> replaced by a <style> element
+# holding STYLE and its line <!--ATTN-SCRIPT--> by a <script> element holding SCRIPT, so the page
+# stays one self-contained file (embed_file.cmake then embeds OUTPUT). A marker missing or there
+# twice, or a file that would end its element early (</style, </script), fails the build.
+function(read_part var path close)
+  file(READ "${path}" text)
+  string(LENGTH "${text}" n)
+  if(n EQUAL 0)
+    message(FATAL_ERROR "${path} is empty")
+  endif()
+  string(TOLOWER "${text}" lower)
+  string(FIND "${lower}" "${close}" at)
+  if(NOT at EQUAL -1)
+    message(FATAL_ERROR "${path} holds ${close}, which would end its element in the page")
+  endif()
+  if(NOT text MATCHES "\n$")
+    string(APPEND text "\n")
+  endif()
+  set(${var} "${text}" PARENT_SCOPE)
+endfunction()
+
+function(replace_marker var marker with)
+  set(text "${${var}}")
+  string(FIND "${text}" "${marker}\n" first)
+  string(FIND "${text}" "${marker}\n" last REVERSE)
+  if(first EQUAL -1)
+    message(FATAL_ERROR "${SKELETON} does not hold the line ${marker}")
+  endif()
+  if(NOT first EQUAL last)
+    message(FATAL_ERROR "${SKELETON} holds the line ${marker} more than once")
+  endif()
+  string(REPLACE "${marker}\n" "${with}" text "${text}")
+  set(${var} "${text}" PARENT_SCOPE)
+endfunction()
+
+file(READ "${SKELETON}" page)
+read_part(style "${STYLE}" "</style")
+read_part(script "${SCRIPT}" "</script")
+replace_marker(page "<!--ATTN-STYLE-->" "<style>\n${style}</style>\n")
+replace_marker(page "<!--ATTN-SCRIPT-->" "<script>\n${script}</script>\n")
+file(WRITE "${OUTPUT}.tmp" "${page}")
+file(RENAME "${OUTPUT}.tmp" "${OUTPUT}")
