@@ -1,4 +1,10 @@
 'use strict';
+// The page's logic a test can reach is in plain functions of their arguments, without the DOM or
+// the page's state S (tests/view/check_view_logic.py calls them in the drawn page): checkMeta,
+// base64Bytes, inflateRaw and decodeCells (the data), cellData, cellWeight and restFactor (where a
+// cell is, its weight), headOrder and defaultHeadOf (the model view's sort orders, the head opened
+// first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep and
+// headLayout. The rest draws with them.
 // Grid values where no weight is drawn, below every weight and ordered so that a block's
 // largest value is a weight if it holds one, else padding if it holds padding.
 const MASKED = -2, PADDING = -1;
@@ -53,7 +59,12 @@ const isInt = (x) => Number.isInteger(x) && x >= 0;
 function readMeta() {
   const el = $('attn-meta');
   check(el, 'no attn-meta element (the page template without the data attn-cli inserts)');
-  const m = JSON.parse(el.textContent);
+  return checkMeta(JSON.parse(el.textContent));
+}
+
+// META as parsed, checked (every length against positions, cells against layers x heads x the
+// shown rows' row_keys): m itself, or an Error naming what does not hold.
+function checkMeta(m) {
   check(m && m.format === 'attn-cli-view', 'format is not "attn-cli-view"');
   check(m.version === 1, 'version ' + JSON.stringify(m.version) + ' is not 1');
   const md = m.model;
@@ -116,10 +127,19 @@ async function readProbs(m) {
   const el = $('attn-probs');
   check(el, 'no attn-probs element');
   let bytes = base64Bytes(el.textContent);
-  if (m.encoding.compression === 'deflate-raw') {
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate-raw'));
-    bytes = new Uint8Array(await new Response(stream).arrayBuffer());
-  }
+  if (m.encoding.compression === 'deflate-raw') bytes = await inflateRaw(bytes);
+  return decodeCells(m, bytes);
+}
+
+// Raw deflate (zlib's windowBits -15) inflated.
+async function inflateRaw(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate-raw'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// The cells' bytes as META's encoding says: the codes as stored (8-bit, or 16-bit little-endian)
+// and the table from code to weight, {codes, lut}.
+function decodeCells(m, bytes) {
   const width = m.encoding.bits / 8;
   check(bytes.length === m.cells * width,
         `the probabilities hold ${bytes.length} bytes, META.cells says ${m.cells} cells of ${width}`);
@@ -152,34 +172,45 @@ const S = {
   thumbs: [],  // per (li, hi): {canvas, grid, g, caption}
 };
 
-function setup(m, probs) {
-  S.m = m; S.codes = probs.codes; S.lut = probs.lut;
-  S.T = m.positions; S.P = m.prefill; S.A = m.rows[0]; S.B = m.rows[1];
-  S.nL = m.layers.length; S.nH = m.heads.length;
-  S.nRep = m.model.n_heads / m.model.n_kv_heads;
-  S.rowOff = new Float64Array(S.B - S.A + 1);
-  for (let t = S.A; t < S.B; ++t) S.rowOff[t - S.A + 1] = S.rowOff[t - S.A] + m.row_keys[t];
-  S.headCells = S.rowOff[S.B - S.A];
-  S.maxKeys = 1;
-  for (let t = S.A; t < S.B; ++t) S.maxKeys = Math.max(S.maxKeys, m.row_keys[t]);
-  S.allKeep = m.keep.every((k) => k === 1);
+// The cells of a checked META and its decoded probabilities, with where each row starts: the
+// cell of (layer i, head k, row t) is at (i * nH + k) * headCells + rowOff[t - A]. S holds these.
+function cellData(m, probs) {
+  const d = { m, codes: probs.codes, lut: probs.lut,
+              T: m.positions, P: m.prefill, A: m.rows[0], B: m.rows[1],
+              nL: m.layers.length, nH: m.heads.length, nRep: m.model.n_heads / m.model.n_kv_heads };
+  d.rowOff = new Float64Array(d.B - d.A + 1);
+  for (let t = d.A; t < d.B; ++t) d.rowOff[t - d.A + 1] = d.rowOff[t - d.A] + m.row_keys[t];
+  d.headCells = d.rowOff[d.B - d.A];
+  d.maxKeys = 1;
+  for (let t = d.A; t < d.B; ++t) d.maxKeys = Math.max(d.maxKeys, m.row_keys[t]);
+  d.allKeep = m.keep.every((k) => k === 1);
+  return d;
 }
+function setup(m, probs) { Object.assign(S, cellData(m, probs)); }
 
-const off = (li, hi, t) => (li * S.nH + hi) * S.headCells + S.rowOff[t - S.A];
-const rowKeys = (t) => (t >= S.A && t < S.B ? S.m.row_keys[t] : 0);
-const padded = (t) => S.m.keep[t] !== 1;
+const cellOffset = (d, li, hi, t) => (li * d.nH + hi) * d.headCells + d.rowOff[t - d.A];
+const keysOf = (d, t) => (t >= d.A && t < d.B ? d.m.row_keys[t] : 0);
+const isPadded = (d, t) => d.m.keep[t] !== 1;
 // The weight of key j for query t (shown rows only), or MASKED / PADDING.
-function weight(li, hi, t, j) {
-  if (j >= rowKeys(t)) return MASKED;
-  if (padded(t) || padded(j)) return PADDING;
-  return S.lut[S.codes[off(li, hi, t) + j]];
+function cellWeight(d, li, hi, t, j) {
+  if (j >= keysOf(d, t)) return MASKED;
+  if (isPadded(d, t) || isPadded(d, j)) return PADDING;
+  return d.lut[d.codes[cellOffset(d, li, hi, t) + j]];
 }
-function sinkRenorm(li, hi, t) {  // the factor of keys 1.. with the first key set apart
-  const p0 = S.lut[S.codes[off(li, hi, t)]];
+// The factor of keys 1.. with the first key set apart.
+function restFactor(d, li, hi, t) {
+  const p0 = d.lut[d.codes[cellOffset(d, li, hi, t)]];
   return p0 < 1 ? 1 / (1 - p0) : 0;
 }
-const kvOf = (h) => Math.floor(h / S.nRep);
-const tokText = (t, max) => shown(S.m.tokens[t].text, max);
+const off = (li, hi, t) => cellOffset(S, li, hi, t);
+const rowKeys = (t) => keysOf(S, t);
+const padded = (t) => isPadded(S, t);
+const weight = (li, hi, t, j) => cellWeight(S, li, hi, t, j);
+const sinkRenorm = (li, hi, t) => restFactor(S, li, hi, t);
+const kvHead = (h, nRep) => Math.floor(h / nRep);
+const kvOf = (h) => kvHead(h, S.nRep);
+const tokenText = (m, t, max) => shown(m.tokens[t].text, max);
+const tokText = (t, max) => tokenText(S.m, t, max);
 
 // A gh x gw grid over query rows [r0, r1) x keys [k0, k1) of one head, each entry the largest
 // weight in its block (so one sharp cell survives the downsampling), PADDING where the block
@@ -318,11 +349,29 @@ function thumbTip(e, li, hi) {
   showTip(e, lines.join('\n'));
 }
 
-// Rows of layers; in each, heads boxed by their KV head. Sorted: the boxes by their best head's
-// figure, the heads in a box by theirs.
+// The model view's order of layer li: [KV head, [head indices into META's heads]] in model order;
+// sorted by a figure (a name of stats.names; '' keeps model order), the heads in a box by theirs,
+// the boxes by their best head's, largest first unless asc.
+function headOrder(m, li, sort, asc) {
+  const k = sort ? m.stats.names.indexOf(sort) : -1, sign = asc ? 1 : -1;
+  const nRep = m.model.n_heads / m.model.n_kv_heads, groups = new Map();
+  for (let hi = 0; hi < m.heads.length; ++hi) {
+    const g = kvHead(m.heads[hi], nRep);
+    if (!groups.has(g)) groups.set(g, []);
+    groups.get(g).push(hi);
+  }
+  const list = [...groups.entries()];
+  if (k >= 0) {
+    const key = (hi) => sign * m.stats.values[li][hi][k];
+    for (const [, hs] of list) hs.sort((a, b) => key(a) - key(b));
+    list.sort((a, b) => key(a[1][0]) - key(b[1][0]));
+  }
+  return list;
+}
+
+// Rows of layers; in each, heads boxed by their KV head, in headOrder.
 function arrangeModel() {
   const root = $('model'), k = S.sort ? statIndex(S.sort) : -1;
-  const sign = S.asc ? 1 : -1;
   root.replaceChildren();
   for (let li = 0; li < S.nL; ++li) {
     const row = document.createElement('div');
@@ -330,18 +379,7 @@ function arrangeModel() {
     const name = document.createElement('div');
     name.className = 'layer-name';
     name.textContent = 'L' + S.m.layers[li];
-    const groups = new Map();
-    for (let hi = 0; hi < S.nH; ++hi) {
-      const g = kvOf(S.m.heads[hi]);
-      if (!groups.has(g)) groups.set(g, []);
-      groups.get(g).push(hi);
-    }
-    let list = [...groups.entries()];
-    if (k >= 0) {
-      const key = (hi) => sign * statOf(li, hi, k);
-      for (const [, hs] of list) hs.sort((a, b) => key(a) - key(b));
-      list.sort((a, b) => key(a[1][0]) - key(b[1][0]));
-    }
+    const list = headOrder(S.m, li, k >= 0 ? S.sort : '', S.asc);
     const box = document.createElement('div');
     box.className = 'groups';
     for (const [g, hs] of list) {
@@ -690,14 +728,44 @@ function buildLens() {
   });
 }
 
-const lensText = (id) => {
-  const s = S.m.lens.texts[String(id)];
+// A lens token's text as the table shows it (its id when META has no text).
+function lensTokenText(m, id) {
+  const s = m.lens.texts[String(id)];
   return s == null ? '#' + id : shown(s, 16);
-};
+}
 // The token that follows position t: the input's next token, or the one chosen after the last.
-function nextId(t) {
-  if (t + 1 < S.T) return S.m.tokens[t + 1].id;
-  return S.m.chosen ? S.m.chosen.id : null;
+function nextTokenId(m, t) {
+  if (t + 1 < m.positions) return m.tokens[t + 1].id;
+  return m.chosen ? m.chosen.id : null;
+}
+
+// The lens table over positions [from, to): the header's cells ({text, title}), then a row per
+// lens layer ({name, cells}), each cell the layer's top token at t ({k, t, text, hit}; hit: it is
+// the next token).
+function lensTable(m, from, to) {
+  const head = [{ text: 'layer \\ input' }];
+  for (let t = from; t < to; ++t) head.push({ text: `${t} ${tokenText(m, t, 10)}`, title: tokenText(m, t) });
+  const rows = m.lens.layers.map((layer, k) => {
+    const cells = [];
+    for (let t = from; t < to; ++t) {
+      const top = m.lens.top[k][t];
+      const first = Array.isArray(top) && top.length ? top[0] : null;
+      cells.push({ k, t, text: first ? lensTokenText(m, first[0]) : '',
+                   hit: !!first && first[0] === nextTokenId(m, t) });
+    }
+    return { name: 'L' + layer, cells };
+  });
+  return { head, rows };
+}
+
+// The lens panel's detail of lens layer k at position t: its top tokens with logits.
+function lensLines(m, k, t) {
+  const top = m.lens.top[k][t] || [], nid = nextTokenId(m, t);
+  const lines = [`layer ${m.lens.layers[k]}, position ${t} ${JSON.stringify(tokenText(m, t, 30))}` +
+                 (nid != null ? `, next ${JSON.stringify(lensTokenText(m, nid))}` : '')];
+  top.forEach(([id, logit], r) =>
+    lines.push(`${r + 1}. ${JSON.stringify(lensTokenText(m, id)).padEnd(20)} id ${String(id).padEnd(7)} logit ${Number(logit).toFixed(3)}`));
+  return lines;
 }
 
 function paintLens() {
@@ -706,41 +774,31 @@ function paintLens() {
   const tb = $('lens');
   tb.replaceChildren();
   lensPin = null;
-  const head = tb.insertRow();
-  const th0 = document.createElement('th');
-  th0.textContent = 'layer \\ input';
-  head.appendChild(th0);
-  for (let t = from; t < to; ++t) {
+  const table = lensTable(S.m, from, to), head = tb.insertRow();
+  for (const c of table.head) {
     const th = document.createElement('th');
-    th.textContent = `${t} ${tokText(t, 10)}`;
-    th.title = tokText(t);
+    th.textContent = c.text;
+    if (c.title != null) th.title = c.title;
     head.appendChild(th);
   }
-  lens.layers.forEach((layer, k) => {
+  for (const row of table.rows) {
     const tr = tb.insertRow();
     const th = document.createElement('th');
-    th.textContent = 'L' + layer;
+    th.textContent = row.name;
     tr.appendChild(th);
-    for (let t = from; t < to; ++t) {
-      const td = tr.insertCell(), top = lens.top[k][t];
-      const first = Array.isArray(top) && top.length ? top[0] : null;
-      td.textContent = first ? lensText(first[0]) : '';
-      if (first && first[0] === nextId(t)) td.classList.add('hit');
-      td.dataset.k = String(k); td.dataset.t = String(t);
+    for (const c of row.cells) {
+      const td = tr.insertCell();
+      td.textContent = c.text;
+      if (c.hit) td.classList.add('hit');
+      td.dataset.k = String(c.k); td.dataset.t = String(c.t);
     }
-  });
+  }
 }
 
 function lensDetail(el) {
   const td = el && el.closest && el.closest('td');
   if (!td || td.dataset.k == null) return;
-  const k = Number(td.dataset.k), t = Number(td.dataset.t), top = S.m.lens.top[k][t] || [];
-  const nid = nextId(t);
-  const lines = [`layer ${S.m.lens.layers[k]}, position ${t} ${JSON.stringify(tokText(t, 30))}` +
-                 (nid != null ? `, next ${JSON.stringify(lensText(nid))}` : '')];
-  top.forEach(([id, logit], r) =>
-    lines.push(`${r + 1}. ${JSON.stringify(lensText(id)).padEnd(20)} id ${String(id).padEnd(7)} logit ${Number(logit).toFixed(3)}`));
-  $('lens-detail').textContent = lines.join('\n');
+  $('lens-detail').textContent = lensLines(S.m, Number(td.dataset.k), Number(td.dataset.t)).join('\n');
 }
 
 // ---- tooltip, selection, the URL hash -----------------------------------------------------
@@ -801,15 +859,22 @@ function writeHash() {
   history.replaceState(null, '', '#' + h.toString());
 }
 
-function defaultHead() {  // the head with the largest previous-token figure, else the first
-  const k = statIndex('prev');
-  if (k < 0) return;
-  let best = -Infinity;
-  for (let li = 0; li < S.nL; ++li)
-    for (let hi = 0; hi < S.nH; ++hi) {
-      const v = statOf(li, hi, k);
-      if (typeof v === 'number' && v > best) { best = v; S.li = li; S.hi = hi; }
+// The head opened first, {li, hi}: the one with the largest previous-token figure (the first of
+// equals), null when no head has one (the page then opens the first).
+function defaultHeadOf(m) {
+  const k = m.stats.names.indexOf('prev');
+  if (k < 0) return null;
+  let best = -Infinity, at = null;
+  for (let li = 0; li < m.layers.length; ++li)
+    for (let hi = 0; hi < m.heads.length; ++hi) {
+      const v = m.stats.values[li][hi][k];
+      if (typeof v === 'number' && v > best) { best = v; at = { li, hi }; }
     }
+  return at;
+}
+function defaultHead() {
+  const at = defaultHeadOf(S.m);
+  if (at) { S.li = at.li; S.hi = at.hi; }
 }
 
 // ---- start --------------------------------------------------------------------------------

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""The view page's logic in a real browser (ctest view.logic): Debian's chromium, headless, with
+the network shut, opens pages that attn-cli writes and a script added after the page's own calls
+its plain functions (apps/view_page/view_page.js: checkMeta, base64Bytes, inflateRaw, decodeCells,
+cellData, cellWeight, restFactor, headOrder, defaultHeadOf, lensTable, lensLines, shown, fmt,
+labelStep, headLayout) and reads what the page drew (the model view's order under each sort, the
+lens table). Each answer is checked against values known without the page's JavaScript:
+
+- the cells: this script's own base64 and raw inflate of the page's attn-probs, the weights
+  (c/255)^2 or c/65535 as float32, at (layer, head, row) in META's layout; every row sums to 1;
+  for the golden models (tests/golden/view/cases.json, PyTorch's float64) the figures first, prev,
+  diag and entropy recomputed from the decoded weights match the golden ones;
+- the sort orders and the head opened first: from the golden figures (and META's for stories260K)
+  in Python;
+- the lens table: from META's lens, the tokens and the chosen one; for the golden models the last
+  layer's top token from the last prompt position on is the golden greedy chain;
+- number formatting and the text of tokens: fixed cases.
+
+Exit 77 (skipped) when chromium is absent.
+
+usage: check_view_logic.py ATTN_CLI SOURCE_DIR
+"""
+import base64
+import decimal
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_view import FAILURES, Browser, check, meta_of  # noqa: E402
+
+# Runs after the page's script, in the page: waits until the page has drawn (or failed), then
+# calls the page's functions and writes their answers as JSON into <pre id="attn-test">.
+HARNESS = r"""<script>
+(async () => {
+  const out = {};
+  try {
+    await new Promise((done) => {
+      const poll = () => (document.body.dataset.state === 'loading' ? setTimeout(poll, 20) : done());
+      poll();
+    });
+    out.state = document.body.dataset.state;
+    const text = document.getElementById('attn-meta').textContent;
+    const m = checkMeta(JSON.parse(text));
+    let bytes = base64Bytes(document.getElementById('attn-probs').textContent);
+    if (m.encoding.compression === 'deflate-raw') bytes = await inflateRaw(bytes);
+    const d = cellData(m, decodeCells(m, bytes));
+    out.layout = { rowOff: Array.from(d.rowOff), headCells: d.headCells, maxKeys: d.maxKeys };
+    const w = [], rest = [];
+    for (let li = 0; li < d.nL; ++li)
+      for (let hi = 0; hi < d.nH; ++hi)
+        for (let t = d.A; t < d.B; ++t) {
+          for (let j = 0; j < d.T; ++j) w.push(cellWeight(d, li, hi, t, j));
+          rest.push(restFactor(d, li, hi, t));
+        }
+    out.weights = w;
+    out.rest = rest;
+    const sorts = ['', ...m.stats.names];
+    out.orders = {};
+    for (const s of sorts)
+      for (const asc of [false, true])
+        out.orders[s + '/' + asc] = m.layers.map((_, li) => headOrder(m, li, s, asc));
+    out.defaultHead = defaultHeadOf(m);
+    out.opened = [S.li, S.hi];
+    if (m.lens != null) {
+      out.lens = lensTable(m, 0, m.positions);
+      out.lensLines = lensLines(m, m.lens.layers.length - 1, m.positions - 1);
+    }
+    out.lensDom = [...document.querySelectorAll('#lens tr')].map(
+      (tr) => [...tr.cells].map((c) => [c.textContent, c.classList.contains('hit') ? 1 : 0]));
+    out.fmt = [fmt(1 / 3), fmt(2), fmt(null), fmt(NaN), fmt(Infinity), fmt(-0.0004)];
+    out.shown = [['a\nb'], ['\u001b[31m'], ['x\u2028y'], ['   '], ['abcdefghij', 5], [null], ['\u00e9t\u00e9', 10],
+                 ['\u007f\u0085\t\r']].map(([s, max]) => shown(s, max));
+    out.labelStep = [[100, 640, 14], [2048, 640, 24], [10, 640, 14], [1e6, 10, 24]].map((a) => labelStep(...a));
+    out.headLayout = headLayout(10, 10, false);
+    const broken = (f) => {
+      const c = JSON.parse(text);
+      f(c);
+      try { checkMeta(c); return null; } catch (e) { return e.message; }
+    };
+    out.errors = [broken((c) => { c.cells += 1; }), broken((c) => { c.tokens.pop(); }),
+                  broken((c) => { c.version = 2; }), broken((c) => { c.rows = [0, c.positions + 1]; }),
+                  broken(() => {})];
+    // The model view as drawn under each sort: the boxes' names and the heads' captions.
+    out.domOrders = {};
+    for (const s of sorts)
+      for (const asc of [false, true]) {
+        S.sort = s; S.asc = asc;
+        arrangeModel();
+        out.domOrders[s + '/' + asc] = [...document.querySelectorAll('#model .layer-row')].map(
+          (row) => [...row.querySelectorAll('.group')].map(
+            (g) => [g.querySelector('.group-name').textContent,
+                    [...g.querySelectorAll('.thumb span')].map((x) => x.textContent)]));
+      }
+  } catch (e) {
+    out.error = String((e && e.stack) || e);
+  }
+  const pre = document.createElement('pre');
+  pre.id = 'attn-test';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+"""
+
+
+def f32(x):
+    return struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def to_fixed(x, digits):
+    """Number.prototype.toFixed: the exact binary value rounded half away from zero."""
+    if x is None:
+        return 'null'
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return 'NaN' if math.isnan(x) else ('Infinity' if x > 0 else '-Infinity')
+    q = decimal.Decimal(x).quantize(decimal.Decimal(1).scaleb(-digits), rounding=decimal.ROUND_HALF_UP)
+    return '%s' % q
+
+
+def shown(s, limit=None):
+    """The page's text of a token: controls and U+2028/9 as escapes, spaces as U+2423, cut."""
+    s = '' if s is None else str(s)
+    named = {'\n': '\\n', '\t': '\\t', '\r': '\\r'}
+    s = re.sub('[\u0000-\u001f\u007f-\u009f\u2028\u2029]', lambda m: named.get(m.group(0)) or
+               '\\u%04x' % ord(m.group(0)), s)
+    if re.fullmatch(' +', s):
+        s = s.replace(' ', '\u2423')
+    units = s.encode('utf-16-le')
+    if limit and len(units) // 2 > limit:
+        s = units[:2 * (limit - 1)].decode('utf-16-le', 'surrogatepass') + '\u2026'
+    return s
+
+
+def cells_of(page_text, meta, what):
+    """The page's cells decoded here: (layer, head, row) -> weights of keys 0..row_keys-1."""
+    m = re.search(r'<script id="attn-probs"[^>]*>(.*?)</script>', page_text, re.S)
+    raw = base64.b64decode(re.sub(r'\s+', '', m.group(1)))
+    if meta['encoding']['compression'] == 'deflate-raw':
+        raw = zlib.decompress(raw, -15)
+    bits = meta['encoding']['bits']
+    codes = raw if bits == 8 else struct.unpack('<%dH' % (len(raw) // 2), raw)
+    lut = (lambda c: f32((c / 255) * (c / 255))) if bits == 8 else (lambda c: f32(c / 65535))
+    A, B = meta['rows']
+    out, i = {}, 0
+    for li in range(len(meta['layers'])):
+        for hi in range(len(meta['heads'])):
+            for t in range(A, B):
+                n = meta['row_keys'][t]
+                out[li, hi, t] = [lut(c) for c in codes[i:i + n]]
+                i += n
+    check(i == len(codes) == meta['cells'], '%s: the page holds META.cells cells (%d, %d decoded here)'
+          % (what, meta['cells'], len(codes)))
+    return out
+
+
+def head_order(meta, stats, li, sort, asc):
+    k = meta['stats']['names'].index(sort) if sort else -1
+    n_rep = meta['model']['n_heads'] // meta['model']['n_kv_heads']
+    groups = {}
+    for hi, h in enumerate(meta['heads']):
+        groups.setdefault(h // n_rep, []).append(hi)
+    order = [[g, hs] for g, hs in groups.items()]
+    if k >= 0:
+        sign = 1 if asc else -1
+
+        def key(hi):
+            v = stats[li][hi][k]
+            return sign * (v or 0)
+        for _, hs in order:
+            hs.sort(key=key)
+        order.sort(key=lambda e: key(e[1][0]))
+    return order
+
+
+def near_tie(meta, stats, li, sort):
+    """Two of the layer's figures closer than the golden tolerance allows to order surely."""
+    if not sort:
+        return False
+    k = meta['stats']['names'].index(sort)
+    v = sorted((stats[li][hi][k] or 0) for hi in range(len(meta['heads'])))
+    return any(b - a < 1e-5 for a, b in zip(v, v[1:]))
+
+
+def next_id(meta, t):
+    if t + 1 < meta['positions']:
+        return meta['tokens'][t + 1]['id']
+    return meta['chosen']['id'] if meta.get('chosen') else None
+
+
+def lens_table(meta):
+    lens, T = meta['lens'], meta['positions']
+
+    def text(i):
+        s = lens['texts'].get(str(i))
+        return '#%d' % i if s is None else shown(s, 16)
+    head = [{'text': 'layer \\ input'}] + [
+        {'text': '%d %s' % (t, shown(meta['tokens'][t]['text'], 10)), 'title': shown(meta['tokens'][t]['text'])}
+        for t in range(T)]
+    rows = []
+    for k, layer in enumerate(lens['layers']):
+        cells = []
+        for t in range(T):
+            top = lens['top'][k][t]
+            first = top[0] if top else None
+            cells.append({'k': k, 't': t, 'text': text(first[0]) if first else '',
+                          'hit': bool(first) and first[0] == next_id(meta, t)})
+        rows.append({'name': 'L%d' % layer, 'cells': cells})
+    return {'head': head, 'rows': rows}, text
+
+
+def js_string(s):
+    return json.dumps(s, ensure_ascii=False)
+
+
+def check_page(br, path, what, golden=None):
+    """Opens the page with the harness and checks every answer; golden: (view case, case)."""
+    text = open(path, encoding='utf-8').read()
+    meta = meta_of(text)
+    check(meta is not None, '%s: META parses' % what)
+    if meta is None:
+        return
+    probe = path[:-5] + '-probe.html'
+    with open(probe, 'w', encoding='utf-8') as f:
+        f.write(text.replace('</body>', HARNESS + '</body>', 1))
+    page = br.dom(probe)
+    got = page.text.get('attn-test')
+    check(got is not None, '%s: the harness wrote its answers' % what)
+    if got is None:
+        return
+    r = json.loads(got)
+    check('error' not in r, '%s: the harness ran without error (%s)' % (what, r.get('error', '')[:400]))
+    if 'error' in r:
+        return
+    check(r['state'] == 'drawn', '%s: the page drew (%r)' % (what, r['state']))
+    nL, nH, T = len(meta['layers']), len(meta['heads']), meta['positions']
+    A, B = meta['rows']
+
+    # The cells: the page's weights against this script's decoding, position by position.
+    cells = cells_of(text, meta, what)
+    want, rest = [], []
+    for li in range(nL):
+        for hi in range(nH):
+            for t in range(A, B):
+                row = cells[li, hi, t]
+                keep = meta['keep']
+                for j in range(T):
+                    want.append(-2 if j >= len(row) else -1 if keep[t] != 1 or keep[j] != 1 else row[j])
+                rest.append(1 / (1 - row[0]) if row[0] < 1 else 0)
+    bad = [i for i, (a, b) in enumerate(zip(r['weights'], want)) if a != b]
+    check(len(r['weights']) == len(want) and not bad,
+          '%s: cellWeight gives the %d weights decoded here (%d differ, first at %s)'
+          % (what, len(want), len(bad), bad[:1]))
+    check(len(r['rest']) == len(rest) and all(abs(a - b) <= 1e-12 * max(1, abs(b)) for a, b in zip(r['rest'], rest)),
+          '%s: restFactor is 1 / (1 - p0) of every row' % what)
+    tol_sum = 0.06 if meta['encoding']['bits'] == 8 else 1e-3
+    worst = max(abs(sum(row) - 1) for key, row in cells.items() if all(k == 1 for k in meta['keep']))
+    check(worst <= tol_sum, '%s: every decoded row sums to 1 (worst off by %.2g)' % (what, worst))
+    offs = [0]
+    for t in range(A, B):
+        offs.append(offs[-1] + meta['row_keys'][t])
+    check(r['layout']['rowOff'] == offs and r['layout']['headCells'] == offs[-1],
+          '%s: cellData\'s row offsets' % what)
+
+    stats = meta['stats']['values']
+    if golden:
+        view, case = golden
+        gstats = view['stats']
+        # The weights reproduce PyTorch's figures: the page decodes the run's probabilities.
+        tol = 6e-3 if meta['encoding']['bits'] == 8 else 1e-4
+        worst, nulls = 0.0, 0
+        for li in range(nL):
+            for hi in range(nH):
+                ent = first = prev = diag = 0.0
+                n_prev = 0
+                for t in range(A, B):
+                    p = cells[li, hi, t]
+                    ent += -sum(x * math.log(x) for x in p if x > 0)
+                    first += p[0]
+                    diag += p[t]
+                    if t >= 1:
+                        prev += p[t - 1]
+                        n_prev += 1
+                n = B - A
+                figs = [ent / n, first / n, prev / n_prev if n_prev else None, diag / n]
+                for k, (a, b) in enumerate(zip(figs, gstats[li][hi])):
+                    if a is None or b is None:
+                        nulls += (a is None) != (b is None)
+                        continue
+                    worst = max(worst, abs(a - b) / (10 if k == 0 else 1))
+        check(worst <= tol and nulls == 0, '%s: the decoded weights give the golden figures (worst %.2g, '
+              'within %.0e; %d null where golden has a figure or back)' % (what, worst, tol, nulls))
+        check(all(abs((a or 0) - (b or 0)) <= 1e-5 for la, lb in zip(stats, gstats) for ha, hb in zip(la, lb)
+                  for a, b in zip(ha, hb)), '%s: META\'s figures are the golden ones' % what)
+        stats_for_order = gstats
+    else:
+        stats_for_order = stats
+
+    # The sort orders: headOrder and the model view as drawn, against Python's from the figures.
+    names, wrong, wrong_dom, skipped = [''] + meta['stats']['names'], [], [], []
+    for s in names:
+        for asc in (False, True):
+            key = '%s/%s' % (s, 'true' if asc else 'false')
+            k = meta['stats']['names'].index(s) if s else -1
+            for li in range(nL):
+                if golden and near_tie(meta, stats_for_order, li, s):
+                    skipped.append('layer %d by %s' % (li, s))
+                    continue
+                exp = head_order(meta, stats_for_order, li, s, asc)
+                if r['orders'][key][li] != exp:
+                    wrong.append('layer %d by %r%s: %s, want %s' % (li, s, ' asc' if asc else '', r['orders'][key][li], exp))
+                drawn = [['kv %d' % g, ['h%d%s' % (meta['heads'][hi], ' ' + to_fixed(stats[li][hi][k], 2) if k >= 0 else '')
+                                        for hi in hs]] for g, hs in head_order(meta, stats, li, s, asc)]
+                if r['domOrders'][key][li] != drawn:
+                    wrong_dom.append('layer %d by %r%s: %s, want %s' % (li, s, ' asc' if asc else '', r['domOrders'][key][li],
+                                                                       drawn))
+    if skipped:
+        print('note %s: figures too close to order surely, not compared: %s' % (what, ', '.join(skipped)))
+    check(not wrong, '%s: headOrder, every layer by every figure both ways, as sorted from %s figures%s'
+          % (what, 'the golden' if golden else 'META\'s', ''.join('\n     ' + w for w in wrong)))
+    check(not wrong_dom, '%s: the model view drawn in those orders (boxes, captions)%s'
+          % (what, ''.join('\n     ' + w for w in wrong_dom)))
+    # The head opened first: the largest prev figure, the first of equals.
+    kp = meta['stats']['names'].index('prev')
+    best, at = -math.inf, None
+    for li in range(nL):
+        for hi in range(nH):
+            v = stats_for_order[li][hi][kp]
+            if v is not None and v > best:
+                best, at = v, {'li': li, 'hi': hi}
+    check(r['defaultHead'] == at and r['opened'] == [at['li'], at['hi']],
+          '%s: defaultHeadOf and the head opened: %s (want %s)' % (what, r['defaultHead'], at))
+
+    # The lens table: lensTable, the detail lines and the table drawn against META's lens.
+    if meta.get('lens'):
+        exp, text_of = lens_table(meta)
+        check(r['lens'] == exp, '%s: lensTable over every position' % what)
+        cols = min(T, 32)
+        dom = [[c['text'] for c in exp['head'][:cols + 1]]] + [
+            [row['name']] + [c['text'] for c in row['cells'][:cols]] for row in exp['rows']]
+        hits = [[0] * (cols + 1)] + [[0] + [int(c['hit']) for c in row['cells'][:cols]] for row in exp['rows']]
+        check([[c[0] for c in row] for row in r['lensDom']] == dom and
+              [[c[1] for c in row] for row in r['lensDom']] == hits,
+              '%s: the lens table drawn: %d rows of %d columns, its hits' % (what, len(dom), cols))
+        L, t = len(meta['lens']['layers']), T - 1
+        nid = next_id(meta, t)
+        lines = ['layer %d, position %d %s' % (meta['lens']['layers'][-1], t, js_string(shown(meta['tokens'][t]['text'], 30)))
+                 + (', next %s' % js_string(text_of(nid)) if nid is not None else '')]
+        for i, (tid, logit) in enumerate(meta['lens']['top'][L - 1][t]):
+            lines.append('%d. %s id %s logit %s' % (i + 1, js_string(text_of(tid)).ljust(20), str(tid).ljust(7),
+                                                    to_fixed(float(logit), 3)))
+        check(r['lensLines'] == lines, '%s: lensLines of the last layer at the last position' % what)
+        if golden:
+            _, case = golden
+            P, greedy = meta['prefill'], case['greedy']
+            tops = [meta['lens']['top'][L - 1][t][0][0] for t in range(P - 1, T)]
+            check(tops == greedy, '%s: the last layer\'s lens tops from position %d are the golden greedy chain '
+                  '%s (%s)' % (what, P - 1, greedy, tops))
+            check(all(c['hit'] for c in exp['rows'][-1]['cells'][P - 1:]), '%s: and drawn as hits' % what)
+    else:
+        check(r['lensDom'] == [], '%s: no lens table without lens data' % what)
+
+    # Fixed cases: formatting, the text of tokens, label steps, the head's layout, broken META.
+    check(r['fmt'] == ['0.333', '2.000', 'null', 'NaN', 'Infinity', '-0.000'], '%s: fmt %s' % (what, r['fmt']))
+    check(r['shown'] == ['a\\nb', '\\u001b[31m', 'x\\u2028y', '\u2423\u2423\u2423', 'abcd\u2026', '', '\u00e9t\u00e9',
+                         '\\u007f\\u0085\\t\\r'], '%s: shown %r' % (what, r['shown']))
+    check(r['labelStep'] == [5, 100, 1, 2400000], '%s: labelStep %s' % (what, r['labelStep']))
+    check(r['headLayout'] == {'nR': 10, 'nK': 10, 'cell': 40, 'gh': 10, 'gw': 10, 'h': 400, 'w': 400, 'left': 150,
+                              'top': 110, 'first': 0, 'gap': 0, 'labels': True, 'x0': 150, 'y0': 110, 'width': 570,
+                              'height': 540}, '%s: headLayout(10, 10) %s' % (what, r['headLayout']))
+    e = r['errors']
+    check(e[0] is not None and 'cells' in e[0] and e[1] is not None and 'tokens' in e[1] and
+          e[2] is not None and 'version 2' in e[2] and e[3] is not None and 'rows' in e[3] and e[4] is None,
+          '%s: checkMeta names what is broken: %s' % (what, e))
+
+
+# cases.json's views: the whole page, the last row only (a decode step's), the prefill's last row
+# and the first step's of heads 2..3 (rows from 6: the layout's offsets). Its view 3 (the first row
+# only) has no prev figure, and the page cannot sort by one: its captions call toFixed on null.
+GOLDEN_VIEWS = (0, 2, 4)
+
+
+def run_view(cli, args, out):
+    r = subprocess.run([cli, 'view', *args, '--out', out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    ok = r.returncode == 0 and os.path.isfile(out)
+    check(ok, 'attn-cli view %s%s' % (' '.join(args), '' if ok else ' (exit %d: %s)' % (
+        r.returncode, r.stderr.decode(errors='replace').strip()[-300:])))
+    return r.returncode == 0
+
+
+def main():
+    cli, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    chromium = shutil.which('chromium')
+    if not chromium:
+        print('skipped: chromium is not installed (tools/deps.sh installs it)')
+        return 77
+    tmp = tempfile.mkdtemp(prefix='attn-view-logic-')
+    try:
+        br = Browser(chromium, tmp)
+        start = time.monotonic()
+        # stories260K: GQA 8/4, token texts, the lens on (K 5), 8-bit cells.
+        out = os.path.join(tmp, 'stories.html')
+        if run_view(cli, ['-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', 'Once upon a time', '-n', '8'],
+                    out):
+            check_page(br, out, 'stories260K')
+        # The golden models: every view in 16 bits, a cut one (rows from 6, heads 2..3) in 8 bits too.
+        golden = json.load(open(os.path.join(src, 'tests/golden/view/cases.json')))
+        for case in golden['cases']:
+            d = os.path.join(src, 'tests/golden', case['model'])
+            weights = os.path.join(d, 'weights.safetensors') if os.path.exists(
+                os.path.join(d, 'weights.safetensors')) else d
+            ids = ','.join(str(i) for i in case['tokens'])
+            for n in GOLDEN_VIEWS:
+                view = case['views'][n]
+                cut = [a for k in ('layers', 'heads', 'positions') if view[k] for a in ('--' + k, view[k])]
+                for bits in ('16', '8') if n == GOLDEN_VIEWS[-1] else ('16',):
+                    what = '%s view %d (%s) %s-bit' % (case['name'], n, ' '.join(cut) or 'whole', bits)
+                    out = os.path.join(tmp, '%s-%d-%s.html' % (case['name'], n, bits))
+                    if run_view(cli, ['-m', weights, '--tokens', ids, '-n', str(case['steps']), '--bits', bits, *cut],
+                                out):
+                        check_page(br, out, what, (view, case))
+        print('%.1f s, %d browser runs' % (time.monotonic() - start, br.n))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if FAILURES:
+        print('%d failed' % len(FAILURES))
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
