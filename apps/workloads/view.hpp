@@ -23,7 +23,8 @@
 
 namespace cli {
 
-// The template's bytes (apps/workloads/view_page.html, embedded at build time).
+// The template's bytes (apps/view_page/: the skeleton with its CSS and JS inlined, embedded at
+// build time).
 extern const unsigned char kViewPage[];
 extern const std::size_t kViewPage_size;
 inline constexpr const char* kViewMarker = "<!--ATTN-DATA-->";
