@@ -1,5 +1,6 @@
 #include "attn/io/tensor_source.hpp"
 
+#include "attn/error.hpp"
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/format.hpp"
 #include "attn/io/gguf.hpp"
@@ -24,6 +25,25 @@ std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& pa
                     "model weights (safetensors, GGUF or a llama2.c checkpoint)");
       return std::make_unique<Checkpoint>(open_checkpoint(path));
   }
+}
+
+SourceTensor tensor_rows(const SourceTensor& t, const std::string& name, std::int64_t row0,
+                         std::int64_t row1) {
+  const std::int64_t rows = t.shape.empty() ? 0 : t.shape[0];
+  if (row0 < 0 || row0 > row1 || row1 > rows)
+    throw InputError(t.file + ": tensor '" + name + "': rows [" + std::to_string(row0) + ", " +
+                     std::to_string(row1) + ") of " + shape_text(t.shape));
+  if (rows == 0) return t;
+  // A quantized vector's elements are parts of blocks: no element starts on a byte of its own.
+  if (t.size % std::uint64_t(rows) != 0)
+    throw InputError(t.file + ": tensor '" + name + "': " + t.dtype + " " + shape_text(t.shape) +
+                     " cannot be cut into rows");
+  const std::uint64_t row_bytes = t.size / std::uint64_t(rows);
+  SourceTensor part = t;
+  part.shape[0] = row1 - row0;
+  part.size = row_bytes * std::uint64_t(row1 - row0);
+  if (t.data) part.data = t.data + row_bytes * std::uint64_t(row0);
+  return part;
 }
 
 }  // namespace attn

@@ -59,6 +59,13 @@ class TensorSource {
 // InputError naming the file.
 std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path);
 
+// Rows [row0, row1) of t (its first dimension; a vector's elements) as a tensor of their own: in
+// row-major storage they are contiguous bytes, whole blocks of a quantized type, so the result
+// points into t's bytes (a fused tensor's part, read as a view). `name` names t in messages.
+// Throws InputError when the range is outside t or its rows are not whole bytes.
+SourceTensor tensor_rows(const SourceTensor& t, const std::string& name, std::int64_t row0,
+                         std::int64_t row1);
+
 // A tensor as F32 values: its bytes themselves when F32 and 4-byte aligned, otherwise widened
 // (traits' to_f32) or copied (misaligned F32) into `storage`. A dtype no weight type reads
 // throws InputError naming t.file and `name`.

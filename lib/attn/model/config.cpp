@@ -1,3 +1,6 @@
+// What every config shares: the key names of each file format (kKeyNames), the checks, reading
+// a JSON file (Meta's keys in config_meta.cpp, Hugging Face's in config_hf.cpp) or picking the
+// reader of a model file (config_gguf.cpp, config_llama2c.cpp), and the command line's overrides.
 #include "attn/model/config.hpp"
 
 #include <spdlog/spdlog.h>
@@ -15,10 +18,9 @@
 #include "attn/io/llama2c.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/detail/config_checks.hpp"
+#include "attn/model/detail/config_reader.hpp"
 
 namespace attn {
-
-using nlohmann::json;
 
 namespace {
 
@@ -26,11 +28,6 @@ namespace {
 // can cost memory or stack.
 constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
 constexpr JsonLimits kConfigLimits{64, 1 << 14, 1 << 10};  // depth, values, one array's elements
-
-// A value from the file as messages show it: at most a short escaped excerpt.
-std::string excerpt(const json& v) {
-  return escape(v.dump(-1, ' ', false, json::error_handler_t::replace), 60);
-}
 
 // The key a message about a value names: the last one read.
 std::string near(const JsonStructure& s) {
@@ -61,214 +58,6 @@ const KeyNames kKeyNames[] = {
     {"rope", "head_dim", "rope.dimension_count", nullptr},
     {"rope_scaling", "rope_scaling", "rope.scaling.type", nullptr},
 };
-
-std::string key_name(ConfigFormat format, const std::string& arch, const std::string& meta_key) {
-  for (const KeyNames& k : kKeyNames) {
-    if (meta_key != k.meta) continue;
-    switch (format) {
-      case ConfigFormat::hugging_face:
-        return k.hf;
-      case ConfigFormat::gguf:
-        return k.gguf ? arch + "." + k.gguf : meta_key;
-      case ConfigFormat::llama2c:
-        return k.llama2c ? k.llama2c : meta_key;
-      default:
-        return meta_key;
-    }
-  }
-  return meta_key;
-}
-
-struct Reader {
-  const json& j;
-  const std::string& source;
-  ConfigFormat format = ConfigFormat::meta;  // whose key names messages say
-  const char* parent = "";  // an object's key, for the keys inside it ("rope_scaling.")
-  std::string arch = {};    // a GGUF's architecture, its keys' prefix
-
-  bool hf() const { return format == ConfigFormat::hugging_face; }
-  // The key as the user's file calls it.
-  std::string k(const std::string& meta_key) const {
-    return parent + key_name(format, arch, meta_key);
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what,
-                         std::string setting = {}) const {
-    const char* field = format == ConfigFormat::llama2c ? ": header field " : ": key ";
-    throw InputError(source + field + quoted(k(key), 60) + ": " + what, std::move(setting));
-  }
-
-  // A string value, or `fallback` when the key is absent or null.
-  std::string text(const char* key, const std::string& fallback) const {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    if (!j.at(key).is_string()) fail(key, "expected a string, got " + excerpt(j.at(key)));
-    return j.at(key).get<std::string>();
-  }
-
-  // A boolean value, or `fallback` when the key is absent or null.
-  bool flag(const char* key, bool fallback) const {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    if (!j.at(key).is_boolean()) fail(key, "expected true or false, got " + excerpt(j.at(key)));
-    return j.at(key).get<bool>();
-  }
-
-  void integer(const char* key, std::int64_t& out) const {
-    if (!j.contains(key)) return;
-    const json& v = j.at(key);
-    if (!v.is_number_integer()) fail(key, "expected an integer, got " + excerpt(v));
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX) fail(key, "too large");
-    out = v.get<std::int64_t>();
-  }
-
-  void number(const char* key, double& out) const {
-    if (!j.contains(key)) return;
-    const json& v = j.at(key);
-    if (!v.is_number()) fail(key, "expected a number, got " + excerpt(v));
-    out = v.get<double>();
-    if (!std::isfinite(out)) fail(key, "expected a finite number");
-  }
-
-  template <typename E>
-  void choice(const char* key, E& out,
-              std::initializer_list<std::pair<const char*, E>> names) const {
-    if (!j.contains(key)) return;
-    const json& v = j.at(key);
-    std::string allowed;
-    for (auto& [name, value] : names) {
-      if (v.is_string() && v.get<std::string>() == name) {
-        out = value;
-        return;
-      }
-      allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + name + "\"";
-    }
-    fail(key, "expected one of " + allowed + ", got " + excerpt(v));
-  }
-};
-
-void boolean(const Reader& r, const char* key, bool& out) {
-  if (!r.j.contains(key)) return;
-  if (!r.j.at(key).is_boolean()) r.fail(key, "expected true or false, got " + excerpt(r.j.at(key)));
-  out = r.j.at(key).get<bool>();
-}
-
-// The block's defaults, applied when `block` is read and before the keys after it: an encoder
-// is torch's TransformerEncoderLayer unless the config says otherwise (biases, no mask, no RoPE,
-// dim_feedforward 2048).
-void read_block(const Reader& r, ModelArgs& a) {
-  r.choice("block", a.block,
-           {{"llama", Block::llama}, {"attention", Block::attention}, {"encoder", Block::encoder}});
-  if (a.block != Block::encoder) return;
-  if (!r.j.contains("attention_bias")) a.attention_bias = true;
-  if (!r.j.contains("rope")) a.rope = Rope::none;
-  a.mask = Mask::none;
-  a.ffn_hidden_set = 2048;
-}
-
-void read_n_kv_heads(const Reader& r, ModelArgs& a) {
-  a.n_kv_heads = a.n_heads;  // null or absent: MHA
-  if (r.j.contains("n_kv_heads") && !r.j.at("n_kv_heads").is_null())
-    r.integer("n_kv_heads", a.n_kv_heads);
-}
-
-void read_ffn_dim_multiplier(const Reader& r, ModelArgs& a) {
-  if (!r.j.contains("ffn_dim_multiplier") || r.j.at("ffn_dim_multiplier").is_null()) return;
-  double m = 0;
-  r.number("ffn_dim_multiplier", m);
-  a.ffn_dim_multiplier = m;
-}
-
-void read_ffn_hidden(const Reader& r, ModelArgs& a) {
-  r.integer("ffn_hidden", a.ffn_hidden_set);
-  if (r.j.contains("ffn_hidden") && a.ffn_hidden_set < 1)
-    r.fail("ffn_hidden", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
-}
-
-// Meta's params.json for Llama 3.1 and later: the llama3 frequency scaling with the constants
-// of Meta's apply_scaling (factor 8, low 1, high 4, 8192 original positions).
-void read_use_scaled_rope(const Reader& r, ModelArgs& a) {
-  bool scaled = false;
-  boolean(r, "use_scaled_rope", scaled);
-  if (scaled) a.rope_scaling = RopeScaling{8, 1, 4, 8192};
-}
-
-// One row per config key, in reading order (n_kv_heads defaults to n_heads; block sets the
-// defaults of the keys after it): how it is read and how the config event prints it. Parsing,
-// the unknown-key warning and the printed config all come from this table.
-struct ConfigKey {
-  const char* name;
-  void (*read)(const Reader&, ModelArgs&);
-  json (*value)(const ModelArgs&);
-};
-
-#define ATTN_INT(key)                                                                  \
-  {                                                                                    \
-#key, [](const Reader& r,                                                          \
-             ModelArgs& a) { r.integer(#key, a.key); }, [](const ModelArgs& a)         \
-                                                             -> json { return a.key; } \
-  }
-#define ATTN_NUMBER(key)                                                                           \
-  {                                                                                                \
-#key,                                                                                          \
-        [](const Reader& r,                                                                        \
-           ModelArgs& a) { r.number(#key, a.key); },                                               \
-                                                  [](const ModelArgs& a) -> json { return a.key; } \
-  }
-
-const ConfigKey kConfigKeys[] = {
-    ATTN_INT(dim),
-    ATTN_INT(n_layers),
-    ATTN_INT(n_heads),
-    {"n_kv_heads", read_n_kv_heads, [](const ModelArgs& a) -> json { return a.n_kv_heads; }},
-    ATTN_INT(vocab_size),
-    ATTN_INT(multiple_of),
-    {"ffn_dim_multiplier", read_ffn_dim_multiplier,
-     [](const ModelArgs& a) -> json {
-       return a.ffn_dim_multiplier ? json(*a.ffn_dim_multiplier) : json(nullptr);
-     }},
-    ATTN_NUMBER(norm_eps),
-    ATTN_NUMBER(rope_theta),
-    ATTN_INT(max_batch_size),
-    ATTN_INT(max_seq_len),
-    ATTN_INT(model_parallel_size),
-    {"block", read_block, [](const ModelArgs& a) -> json { return block_name(a.block); }},
-    {"rope",
-     [](const Reader& r, ModelArgs& a) {
-       r.choice("rope", a.rope,
-                {{"interleaved", Rope::interleaved}, {"half", Rope::half}, {"none", Rope::none}});
-     },
-     [](const ModelArgs& a) -> json { return rope_name(a.rope); }},
-    {"attention_bias",
-     [](const Reader& r, ModelArgs& a) { boolean(r, "attention_bias", a.attention_bias); },
-     [](const ModelArgs& a) -> json { return a.attention_bias; }},
-    {"mask",
-     [](const Reader& r, ModelArgs& a) {
-       r.choice("mask", a.mask, {{"causal", Mask::causal}, {"none", Mask::none}});
-     },
-     [](const ModelArgs& a) -> json { return mask_name(a.mask); }},
-    {"ffn_hidden", read_ffn_hidden, [](const ModelArgs& a) -> json { return a.ffn_hidden(); }},
-    {"activation",
-     [](const Reader& r, ModelArgs& a) {
-       r.choice("activation", a.activation,
-                {{"relu", Activation::relu}, {"gelu", Activation::gelu}});
-     },
-     [](const ModelArgs& a) -> json { return activation_name(a.activation); }},
-    {"norm_first", [](const Reader& r, ModelArgs& a) { boolean(r, "norm_first", a.norm_first); },
-     [](const ModelArgs& a) -> json { return a.norm_first; }},
-    {"tie_word_embeddings",
-     [](const Reader& r, ModelArgs& a) {
-       boolean(r, "tie_word_embeddings", a.tie_word_embeddings);
-     },
-     [](const ModelArgs& a) -> json { return a.tie_word_embeddings; }},
-    {"use_scaled_rope", read_use_scaled_rope,
-     [](const ModelArgs& a) -> json { return a.rope_scaling.has_value(); }},
-};
-
-#undef ATTN_INT
-#undef ATTN_NUMBER
-
-void read_keys(const Reader& r, ModelArgs& a) {
-  for (const ConfigKey& k : kConfigKeys) k.read(r, a);
-}
 
 // Values that parse but cannot run: a denormal base turns every RoPE angle into inf/NaN, and an
 // FFN that rounds to 0 hidden units is no FFN.
@@ -331,6 +120,29 @@ void check_sizes(const Reader& r, const ModelArgs& a) {
                            std::to_string(a.n_heads * a.head_dim()) + ", over 2^24");
 }
 
+bool is_hf_config(const json& j) {
+  return j.contains("hidden_size") && !j.contains("dim");
+}
+
+}  // namespace
+
+std::string key_name(ConfigFormat format, const std::string& arch, const std::string& meta_key) {
+  for (const KeyNames& k : kKeyNames) {
+    if (meta_key != k.meta) continue;
+    switch (format) {
+      case ConfigFormat::hugging_face:
+        return k.hf;
+      case ConfigFormat::gguf:
+        return k.gguf ? arch + "." + k.gguf : meta_key;
+      case ConfigFormat::llama2c:
+        return k.llama2c ? k.llama2c : meta_key;
+      default:
+        return meta_key;
+    }
+  }
+  return meta_key;
+}
+
 void validate(const Reader& r, const ModelArgs& a) {
   check_sizes(r, a);
   if (a.head_dim_set == 0 && a.dim % a.n_heads != 0)
@@ -369,21 +181,6 @@ void validate(const Reader& r, const ModelArgs& a) {
            "block \"encoder\" (torch's TransformerEncoderLayer) needs attention_bias true");
 }
 
-// activation and norm_first shape torch's encoder layer only: on another block they would be
-// silently dropped. (multiple_of and ffn_dim_multiplier stay quiet: every Meta ModelArgs, the
-// notebooks' too, carries them whatever the block.)
-void warn_unused_for_block(const Reader& r, const ModelArgs& a) {
-  if (a.block == Block::encoder) return;
-  std::vector<std::string> unused;
-  for (const char* key : {"activation", "norm_first"})
-    if (r.j.contains(key)) unused.push_back(key);
-  if (!unused.empty())
-    spdlog::warn("{}: {} ignored: only block \"encoder\" uses {}", r.source,
-                 summarise(unused, unused.size() == 1 ? "key" : "keys"),
-                 unused.size() == 1 ? "it" : "them");
-}
-
-// One warning line for every key of j not in `known` (ModelArgs' or Hugging Face's).
 void warn_unknown(const json& j, const std::string& source, const std::set<std::string>& known) {
   std::vector<std::string> unknown;
   for (auto& [key, value] : j.items())
@@ -392,105 +189,6 @@ void warn_unknown(const json& j, const std::string& source, const std::set<std::
     spdlog::warn("{}: {} ignored", source,
                  summarise(unknown, unknown.size() == 1 ? "unknown key" : "unknown keys"));
 }
-
-std::set<std::string> model_args_keys() {
-  std::set<std::string> known;
-  for (const ConfigKey& k : kConfigKeys) known.insert(k.name);
-  return known;
-}
-
-// ---- Hugging Face config.json ----
-
-// Keys of Hugging Face's LlamaConfig, MistralConfig and Qwen2Config that describe the token
-// model around the layers (embedding, head, generation) or training: not the layers' arithmetic.
-const std::set<std::string> kHfIgnoredKeys = {
-    "architectures",       "model_type",        "torch_dtype",         "transformers_version",
-    "vocab_size",          "bos_token_id",      "eos_token_id",        "pad_token_id",
-    "tie_word_embeddings", "use_cache",         "initializer_range",   "pretraining_tp",
-    "attention_dropout",   "mlp_bias",          "max_window_layers",   "use_sliding_window",
-    "sliding_window",      "hidden_act",        "rope_scaling",        "_name_or_path",
-    "hidden_size",         "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
-    "attention_bias",      "head_dim"};
-
-void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
-  if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
-  const json& s = r.j.at("rope_scaling");
-  if (!s.is_object()) r.fail("rope_scaling", "expected an object or null, got " + excerpt(s));
-  const Reader sr{s, r.source, ConfigFormat::hugging_face, "rope_scaling."};
-  const std::string type = sr.text("rope_type", sr.text("type", ""));
-  if (type == "default") return;
-  if (type != "llama3")
-    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + excerpt(s));
-  RopeScaling rs;
-  sr.number("factor", rs.factor);
-  sr.number("low_freq_factor", rs.low_freq_factor);
-  sr.number("high_freq_factor", rs.high_freq_factor);
-  sr.number("original_max_position_embeddings", rs.original_max_position_embeddings);
-  if (!(rs.factor > 0 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
-        rs.original_max_position_embeddings > 0))
-    r.fail("rope_scaling", "needs factor > 0 and high_freq_factor > low_freq_factor > 0");
-  a.rope_scaling = rs;
-}
-
-// The sizes, each checked as the file writes it: a 0 that Meta's keys read as "derive it" is an
-// error here (Hugging Face configs always state intermediate_size and head_dim when they have
-// them).
-void read_hf_sizes(const Reader& r, ModelArgs& a) {
-  for (const char* key :
-       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
-    if (!r.j.contains(key)) r.fail(key, "required key is missing");
-  r.integer("hidden_size", a.dim);
-  r.integer("num_hidden_layers", a.n_layers);
-  r.integer("num_attention_heads", a.n_heads);
-  a.n_kv_heads = a.n_heads;
-  if (r.j.contains("num_key_value_heads") && !r.j.at("num_key_value_heads").is_null())
-    r.integer("num_key_value_heads", a.n_kv_heads);
-  r.integer("intermediate_size", a.ffn_hidden_set);
-  if (a.ffn_hidden_set < 1)
-    r.fail("intermediate_size", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
-  if (r.j.contains("head_dim") && !r.j.at("head_dim").is_null()) {
-    r.integer("head_dim", a.head_dim_set);
-    if (a.head_dim_set < 1)
-      r.fail("head_dim", "must be at least 1, got " + std::to_string(a.head_dim_set));
-  }
-  std::int64_t positions = kDefaultSeqLen;
-  r.integer("max_position_embeddings", positions);
-  a.max_position_embeddings = positions;
-  a.max_seq_len = std::min(positions, kDefaultSeqLen);
-}
-
-void read_hf_keys(const Reader& r, ModelArgs& a) {
-  a.format = ConfigFormat::hugging_face;
-  a.block = Block::llama;
-  a.rope = Rope::half;  // Hugging Face permutes wq/wk rows for rotate_half
-  a.rope_theta = 10000;
-  a.norm_eps = 1e-6;
-  a.max_batch_size = 1;  // plan_run grows it to the run's batch
-  a.batch_from_run = true;
-  a.multiple_of = 1;
-  read_hf_sizes(r, a);
-  r.number("rms_norm_eps", a.norm_eps);
-  r.number("rope_theta", a.rope_theta);
-  if (r.text("model_type", "") == "qwen2")
-    a.attention_bias = true, a.attention_out_bias = false;  // q/k/v biases, no o bias
-  a.attention_bias = r.flag("attention_bias", a.attention_bias);
-  if (const std::string act = r.text("hidden_act", "silu"); act != "silu")
-    r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + quoted(act, 60));
-  read_hf_rope_scaling(r, a);
-  if (r.j.contains("vocab_size") && !r.j.at("vocab_size").is_null())
-    r.integer("vocab_size", a.vocab_size);
-  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
-  const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
-                      r.flag("use_sliding_window", true);
-  if (window) r.integer("sliding_window", a.sliding_window);
-}
-
-bool is_hf_config(const json& j) {
-  return j.contains("hidden_size") && !j.contains("dim");
-}
-
-}  // namespace
 
 std::int64_t ModelArgs::ffn_hidden() const {
   if (ffn_hidden_set > 0) return ffn_hidden_set;
@@ -539,24 +237,9 @@ ModelArgs llama3_8b_layer_args() {
 namespace {
 
 ModelArgs read_config(const json& j, const std::string& source) {
-  ModelArgs a;
-  a.source = source;
-  const Reader r{j, source, is_hf_config(j) ? ConfigFormat::hugging_face : ConfigFormat::meta};
-  if (r.hf()) {
-    read_hf_keys(r, a);
-    validate(r, a);
-    warn_unknown(j, source, kHfIgnoredKeys);
-    a.checkpoint_layers = a.n_layers;
-    return a;
-  }
-  for (const char* key : {"dim", "n_heads"})
-    if (!j.contains(key)) r.fail(key, "required key is missing");
-  read_keys(r, a);
-  validate(r, a);
-  a.checkpoint_layers = a.n_layers;
-  warn_unknown(j, source, model_args_keys());
-  warn_unused_for_block(r, a);
-  return a;
+  const bool hf = is_hf_config(j);
+  const Reader r{j, source, hf ? ConfigFormat::hugging_face : ConfigFormat::meta};
+  return hf ? read_hf_config(r) : read_meta_config(r);
 }
 
 }  // namespace
@@ -670,12 +353,6 @@ void apply_overrides(ModelArgs& a, const ConfigOverrides& o) {
                      "layers");
   a.first_layer = o.layer_begin;
   a.n_layers = end - o.layer_begin;
-}
-
-std::vector<std::pair<std::string, std::string>> config_values(const ModelArgs& a) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const ConfigKey& k : kConfigKeys) out.emplace_back(k.name, k.value(a).dump());
-  return out;
 }
 
 const char* block_name(Block b) {

@@ -50,7 +50,9 @@ struct ModelArgs {
   // Not Meta's: messages name the file's keys, and the run sizes what it leaves out
   // (max_batch_size from the batch, model_parallel_size from mpirun's ranks).
   ConfigFormat format = ConfigFormat::meta;
-  std::string arch;  // a GGUF's general.architecture: its keys are "{arch}.*"
+  // The architecture's row (arch.hpp; empty: the block's Meta row), a GGUF's
+  // general.architecture: its keys are "{arch}.*".
+  std::string arch;
   // The file's context length (max_position_embeddings, {arch}.context_length, seq_len), before
   // the cache's default cap.
   std::int64_t max_position_embeddings = 0;
@@ -80,19 +82,19 @@ ModelArgs llama3_8b_layer_args();
 
 // Parses and validates; `source` names the file in messages. Throws InputError.
 ModelArgs parse_config(const std::string& json_text, const std::string& source);
-// A config by its content: a JSON file (Meta's keys, or Hugging Face's config.json -- LlamaConfig,
-// MistralConfig, Qwen2Config keys, recognised by hidden_size -- read as the ModelArgs it
-// describes: block llama, rope half), a GGUF model file (its metadata, gguf_config) or a
-// llama2.c checkpoint (its header, llama2c_config). Anything else: InputError naming what the
-// file is.
+// A config by its content: a JSON file (Meta's keys, config_meta.cpp, or Hugging Face's
+// config.json -- LlamaConfig, MistralConfig, Qwen2Config keys, recognised by hidden_size -- read
+// as the ModelArgs it describes with its model_type's row of arch.hpp, config_hf.cpp), a GGUF model
+// file (its metadata, gguf_config) or a llama2.c checkpoint (its header, llama2c_config). Anything
+// else: InputError naming what the file is.
 ModelArgs load_config(const std::filesystem::path& path);
 
 struct GgufFile;
 struct Llama2cHeader;
-// A GGUF's metadata as ModelArgs (config_gguf.cpp): general.architecture llama, mistral or qwen2
-// and its "{arch}.*" keys, read as llama.cpp reads them (its defaults where a key is absent),
-// with the tensor list for what the keys do not say (biases, a tied head). Throws InputError
-// naming the file and the GGUF key.
+// A GGUF's metadata as ModelArgs (config_gguf.cpp): a general.architecture of the architecture
+// table (arch.hpp) and its "{arch}.*" keys, read as llama.cpp reads them (its defaults where a key
+// is absent), with the tensor list for what the keys do not say (biases, a tied head). Throws
+// InputError naming the file and the GGUF key.
 ModelArgs gguf_config(const GgufFile& file);
 // A llama2.c checkpoint's header as ModelArgs (run.c's model: RMSNorm eps 1e-5, RoPE base
 // 10000 on adjacent pairs). `source` names the file.

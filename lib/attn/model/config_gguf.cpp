@@ -3,28 +3,20 @@
 // list for what no key says (biases, a tied head).
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "attn/error.hpp"
 #include "attn/io/gguf.hpp"
 #include "attn/io/text.hpp"
+#include "attn/model/arch.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/detail/config_checks.hpp"
 
 namespace attn {
 
 namespace {
-
-// The architectures whose block is Meta's llama block, and the RoPE their q/k rows are stored
-// for: llama.cpp's converter puts llama's (and Mistral's) rows back in Meta's order, rotated
-// as adjacent pairs (LLAMA_ROPE_TYPE_NORM); qwen2's stay in Hugging Face's, rotated as halves
-// (LLAMA_ROPE_TYPE_NEOX).
-struct Architecture {
-  const char* name;
-  Rope rope;
-};
-constexpr Architecture kArchitectures[] = {
-    {"llama", Rope::interleaved}, {"mistral", Rope::interleaved}, {"qwen2", Rope::half}};
 
 // Tensors of blocks this engine does not run: present, the file is refused naming them rather
 // than run without them.
@@ -36,7 +28,8 @@ constexpr const char* kUnsupportedTensors[] = {
 
 struct Meta {
   const GgufFile& f;
-  std::string arch;
+  const Architecture& row;
+  std::string arch;  // row.name: the keys' prefix
 
   std::string key(const char* suffix) const { return arch + "." + suffix; }
 
@@ -54,13 +47,14 @@ struct Meta {
   bool has_tensor(const std::string& name) const { return f.find_tensor(name) != nullptr; }
 };
 
-std::string architecture(const GgufFile& f) {
+// The row of the file's general.architecture, among those llama.cpp's files hold (arch.hpp).
+const Architecture& architecture(const GgufFile& f) {
   const std::optional<std::string> arch = f.string("general.architecture");
   if (!arch) throw InputError(f.path + ": key 'general.architecture' is missing: not a model file");
-  for (const Architecture& a : kArchitectures)
-    if (*arch == a.name) return *arch;
+  if (const Architecture* row = find_architecture(*arch); row && row->gguf) return *row;
   throw InputError(f.path + ": key 'general.architecture': " + quoted(*arch, 60) +
-                   " is not supported (llama, mistral or qwen2)");
+                   " is not supported (" +
+                   architecture_names([](const Architecture& a) { return a.gguf; }) + ")");
 }
 
 // head_dim: {arch}.attention.key_length (value_length the same), rotated whole.
@@ -106,9 +100,36 @@ std::int64_t vocab_size(const Meta& m) {
   m.fail(m.key("vocab_size"), "missing, and no tokenizer.ggml.tokens to count");
 }
 
+// A name the row reads (a fused tensor's, say) is not refused.
+bool row_reads(const Architecture& row, std::string_view name) {
+  const TensorTable& t = *row.tensors;
+  const std::string_view prefix = t.layer_prefix[int(Naming::gguf)];
+  if (name.starts_with(prefix)) name.remove_prefix(name.find('.', prefix.size()) + 1);
+  for (const TensorNames& n : t.layer)
+    if (n.gguf && name == n.gguf) return true;
+  for (const FusedTensor& f : t.fused)
+    if (f.names.gguf && name == f.names.gguf) return true;
+  for (const TensorNames& n : t.token)
+    if (n.gguf && name == n.gguf) return true;
+  return false;
+}
+
+// The row's llama.cpp name for the model's tensor `meta` (layer 0's, for a layer tensor), or of
+// the fused tensor holding it; "" if none.
+std::string gguf_name(const Architecture& row, std::string_view meta, bool layer) {
+  const TensorTable& t = *row.tensors;
+  const std::string prefix = layer ? t.layer_prefix[int(Naming::gguf)] + std::string("0.") : "";
+  for (const TensorNames& n : layer ? t.layer : t.token)
+    if (meta == n.meta) return n.gguf ? prefix + n.gguf : "";
+  for (const FusedTensor& f : layer ? t.fused : std::span<const FusedTensor>{})
+    for (const char* part : f.parts)
+      if (meta == part && f.names.gguf) return prefix + f.names.gguf;
+  return "";
+}
+
 void check_tensors(const Meta& m) {
   for (const char* name : kUnsupportedTensors)
-    if (m.has_tensor(name))
+    if (m.has_tensor(name) && !row_reads(m.row, name))
       throw InputError(m.f.path + ": tensor " + quoted(name) + ": not supported (" + m.arch +
                        " blocks with it are not this engine's)");
   if (m.f.integer(m.key("expert_count")).value_or(0) > 0)
@@ -118,14 +139,14 @@ void check_tensors(const Meta& m) {
 }  // namespace
 
 ModelArgs gguf_config(const GgufFile& f) {
-  const Meta m{f, architecture(f)};
+  const Architecture& row = architecture(f);
+  const Meta m{f, row, row.name};
   ModelArgs a;
   a.source = f.path;
   a.format = ConfigFormat::gguf;
   a.arch = m.arch;
-  a.block = Block::llama;
-  for (const Architecture& arch : kArchitectures)
-    if (m.arch == arch.name) a.rope = arch.rope;
+  a.block = row.block;
+  a.rope = row.rope(ConfigFormat::gguf);
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");
   a.n_layers = m.required("block_count");
@@ -148,9 +169,9 @@ ModelArgs gguf_config(const GgufFile& f) {
   check_tensors(m);
   // llama.cpp treats the attention biases as optional (qwen2's are always there, with none on
   // the output projection), and the head as the embeddings when output.weight is absent.
-  a.attention_bias = m.has_tensor("blk.0.attn_q.bias");
-  a.attention_out_bias = m.has_tensor("blk.0.attn_output.bias");
-  a.tie_word_embeddings = !m.has_tensor("output.weight");
+  a.attention_bias = m.has_tensor(gguf_name(row, "attention.wq.bias", true));
+  a.attention_out_bias = m.has_tensor(gguf_name(row, "attention.wo.bias", true));
+  a.tie_word_embeddings = !m.has_tensor(gguf_name(row, "output.weight", false));
   a.max_seq_len = std::min(a.max_position_embeddings, kDefaultSeqLen);
   finish_file_config(a);
   return a;

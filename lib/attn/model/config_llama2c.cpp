@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "attn/io/llama2c.hpp"
+#include "attn/model/arch.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/detail/config_checks.hpp"
 
@@ -12,7 +13,8 @@ ModelArgs llama2c_config(const Llama2cHeader& h, const std::string& source) {
   ModelArgs a;
   a.source = source;
   a.format = ConfigFormat::llama2c;
-  a.block = Block::llama;
+  const Architecture& row = *find_architecture("llama");  // run.c's model, Meta's names
+  a.block = row.block;
   a.dim = h.dim;
   a.ffn_hidden_set = h.hidden_dim;
   a.n_layers = h.n_layers;
@@ -25,7 +27,7 @@ ModelArgs llama2c_config(const Llama2cHeader& h, const std::string& source) {
   // run.c: rmsnorm's 1e-5f, RoPE's 10000.0f over adjacent pairs (Meta's interleaved).
   a.norm_eps = 1e-5;
   a.rope_theta = 10000;
-  a.rope = Rope::interleaved;
+  a.rope = row.rope(ConfigFormat::llama2c);
   finish_file_config(a);
   return a;
 }

@@ -273,15 +273,19 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     const At at{l, bsz, seqlen, start_pos,
                 observer && observer->wants_layer(l) ? observer : nullptr};
     report(at, Site::resid_pre, out, {bsz, seqlen, a.dim});
-    if (a.block == Block::llama) {
-      rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
-      attention_block(m, w, at, m.act.xb.data(), out);
-      report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
-      feed_forward(m, w, at, out);
-    } else if (a.block == Block::encoder) {
-      encoder_block(m, w, at, out);
-    } else {
-      attention_block(m, w, at, out, out);
+    switch (a.block) {  // the architecture row's block (arch.hpp): a new kind is a new case
+      case Block::llama:
+        rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
+        attention_block(m, w, at, m.act.xb.data(), out);
+        report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
+        feed_forward(m, w, at, out);
+        break;
+      case Block::encoder:
+        encoder_block(m, w, at, out);
+        break;
+      case Block::attention:
+        attention_block(m, w, at, out, out);
+        break;
     }
     // Before the check, so that an observer sees the block that made a NaN.
     report(at, Site::resid_post, out, {bsz, seqlen, a.dim});

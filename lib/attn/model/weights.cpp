@@ -6,10 +6,12 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/buffer.hpp"
+#include "attn/model/arch.hpp"
 #include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
 #include "attn/model/rng.hpp"
@@ -48,78 +50,89 @@ void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
 }
 
-// Each tensor under Meta's name, Hugging Face's and llama.cpp's (GGUF): the layers' after
-// "layers.{l}.", "model.layers.{l}." and "blk.{l}.", the token model's whole. A checkpoint may
-// hold either; messages name a tensor as its checkpoint does (Meta's where a naming has none:
-// the encoder's).
-enum class Naming { meta, hf, gguf };
-struct TensorNames {
-  const char* meta;
-  const char* hf;
-  const char* gguf;
+// Where a spec's tensor is in a checkpoint, by the architecture's names (arch.hpp) under each
+// naming: its own tensor, or its rows of a fused one (whose parts' rows the load finds in the
+// specs). A checkpoint may hold either naming; messages name a tensor as its checkpoint does
+// (Meta's where a naming has none: the encoder's).
+struct Stored {
+  std::string name;                    // the checkpoint's tensor (Meta's name if it has none)
+  const FusedTensor* fused = nullptr;  // name is this fused tensor, holding the spec's rows
+  std::string layer = {};              // then: the spec's layer prefix, Meta's ("layers.3.")
 };
-constexpr TensorNames kLayerNames[] = {
-    {"attention.wq.weight", "self_attn.q_proj.weight", "attn_q.weight"},
-    {"attention.wk.weight", "self_attn.k_proj.weight", "attn_k.weight"},
-    {"attention.wv.weight", "self_attn.v_proj.weight", "attn_v.weight"},
-    {"attention.wo.weight", "self_attn.o_proj.weight", "attn_output.weight"},
-    {"attention.wq.bias", "self_attn.q_proj.bias", "attn_q.bias"},
-    {"attention.wk.bias", "self_attn.k_proj.bias", "attn_k.bias"},
-    {"attention.wv.bias", "self_attn.v_proj.bias", "attn_v.bias"},
-    {"attention.wo.bias", "self_attn.o_proj.bias", "attn_output.bias"},
-    {"attention_norm.weight", "input_layernorm.weight", "attn_norm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight", "ffn_norm.weight"},
-    {"feed_forward.w1.weight", "mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"feed_forward.w2.weight", "mlp.down_proj.weight", "ffn_down.weight"},
-    {"feed_forward.w3.weight", "mlp.up_proj.weight", "ffn_up.weight"}};
-constexpr TensorNames kTokenNames[] = {
-    {"tok_embeddings.weight", "model.embed_tokens.weight", "token_embd.weight"},
-    {"norm.weight", "model.norm.weight", "output_norm.weight"},
-    {"output.weight", "lm_head.weight", "output.weight"}};
-constexpr const char* kLayerPrefix[] = {"layers.", "model.layers.", "blk."};
 
-const char* in(const TensorNames& n, Naming naming) {
-  return naming == Naming::meta ? n.meta : naming == Naming::hf ? n.hf : n.gguf;
+// A Meta layer tensor's name split after "layers.{l}.": the prefix and the rest; {"", name}
+// for the token model's.
+std::pair<std::string, std::string> split_layer(const std::string& meta) {
+  const std::size_t dot = meta.find('.', 7);  // after "layers."
+  if (!meta.starts_with("layers.") || dot == std::string::npos) return {"", meta};
+  return {meta.substr(0, dot + 1), meta.substr(dot + 1)};
+}
+
+// "layers.3." in a naming: "model.layers.3." (hf), "blk.3." (gguf).
+std::string layer_in(const TensorTable& t, const std::string& layer, Naming naming) {
+  return t.layer_prefix[int(naming)] + layer.substr(7);
 }
 
 // "layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight" (hf) or
-// "blk.3.attn_q.weight" (gguf); "" if the naming has none.
-std::string name_in(const std::string& meta, Naming naming) {
+// "blk.3.attn_q.weight" (gguf): the tensor's own name in the naming; "" if it has none.
+std::string name_in(const TensorTable& t, const std::string& meta, Naming naming) {
   if (naming == Naming::meta) return meta;
-  for (const TensorNames& n : kTokenNames)
-    if (meta == n.meta) return in(n, naming);
-  const std::size_t dot = meta.find('.', 7);  // after "layers."
-  if (!meta.starts_with("layers.") || dot == std::string::npos) return "";
-  const std::string rest = meta.substr(dot + 1);
-  for (const TensorNames& n : kLayerNames)
-    if (rest == n.meta) return kLayerPrefix[int(naming)] + meta.substr(7, dot - 6) + in(n, naming);
+  const auto [layer, rest] = split_layer(meta);
+  for (const TensorNames& n : layer.empty() ? t.token : t.layer)
+    if (rest == n.meta)
+      return !n.in(naming)   ? ""
+             : layer.empty() ? n.in(naming)
+                             : layer_in(t, layer, naming) + n.in(naming);
   return "";
 }
 
-// The checkpoint's name for a spec: Meta's if present, else Hugging Face's, else llama.cpp's.
-std::string stored_name(const TensorSource& c, const std::string& meta) {
-  for (const Naming naming : {Naming::meta, Naming::hf, Naming::gguf}) {
-    const std::string name = name_in(meta, naming);
-    if (!name.empty() && c.contains(name)) return name;
+// The fused tensor holding a layer tensor in the naming, and its name there ("" and null: none).
+std::pair<std::string, const FusedTensor*> fused_in(const TensorTable& t, const std::string& meta,
+                                                    Naming naming) {
+  const auto [layer, rest] = split_layer(meta);
+  if (layer.empty()) return {"", nullptr};
+  for (const FusedTensor& f : t.fused)
+    for (const char* part : f.parts)
+      if (rest == part && f.names.in(naming))
+        return {(naming == Naming::meta ? layer : layer_in(t, layer, naming)) + f.names.in(naming),
+                &f};
+  return {"", nullptr};
+}
+
+constexpr Naming kNamings[] = {Naming::meta, Naming::hf, Naming::gguf};
+
+// The checkpoint's tensor for a spec: its own under Meta's name, else Hugging Face's, else
+// llama.cpp's; else a fused one holding it, in the same order.
+Stored locate(const TensorTable& t, const TensorSource& c, const std::string& meta) {
+  for (const Naming naming : kNamings) {
+    const std::string name = name_in(t, meta, naming);
+    if (!name.empty() && c.contains(name)) return {name};
   }
-  return meta;
+  for (const Naming naming : kNamings) {
+    const auto [name, fused] = fused_in(t, meta, naming);
+    if (fused && c.contains(name)) return {name, fused, split_layer(meta).first};
+  }
+  return {meta};
 }
 
 // How a checkpoint names its layers' tensors: it is told about them in those names.
-Naming naming_of(const TensorSource& c) {
+Naming naming_of(const TensorTable& t, const TensorSource& c) {
   const std::vector<std::string> names = c.names();
   for (const Naming naming : {Naming::hf, Naming::gguf}) {
-    const char* prefix = kLayerPrefix[int(naming)];
+    const char* prefix = t.layer_prefix[int(naming)];
     const auto it = std::lower_bound(names.begin(), names.end(), prefix);
     if (it != names.end() && it->starts_with(prefix)) return naming;
   }
   return Naming::meta;
 }
 
-[[noreturn]] void missing_tensor(const TensorSource& c, const std::string& meta,
-                                 const std::vector<std::int64_t>& shape, const ModelArgs& args) {
-  const std::string theirs = name_in(meta, naming_of(c));
-  const std::string name = theirs.empty() ? meta : theirs;
+[[noreturn]] void missing_tensor(const TensorTable& t, const TensorSource& c,
+                                 const std::string& meta, const std::vector<std::int64_t>& shape,
+                                 const ModelArgs& args) {
+  const Naming naming = naming_of(t, c);
+  std::string name = name_in(t, meta, naming);
+  if (name.empty()) name = fused_in(t, meta, naming).first;
+  if (name.empty()) name = meta;
   throw InputError(c.source() + ": tensor " + attn::quoted(name) + " is missing (expected shape " +
                    shape_text(shape) + "; " + args.source + " has " +
                    std::to_string(args.first_layer + args.n_layers) + " layers)");
@@ -127,10 +140,10 @@ Naming naming_of(const TensorSource& c) {
 
 // The last layer's tensors are looked up first: a config with 2^24 layers beside a 2-layer file
 // is refused before every layer's specs are built.
-void check_last_layer(const ModelArgs& args, const TensorSource& c) {
+void check_last_layer(const ModelArgs& args, const TensorTable& t, const TensorSource& c) {
   LayerWeights unused;
   for (const TensorSpec& s : layer_tensor_specs(args, unused, args.n_layers - 1))
-    if (!c.contains(stored_name(c, s.name))) missing_tensor(c, s.name, s.shape, args);
+    if (!c.contains(locate(t, c, s.name).name)) missing_tensor(t, c, s.name, s.shape, args);
 }
 
 // torch's TransformerEncoderLayer: norm1, norm2, linear1, linear2 (CONTRACT section 2).
@@ -207,9 +220,10 @@ Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorS
   return {copy.data(), *type};
 }
 
-bool is_token_tensor(const std::string& name) {
-  for (const TensorNames& n : kTokenNames)
-    if (name == n.meta || name == n.hf || name == n.gguf) return true;
+bool is_token_tensor(const TensorTable& t, const std::string& name) {
+  for (const TensorNames& n : t.token)
+    for (const Naming naming : kNamings)
+      if (n.in(naming) && name == n.in(naming)) return true;
   return false;
 }
 
@@ -228,8 +242,16 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& 
   std::vector<TensorSpec> specs;
   const std::string prefix = "layers." + std::to_string(args.first_layer + l) + ".";
   add_attention(args, prefix, layer, specs);
-  if (args.block == Block::llama) add_feed_forward(args, prefix, layer, specs);
-  if (args.block == Block::encoder) add_encoder(args, prefix, layer, specs);
+  switch (args.block) {  // every block kind of the architecture table (arch.hpp)
+    case Block::llama:
+      add_feed_forward(args, prefix, layer, specs);
+      break;
+    case Block::encoder:
+      add_encoder(args, prefix, layer, specs);
+      break;
+    case Block::attention:
+      break;
+  }
   return specs;
 }
 
@@ -286,12 +308,13 @@ WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard
 }
 
 std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
+  const TensorTable& names = *architecture_of(args).tensors;
   TensorSource& c = *source.tensors;
   TransformerWeights w;
   std::vector<WeightType> types;
-  check_last_layer(args, c);
+  check_last_layer(args, names, c);
   for (const TensorSpec& s : all_specs(args, w, {})) {  // a rank's names are the same
-    const std::string name = stored_name(c, s.name);
+    const std::string name = locate(names, c, s.name).name;
     if (!s.slot.matrix || !c.contains(name)) continue;
     const WeightType t = c.describe(name).type.value_or(WeightType::f32);
     if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
@@ -305,19 +328,63 @@ TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::pa
 }
 
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
+  return load_weights(args, std::move(source), shard, architecture_of(args));
+}
+
+namespace {
+
+// The spec's rows of the fused tensor t: its parts stacked in their order, each with the rows
+// its own spec is stored with (`rows`, by Meta name), checked whole against them first.
+SourceTensor fused_part(const SourceTensor& t, const Stored& at, const TensorSpec& s,
+                        const std::vector<std::int64_t>& shape,
+                        const std::map<std::string, std::int64_t>& rows,
+                        const std::string& source) {
+  std::int64_t begin = 0, total = 0;
+  std::string parts;
+  for (const char* part : at.fused->parts) {
+    const std::string name = at.layer + part;
+    const auto it = rows.find(name);
+    if (it == rows.end())
+      throw InputError(source + ": tensor " + attn::quoted(at.name) + " holds " +
+                       attn::quoted(name) + ", which this config has no use for beside " +
+                       attn::quoted(s.name));
+    if (name == s.name) begin = total;
+    total += it->second;
+    parts += (parts.empty() ? "" : " + ") + std::string(part);
+  }
+  std::vector<std::int64_t> whole = shape;
+  whole[0] = total;
+  if (t.shape != whole)
+    throw InputError(source + ": tensor " + attn::quoted(at.name) + ": expected shape " +
+                     shape_text(whole) + " (" + parts + "), got " + shape_text(t.shape));
+  return tensor_rows(t, at.name, begin, begin + shape[0]);
+}
+
+}  // namespace
+
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard,
+                                const Architecture& arch) {
+  const TensorTable& names = *arch.tensors;
   TransformerWeights w;
   const bool per_rank = source.per_rank;
   w.tensors = std::move(source.tensors);
   TensorSource& c = *w.tensors;
   std::set<std::string> used;
-  check_last_layer(args, c);
-  for (TensorSpec& s : all_specs(args, w, shard)) {
-    // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
-    if (per_rank) s.full.clear();
+  check_last_layer(args, names, c);
+  std::vector<TensorSpec> specs = all_specs(args, w, shard);
+  // A per-rank file holds the rank's slice as it is; a whole file, the whole tensor.
+  if (per_rank)
+    for (TensorSpec& s : specs) s.full.clear();
+  std::map<std::string, std::int64_t> rows;  // as stored, by Meta name: fused parts' sizes
+  if (!names.fused.empty())
+    for (const TensorSpec& s : specs) rows[s.name] = (s.full.empty() ? s.shape : s.full)[0];
+  for (TensorSpec& s : specs) {
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
-    const std::string name = stored_name(c, s.name);
-    if (!c.contains(name)) missing_tensor(c, s.name, stored, args);
-    const SourceTensor t = c.tensor(name);
+    const Stored at = locate(names, c, s.name);
+    const std::string& name = at.name;
+    if (!c.contains(name)) missing_tensor(names, c, s.name, stored, args);
+    SourceTensor t = c.tensor(name);
+    if (at.fused) t = fused_part(t, at, s, stored, rows, c.source());
     if (t.shape != stored)
       throw InputError(
           c.source() + ": tensor '" + name + "': expected shape " + shape_text(stored) +
@@ -340,7 +407,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
   std::vector<std::string> unused;  // one summary line, not one warning per tensor
   for (const std::string& name :
        c.names())  // the token model's are expected unless a run uses them
-    if (!used.count(name) && !is_token_tensor(name)) unused.push_back(name);
+    if (!used.count(name) && !is_token_tensor(names, name)) unused.push_back(name);
   if (!unused.empty())
     spdlog::warn("{}: {} not used by this config, ignored", c.source(),
                  summarise(unused, unused.size() == 1 ? "tensor" : "tensors"));

@@ -15,6 +15,7 @@
 #include "attn/io/safetensors.hpp"  // not used here: callers read inputs and dumps through it
 #include "attn/io/tensor_source.hpp"
 #include "attn/matrix.hpp"
+#include "attn/model/arch.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/tensors.hpp"
@@ -79,9 +80,11 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
                                      const Shard& shard = {});
 
 // Maps the file (or a Hugging Face index's files) and checks every tensor against the config.
-// Tensors are found under Meta's names or Hugging Face's (model.layers.{l}.self_attn.q_proj...),
-// layer l of the model being layer args.first_layer + l of the checkpoint. Throws InputError naming
-// the file, the tensor, what was expected and what was found. With a shard: a path containing
+// Tensors are found under the names the config's architecture row gives them (arch.hpp): Meta's,
+// Hugging Face's (model.layers.{l}.self_attn.q_proj...) or llama.cpp's, or as rows of a fused
+// tensor the row lists; layer l of the model being layer args.first_layer + l of the checkpoint.
+// Throws InputError naming the file, the tensor, what was expected and what was found. With a
+// shard: a path containing
 // "{rank}" names per-rank files, each holding its rank's slice in Meta's per-rank shapes
 // (consolidated.0{rank}.pth); any other path is the whole model, of which each rank reads only its
 // slice.
@@ -98,6 +101,9 @@ struct WeightsSource {
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
                                 const Shard& shard = {});
+// The same under the names of `arch` rather than those of args' row (architecture_of).
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard,
+                                const Architecture& arch);
 
 // The types the config's weight matrices are held in, each once, read from the files' headers
 // (no file is mapped). A dtype the load will refuse counts as F32; a missing tensor, not at all.

@@ -1,0 +1,135 @@
+// Hugging Face's config.json (LlamaConfig, MistralConfig, Qwen2Config keys) read as the ModelArgs
+// it describes: the llama block with its architecture row's RoPE and biases.
+#include <algorithm>
+#include <set>
+#include <span>
+#include <string>
+
+#include "attn/model/arch.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/detail/config_checks.hpp"
+#include "attn/model/detail/config_reader.hpp"
+
+namespace attn {
+
+namespace {
+
+// Keys of Hugging Face's LlamaConfig, MistralConfig and Qwen2Config that describe the token
+// model around the layers (embedding, head, generation) or training: not the layers' arithmetic.
+const std::set<std::string> kHfIgnoredKeys = {
+    "architectures",       "model_type",        "torch_dtype",         "transformers_version",
+    "vocab_size",          "bos_token_id",      "eos_token_id",        "pad_token_id",
+    "tie_word_embeddings", "use_cache",         "initializer_range",   "pretraining_tp",
+    "attention_dropout",   "mlp_bias",          "max_window_layers",   "use_sliding_window",
+    "sliding_window",      "hidden_act",        "rope_scaling",        "_name_or_path",
+    "hidden_size",         "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
+    "attention_bias",      "head_dim"};
+
+void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
+  if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
+  const json& s = r.j.at("rope_scaling");
+  if (!s.is_object()) r.fail("rope_scaling", "expected an object or null, got " + excerpt(s));
+  const Reader sr{s, r.source, ConfigFormat::hugging_face, "rope_scaling."};
+  const std::string type = sr.text("rope_type", sr.text("type", ""));
+  if (type == "default") return;
+  if (type != "llama3")
+    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + excerpt(s));
+  RopeScaling rs;
+  sr.number("factor", rs.factor);
+  sr.number("low_freq_factor", rs.low_freq_factor);
+  sr.number("high_freq_factor", rs.high_freq_factor);
+  sr.number("original_max_position_embeddings", rs.original_max_position_embeddings);
+  if (!(rs.factor > 0 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor &&
+        rs.original_max_position_embeddings > 0))
+    r.fail("rope_scaling", "needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  a.rope_scaling = rs;
+}
+
+// The sizes, each checked as the file writes it: a 0 that Meta's keys read as "derive it" is an
+// error here (Hugging Face configs always state intermediate_size and head_dim when they have
+// them).
+void read_hf_sizes(const Reader& r, ModelArgs& a) {
+  for (const char* key :
+       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"})
+    if (!r.j.contains(key)) r.fail(key, "required key is missing");
+  r.integer("hidden_size", a.dim);
+  r.integer("num_hidden_layers", a.n_layers);
+  r.integer("num_attention_heads", a.n_heads);
+  a.n_kv_heads = a.n_heads;
+  if (r.j.contains("num_key_value_heads") && !r.j.at("num_key_value_heads").is_null())
+    r.integer("num_key_value_heads", a.n_kv_heads);
+  r.integer("intermediate_size", a.ffn_hidden_set);
+  if (a.ffn_hidden_set < 1)
+    r.fail("intermediate_size", "must be at least 1, got " + std::to_string(a.ffn_hidden_set));
+  if (r.j.contains("head_dim") && !r.j.at("head_dim").is_null()) {
+    r.integer("head_dim", a.head_dim_set);
+    if (a.head_dim_set < 1)
+      r.fail("head_dim", "must be at least 1, got " + std::to_string(a.head_dim_set));
+  }
+  std::int64_t positions = kDefaultSeqLen;
+  r.integer("max_position_embeddings", positions);
+  a.max_position_embeddings = positions;
+  a.max_seq_len = std::min(positions, kDefaultSeqLen);
+}
+
+// The row a config.json describes: its model_type's, else (a config without one) the first of
+// its architectures' classes that a row names. Any other config is read as llama's, as it was
+// before the table.
+const Architecture& hf_architecture(const Reader& r) {
+  const std::string type = r.text("model_type", "");
+  const auto has = [](std::span<const char* const> names, const std::string& name) {
+    return std::find_if(names.begin(), names.end(), [&](const char* n) { return name == n; }) !=
+           names.end();
+  };
+  for (const Architecture& row : architectures())
+    if (has(row.hf_model_types, type)) return row;
+  const json* classes = r.j.contains("architectures") ? &r.j.at("architectures") : nullptr;
+  if (type.empty() && classes && classes->is_array())
+    for (const json& c : *classes)
+      for (const Architecture& row : architectures())
+        if (c.is_string() && has(row.hf_classes, c.get<std::string>())) return row;
+  return *find_architecture("llama");
+}
+
+void read_hf_keys(const Reader& r, ModelArgs& a) {
+  a.format = ConfigFormat::hugging_face;
+  a.rope_theta = 10000;
+  a.norm_eps = 1e-6;
+  a.max_batch_size = 1;  // plan_run grows it to the run's batch
+  a.batch_from_run = true;
+  a.multiple_of = 1;
+  read_hf_sizes(r, a);
+  r.number("rms_norm_eps", a.norm_eps);
+  r.number("rope_theta", a.rope_theta);
+  const Architecture& row = hf_architecture(r);
+  a.arch = row.name;
+  a.block = row.block;
+  a.rope = row.rope(ConfigFormat::hugging_face);
+  a.attention_bias = row.qkv_bias;
+  a.attention_out_bias = row.out_bias;
+  a.attention_bias = r.flag("attention_bias", a.attention_bias);
+  if (const std::string act = r.text("hidden_act", "silu"); act != "silu")
+    r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + quoted(act, 60));
+  read_hf_rope_scaling(r, a);
+  if (r.j.contains("vocab_size") && !r.j.at("vocab_size").is_null())
+    r.integer("vocab_size", a.vocab_size);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
+                      r.flag("use_sliding_window", true);
+  if (window) r.integer("sliding_window", a.sliding_window);
+}
+
+}  // namespace
+
+ModelArgs read_hf_config(const Reader& r) {
+  ModelArgs a;
+  a.source = r.source;
+  read_hf_keys(r, a);
+  validate(r, a);
+  warn_unknown(r.j, r.source, kHfIgnoredKeys);
+  a.checkpoint_layers = a.n_layers;
+  return a;
+}
+
+}  // namespace attn
