@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -21,6 +20,7 @@
 #include "flags.hpp"
 #include "ranks.hpp"
 #include "setting_words.hpp"
+#include "signals.hpp"
 #include "usage.hpp"
 #include "workloads/generate.hpp"
 
@@ -91,7 +91,8 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
 // Parses the command line and runs the command it names; errors go to main's handlers.
 int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& world, int argc,
                   char** argv) {
-  world.open(argc, argv);  // MPI_Init under mpirun, before MPI's flags are parsed away
+  world.open(argc, argv);     // MPI_Init under mpirun, before MPI's flags are parsed away
+  install_signal_handlers();  // after MPI_Init, whose SIGBUS handler would hide ours
   app.parse(argc, argv);
   for (Subcommand& s : subs)
     if (s.app->parsed()) {
@@ -103,9 +104,6 @@ int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& 
 
 int attn_cli(int argc, char** argv) {
   keep_standard_streams();
-  // Past a file-size limit (`ulimit -f`) a write fails with EFBIG, reported as an error with
-  // the temporary files removed, instead of a kill that leaves them.
-  ::signal(SIGXFSZ, SIG_IGN);
   ranks::World world;  // MPI_Finalize on return, when open() started MPI
   spdlog::set_default_logger(spdlog::stderr_color_mt("attn-cli"));
   CLI::App app{"attn-cli: runs LLaMA-style transformer blocks on the CPU and shows the KV cache.",

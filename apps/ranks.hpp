@@ -117,6 +117,13 @@ void set_up(const attn::Shard& shard, F&& setup) {
   settle(shard, error);
 }
 
+// Ends every rank with `status` (MPI_Abort); with one rank, exit. The process is the front's to
+// end, so this lives here rather than in the library.
+[[noreturn]] inline void abort_all(const attn::Shard& shard, int status) {
+  if (shard.size > 1 && shard.comm) shard.comm->abort(status);
+  std::exit(status);
+}
+
 // After setup, a failure on one rank ends them all (MPI_Abort) with its status, rather than
 // leaving the others in a collective.
 template <class F>
@@ -127,7 +134,7 @@ int or_abort(const attn::Shard& shard, F&& work) {
   } catch (const std::exception& e) {
     const int status = status_of(std::current_exception());
     std::fprintf(stderr, "attn-cli: error: rank %d: %s\n", shard.rank, e.what());
-    attn::abort_all(shard, status);
+    abort_all(shard, status);
   }
 }
 

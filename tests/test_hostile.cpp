@@ -4,8 +4,6 @@
 // non-finite during the run gives exit status 1 with the trace so far kept.
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,7 +19,6 @@
 
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
-#include "attn/io/signals.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/memory.hpp"
 #include "test_support.hpp"
@@ -93,23 +90,6 @@ std::string le64(std::uint64_t v) {
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[std::size_t(i)] = char((v >> (8 * i)) & 0xff);
   return out;
-}
-
-// Runs f in a child process; returns its wait status and what it wrote on stderr.
-template <class F>
-std::pair<int, std::string> in_child(const fs::path& err_file, F f) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int fd = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(fd, STDERR_FILENO);
-    f();
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::ifstream in(err_file);
-  return {status, std::string(std::istreambuf_iterator<char>(in), {})};
 }
 
 }  // namespace
@@ -331,24 +311,8 @@ TEST_CASE("hostile: a header with a million-dimension shape gives a short messag
   CHECK(r.err.size() < 1000);
 }
 
-TEST_CASE("hostile: a mapped weights file that shrinks gives a message naming it and exit 1") {
-  TempDir dir;
-  const fs::path w = dir.path / "w.safetensors", err = dir.path / "stderr";
-  write_tensors(w, read_tensors(gqa("weights.safetensors")));
-  const auto [status, text_] = in_child(err, [&] {
-    const attn::SafetensorsFile f = attn::open_safetensors(w);
-    if (::truncate(w.c_str(), 0) != 0) ::_exit(3);
-    volatile std::uint8_t sink = 0;
-    for (std::uint64_t i = 0; i < f.size; ++i) sink = sink + f.base[i];  // SIGBUS here
-    ::_exit(4);
-  });
-  const std::string& text = text_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
-  INFO(text);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 1);
-  CHECK(text.find(w.string() + ": the file shrank while the run had it mapped") !=
-        std::string::npos);
-}
+// A mapped weights file that shrinks under the run: test_cli_signals.cpp (attn-cli's SIGBUS
+// handler names it).
 
 // The output files' rules: test_outputs.cpp.
 

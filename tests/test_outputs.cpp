@@ -4,9 +4,7 @@
 // succeeded.
 #include <doctest/doctest.h>
 
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -174,25 +172,8 @@ TEST_CASE("outputs: a closed stdout, a file-size limit or a failed run leave not
   CHECK(dir.names().empty());
 }
 
-TEST_CASE("outputs: a file being written is removed on SIGINT, SIGTERM, SIGHUP and SIGPIPE") {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
-    CAPTURE(sig);
-    TempDir dir;
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      attn::OutputFile f(dir.path / "out", "dump");
-      f.write("partial", 7);
-      ::raise(sig);
-      ::_exit(5);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status));
-    CHECK(WTERMSIG(status) == sig);
-    CHECK(dir.names().empty());
-  }
-}
+// On SIGINT, SIGTERM, SIGHUP and SIGPIPE attn-cli's handlers remove the file being written:
+// test_cli_signals.cpp.
 
 TEST_CASE("outputs: OutputFile shows nothing until commit and removes its file when dropped") {
   TempDir dir;

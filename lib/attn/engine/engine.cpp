@@ -16,7 +16,7 @@ ModelArgs engine_args(const ModelSpec& spec, const ModelFiles& files,
   ModelArgs a = args ? *args : model_args(spec, files, nullptr);
   if (a.model_parallel_size > 1)
     throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +
-                         " runs under mpirun with attn-cli run; this engine is one process",
+                         " needs one process per rank (mpirun); this engine is one process",
                      "model_parallel_size");
   use_token_ends(a);
   return a;

@@ -29,8 +29,9 @@ struct InputFile {
 // a file that does not exist or cannot be read, anything but a regular file.
 InputFile open_regular(const std::filesystem::path& path, const char* what);
 
-// A whole regular file mapped read-only and never copied: a SIGBUS inside it (the file shrank
-// under the run) names the file (signals.hpp). Unmapped when the last owner lets go.
+// A whole regular file mapped read-only and never copied, watched so that a front's SIGBUS
+// handler can name the file when it shrank under the run (signals.hpp). Unmapped when the last
+// owner lets go.
 struct MappedFile {
   std::string source;                   // the path, escaped for messages
   std::span<const std::uint8_t> bytes;  // empty for an empty file (nothing mapped)

@@ -109,7 +109,7 @@ OutputFile::OutputFile(const fs::path& path, const char* what)
     fail(std::string("cannot create a temporary file in '") + escape(out_.dir.string()) +
          "': " + std::strerror(err));
   }
-  remove_on_signal(temp_.c_str());
+  watch_temp_file(temp_.c_str());
 }
 
 OutputFile::OutputFile(OutputFile&& o) noexcept

@@ -3,8 +3,9 @@
 // each follows the same rules: a device, FIFO or directory is refused before any work; a symlink
 // is written through to its target; an existing file keeps its mode; the data goes to a
 // temporary file beside the target, with a short name that fits NAME_MAX whatever the target's,
-// removed on every error path and on SIGINT/SIGTERM/SIGHUP; it is renamed into place only by
-// commit(), which the caller makes after everything else the run had to do has succeeded.
+// removed on every error path (and by a front's signal handler through remove_temp_files,
+// signals.hpp); it is renamed into place only by commit(), which the caller makes after
+// everything else the run had to do has succeeded.
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -30,7 +31,8 @@ void check_output(const std::filesystem::path& path, const char* what);
 
 // A file being written. Nothing is visible at the target until commit(); destroyed uncommitted
 // (an exception, an early return), the temporary file is removed. Writing past a file-size limit
-// is an error (SIGXFSZ is ignored), not a kill. Write errors throw std::runtime_error (exit 1).
+// is an error, not a kill, where the program ignores SIGXFSZ (attn-cli and Python do). Write
+// errors throw std::runtime_error (exit 1).
 class OutputFile {
  public:
   OutputFile(const std::filesystem::path& path, const char* what);

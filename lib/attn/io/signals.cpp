@@ -1,6 +1,5 @@
 #include "attn/io/signals.hpp"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,72 +13,20 @@ namespace {
 constexpr int kSlots = 16;
 constexpr std::size_t kPathMax = 4096;
 
-// Fixed slots, published by an atomic pointer after the path is written: the handler reads
+// Fixed slots, published by an atomic pointer after the path is written: a signal handler reads
 // them without locks or allocation.
 struct Slot {
   std::atomic<const void*> key{nullptr};
   std::uint64_t size = 0;
   char path[kPathMax] = {};
 };
+static_assert(std::atomic<const void*>::is_always_lock_free, "a handler reads the slots");
 
 Slot g_mappings[kSlots];
 Slot g_temps[kSlots];
 std::mutex g_mutex;  // between registering threads only, never taken in a handler
 
-void put(const char* s) {
-  ssize_t r = ::write(STDERR_FILENO, s, std::strlen(s));
-  (void)r;
-}
-
-void on_sigbus(int sig, siginfo_t* info, void*) {
-  const auto* addr = static_cast<const char*>(info->si_addr);
-  for (const Slot& s : g_mappings) {
-    const auto* base = static_cast<const char*>(s.key.load(std::memory_order_acquire));
-    if (base != nullptr && addr >= base && addr < base + s.size) {
-      put("attn-cli: error: ");
-      put(s.path);
-      put(": the file shrank while the run had it mapped (truncated or rewritten under it); "
-          "the run cannot go on\n");
-      ::_exit(1);
-    }
-  }
-  ::signal(sig, SIG_DFL);  // not ours: the default action
-  ::raise(sig);
-}
-
-void on_terminate(int sig) {
-  for (const Slot& s : g_temps)
-    if (s.key.load(std::memory_order_acquire) != nullptr) ::unlink(s.path);
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-// Installed at every registration (rare and cheap), so a handler someone else set since (a test
-// framework's, say) does not hide ours.
-void install() {
-  {
-    struct sigaction bus {};
-    bus.sa_sigaction = on_sigbus;
-    bus.sa_flags = SA_SIGINFO;
-    sigemptyset(&bus.sa_mask);
-    ::sigaction(SIGBUS, &bus, nullptr);
-    // A file-size limit (`ulimit -f`) makes write() fail with EFBIG, an error the writer
-    // reports and cleans up after, instead of a kill that leaves the temporary file.
-    ::signal(SIGXFSZ, SIG_IGN);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
-      struct sigaction old {};
-      ::sigaction(sig, nullptr, &old);
-      if (old.sa_handler == SIG_IGN) continue;  // e.g. nohup: keep ignoring
-      struct sigaction term {};
-      term.sa_handler = on_terminate;
-      sigemptyset(&term.sa_mask);
-      ::sigaction(sig, &term, nullptr);
-    }
-  }
-}
-
 void add(Slot (&slots)[kSlots], const void* key, std::uint64_t size, const char* path) {
-  install();
   std::lock_guard lock(g_mutex);
   for (Slot& s : slots)
     if (s.key.load() == nullptr) {
@@ -88,7 +35,7 @@ void add(Slot (&slots)[kSlots], const void* key, std::uint64_t size, const char*
       s.key.store(key, std::memory_order_release);
       return;
     }
-  // All slots taken: this one goes unwatched (at most a plain SIGBUS or a left temp file).
+  // All slots taken: this one goes unwatched (at most a plain SIGBUS or a left temporary file).
 }
 
 void remove(Slot (&slots)[kSlots], const void* key) {
@@ -115,12 +62,26 @@ void unwatch_mapping(const void* base) {
   remove(g_mappings, base);
 }
 
-void remove_on_signal(const char* path) {
+void watch_temp_file(const char* path) {
   add(g_temps, path, 0, path);
 }
 
 void forget_temp_file(const char* path) {
   remove_path(g_temps, path);
+}
+
+const char* mapped_file_at(const void* addr) noexcept {
+  const auto* a = static_cast<const char*>(addr);
+  for (const Slot& s : g_mappings) {
+    const auto* base = static_cast<const char*>(s.key.load(std::memory_order_acquire));
+    if (base != nullptr && a >= base && a < base + s.size) return s.path;
+  }
+  return nullptr;
+}
+
+void remove_temp_files() noexcept {
+  for (const Slot& s : g_temps)
+    if (s.key.load(std::memory_order_acquire) != nullptr) ::unlink(s.path);
 }
 
 }  // namespace attn

@@ -1,7 +1,6 @@
 #include "attn/model/parallel.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "attn/error.hpp"
@@ -30,11 +29,11 @@ void check_shard(const ModelArgs& a, const Shard& s) {
   if (k == s.size) return;
   const std::string want = "model_parallel_size " + std::to_string(k);
   if (k > 1 && !mpi_built())
-    throw InputError(want + ": this attn-cli was built without MPI (install libopenmpi-dev, " +
-                     "reconfigure, and run it under mpirun -np " + std::to_string(k) + ")");
+    throw InputError(want + ": built without MPI (install libopenmpi-dev, " +
+                     "reconfigure, and run under mpirun -np " + std::to_string(k) + ")");
   if (s.size == 1)
-    throw InputError(want + " needs " + std::to_string(k) + " ranks: run it as mpirun -np " +
-                     std::to_string(k) + " attn-cli ...");
+    throw InputError(want + " needs " + std::to_string(k) +
+                     " ranks, one process each: run it under mpirun -np " + std::to_string(k));
   throw InputError(want + ", but mpirun started " + std::to_string(s.size) +
                    " ranks: they must be equal");
 }
@@ -100,11 +99,6 @@ Agreement agree(const Shard& s, int status) {
 
 void barrier(const Shard& s) {
   if (s.size > 1) comm(s).barrier();
-}
-
-void abort_all(const Shard& s, int status) {
-  if (s.size > 1 && s.comm) s.comm->abort(status);
-  std::exit(status);
 }
 
 }  // namespace attn

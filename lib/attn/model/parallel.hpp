@@ -75,7 +75,4 @@ Agreement agree(const Shard& shard, int status);
 
 void barrier(const Shard& shard);
 
-// Ends every rank with `status` (MPI_Abort); with one rank, std::exit.
-[[noreturn]] void abort_all(const Shard& shard, int status);
-
 }  // namespace attn
