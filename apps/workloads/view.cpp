@@ -156,9 +156,12 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
   const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
   // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
   // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
-  // layer_slot_, keep_ and the observer's layers, stats_.
+  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer buffer table
+  // (KeptProbabilities: a pointer, a capacity and its observer's site bits per layer).
   const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
+  constexpr std::int64_t kept_table = sizeof(float*) + sizeof(std::int64_t) + sizeof(std::uint32_t);
   const std::uint64_t parts[] = {
+      attn::checked_product({v.n_layers, kept_table}, probs),
       attn::checked_product({v.batch, v.n_heads, std::max(v.prefill * v.prefill, T), 4}, probs),
       attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
       attn::checked_product({shown_lists + rows + 1 + v.n_layers, 8}, probs),
