@@ -10,18 +10,18 @@
 #include <cstdint>
 #include <string>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 
 namespace {
 
-attn::Engine& engine() {
-  static attn::Engine e = [] {
+attn::Session& engine() {
+  static attn::Session e = [] {
     attn::ModelSpec spec;
     spec.config = ATTN_SESSION_CONFIG;
     spec.seed = 42;
     spec.threads = 1;
-    return attn::open_engine(spec, {1, 0, 1});
+    return attn::open_session(spec, {1, 0, 1});
   }();
   return e;
 }
@@ -37,7 +37,7 @@ const std::string& input_path(const std::uint8_t* data, std::size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  attn::Engine& e = engine();
+  attn::Session& e = engine();
   const std::string& path = input_path(data, size);
   try {
     attn::load_cache_session(e, path);

@@ -23,13 +23,14 @@
 #include <thread>
 #include <vector>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/generate.hpp"
 #include "attn/model/hooks.hpp"
+#include "attn/model/kept_probabilities.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
@@ -253,13 +254,13 @@ py::array_t<float> replacement(py::handle value, const std::string& where,
   return np.attr("ascontiguousarray")(arr, py::arg("dtype") = "float32");
 }
 
-// The Python front of one attn::Engine: argument shapes and types are checked here (TypeError,
+// The Python front of one attn::Session: argument shapes and types are checked here (TypeError,
 // ValueError naming the argument); everything else is the engine's. One call at a time: the
 // GIL is released while the engine runs, so a second Python thread waits on the lock.
 class Model {
  public:
-  Model(attn::Engine e, bool attention_weights)
-      : e_(std::move(e)), keep_probs_(attention_weights) {}
+  Model(attn::Session e, bool attention_weights)
+      : e_(std::move(e)), keep_probs_(attention_weights), kept_(e_.model.args.n_layers) {}
 
   static attn::ModelSpec spec(py::handle threads, const std::string& compute, std::uint64_t seed) {
     attn::ModelSpec s;
@@ -277,7 +278,7 @@ class Model {
     attn::ModelSpec s = spec(threads, compute, seed);
     if (weights) s.weights = *weights;
     py::gil_scoped_release release;
-    return std::make_unique<Model>(attn::open_engine(s, {args.max_batch_size, 0, 0}, args),
+    return std::make_unique<Model>(attn::open_session(s, {args.max_batch_size, 0, 0}, args),
                                    attention_weights);
   }
 
@@ -295,7 +296,7 @@ class Model {
     s.overrides.max_batch_size = max_batch_size;
     py::gil_scoped_release release;
     return std::make_unique<Model>(
-        attn::open_engine(s, {std::max<std::int64_t>(1, max_batch_size), 0, 0}), attention_weights);
+        attn::open_session(s, {std::max<std::int64_t>(1, max_batch_size), 0, 0}), attention_weights);
   }
 
   const attn::ModelArgs& args() const { return e_.model.args; }
@@ -312,7 +313,7 @@ class Model {
     const std::int64_t B = in.info.shape[0], T = in.info.shape[1];
     auto lock = hold();
     attn::check_fits(args(), B, start_pos, T, "x");
-    e_.model.mask.kind = mask ? attn::parse_mask(*mask) : args().mask;
+    attn::set_mask(e_, mask ? attn::parse_mask(*mask) : args().mask);
     padding(attention_mask, B, T, start_pos);
     return run(in, B, T, start_pos);
   }
@@ -389,13 +390,9 @@ class Model {
             [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
       return out;
     }
-    // The call's own observer, the model's back however it ends.
+    // The call's own recorder, detached however it ends.
     drop_probabilities();
-    struct Observed {
-      attn::Transformer& m;
-      ~Observed() { attn::observe(m, nullptr); }
-    } observed{e_.model};
-    attn::observe(e_.model, &hooks->observer());
+    const attn::Attached observed(e_.model, hooks->observer());
     hook_thread_ = std::this_thread::get_id();
     timed(B * T, start_pos + T,
           [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
@@ -564,7 +561,7 @@ class Model {
             "prompt: text needs a tokenizer (Model.from_pretrained finds "
             "tokenizer.json beside config.json); give ids instead");
       attn::EncodeOptions o;
-      if (e_.resume) o.bos = false;  // a loaded session's context goes on: no BOS mid-context
+      o.bos = attn::prompt_bos(e_.resume);
       return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), o);
     }
     try {
@@ -604,27 +601,20 @@ class Model {
   void keep_probabilities(std::int64_t B, std::int64_t T, std::int64_t start_pos) {
     if (!keep_probs_) return;
     const attn::ModelArgs& a = args();
-    probs_.clear();
-    kept_.clear();
+    drop_probabilities();
+    // The forward asks from its own thread, the GIL released: raw pointers, checked for size.
     for (std::int64_t l = 0; l < a.n_layers; ++l) {
       probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
-      kept_.push_back(probs_.back().mutable_data());
+      kept_.set(l, probs_.back().mutable_data(), B * a.n_heads * T * (start_pos + T));
     }
-    // The forward asks from its own thread, the GIL released: raw pointers, checked for size.
-    observer_.sites = attn::site_bit(attn::Site::attn_probs);
-    observer_.probs = [this, n = B * a.n_heads * T * (start_pos + T)](
-                          std::int64_t layer, std::int64_t bsz, std::int64_t heads,
-                          std::int64_t seqlen, std::int64_t keys) -> float* {
-      return bsz * heads * seqlen * keys == n ? kept_[std::size_t(layer)] : nullptr;
-    };
-    e_.model.observer = &observer_;
+    attached_.emplace(e_.model, kept_.observer());
   }
 
   // Generation keeps no probabilities: its calls' shapes change every step.
   void drop_probabilities() {
+    attached_.reset();
     probs_.clear();
     kept_.clear();
-    e_.model.observer = nullptr;
   }
 
   // Roughly a call's floating-point operations: what decides whether Ctrl-C is watched for.
@@ -677,11 +667,11 @@ class Model {
 
   static constexpr double kInlineFlops = 2e9;  // long enough to be worth a handler swap
 
-  attn::Engine e_;
+  attn::Session e_;
   bool keep_probs_ = false;
   std::vector<py::array_t<float>> probs_;
-  std::vector<float*> kept_;  // probs_'s data, for the observer
-  attn::Observer observer_;   // keeps the probabilities in probs_ (attention_weights=True)
+  attn::KeptProbabilities kept_;            // into probs_ (attention_weights=True)
+  std::optional<attn::Attached> attached_;  // kept_ attached to the model, after a call
   std::uintptr_t last_input_ = 0;
   double last_seconds_ = 0;
   bool in_hook_ = false;         // a patch function runs (on hook_thread_, with the GIL)
@@ -722,7 +712,7 @@ PYBIND11_MODULE(attn, mod) {
             s.config = path;
             s.overrides.max_seq_len = max_seq_len;
             s.overrides.max_batch_size = max_batch_size;
-            return attn::model_args(s, {{}, path, {}}, nullptr);
+            return attn::model_args(s, attn::OpenedModel{{{}, path, {}}, nullptr}, nullptr);
           },
           py::arg("path"), py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 0,
           "a Meta params.json-style or Hugging Face config.json file, or a GGUF or llama2.c "

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
@@ -24,7 +24,7 @@ attn::ModelSpec spec_of(const std::string& name) {
   return s;
 }
 
-std::vector<std::int32_t> run_generate(attn::Engine& e, std::span<const std::int32_t> prompt,
+std::vector<std::int32_t> run_generate(attn::Session& e, std::span<const std::int32_t> prompt,
                                        std::int64_t steps, const attn::Sampling& s,
                                        bool feed_last = false) {
   std::vector<std::int32_t> ids;
@@ -54,7 +54,7 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   CHECK(f.weights == dir / "model.safetensors");
   CHECK(f.config.empty());
   CHECK(f.tokenizer.empty());
-  CHECK(test::setting_of([&] { attn::open_engine(s); }) == "config");
+  CHECK(test::setting_of([&] { attn::open_session(s); }) == "config");
   fs::copy_file(test::model_dir("hf_untied_f32") / "config.json", dir / "config.json");
   std::ofstream(dir / "model.safetensors.index.json") << "{}";
   std::ofstream(dir / "tokenizer.json") << "{}";
@@ -74,20 +74,20 @@ TEST_CASE("engine: every golden token model's greedy chain, and a session contin
                                     greedy = test::i32_tensor(
                                         test::model_dir(name) / "expected.safetensors", "greedy");
     const std::span<const std::int32_t> prompt(tokens.data(), 7);  // each case's first prompt
-    attn::Engine e = attn::open_engine(spec_of(name), {1, 7, 32});
+    attn::Session e = attn::open_session(spec_of(name), {1, 7, 32});
     CHECK(run_generate(e, prompt, 32, {}) ==
           std::vector<std::int32_t>(greedy.begin(), greedy.begin() + 32));
     CHECK(e.filled == 7 + 31);  // the last token is not fed unless asked
     // Sampled: k steps, the session saved, then continued by another engine.
     const attn::Sampling s{0.8, 40, 0.95, 0.05, 5};
-    attn::Engine whole = attn::open_engine(spec_of(name), {1, 7, 12});
+    attn::Session whole = attn::open_session(spec_of(name), {1, 7, 12});
     const std::vector<std::int32_t> one = run_generate(whole, prompt, 12, s);
     for (const std::int64_t k : {1, 6, 11}) {
-      attn::Engine a = attn::open_engine(spec_of(name), {1, 7, 12});
+      attn::Session a = attn::open_session(spec_of(name), {1, 7, 12});
       std::vector<std::int32_t> ids = run_generate(a, prompt, k, s, true);
       const fs::path path = test::temp_path("engine-" + name + ".session");
       attn::stage_cache_session(a, path).commit();
-      attn::Engine b = attn::open_engine(spec_of(name), {1, 7, 12});
+      attn::Session b = attn::open_session(spec_of(name), {1, 7, 12});
       attn::load_cache_session(b, path);
       CHECK(b.filled == 7 + k);
       const std::vector<std::int32_t> rest = run_generate(b, {}, 12 - k, s);
@@ -124,7 +124,7 @@ TEST_CASE("engine: the cache's capacity, at and around each bound, names its set
 TEST_CASE("engine: hidden-state calls continue the cache they hold, padding is 0 or 1") {
   attn::ModelSpec s;
   s.threads = 1;
-  attn::Engine e = attn::open_engine(s, {2, 0, 0}, small_args());
+  attn::Session e = attn::open_session(s, {2, 0, 0}, small_args());
   const std::int64_t dim = e.model.args.dim;
   std::vector<float> x(std::size_t(2 * 8 * dim), 0.25f), y(x.size());
   attn::forward_hidden(e, x.data(), 2, 5, 0, y.data());
@@ -153,12 +153,12 @@ TEST_CASE("engine: what one process cannot open or run is refused with its setti
   attn::ModelArgs a = small_args();
   a.model_parallel_size = 2;
   attn::ModelSpec s;
-  CHECK(test::setting_of([&] { attn::open_engine(s, {}, a); }) == "model_parallel_size");
-  attn::Engine blocks = attn::open_engine(s, {}, small_args());
+  CHECK(test::setting_of([&] { attn::open_session(s, {}, a); }) == "model_parallel_size");
+  attn::Session blocks = attn::open_session(s, {}, small_args());
   const std::int32_t id = 1;
   CHECK_THROWS_WITH_AS(attn::forward_tokens(blocks, &id, 1, 1, 0, nullptr, false),
                        doctest::Contains("needs a token model"), attn::InputError);
-  attn::Engine m = attn::open_engine(spec_of("meta_f32"), {1, 4, 4});
+  attn::Session m = attn::open_session(spec_of("meta_f32"), {1, 4, 4});
   const std::int32_t outside[2] = {3, 128};  // vocab 128
   std::vector<float> logits(128);
   CHECK_THROWS_WITH_AS(attn::forward_tokens(m, outside, 1, 2, 0, logits.data(), false),

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
@@ -140,7 +140,7 @@ TEST_CASE("fuzz regressions: cache session files") {
   spec.config = (test::source_dir() / "fuzz" / "seeds" / "session" / "config.json").string();
   spec.seed = 42;
   spec.threads = 1;
-  attn::Engine e = attn::open_engine(spec, {1, 0, 1});
+  attn::Session e = attn::open_session(spec, {1, 0, 1});
   for (const fs::path& p : files) {
     accepted_or_refused(p, [&] {
       attn::load_cache_session(e, p);

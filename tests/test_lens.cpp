@@ -11,7 +11,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
@@ -62,9 +62,9 @@ fs::path golden_weights(const std::string& name) {
 void check_last_layer(attn::Transformer& m, const std::vector<std::int32_t>& ids, std::int64_t bsz,
                       std::int64_t seqlen, std::int64_t steps) {
   const std::int64_t V = m.args.vocab_size, L = m.args.n_layers;
-  attn::LogitLens lens = attn::make_logit_lens(m, 5, /*keep_logits=*/true);
-  const attn::Observer obs = attn::lens_observer(lens, m);
-  attn::observe(m, &obs);
+  attn::LensRecorder rec(m, 5, /*keep_logits=*/true);
+  const attn::LogitLens& lens = rec.lens();
+  attn::observe(m, &rec.observer());
   std::vector<float> logits(std::size_t(bsz * seqlen * V));
   std::vector<std::int32_t> prompt(std::size_t(bsz * seqlen));
   for (std::int64_t b = 0; b < bsz; ++b)
@@ -149,7 +149,7 @@ TEST_CASE("lens: stories260K, rows around the batched kernel's bound, 1 and 2 th
          {std::int64_t(1), attn::kBatchRows - 1, attn::kBatchRows, attn::kBatchRows + 1}) {
       CAPTURE(threads);
       CAPTURE(seqlen);
-      attn::Engine e = attn::open_engine(spec_of(gguf, threads), {1, seqlen, 4});
+      attn::Session e = attn::open_session(spec_of(gguf, threads), {1, seqlen, 4});
       const std::vector<std::int32_t> ids = {1, 365, 301, 236, 263, 2, 73, 411, 99};
       check_last_layer(e.model, ids, 1, seqlen, 2);
     }
@@ -198,9 +198,9 @@ TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch refer
       attn::Transformer m = attn::make_transformer(
           a, attn::load_weights(a, golden_weights(name)), bsz * T,
           attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
-      attn::LogitLens lens = attn::make_logit_lens(m, K, /*keep_logits=*/true);
-      const attn::Observer obs = attn::lens_observer(lens, m);
-      attn::observe(m, &obs);
+      attn::LensRecorder rec(m, K, /*keep_logits=*/true);
+      const attn::LogitLens& lens = rec.lens();
+      attn::observe(m, &rec.observer());
       std::vector<float> logits(std::size_t(bsz * T * V));
       std::int64_t ids_checked = 0, ids_skipped = 0;
       for (std::int64_t i = 0; i <= steps; ++i) {

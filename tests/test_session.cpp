@@ -51,8 +51,8 @@ void compare_outputs(const attn::Run& s, const attn::SafetensorsFile& f,
   const std::int64_t cache_n = B * a.n_kv_heads * T * a.head_dim();
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     const std::string p = "cache." + std::to_string(l);
-    check(p + ".k", attn::filled_k(s.model.cache, l, B, T).data(), cache_n);
-    check(p + ".v", attn::filled_v(s.model.cache, l, B, T).data(), cache_n);
+    check(p + ".k", attn::filled_k(s.session.model.cache, l, B, T).data(), cache_n);
+    check(p + ".v", attn::filled_v(s.session.model.cache, l, B, T).data(), cache_n);
   }
 }
 

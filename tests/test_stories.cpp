@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/gguf.hpp"
 #include "attn/io/llama2c.hpp"
@@ -183,8 +183,8 @@ TEST_CASE("stories260K: a story saved after 20 tokens and continued prints the r
 TEST_CASE("stories260K: the GGUF and the llama2.c checkpoint give the same logits") {
   // The same weights in both files (the GGUF's q/k rows in Meta's order, as llama2.c's): the
   // same arithmetic, so the same bits, every position of a prefill and of decode steps.
-  attn::Engine gguf = attn::open_engine(spec_of(weights("stories260K.gguf")), {1, 8, 4});
-  attn::Engine bin = attn::open_engine(spec_of(weights("stories260K.bin")), {1, 8, 4});
+  attn::Session gguf = attn::open_session(spec_of(weights("stories260K.gguf")), {1, 8, 4});
+  attn::Session bin = attn::open_session(spec_of(weights("stories260K.bin")), {1, 8, 4});
   REQUIRE(gguf.model.args.vocab_size == 512);
   REQUIRE(bin.model.args.vocab_size == 512);
   const std::vector<std::int32_t> prompt = {1, 403, 407, 261, 378};  // BOS "Once upon a time"
@@ -216,8 +216,8 @@ TEST_CASE("stories260K in Q8_0: the bits of its F32 twin dequantized by gguf-py"
     attn::ModelSpec qs = spec_of(golden / "stories260K-q8_0.gguf");
     attn::ModelSpec fs = spec_of(golden / "stories260K-q8_0-f32.gguf");
     qs.threads = fs.threads = threads;
-    attn::Engine q = attn::open_engine(qs, {1, 64, 8});
-    attn::Engine f = attn::open_engine(fs, {1, 64, 8});
+    attn::Session q = attn::open_session(qs, {1, 64, 8});
+    attn::Session f = attn::open_session(fs, {1, 64, 8});
     REQUIRE(q.model.weights.layers[0].wq.type == attn::WeightType::q8_0);
     REQUIRE(f.model.weights.layers[0].wq.type == attn::WeightType::f32);
     std::vector<float> a(40 * 512), b(40 * 512);
@@ -240,7 +240,7 @@ TEST_CASE("stories260K in Q8_0: the bits of its F32 twin dequantized by gguf-py"
 TEST_CASE("stories260K: the GGUF's metadata is the model its llama2.c header describes") {
   const attn::ModelArgs g = attn::gguf_config(*attn::open_gguf(weights("stories260K.gguf")));
   attn::ModelSpec s = spec_of(weights("stories260K.bin"));
-  const attn::ModelArgs b = attn::model_args(s, attn::find_model_files(s), nullptr);
+  const attn::ModelArgs b = attn::model_args(s, attn::open_model(s), nullptr);
   // weights/stories260K.md: dim 64, 5 layers, 8 heads, 4 KV heads, FFN 172, 512 tokens.
   for (const attn::ModelArgs* a : {&g, &b}) {
     CHECK(a->dim == 64);

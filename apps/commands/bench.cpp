@@ -82,8 +82,8 @@ std::int64_t depth(const Options& f) {
 // The layer's config with the flags' overrides, checked, its cache sized for the batched rows
 // at the decode's depth.
 attn::ModelArgs bench_args(const Options& f, const attn::ModelSpec& spec,
-                           const attn::ModelFiles& files) {
-  attn::ModelArgs args = attn::model_args(spec, files, attn::llama3_8b_layer_args);
+                           const attn::OpenedModel& model) {
+  attn::ModelArgs args = attn::model_args(spec, model, attn::llama3_8b_layer_args);
   attn::check_shard(args, spec.shard);
   if (f.run.prefill < 1 || f.run.steps < 1)
     throw attn::InputError("bench needs --prefill and --steps >= 1");
@@ -98,7 +98,7 @@ attn::ModelArgs bench_args(const Options& f, const attn::ModelSpec& spec,
 // The same layer in each weight type, and its input.
 struct Workload {
   std::vector<float> x;
-  std::vector<attn::Transformer> models;
+  std::vector<attn::Session> sessions;  // one per weight type, compared in the same rounds
 };
 
 // A file runs as it is; drawn weights once per weight type, the same draws rounded. Every
@@ -109,22 +109,22 @@ void set_up_workload(const Options& f, const attn::Shard& shard, ProgressBar& pr
   spec.drawn.clear();
   for (const std::string& t : f.weight_types)
     spec.drawn.push_back(*attn::find_weight_type(t));  // the flag checked it
-  const attn::ModelFiles files = attn::find_model_files(spec);
+  const attn::OpenedModel model = attn::open_model(spec);
   const std::int64_t rows = std::max(f.run.prefill, max_batch(f));
-  attn::ModelPlan plan = attn::plan_model(bench_args(f, spec, files), spec, files,
+  attn::ModelPlan plan = attn::plan_model(bench_args(f, spec, model), spec, model,
                                           {max_batch(f), f.run.prefill, f.run.steps, rows});
   const std::size_t n = plan.drawn ? spec.drawn.size() : 1;
   progress.line("drawing the weights (" + std::to_string(n) + " weight type(s)) and the input");
   w.x = attn::seeded_input(plan.args, {1, f.run.prefill, f.run.steps}, f.seed);
-  w.models.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) w.models.push_back(attn::load_model(plan, spec, i));
+  w.sessions.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) w.sessions.push_back(attn::open_session(plan, spec, {}, i));
 }
 
 // Every model in the same rounds, --compute bf16's error, then the machine's limits.
 std::vector<BenchResult> measure(const Options& f, Workload& w, ProgressBar& progress) {
   std::vector<attn::Transformer*> ms;
-  for (attn::Transformer& m : w.models) ms.push_back(&m);
-  const attn::Transformer& m = w.models.front();
+  for (attn::Session& s : w.sessions) ms.push_back(&s.model);
+  const attn::Transformer& m = w.sessions.front().model;
   std::vector<BenchResult> results = bench_workload(ms, w.x, {f.run.prefill, f.run.steps, depth(f)},
                                                     batches(f), std::ref(progress));
   if (m.rt.compute == attn::Compute::bf16) {
@@ -168,7 +168,7 @@ int bench_command(const Options& f, const attn::Shard& shard) {
   Workload w;
   ranks::set_up(shard, [&] { set_up_workload(f, shard, progress, w); });
   return ranks::or_abort(shard, [&] {
-    report(f, shard, measure(f, w, progress), w.models.front(), progress);
+    report(f, shard, measure(f, w, progress), w.sessions.front().model, progress);
     return 0;
   });
 }

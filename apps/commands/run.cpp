@@ -38,10 +38,10 @@ Summary summarize(const attn::RunOptions& o, const attn::RunOutputs& out, const 
 
 // The request the flags make: the config with its overrides, the shape, the files.
 attn::RunRequest run_request(const Options& f, const attn::Shard& shard, bool keep_attention,
-                             const PromptTokens& prompt) {
+                             const PromptTokens& prompt, const attn::OpenedModel& model) {
   attn::RunRequest r;
   r.model = model_spec(f, shard);
-  r.args = attn::model_args(r.model, attn::find_model_files(r.model), attn::seed_args);
+  r.args = attn::model_args(r.model, model, attn::seed_args);
   r.tokens = prompt.sequences;
   r.all_logits = f.all_logits;
   r.logits = f.logits;
@@ -115,10 +115,11 @@ attn::Run set_up_run(const Options& f, Command c, const attn::Shard& shard, Prom
     throw std::runtime_error(
         "stdout is closed: the trace has nowhere to go (send it to "
         "/dev/null to discard it)");
-  if (f.text.given()) prompt = prompt_tokens(f.text, model_spec(f, shard), 0);
-  attn::RunRequest r = run_request(f, shard, f.print_attention || heatmap, prompt);
+  attn::OpenedModel model = attn::open_model(model_spec(f, shard));
+  if (f.text.given()) prompt = prompt_tokens(f.text, model, 0);
+  attn::RunRequest r = run_request(f, shard, f.print_attention || heatmap, prompt, model);
   if (heatmap) r.writers.push_back(png_writer(f, shard, prompt, png_size));
-  attn::RunPlan plan = attn::plan_run(std::move(r));
+  attn::RunPlan plan = attn::plan_run(std::move(r), std::move(model));
   if (f.print_attention) check_print_attention(plan.request);
   if (heatmap) check_heatmap(plan.request.args, plan.request.opts, f.layer, f.batch_row);
   return attn::open_run(std::move(plan));
@@ -149,7 +150,7 @@ void run_traced(const Options& f, bool decode_only, attn::Run& se, const PromptT
     }
     trace.flush();  // what is printed stays printed, whatever ends the run later
   });
-  const Summary s = summarize(se.request.opts, se.out, se.model.rt);
+  const Summary s = summarize(se.request.opts, se.out, se.session.model.rt);
   if (f.json) print_summary_json(trace, s);
   if (rank0) print_summary_text(std::cerr, s);
 }

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
@@ -89,7 +89,7 @@ void finish(const Options& f, const ViewRecorder& rec, json meta) {
 
 // One prompt of a token model: the engine's generate, every decode call recorded.
 int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec,
-                   const attn::ModelArgs& a, PromptTokens& pt) {
+                   attn::OpenedModel model, const attn::ModelArgs& a, PromptTokens& pt) {
   const std::vector<std::int32_t> prompt = pt.sequences[0];
   const auto P = std::int64_t(prompt.size());
   const std::int64_t N = f.run.steps;
@@ -109,24 +109,20 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
-  attn::Engine e = attn::open_engine(spec, {1, P, N, 0, view_memory(v, whole, k)}, std::nullopt,
-                                     std::move(pt.tokenizer));
+  attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, whole, k)},
+                                     std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
   if (k > 0) rec.record_lens(e.model, k);
-  attn::observe(e.model, &rec.observer());
-  attn::generate(e, prompt, N, sampling, attn::stop_ids(e, f.ignore_eos), true,
-                 [](const attn::Generated&) {});
-  attn::observe(e.model, nullptr);
+  {
+    const attn::Attached recording(e.model, rec.observer());
+    attn::generate(e, prompt, N, sampling, attn::stop_ids(e, f.ignore_eos), true,
+                   [](const attn::Generated&) {});
+  }
 
-  // The token the next step would feed, chosen as generate chooses.
-  attn::Sampling masked = sampling;
-  masked.n_vocab = attn::token_vocab(e);
-  std::vector<attn::SampleCandidate> scratch;
+  const std::int32_t next = attn::next_token(e, sampling);
   const std::vector<std::int32_t>& ids = e.generation.tokens;
-  const std::int32_t next =
-      attn::sample(e.generation.logits, masked, std::uint64_t(ids.size()), scratch);
 
   json meta = view_meta(e.model.args, rec, page_title(f), e.tokenizer ? &*e.tokenizer : nullptr);
   json tokens = json::array();
@@ -140,7 +136,7 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
 
 // Drawn or --input x, or several prompts (teacher forcing): a run as `run` makes it.
 int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spec,
-             const attn::ModelArgs& a, PromptTokens& pt) {
+             attn::OpenedModel model, const attn::ModelArgs& a, PromptTokens& pt) {
   attn::RunRequest r;
   r.model = spec;
   r.args = a;
@@ -156,7 +152,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
     announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
     return view_memory(v, args, k);
   };
-  attn::RunPlan plan = attn::plan_run(std::move(r));
+  attn::RunPlan plan = attn::plan_run(std::move(r), std::move(model));
   plan.request.front_parts = nullptr;  // its references end with this function
 
   attn::Run se = attn::open_run(std::move(plan));
@@ -166,10 +162,11 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
     const auto row = se.inspect.attention_mask.begin() + v.batch_row * T;
     rec.set_keep({row, row + T});
   }
-  if (k > 0) rec.record_lens(se.model, k);
-  attn::observe(se.model, &rec.observer());
-  attn::run(se, [](const attn::Event&) {});
-  attn::observe(se.model, nullptr);
+  if (k > 0) rec.record_lens(se.session.model, k);
+  {
+    const attn::Attached recording(se.session.model, rec.observer());
+    attn::run(se, [](const attn::Event&) {});
+  }
 
   json meta =
       view_meta(se.request.args, rec, page_title(f), pt.tokenizer ? &*pt.tokenizer : nullptr);
@@ -199,11 +196,13 @@ int view_command(const Options& f) {
   attn::check_output(f.png, "page");
   const ViewSettings s{f.shown_layers, f.heads, f.positions, f.batch_row, f.bits, f.max_size};
   const attn::ModelSpec spec = model_spec(f, attn::Shard{});
-  const attn::ModelArgs a = attn::model_args(spec, attn::find_model_files(spec), attn::seed_args);
+  attn::OpenedModel model = attn::open_model(spec);
+  const attn::ModelArgs a = attn::model_args(spec, model, attn::seed_args);
   PromptTokens pt;
-  if (f.text.given()) pt = prompt_tokens(f.text, spec, std::max<std::int64_t>(0, a.vocab_size));
-  if (pt.sequences.size() == 1 && a.vocab_size > 0) return view_generated(f, s, spec, a, pt);
-  return view_run(f, s, spec, a, pt);
+  if (f.text.given()) pt = prompt_tokens(f.text, model, std::max<std::int64_t>(0, a.vocab_size));
+  if (pt.sequences.size() == 1 && a.vocab_size > 0)
+    return view_generated(f, s, spec, std::move(model), a, pt);
+  return view_run(f, s, spec, std::move(model), a, pt);
 }
 
 }  // namespace cli

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
@@ -72,14 +72,11 @@ void require_tokenizer(const TextInput& t, const ModelFiles& files) {
 
 }  // namespace
 
-PromptTokens prompt_tokens(const TextInput& t, const ModelSpec& model, std::int64_t vocab) {
-  ModelSpec spec = model;
-  spec.tokenizer = t.tokenizer;
+PromptTokens prompt_tokens(const TextInput& t, const OpenedModel& model, std::int64_t vocab) {
   // Ids need no tokenizer, but one that is named or found labels them.
-  const ModelFiles files = find_model_files(spec);
   PromptTokens p;
-  require_tokenizer(t, files);
-  p.tokenizer = open_tokenizer(files);
+  require_tokenizer(t, model.files);
+  p.tokenizer = open_tokenizer(model);
   p.sequences = prompt_sequences(t, p.tokenizer ? &*p.tokenizer : nullptr, vocab);
   return p;
 }
@@ -103,14 +100,17 @@ ModelSpec generate_spec(const Options& f) {
 // against the vocabulary of both and against the cache before the engine is opened. A prompt
 // continuing a loaded session gets no BOS (unless --add-bos): it is not the context's start.
 std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spec,
-                                          std::optional<Tokenizer>& tok) {
-  const ModelFiles files = find_model_files(spec);
-  const ModelArgs a = model_args(spec, files, nullptr);  // needs a config
-  require_tokenizer(f.text, files);
-  tok = open_tokenizer(files);
+                                          const OpenedModel& model, std::optional<Tokenizer>& tok) {
+  const ModelArgs a = model_args(spec, model, nullptr);  // needs a config
+  require_tokenizer(f.text, model.files);
+  tok = open_tokenizer(model);
   const std::int64_t vocab = token_vocab(a, tok);
   TextInput text = f.text;
-  if (!f.load_session.empty() && !text.add_bos) text.no_bos = true;
+  const std::optional<bool> asked =
+      text.add_bos ? std::optional<bool>(true) : text.no_bos ? std::optional<bool>(false) : std::nullopt;
+  const std::optional<bool> bos = prompt_bos(!f.load_session.empty(), asked);
+  text.no_bos = bos == false;
+  text.add_bos = bos == true;
   std::vector<std::int32_t> prompt =
       one_sequence(prompt_sequences(text, tok ? &*tok : nullptr, vocab, a.max_seq_len));
   if (prompt.empty() && f.load_session.empty())
@@ -131,7 +131,7 @@ std::string for_terminal(const std::string& piece) {
   return stdout_is_terminal() ? escape_controls(piece) : piece;
 }
 
-void print_token(const Options& f, const Engine& e, std::optional<TextStream>& stream,
+void print_token(const Options& f, const Session& e, std::optional<TextStream>& stream,
                  const Generated& t) {
   const std::string piece = stream ? stream->next(t.id) : std::to_string(t.id) + " ";
   if (!f.json) {
@@ -148,7 +148,7 @@ void print_token(const Options& f, const Engine& e, std::optional<TextStream>& s
             << '\n';
 }
 
-void print_summary(const Options& f, const Engine& e) {
+void print_summary(const Options& f, const Session& e) {
   const Generation& g = e.generation;
   if (f.json)
     std::cout << json{{"event", "summary"},
@@ -173,11 +173,13 @@ int generate_command(const Options& f) {
   if (!std::cout) throw std::runtime_error("stdout is closed: the text has nowhere to go");
   const auto t0 = std::chrono::steady_clock::now();
   const ModelSpec spec = generate_spec(f);
+  OpenedModel model = open_model(spec);
   std::optional<Tokenizer> tok;
-  const std::vector<std::int32_t> prompt = generate_prompt(f, spec, tok);
+  const std::vector<std::int32_t> prompt = generate_prompt(f, spec, model, tok);
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  Engine e = open_engine(spec, {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}}, std::nullopt,
+  Session e = open_session(std::move(model), spec,
+                         {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}}, std::nullopt,
                          std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
@@ -194,13 +196,13 @@ int generate_command(const Options& f) {
   const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
   // --logit-lens: each forward call's lens, printed before the token it chose (JSON on stdout,
   // text on stderr: stdout is the generated text).
-  std::optional<LogitLens> lens;
-  Observer lens_obs;
+  std::optional<LensRecorder> recorder;
+  std::optional<Attached> attached;
+  const LogitLens* lens = nullptr;
   std::int64_t lens_printed = 0;  // forward calls whose lens is printed
   if (f.logit_lens > 0) {
-    lens.emplace(make_logit_lens(e.model, f.logit_lens));
-    lens_obs = lens_observer(*lens, e.model);
-    observe(e.model, &lens_obs);
+    lens = &recorder.emplace(e.model, f.logit_lens).lens();
+    attached.emplace(e.model, recorder->observer());
   }
   const auto print_lens = [&] {
     if (!lens || lens->calls == lens_printed) return;
@@ -225,7 +227,7 @@ int generate_command(const Options& f) {
              std::cout.flush();
            });
   print_lens();  // the last token's call, fed for a session
-  if (lens) observe(e.model, nullptr);
+  attached.reset();
   print_summary(f, e);
   print_timing(e.generation,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -25,7 +25,7 @@ struct PromptTokens {
   std::vector<std::vector<std::int32_t>> sequences;
   std::optional<attn::Tokenizer> tokenizer;
 };
-PromptTokens prompt_tokens(const TextInput& t, const attn::ModelSpec& model,
+PromptTokens prompt_tokens(const TextInput& t, const attn::OpenedModel& model,
                            std::int64_t vocab_size);
 
 // The commands, from their flags (flags.hpp).

@@ -156,9 +156,12 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
   const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
   // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
   // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
-  // layer_slot_, keep_ and the observer's layers, stats_.
+  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer buffer table
+  // (KeptProbabilities: a pointer, a capacity and its observer's site bits per layer).
   const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
+  constexpr std::int64_t kept_table = sizeof(float*) + sizeof(std::int64_t) + sizeof(std::uint32_t);
   const std::uint64_t parts[] = {
+      attn::checked_product({v.n_layers, kept_table}, probs),
       attn::checked_product({v.batch, v.n_heads, std::max(v.prefill * v.prefill, T), 4}, probs),
       attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
       attn::checked_product({shown_lists + rows + 1 + v.n_layers, 8}, probs),
@@ -190,7 +193,7 @@ std::uint16_t code_cell(float p, int bits) {
                    : std::uint16_t(std::lround(65535.0 * x));
 }
 
-ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v) {
+ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v), probs_(v.n_layers) {
   const std::int64_t rows = v.row_end - v.row_begin;
   row_offset_.assign(std::size_t(rows + 1), 0);
   for (std::int64_t r = 0; r < rows; ++r)
@@ -203,16 +206,17 @@ ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v) {
   }
   keep_.assign(std::size_t(v.positions()), 1);
   scratch_.resize(std::size_t(std::max<std::int64_t>(1, scratch_floats(v))));  // [B, H, rows, keys]
+  for (const std::int64_t l : v.layers) probs_.set(l, scratch_.data(), std::int64_t(scratch_.size()));
   cells_.resize(std::size_t(v.cells() * v.bytes_per_cell()));  // [layers, heads, row cells]
   stats_.resize(v.layers.size() * v.heads.size());
   observer_.sites = attn::site_bit(attn::Site::attn_probs);
   observer_.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                            std::int64_t seqlen, std::int64_t keys) -> float* {
     if (layer < 0 || layer >= v_.n_layers || layer_slot_[std::size_t(layer)] < 0)
-      return nullptr;  // not shown (every layer reports when the lens is on)
-    if (bsz * n_heads * seqlen * keys > std::int64_t(scratch_.size()))
-      throw std::logic_error("view: a call's probabilities outgrow the buffer sized for them");
-    return scratch_.data();
+      return static_cast<float*>(nullptr);  // not shown (every layer reports when the lens is on)
+    float* p = probs_.buffer(layer, bsz * n_heads * seqlen * keys);
+    if (!p) throw std::logic_error("view: a call's probabilities outgrow the buffer sized for them");
+    return p;
   };
   observer_.on_tensor = [this](const attn::Observation& o) {
     if (o.site == attn::Site::attn_probs) on_probs(o);
@@ -227,19 +231,19 @@ void ViewRecorder::set_keep(std::vector<std::uint8_t> keep) {
 }
 
 void ViewRecorder::record_lens(attn::Transformer& m, int k) {
-  lens_.emplace(attn::make_logit_lens(m, k));
-  lens_model_ = &m;
-  lens_tops_.assign(std::size_t(v_.n_layers * v_.positions() * lens_->k_used), {0, 0.0f});
+  lens_.emplace(m, k);
+  lens_tops_.assign(std::size_t(v_.n_layers * v_.positions() * lens_->lens().k_used), {0, 0.0f});
   observer_.layers.clear();  // every layer's resid_post; probabilities of the shown only
   observer_.sites |= attn::site_bit(attn::Site::resid_post);
 }
 
 // One layer's resid_post through the lens, the batch row's top tokens of each position kept.
 void ViewRecorder::on_resid(const attn::Observation& o) {
-  attn::feed_lens(*lens_, *lens_model_, o);
-  const std::int64_t k = lens_->k_used, T = v_.positions(), seqlen = o.shape[1];
+  lens_->feed(o);
+  const attn::LogitLens& lens = lens_->lens();
+  const std::int64_t k = lens.k_used, T = v_.positions(), seqlen = o.shape[1];
   for (std::int64_t r = 0; r < seqlen && o.start_pos + r < T; ++r) {
-    const attn::TopLogit* top = attn::lens_top(*lens_, o.layer, v_.batch_row, r);
+    const attn::TopLogit* top = attn::lens_top(lens, o.layer, v_.batch_row, r);
     std::copy(top, top + k, lens_tops_.begin() + (o.layer * T + o.start_pos + r) * k);
   }
 }

@@ -17,6 +17,7 @@
 #include "attn/io/output.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/input.hpp"
+#include "attn/model/kept_probabilities.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/observer.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -83,7 +84,7 @@ void check_view_bound(const ViewShape& v, std::int64_t bound, double max_size_mb
 // What viewing v allocates: the recorder's buffers (ViewRecorder: the one-call probabilities, the
 // coded cells, the figures) and, with lens_k > 0, the lens (record_lens: make_logit_lens's
 // buffers for calls of up to batch x max(prefill, 1) rows, and the tops kept): the parts the
-// memory pre-flight adds (EngineShape::front, RunRequest::front_parts).
+// memory pre-flight adds (SessionShape::front, RunRequest::front_parts).
 std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelArgs& a, int lens_k);
 
 // Records the shown probabilities as the forward reports them (observer: set it on the model
@@ -101,7 +102,7 @@ class ViewRecorder {
   // position; m must outlive the recording. Refuses a model without the head (InputError).
   void record_lens(attn::Transformer& m, int k);
   // [n_layers, T, k_used] of the recorded positions; empty without a lens.
-  const std::optional<attn::LogitLens>& lens() const { return lens_; }
+  const attn::LogitLens* lens() const { return lens_ ? &lens_->lens() : nullptr; }
   const std::vector<attn::TopLogit>& lens_tops() const { return lens_tops_; }
 
   const attn::Observer& observer() const { return observer_; }
@@ -125,10 +126,10 @@ class ViewRecorder {
   std::vector<std::int64_t> layer_slot_;  // [n_layers]: shown index, or -1
   std::vector<std::uint8_t> keep_;
   std::vector<float> scratch_;       // the largest call's [bsz, n_heads, seqlen, keys]
+  attn::KeptProbabilities probs_;    // the shown layers' into scratch_, each coded as it comes
   std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded
   std::vector<attn::HeadStats> stats_;
-  std::optional<attn::LogitLens> lens_;
-  attn::Transformer* lens_model_ = nullptr;
+  std::optional<attn::LensRecorder> lens_;
   std::vector<attn::TopLogit> lens_tops_;  // [n_layers, T, k_used]
   std::int64_t rows_end_ = 0;
   attn::Observer observer_;

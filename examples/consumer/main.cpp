@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
     request.args = attn::load_config(argv[1]);
     request.model.weights = argv[2];
     request.opts = {/*batch=*/1, /*prefill=*/7, /*steps=*/1};  // x drawn from request.model.seed
-    attn::Run session = attn::open_run(attn::plan_run(request));
-    attn::run(session, [](const attn::Event& e) {
+    attn::Run r = attn::open_run(attn::plan_run(request));
+    attn::run(r, [](const attn::Event& e) {
       std::printf("attn %s: %s: kv cache shape: ", ATTN_VERSION,
                   e.kind == attn::Event::Kind::prefill ? "prefill" : "decode");
       print_shape("key", e.cache_k);

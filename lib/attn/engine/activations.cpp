@@ -200,3 +200,20 @@ void keep_observation(KeptActivations& kept, const Observation& o) {
 }
 
 }  // namespace attn
+
+namespace attn {
+
+ActivationRecorder::ActivationRecorder(KeptActivations& kept, const ActivationNames& names)
+    : kept_(kept) {
+  observer_.sites = kept_sites(names);
+  // Their kept tensor, written in place, when it is the call's size.
+  observer_.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
+                           std::int64_t seqlen, std::int64_t keys) -> float* {
+    KeptActivation* t = kept_.find(kept_.call, layer, Site::attn_probs);
+    return t && std::int64_t(t->data.size()) == bsz * n_heads * seqlen * keys ? t->data.data()
+                                                                              : nullptr;
+  };
+  observer_.on_tensor = [this](const Observation& o) { keep_observation(kept_, o); };
+}
+
+}  // namespace attn

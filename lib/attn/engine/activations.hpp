@@ -75,4 +75,19 @@ std::uint32_t kept_sites(const ActivationNames& n);
 // over through Observer::probs, is left as it is).
 void keep_observation(KeptActivations& kept, const Observation& o);
 
+// The dump's activations as a recorder: its observer asks for their sites and keeps each into
+// its tensor of kept.call (attn_probs written there in place when no recorder before it hands
+// the forward a buffer). kept must outlive it.
+class ActivationRecorder {
+ public:
+  ActivationRecorder(KeptActivations& kept, const ActivationNames& names);
+  ActivationRecorder(const ActivationRecorder&) = delete;  // its observer's functions hold `this`
+  ActivationRecorder& operator=(const ActivationRecorder&) = delete;
+  const Observer& observer() const { return observer_; }
+
+ private:
+  KeptActivations& kept_;
+  Observer observer_;
+};
+
 }  // namespace attn

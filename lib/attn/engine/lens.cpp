@@ -110,11 +110,18 @@ void feed_lens(LogitLens& lens, Transformer& m, const Observation& o) {
     top_logits(logits + r * lens.vocab_size, lens.vocab_size, lens.k_used, top + r * lens.k_used);
 }
 
-Observer lens_observer(LogitLens& lens, Transformer& m) {
-  Observer o;
-  o.sites = site_bit(Site::resid_post);
-  o.on_tensor = [&lens, &m](const Observation& t) { feed_lens(lens, m, t); };
-  return o;
+LensRecorder::LensRecorder(Transformer& m, int k, bool keep_logits)
+    : m_(m), lens_(make_logit_lens(m, k, keep_logits)) {
+  observer_.sites = site_bit(Site::resid_post);
+  observer_.on_tensor = [this](const Observation& o) { feed(o); };
+}
+
+void LensRecorder::feed(const Observation& o) {
+  feed_lens(lens_, m_, o);
+  if (!copy_to_) return;
+  const std::int64_t n = o.shape[0] * o.shape[1] * lens_.vocab_size;
+  std::vector<float>& dst = (*copy_to_)[std::size_t(o.layer)];
+  if (std::int64_t(dst.size()) == n) std::copy_n(lens_.logits.data(), n, dst.data());
 }
 
 }  // namespace attn

@@ -4,14 +4,12 @@
 // position. It runs inside the one forward, between blocks, with the same norm and product as
 // output_logits: the last block's lens is the model's logits bit for bit (at the same rows).
 //
-// Usage, alone:
-//   LogitLens lens = make_logit_lens(m, /*k=*/5);        // refuses a model without the head
-//   Observer obs = lens_observer(lens, m);                 // resid_post at every block
-//   observe(m, &obs);
+// Usage, as a recorder of the model (LensRecorder, the one wiring every front uses):
+//   LensRecorder rec(m, /*k=*/5);                          // refuses a model without the head
+//   Attached on(m, rec.observer());                        // resid_post at every block
 //   forward(m, tokens, bsz, seqlen, start_pos, logits);
-//   const TopLogit* t = lens_top(lens, layer, b, pos);    // lens.k_used entries, best first
-// or from an observer of one's own (the view, Python), in its on_tensor:
-//   if (o.site == Site::resid_post) feed_lens(lens, m, o);  // ask for resid_post at every layer
+//   const TopLogit* t = lens_top(rec.lens(), layer, b, pos);  // k_used entries, best first
+// or held by a recorder of one's own (the page), whose on_tensor calls rec.feed(o).
 // After each forward call, lens.top holds that call's [n_layers, bsz, seqlen, k_used]; with
 // keep_logits, lens.logits each layer's full logits [n_layers, bsz, seqlen, vocab_size].
 // Layer numbers are the model's blocks (0 .. n_layers-1); the checkpoint's are
@@ -77,9 +75,27 @@ LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits = false)
 // logits and top. A layer at or below the last one fed starts a new call.
 void feed_lens(LogitLens& lens, Transformer& m, const Observation& o);
 
-// An observer asking for resid_post at every block and feeding it to the lens; set it with
-// observe(m, &observer). Both must outlive its use.
-Observer lens_observer(LogitLens& lens, Transformer& m);
+// The lens as a recorder: its observer asks for resid_post at every block and feeds each to the
+// lens; with copy_to, each block's logits of the call are copied into (*layers)[l] too, when it
+// is the call's size (the run's dump keeps every call's). m must outlive it.
+class LensRecorder {
+ public:
+  LensRecorder(Transformer& m, int k, bool keep_logits = false);
+  LensRecorder(const LensRecorder&) = delete;  // its observer's function holds `this`
+  LensRecorder& operator=(const LensRecorder&) = delete;
+
+  void copy_to(std::vector<std::vector<float>>* layers) { copy_to_ = layers; }
+  // What the observer does with a resid_post: for a recorder holding this one.
+  void feed(const Observation& o);
+  const LogitLens& lens() const { return lens_; }
+  const Observer& observer() const { return observer_; }
+
+ private:
+  Transformer& m_;
+  LogitLens lens_;
+  std::vector<std::vector<float>>* copy_to_ = nullptr;
+  Observer observer_;
+};
 
 // The last call's top tokens of layer l, batch row b, position t (0 .. seqlen-1): lens.k_used.
 inline const TopLogit* lens_top(const LogitLens& lens, std::int64_t l, std::int64_t b,

@@ -5,8 +5,10 @@
 
 #include "attn/error.hpp"
 #include "attn/io/format.hpp"
+#include "attn/io/gguf.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/detail/slice.hpp"  // rank_path
+#include "attn/text/llama_vocab.hpp"
 
 namespace attn {
 
@@ -41,8 +43,9 @@ bool holds_config(FileFormat f) {
 
 }  // namespace
 
-ModelFiles find_model_files(const ModelSpec& spec) {
-  ModelFiles f;
+OpenedModel open_model(const ModelSpec& spec) {
+  OpenedModel m;
+  ModelFiles& f = m.files;
   std::error_code ec;
   const fs::path mine = rank_path(spec.weights.string(), spec.shard.rank);  // "{rank}": its own
   if (!spec.weights.empty() && !fs::exists(mine, ec))
@@ -50,10 +53,12 @@ ModelFiles find_model_files(const ModelSpec& spec) {
   f.weights =
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
   const bool named = !f.weights.empty() && f.weights == spec.weights;  // not a folder's by name
-  const FileFormat kind =
-      f.weights.empty() ? FileFormat::unknown : detect_format(named ? mine : f.weights);
+  if (!f.weights.empty())
+    m.weights = std::make_shared<const ModelFile>(
+        open_model_file(named ? mine : f.weights, "weights"));
+  const FileFormat kind = m.weights ? m.weights->format : FileFormat::unknown;
   if (named)  // a tokenizer or a config given as the weights is said so, before "no config"
-    expect_format(mine,
+    expect_format(kind, m.weights->source,
                   {FileFormat::safetensors, FileFormat::safetensors_index, FileFormat::gguf,
                    FileFormat::llama2c_checkpoint},
                   "model weights (safetensors, GGUF or a llama2.c checkpoint)");
@@ -65,7 +70,7 @@ ModelFiles find_model_files(const ModelSpec& spec) {
                        "config");
     f.config = f.weights;
     f.tokenizer = spec.tokenizer.empty() && kind == FileFormat::gguf ? f.weights : spec.tokenizer;
-    return f;
+    return m;
   }
   if (!spec.config.empty())
     expect_format(spec.config, {FileFormat::json},
@@ -81,16 +86,33 @@ ModelFiles find_model_files(const ModelSpec& spec) {
     const fs::path beside = f.config.parent_path() / "tokenizer.json";
     if (is_file(beside)) f.tokenizer = beside;
   }
-  return f;
+  return m;
 }
 
-ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)()) {
+ModelFiles find_model_files(const ModelSpec& spec) {
+  return open_model(spec).files;
+}
+
+namespace {
+
+// Whether `path` is the opened weights file itself (a GGUF or a llama2.c checkpoint is its own
+// config, a GGUF its own tokenizer): read from it, not opened again.
+bool is_weights(const OpenedModel& m, const fs::path& path) {
+  return m.weights && !path.empty() && path == m.files.weights;
+}
+
+}  // namespace
+
+ModelArgs model_args(const ModelSpec& spec, const OpenedModel& model, ModelArgs (*fallback)()) {
+  const ModelFiles& files = model.files;
   if (files.config.empty() && !fallback)
     throw InputError(
         "no config: name one, or keep config.json beside the weights" +
             (files.weights.empty() ? std::string() : " (" + escape(files.weights.string()) + ")"),
         "config");
-  ModelArgs args = files.config.empty() ? fallback() : load_config(files.config);
+  ModelArgs args = files.config.empty()             ? fallback()
+                   : is_weights(model, files.config) ? load_config(*model.weights)
+                                                     : load_config(files.config);
   ConfigOverrides o = spec.overrides;
   if (args.format != ConfigFormat::meta && o.model_parallel_size == 0 && spec.shard.size > 1)
     o.model_parallel_size = spec.shard.size;
@@ -99,13 +121,20 @@ ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (
   return args;
 }
 
+std::optional<Tokenizer> open_tokenizer(const OpenedModel& model) {
+  const fs::path& path = model.files.tokenizer;
+  if (path.empty()) return std::nullopt;
+  if (is_weights(model, path) && model.weights->gguf) return tokenizer_from_gguf(*model.weights->gguf);
+  return load_tokenizer(path);
+}
+
 void use_token_ends(ModelArgs& a, bool head) {
   a.tokens_in = a.vocab_size > 0 && a.has_first_layer();
   a.logits_out = a.vocab_size > 0 && (a.has_last_layer() || head);
 }
 
-ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files, RunShape shape,
-                     std::vector<MemoryPart> extra) {
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const OpenedModel& model,
+                     RunShape shape, std::vector<MemoryPart> extra) {
   check_shard(args, spec.shard);
   if (spec.threads > kMaxThreads)  // each thread's scratch is counted: 10^6 would ask for GBs
     throw InputError("threads must be at most " + std::to_string(kMaxThreads) + ", got " +
@@ -115,8 +144,8 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& fi
   shape.compute = spec.compute;
   std::optional<WeightsSource> source;
   std::vector<MemoryPart> parts = std::move(extra);
-  if (!files.weights.empty()) {
-    source = open_weights(files.weights, spec.shard);
+  if (model.weights) {
+    source = WeightsSource{open_tensor_source(*model.weights), is_per_rank_path(model.files.weights.string())};
     shape.matrices = matrix_types(args, *source);
     for (MemoryPart& p : memory_parts(args, shape, spec.shard)) parts.push_back(std::move(p));
   } else {

@@ -5,9 +5,11 @@
 // runtime and the model. Every front builds its model here and nowhere else.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "attn/io/model_file.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/matrix.hpp"
 #include "attn/model/config.hpp"
@@ -15,6 +17,7 @@
 #include "attn/model/model.hpp"
 #include "attn/model/parallel.hpp"
 #include "attn/model/weights.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace attn {
 
@@ -48,12 +51,28 @@ struct ModelSpec {
 struct ModelFiles {
   std::filesystem::path weights, config, tokenizer;
 };
+
+// What a spec names, opened once (llama.cpp's llama_model_loader): the files found, and the
+// weights file opened, its format told from its first bytes; a GGUF parsed there once, so that
+// the config, the tokenizer and the tensors all read it without opening it again.
+struct OpenedModel {
+  ModelFiles files;
+  std::shared_ptr<const ModelFile> weights;  // this rank's weights file; null: none named
+};
+OpenedModel open_model(const ModelSpec& spec);
+
+// open_model(spec)'s files alone.
 ModelFiles find_model_files(const ModelSpec& spec);
 
 // The config (or `fallback()` when no file is named or found; without a fallback, InputError
-// naming the setting "config") with the overrides and the mask applied. A Hugging Face config has
-// no model_parallel_size: the number of ranks is it.
-ModelArgs model_args(const ModelSpec& spec, const ModelFiles& files, ModelArgs (*fallback)());
+// naming the setting "config") with the overrides and the mask applied, read from the opened
+// weights file when it holds it. A Hugging Face config has no model_parallel_size: the number of
+// ranks is it.
+ModelArgs model_args(const ModelSpec& spec, const OpenedModel& model, ModelArgs (*fallback)());
+
+// The tokenizer the files name (none when no tokenizer.json is named or beside the config), a
+// GGUF's own from its parsed metadata.
+std::optional<Tokenizer> open_tokenizer(const OpenedModel& model);
 
 // A token model's ends (vocab_size > 0): the embeddings when the layers start at the
 // checkpoint's first, the final norm and output head when they end at its last, or after a
@@ -68,8 +87,8 @@ struct ModelPlan {
   std::optional<WeightsSource> weights;  // the file's, until load_model maps it
   bool drawn = true;                     // no file: spec.drawn's types
 };
-ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const ModelFiles& files, RunShape shape,
-                     std::vector<MemoryPart> extra = {});
+ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const OpenedModel& model,
+                     RunShape shape, std::vector<MemoryPart> extra = {});
 
 // The weights (mapped, or drawn in spec.drawn[drawn_index]'s type), the runtime and the model,
 // sized for forward calls of up to plan.shape.max_rows rows.

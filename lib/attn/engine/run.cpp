@@ -1,6 +1,7 @@
 #include "attn/engine/run.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/ops.hpp"
 #include "attn/model/finite.hpp"
+#include "attn/model/kept_probabilities.hpp"
 
 namespace attn {
 
@@ -74,71 +76,40 @@ void make_lens_outputs(const ModelArgs& a, const RunOptions& o, RunOutputs& out)
     make_layers(step, L, B * V);  // [B, 1, vocab_size] per block
 }
 
-// The run's own observer: the probabilities it keeps (each forward call writes layer l's into
-// (*probs)[l], allocated before any work by make_attention_outputs), the logit lens (each
-// block's logits copied into (*lens_out)[l] when kept) and the activations kept for the dump
-// (into their tensors, activations.hpp), with the model's own observer (`before`) still seeing
-// what it asked for. While it runs it takes m.observer's place, put back however
-// the run ends.
-struct RunObserver {
-  Transformer& m;
-  const Observer* before;
-  bool keep_probs;
-  LogitLens* lens;
-  KeptActivations* kept;
-  std::vector<std::vector<float>>* probs = nullptr;
-  std::vector<std::vector<float>>* lens_out = nullptr;
-  Observer observer;
+// The recorders a run attaches to its model for its duration (after those the caller attached,
+// which see what they asked for): the probabilities it keeps (each call's layer l into
+// (*probs)[l], allocated before any work by make_attention_outputs), the logit lens (each block's
+// logits copied into the call's kept ones when the dump keeps them) and the activations kept for
+// the dump (into their tensors, activations.hpp).
+struct RunRecorders {
+  std::optional<KeptProbabilities> probs;
+  std::optional<LensRecorder> lens;
+  std::optional<ActivationRecorder> activations;
+  KeptActivations* kept = nullptr;
+  std::array<std::optional<Attached>, 3> attached;  // detached first: declared last
 
-  RunObserver(Transformer& model, bool keep, LogitLens* logit_lens, KeptActivations* activations,
-              const ActivationNames& names)
-      : m(model), before(model.observer), keep_probs(keep), lens(logit_lens), kept(activations) {
-    if (!keep_probs && !lens && !kept) return;
-    // Every block: `before`'s layer filter is applied to what it is passed.
-    observer.sites = (before ? before->sites : 0) | (keep_probs ? site_bit(Site::attn_probs) : 0) |
-                     (lens ? site_bit(Site::resid_post) : 0) | (kept ? kept_sites(names) : 0);
-    observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
-                            std::int64_t seqlen, std::int64_t keys) -> float* {
-      if (!keep_probs && before && before->wants(Site::attn_probs, layer) && before->probs)
-        return before->probs(layer, bsz, n_heads, seqlen, keys);
-      // The run's own buffer, or (only the activations keep them) their kept tensor: written in
-      // place, when it is the call's size.
-      std::vector<float>* p = nullptr;
-      if (keep_probs && probs) {
-        p = &(*probs)[std::size_t(layer)];
-      } else if (!keep_probs && kept) {
-        KeptActivation* t = kept->find(kept->call, layer, Site::attn_probs);
-        if (t) p = &t->data;
-      }
-      return p && std::int64_t(p->size()) == bsz * n_heads * seqlen * keys ? p->data() : nullptr;
-    };
-    observer.on_tensor = [this](const Observation& o) {
-      if (before && before->on_tensor && before->wants(o.site, o.layer)) before->on_tensor(o);
-      if (kept) keep_observation(*kept, o);  // copies, unless written in place
-      if (!lens || o.site != Site::resid_post) return;
-      feed_lens(*lens, m, o);
-      if (lens_out) {
-        const std::int64_t n = o.shape[0] * o.shape[1] * lens->vocab_size;
-        std::vector<float>& dst = (*lens_out)[std::size_t(o.layer)];
-        if (std::int64_t(dst.size()) == n) std::copy_n(lens->logits.data(), n, dst.data());
-      }
-    };
-    // mlp_out needs a buffer, which observe() sizes (and the run's end leaves, for `before`);
-    // without mlp_out, m.observer alone, as observe() would drop a buffer `before` may use.
-    if (observer.sites & site_bit(Site::mlp_out))
-      observe(m, &observer);
-    else
-      m.observer = &observer;
+  RunRecorders(Transformer& m, bool keep_probs, int lens_k, KeptActivations* k,
+               const ActivationNames& names)
+      : kept(k) {
+    if (keep_probs) probs.emplace(m.args.n_layers);
+    if (lens_k > 0) lens.emplace(m, lens_k);
+    if (kept) activations.emplace(*kept, names);
   }
-  RunObserver(const RunObserver&) = delete;
-  RunObserver& operator=(const RunObserver&) = delete;
-  ~RunObserver() { m.observer = before; }
+  // Attached in this order: the kept probabilities hand the forward their buffer before the
+  // activations' (which then copy them).
+  void attach(Transformer& m) {
+    if (probs) attached[0].emplace(m, probs->observer());
+    if (lens) attached[1].emplace(m, lens->observer());
+    if (activations) attached[2].emplace(m, activations->observer());
+  }
   // Where the next call's probabilities and lens logits go (null: none kept), and which call it
   // is for the activations (0 the prefill, i decode step i).
   void point(std::vector<std::vector<float>>* p, std::vector<std::vector<float>>* l,
              std::int64_t c) {
-    probs = keep_probs ? p : nullptr;
-    lens_out = l;
+    if (probs)
+      for (std::size_t i = 0; i < p->size(); ++i)
+        probs->set(std::int64_t(i), (*p)[i].data(), std::int64_t((*p)[i].size()));
+    if (lens) lens->copy_to(l);
     if (kept) kept->call = c;
   }
 };
@@ -236,14 +207,14 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
-  std::optional<LogitLens> lens;
-  if (inspect.logit_lens > 0) lens.emplace(make_logit_lens(m, inspect.logit_lens));
-  const bool keep_lens = lens && inspect.lens_logits;
+  const bool keep_lens = inspect.logit_lens > 0 && inspect.lens_logits;
   if (keep_lens) make_lens_outputs(m.args, o, out);
   const bool keep_activations = !inspect.activations.empty();
   if (keep_activations) out.activations = make_kept_activations(m.args, o, inspect.activations);
-  RunObserver observer(m, keep_probs, lens ? &*lens : nullptr,
-                       keep_activations ? &out.activations : nullptr, inspect.activations);
+  RunRecorders observer(m, keep_probs, inspect.logit_lens,
+                        keep_activations ? &out.activations : nullptr, inspect.activations);
+  observer.attach(m);
+  const LogitLens* lens = observer.lens ? &observer.lens->lens() : nullptr;
   m.mask.keep = inspect.attention_mask.empty() ? nullptr : inspect.attention_mask.data();
   m.mask.ld = T;
   if (P > 0) {
@@ -258,7 +229,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     if (logits) prefill_logits(m, inspect, B, P, out, xin);
     Event e =
         make_event(m, Event::Kind::prefill, B, 0, P, keep_probs ? &out.attn_prefill : nullptr);
-    if (lens) e.lens = &*lens;
+    e.lens = lens;
     if (logits && !inspect.all_logits)
       e.logits = out.prefill_logits.data(), e.vocab = m.args.vocab_size;
     e.seconds = out.prefill_seconds;
@@ -281,7 +252,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
       output_logits(m, out.decode_output.data() + (i - 1) * B * dim, B,
                     out.decode_logits.data() + (i - 1) * B * m.args.vocab_size);
     Event e = make_event(m, Event::Kind::decode, B, start_pos, 1, kept);
-    if (lens) e.lens = &*lens;
+    e.lens = lens;
     if (logits)
       e.logits = out.decode_logits.data() + (i - 1) * B * m.args.vocab_size,
       e.vocab = m.args.vocab_size;
@@ -388,7 +359,7 @@ void plan_tokens(RunRequest& r) {
 
 }  // namespace
 
-RunPlan plan_run(RunRequest r) {
+RunPlan plan_run(RunRequest r, std::optional<OpenedModel> opened) {
   RunOptions& o = r.opts;
   const Shard& shard = r.model.shard;
   check_shard(r.args, shard);
@@ -429,8 +400,9 @@ RunPlan plan_run(RunRequest r) {
   r.model.drawn = {WeightType::f32};
   std::vector<MemoryPart> front;
   if (r.front_parts) front = r.front_parts(r.args, o);
-  ModelPlan model = plan_model(r.args, r.model, find_model_files(r.model), shape, std::move(front));
-  return {std::move(r), std::move(model)};
+  if (!opened) opened = open_model(r.model);
+  ModelPlan model = plan_model(r.args, r.model, *opened, shape, std::move(front));
+  return {std::move(r), std::move(model), std::move(opened->files)};
 }
 
 namespace {
@@ -470,19 +442,22 @@ Run open_run(RunPlan plan) {
                         : load_input(r.input, r.args, r.opts, r.batch_given);
     if (!r.input.empty()) inspect.attention_mask = load_attention_mask(r.input, r.opts);
   }
-  Transformer m = load_model(plan.model, r.model);
-  if (!r.tokens.empty()) x = embed_tokens(m, r, inspect);
-  return {std::move(r), std::move(inspect), std::move(x), std::move(m), {}};
+  Session session = open_session(plan.model, r.model, std::move(plan.files));
+  if (!r.tokens.empty()) x = embed_tokens(session.model, r, inspect);
+  return {std::move(r), std::move(inspect), std::move(x), std::move(session), {}};
 }
 
 void run(Run& s, const std::function<void(const Event&)>& on_event) {
-  s.out = run(s.model, s.x, s.request.opts, on_event, s.inspect);
+  reset(s.session);
+  s.out = run(s.session.model, s.x, s.request.opts, on_event, s.inspect);
+  s.session.filled = s.request.opts.prefill + s.request.opts.steps;
+  s.session.batch = s.request.opts.batch;
 }
 
 void write_outputs(const Run& s, const std::function<void()>& before_commit) {
   std::vector<OutputFile> staged;
   if (!s.request.dump.empty())
-    if (std::optional<OutputFile> f = stage_dump(s.request.dump, s.model, s.x, s.request.opts,
+    if (std::optional<OutputFile> f = stage_dump(s.request.dump, s.session.model, s.x, s.request.opts,
                                                  s.out, s.request.dump_attention_weights))
       staged.push_back(std::move(*f));
   for (const RunWriter& w : s.request.writers)

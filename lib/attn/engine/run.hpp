@@ -12,6 +12,7 @@
 #include "attn/engine/activations.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/open.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/io/output.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/memory.hpp"
@@ -88,11 +89,10 @@ void check_attention_weights(const ModelArgs& args, const RunOptions& opts, cons
 double lens_logits_bytes(const ModelArgs& args, const RunOptions& opts);
 void check_lens_logits(const ModelArgs& args, const RunOptions& opts);
 
-// The prefill and decode steps of x [B, P+N, dim]. m.observer, if set, sees every forward call;
-// with inspect.attention_weights (the probabilities kept), inspect.logit_lens (each call's lens
-// in its Event, its logits kept with lens_logits) or inspect.activations (kept for the dump) the
-// run observes through an observer of its own, in m.observer's place until it returns, that
-// passes m.observer what it asked for.
+// The prefill and decode steps of x [B, P+N, dim]. The observers attached to m see every forward
+// call; with inspect.attention_weights (the probabilities kept), inspect.logit_lens (each call's
+// lens in its Event, its logits kept with lens_logits) or inspect.activations (kept for the dump)
+// the run attaches recorders of its own after them until it returns.
 RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& opts,
                const std::function<void(const Event&)>& on_event, const Inspect& inspect = {});
 
@@ -150,20 +150,24 @@ struct RunRequest {
 // and nothing mapped.
 struct RunPlan {
   RunRequest request;
-  ModelPlan model;  // the args, the shape, the weights' headers
+  ModelPlan model;   // the args, the shape, the weights' headers
+  ModelFiles files;  // what the request's model names
 };
 
 // Checks everything a run can be refused for before any work (the shard, the cache's capacity,
 // the dump's path, the attention weights' bound, the activations' names and bound, the memory
 // the run needs on this rank), in that order (the logit lens's with the attention weights');
 // throws InputError naming the file, key or setting.
-RunPlan plan_run(RunRequest request);
+// `model`: the request's model opened already (open_model), not opened again.
+RunPlan plan_run(RunRequest request, std::optional<OpenedModel> model = std::nullopt);
 
+// A run: its request and input, and the session it runs in (session.hpp: the model, the cache
+// and where it stands, the recorders attached).
 struct Run {
   RunRequest request;
   Inspect inspect;
   std::vector<float> x;  // [B, P+N, dim]: the input, or a token run's embeddings
-  Transformer model;
+  Session session;
   RunOutputs out;
 };
 

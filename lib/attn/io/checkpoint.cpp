@@ -133,14 +133,25 @@ Checkpoint open_index(const std::filesystem::path& path) {
   return parse_index(read_small_file(path, "safetensors index", kMaxIndexBytes), path);
 }
 
+Checkpoint open_index(const std::filesystem::path& path, const InputFile& file) {
+  return parse_index(read_small_file(file, "safetensors index", kMaxIndexBytes), path);
+}
+
 Checkpoint open_checkpoint(const std::filesystem::path& path) {
   if (path.string().ends_with(".index.json")) return open_index(path);
+  return open_checkpoint(path,
+                         std::make_shared<const InputFile>(open_regular(path, "safetensors")));
+}
+
+Checkpoint open_checkpoint(const std::filesystem::path& path,
+                           std::shared_ptr<const InputFile> opened) {
+  if (path.string().ends_with(".index.json")) return open_index(path, *opened);
   Checkpoint c;
   c.path = escape(path.string());
   c.dir = path.parent_path();
   const std::string file = path.filename().string();
   // The header only: the file is mapped when a tensor's bytes are first asked for.
-  const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(path);
+  const SafetensorsHeaderRead& read = c.headers[file] = read_safetensors_header(std::move(opened));
   for (auto& [name, info] : read.header.tensors) c.weight_map[name] = file;
   return c;
 }

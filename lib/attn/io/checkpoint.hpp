@@ -41,6 +41,12 @@ Checkpoint open_checkpoint(const std::filesystem::path& path);
 // Hugging Face's index at `path`, whatever its name. Throws InputError naming the file.
 Checkpoint open_index(const std::filesystem::path& path);
 
+// The same two on a file open already (model_file.hpp): one safetensors file whose header is
+// read from `file` and which is later mapped from it, or an index read from it.
+struct InputFile;
+Checkpoint open_checkpoint(const std::filesystem::path& path, std::shared_ptr<const InputFile> file);
+Checkpoint open_index(const std::filesystem::path& path, const InputFile& file);
+
 // The index's text as read from `path` (whose directory holds the shard files), checked for
 // depth, duplicate keys and size before it is parsed. Throws InputError.
 Checkpoint parse_index(const std::string& text, const std::filesystem::path& path);

@@ -69,7 +69,10 @@ MappedFile::~MappedFile() {
 }
 
 std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, const char* what) {
-  const InputFile in = open_regular(path, what);
+  return map_file(open_regular(path, what), what);
+}
+
+std::shared_ptr<const MappedFile> map_file(const InputFile& in, const char* what) {
   auto m = std::make_shared<MappedFile>();
   m->source = in.source;
   if (in.size == 0) return m;  // mmap refuses a length of 0
@@ -84,7 +87,10 @@ std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, co
 }
 
 FileHead read_head(const std::filesystem::path& path, const char* what, std::uint64_t max_bytes) {
-  const InputFile in = open_regular(path, what);
+  return read_head(open_regular(path, what), what, max_bytes);
+}
+
+FileHead read_head(const InputFile& in, const char* what, std::uint64_t max_bytes) {
   FileHead h;
   h.source = in.source;
   h.size = in.size;
@@ -104,14 +110,17 @@ FileHead read_head(const std::filesystem::path& path, const char* what, std::uin
 
 std::string read_small_file(const std::filesystem::path& path, const char* what,
                             std::uint64_t max_bytes) {
-  const InputFile f = open_regular(path, what);
+  return read_small_file(open_regular(path, what), what, max_bytes);
+}
+
+std::string read_small_file(const InputFile& f, const char* what, std::uint64_t max_bytes) {
   if (f.size > max_bytes)
     throw InputError(f.source + ": the " + what + " file is " + std::to_string(f.size) +
                      " bytes, over the limit of " + std::to_string(max_bytes));
   std::string text;
   char buf[65536];
   for (;;) {
-    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    const ssize_t n = ::pread(f.fd, buf, sizeof buf, off_t(text.size()));
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0)
       throw InputError(f.source + ": cannot read the " + what + " file: " + std::strerror(errno));

@@ -44,6 +44,8 @@ struct MappedFile {
 
 // Opens `path` as open_regular does and maps all of it. Throws InputError.
 std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, const char* what);
+// The same for a file open already: its descriptor is not opened again.
+std::shared_ptr<const MappedFile> map_file(const InputFile& in, const char* what);
 
 // Up to `max_bytes` of the file's first bytes and its size, read with pread (nothing mapped):
 // enough to tell formats apart. Throws InputError as open_regular does.
@@ -53,10 +55,13 @@ struct FileHead {
   std::vector<std::uint8_t> bytes;
 };
 FileHead read_head(const std::filesystem::path& path, const char* what, std::uint64_t max_bytes);
+FileHead read_head(const InputFile& in, const char* what, std::uint64_t max_bytes);
 
 // The whole file, refused (InputError) above max_bytes.
 std::string read_small_file(const std::filesystem::path& path, const char* what,
                             std::uint64_t max_bytes);
+// The same from a file open already, read from its start.
+std::string read_small_file(const InputFile& f, const char* what, std::uint64_t max_bytes);
 
 // What a stat mode is, for messages: "a FIFO", "a directory", "a character device", ...
 const char* file_kind(unsigned mode);

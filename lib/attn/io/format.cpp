@@ -123,10 +123,14 @@ const char* format_description(FileFormat f) {
 
 void expect_format(const std::filesystem::path& path, std::initializer_list<FileFormat> wanted,
                    const std::string& what) {
-  const FileFormat f = detect_format(path);
+  expect_format(detect_format(path), escape(path.string()), wanted, what);
+}
+
+void expect_format(FileFormat f, const std::string& source,
+                   std::initializer_list<FileFormat> wanted, const std::string& what) {
   if (f == FileFormat::unknown || std::find(wanted.begin(), wanted.end(), f) != wanted.end())
     return;
-  throw InputError(escape(path.string()) + ": " + format_description(f) + ", not " + what);
+  throw InputError(source + ": " + format_description(f) + ", not " + what);
 }
 
 }  // namespace attn

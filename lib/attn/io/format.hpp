@@ -37,5 +37,8 @@ const char* format_description(FileFormat f);
 // checkpoint)".
 void expect_format(const std::filesystem::path& path, std::initializer_list<FileFormat> wanted,
                    const std::string& what);
+// The same for a format told already; `source` names the file (escaped).
+void expect_format(FileFormat f, const std::string& source,
+                   std::initializer_list<FileFormat> wanted, const std::string& what);
 
 }  // namespace attn

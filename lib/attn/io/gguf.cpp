@@ -422,7 +422,10 @@ GgufFile parse_gguf(std::span<const std::uint8_t> bytes, const std::string& sour
 }
 
 std::shared_ptr<const GgufFile> open_gguf(const std::filesystem::path& path) {
-  std::shared_ptr<const MappedFile> m = map_file(path, "GGUF");
+  return open_gguf(map_file(path, "GGUF"));
+}
+
+std::shared_ptr<const GgufFile> open_gguf(std::shared_ptr<const MappedFile> m) {
   auto f = std::make_shared<GgufFile>(parse_gguf(m->bytes, m->source));
   f->mapping = std::const_pointer_cast<MappedFile>(std::move(m));
   return f;

@@ -85,6 +85,9 @@ bool is_gguf(std::span<const std::uint8_t> head);  // the magic
 
 // Maps the file and checks all of it (below). Throws InputError naming the file and the field.
 std::shared_ptr<const GgufFile> open_gguf(const std::filesystem::path& path);
+// The same on a file mapped already (model_file.hpp: the file opened once).
+struct MappedFile;
+std::shared_ptr<const GgufFile> open_gguf(std::shared_ptr<const MappedFile> mapping);
 // The same checks on bytes that outlive the result; `source` names them in messages (fuzzing,
 // tests).
 GgufFile parse_gguf(std::span<const std::uint8_t> bytes, const std::string& source);

@@ -128,7 +128,10 @@ std::optional<Llama2cHeader> llama2c_header(std::span<const std::uint8_t> head,
 }
 
 Llama2cHeader read_llama2c_header(const std::filesystem::path& path) {
-  const FileHead head = read_head(path, "llama2.c checkpoint", kLlama2cHeaderBytes);
+  return llama2c_header_of(read_head(path, "llama2.c checkpoint", kLlama2cHeaderBytes));
+}
+
+Llama2cHeader llama2c_header_of(const FileHead& head) {
   std::string why;
   const std::optional<Llama2cHeader> h = check_header(head.bytes, head.size, why);
   if (!h) throw InputError(head.source + ": not a llama2.c checkpoint: " + why);
@@ -149,7 +152,10 @@ std::unique_ptr<Llama2cCheckpoint> parse_llama2c(std::span<const std::uint8_t> b
 }
 
 std::unique_ptr<Llama2cCheckpoint> open_llama2c(const std::filesystem::path& path) {
-  std::shared_ptr<const MappedFile> m = map_file(path, "llama2.c checkpoint");
+  return open_llama2c(map_file(path, "llama2.c checkpoint"));
+}
+
+std::unique_ptr<Llama2cCheckpoint> open_llama2c(std::shared_ptr<const MappedFile> m) {
   std::unique_ptr<Llama2cCheckpoint> c = parse_llama2c(m->bytes, m->source);
   c->mapping = std::move(m);
   return c;
@@ -157,6 +163,10 @@ std::unique_ptr<Llama2cCheckpoint> open_llama2c(const std::filesystem::path& pat
 
 std::unique_ptr<TensorSource> llama2c_tensor_source(const std::filesystem::path& path) {
   return open_llama2c(path);
+}
+
+std::unique_ptr<TensorSource> llama2c_tensor_source(std::shared_ptr<const MappedFile> mapping) {
+  return open_llama2c(std::move(mapping));
 }
 
 namespace {

@@ -38,6 +38,9 @@ std::optional<Llama2cHeader> llama2c_header(std::span<const std::uint8_t> head,
 // The file's header, or an InputError naming the file and what is wrong (which value, or the
 // size expected against the size found).
 Llama2cHeader read_llama2c_header(const std::filesystem::path& path);
+// The same from a file's first bytes read already (at least kLlama2cHeaderBytes, and its size).
+struct FileHead;
+Llama2cHeader llama2c_header_of(const FileHead& head);
 
 // The checkpoint mapped (never copied) as a TensorSource under Meta's names (model.py):
 // tok_embeddings.weight [vocab, dim], layers.{l}.attention_norm.weight [dim],
@@ -45,10 +48,14 @@ Llama2cHeader read_llama2c_header(const std::filesystem::path& path);
 // layers.{l}.feed_forward.w1/w2/w3.weight, norm.weight, output.weight (only when unshared), all
 // F32. Throws InputError naming the file.
 std::unique_ptr<TensorSource> llama2c_tensor_source(const std::filesystem::path& path);
+// The same on a file mapped already (model_file.hpp: the file opened once).
+struct MappedFile;
+std::unique_ptr<TensorSource> llama2c_tensor_source(std::shared_ptr<const MappedFile> mapping);
 
 // The same source, its header at hand: what the model layer builds its config from.
 struct Llama2cCheckpoint;
 std::unique_ptr<Llama2cCheckpoint> open_llama2c(const std::filesystem::path& path);
+std::unique_ptr<Llama2cCheckpoint> open_llama2c(std::shared_ptr<const MappedFile> mapping);
 // The same checks on bytes that outlive the result (no mapping held); `source` names them in
 // messages (fuzzing, tests).
 std::unique_ptr<Llama2cCheckpoint> parse_llama2c(std::span<const std::uint8_t> bytes,

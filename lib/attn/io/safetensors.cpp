@@ -457,7 +457,11 @@ SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const st
 }
 
 SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path) {
-  const InputFile in = open_regular(path, "safetensors");
+  return read_safetensors_header(std::make_shared<const InputFile>(open_regular(path, "safetensors")));
+}
+
+SafetensorsHeaderRead read_safetensors_header(std::shared_ptr<const InputFile> file) {
+  const InputFile& in = *file;
   if (in.size == 0) fail(in.source, "file is empty, too short for the 8-byte header length");
   SafetensorsHeaderRead r;
   r.size = in.size;
@@ -466,6 +470,7 @@ SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path)
   r.bytes.resize(8 + checked_header_length(r.bytes, in.size, in.source));
   read_at(in, 8, std::span(r.bytes).subspan(8));
   r.header = parse_head(r.bytes, in.size, in.source);
+  r.file = std::move(file);
   return r;
 }
 
@@ -500,7 +505,10 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 
 SafetensorsFile open_safetensors(const std::filesystem::path& path, SafetensorsHeaderRead* read) {
   // A regular file only, opened without blocking: a FIFO or a device is refused, not waited on.
-  const InputFile in = open_regular(path, "safetensors");
+  std::shared_ptr<const InputFile> opened =
+      read && read->file ? read->file
+                         : std::make_shared<const InputFile>(open_regular(path, "safetensors"));
+  const InputFile& in = *opened;
   const std::string& source = in.source;
   if (in.size == 0) fail(source, "file is empty, too short for the 8-byte header length");
   void* map = ::mmap(nullptr, static_cast<std::size_t>(in.size), PROT_READ, MAP_PRIVATE, in.fd, 0);

@@ -95,15 +95,21 @@ struct SafetensorsFile : TensorSource {
 // A file's header read with pread, the file not mapped: what the memory estimate reads before a
 // run maps anything. `bytes` are the file's first bytes as read (the length and the JSON), so
 // that open_safetensors can take `header` without parsing it again. Throws InputError.
+struct InputFile;
 struct SafetensorsHeaderRead {
   std::uint64_t size = 0;  // the file's size when read
   std::vector<std::uint8_t> bytes;
   SafetensorsHeader header;
+  // The descriptor it was read from, kept so that open_safetensors maps the same file without
+  // opening it again.
+  std::shared_ptr<const InputFile> file;
 };
 SafetensorsHeaderRead read_safetensors_header(const std::filesystem::path& path);
+SafetensorsHeaderRead read_safetensors_header(std::shared_ptr<const InputFile> file);
 
 // Maps and validates. Throws InputError naming the file. With `read` (the same file's header
-// read before), its header is moved out of `read` if the file has not changed since.
+// read before), its header is moved out of `read` if the file has not changed since, and its
+// descriptor is the one mapped.
 SafetensorsFile open_safetensors(const std::filesystem::path& path,
                                  SafetensorsHeaderRead* read = nullptr);
 

@@ -16,6 +16,7 @@
 #include "attn/io/format.hpp"
 #include "attn/io/gguf.hpp"
 #include "attn/io/llama2c.hpp"
+#include "attn/io/model_file.hpp"
 #include "attn/io/text.hpp"
 #include "attn/model/detail/config_checks.hpp"
 #include "attn/model/detail/config_reader.hpp"
@@ -286,6 +287,20 @@ void finish_file_config(ModelArgs& a) {
   a.batch_from_run = true;
   check_config(a);
   a.checkpoint_layers = a.n_layers;
+}
+
+ModelArgs load_config(const ModelFile& f) {
+  switch (f.format) {
+    case FileFormat::gguf:
+      return gguf_config(*f.gguf);
+    case FileFormat::llama2c_checkpoint:
+      return llama2c_config(llama2c_header_of(f.head), escape(f.path.string(), 300));
+    default:
+      expect_format(f.format, f.source, {FileFormat::json},
+                    "a config (JSON, a GGUF or a llama2.c checkpoint)");
+      return parse_config(read_small_file(*f.file, "config", kMaxConfigBytes),
+                          escape(f.path.string(), 300));
+  }
 }
 
 ModelArgs load_config(const std::filesystem::path& path) {

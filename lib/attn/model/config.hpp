@@ -88,6 +88,10 @@ ModelArgs parse_config(const std::string& json_text, const std::string& source);
 // file (its metadata, gguf_config) or a llama2.c checkpoint (its header, llama2c_config). Anything
 // else: InputError naming what the file is.
 ModelArgs load_config(const std::filesystem::path& path);
+// The same from a model file opened once (io/model_file.hpp): a GGUF's parsed metadata, a
+// llama2.c header from the bytes read, a JSON config read through the open descriptor.
+struct ModelFile;
+ModelArgs load_config(const ModelFile& file);
 
 struct GgufFile;
 struct Llama2cHeader;

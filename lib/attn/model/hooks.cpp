@@ -73,14 +73,11 @@ void check_hook_bytes(std::uint64_t bytes, std::uint64_t limit, const std::strin
 Hooks::Hooks(std::int64_t n_layers)
     : n_layers_(n_layers),
       kept_(kSiteCount * std::size_t(n_layers + 1)),
-      probs_(kept_.size()),
+      probs_(n_layers),
       edits_(kept_.size()) {
   observer_.layer_sites.assign(std::size_t(n_layers), 0);
   observer_.on_tensor = [this](const Observation& o) { report(o); };
-  observer_.probs = [this](std::int64_t layer, std::int64_t, std::int64_t, std::int64_t,
-                           std::int64_t) {
-    return probs_[slot({Site::attn_probs, layer})];
-  };
+  observer_.probs = probs_.observer().probs;
 }
 
 std::size_t Hooks::slot(HookPoint p) const {
@@ -94,14 +91,14 @@ void Hooks::add_layer(HookPoint p) {
 
 void Hooks::keep(HookPoint p, float* dest) {
   kept_[slot(p)] = dest;
-  if (p.site == Site::attn_probs) probs_[slot(p)] = dest;
+  if (p.site == Site::attn_probs) probs_.set(p.layer, dest);
   observer_.sites |= site_bit(p.site);
   add_layer(p);
 }
 
 void Hooks::patch(HookPoint p, Edit edit, float* probs) {
   edits_[slot(p)] = std::move(edit);
-  if (p.site == Site::attn_probs && !probs_[slot(p)]) probs_[slot(p)] = probs;
+  if (p.site == Site::attn_probs && !probs_.buffer(p.layer, 0)) probs_.set(p.layer, probs);
   observer_.patch |= site_bit(p.site);
   add_layer(p);
 }

@@ -11,6 +11,7 @@
 
 #include "attn/model/config.hpp"
 #include "attn/model/hook_names.hpp"
+#include "attn/model/kept_probabilities.hpp"
 #include "attn/model/observer.hpp"
 
 namespace attn {
@@ -79,7 +80,7 @@ class Hooks {
 
   std::int64_t n_layers_;
   std::vector<float*> kept_;   // [kSiteCount * (n_layers + 1)]: by slot(), null: not kept
-  std::vector<float*> probs_;  // where a layer's probabilities go, by slot()
+  KeptProbabilities probs_;    // where a layer's probabilities go
   std::vector<Edit> edits_;    // by slot(), empty: not patched
   Observer observer_;
 };

@@ -233,7 +233,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   // Sized before anything is allocated: a size past 2^63 bytes is refused here.
   const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves, weights.blocks);
   Transformer m{
-      whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, rt, shard, a};
+      whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, {}, {}, rt, shard, a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
   Activations& act = m.act;
@@ -337,8 +337,15 @@ void output_logits(Transformer& m, const float* h, std::int64_t rows, float* log
   head(m, xb, rows, logits);
 }
 
-void observe(Transformer& m, const Observer* observer) {
-  m.observer = observer;
+namespace {
+
+// Points m.observer at what the attached observers ask for together, and sizes its buffer.
+void refresh_observer(Transformer& m) {
+  m.merged.reset();
+  if (m.observers.size() > 1)
+    m.merged = std::make_shared<const Observer>(merge_observers(m.observers, m.args.n_layers));
+  m.observer = m.merged ? m.merged.get() : m.observers.empty() ? nullptr : m.observers[0];
+  const Observer* observer = m.observer;
   const bool apart = observer && ((observer->sites | observer->patch) & site_bit(Site::mlp_out)) &&
                      m.shard.size == 1;
   if (!apart) {
@@ -346,6 +353,26 @@ void observe(Transformer& m, const Observer* observer) {
   } else if (m.act.observed.size() != std::size_t(m.act.plan.xb)) {
     m.act.observed.assign(std::size_t(m.act.plan.xb), 0.0f);  // [max_rows, dim]
   }
+}
+
+}  // namespace
+
+void observe(Transformer& m, const Observer* observer) {
+  m.observers.clear();
+  if (observer) m.observers.push_back(observer);
+  refresh_observer(m);
+}
+
+void attach(Transformer& m, const Observer& observer) {
+  m.observers.push_back(&observer);
+  refresh_observer(m);
+}
+
+void detach(Transformer& m, const Observer& observer) {
+  const auto it = std::find(m.observers.begin(), m.observers.end(), &observer);
+  if (it == m.observers.end()) return;
+  m.observers.erase(it);
+  refresh_observer(m);
 }
 
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,

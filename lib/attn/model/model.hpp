@@ -3,6 +3,7 @@
 // for prefill and decode, as Meta's Transformer.forward(x, start_pos).
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,7 +53,11 @@ struct Transformer {
   RopeTable rope;
   Activations act;
   AttentionMask mask;  // kind from args.mask; keep: a padded batch's attention_mask
-  // What forward reports of its insides (observer.hpp), set with observe(); null: nothing.
+  // What forward reports of its insides (observer.hpp): the observers attached, in order
+  // (attach/detach, or observe() for one), and the one forward reports to: the one attached, or
+  // their merge (merge_observers, held here), or null.
+  std::vector<const Observer*> observers;
+  std::shared_ptr<const Observer> merged;
   const Observer* observer = nullptr;
   Runtime rt;  // fixed at make_transformer: the scratch above is sized from it
   // Model parallel: this rank, and the part of the model it computes (local_args: its heads,
@@ -71,9 +76,28 @@ Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt = make_runtime(1),
                              const Shard& shard = {});
 
-// Sets m.observer (null: none) and sizes the buffer its sites need (mlp_out's), so that forward
-// allocates nothing. The observer must outlive its use by forward.
+// Makes `observer` the only one attached (null: none) and sizes the buffer its sites need
+// (mlp_out's), so that forward allocates nothing. The observer must outlive its use by forward.
 void observe(Transformer& m, const Observer* observer);
+
+// Adds an observer after those attached (a session's recorders: each sees what it asks for, as if
+// alone), or takes one away; the buffers are sized for what they ask for together. It must stay
+// alive while attached.
+void attach(Transformer& m, const Observer& observer);
+void detach(Transformer& m, const Observer& observer);
+
+// Attached for a scope: detached however the scope ends.
+class Attached {
+ public:
+  Attached(Transformer& m, const Observer& o) : m_(m), o_(o) { attach(m, o); }
+  Attached(const Attached&) = delete;
+  Attached& operator=(const Attached&) = delete;
+  ~Attached() { detach(m_, o_); }
+
+ private:
+  Transformer& m_;
+  const Observer& o_;
+};
 
 // out[bsz, seqlen, dim] = the n_layers blocks applied to x[bsz, seqlen, dim] at positions
 // start_pos .. start_pos+seqlen-1, reading and extending the KV cache, reporting to m.observer

@@ -141,4 +141,11 @@ struct Observer {
   }
 };
 
+// One observer reporting to several (the recorders a session holds, engine/session.hpp), as if
+// each were the model's alone: a block reports the union of what they ask for at it; on_tensor
+// reaches each that asks for the site at that layer, in list order (a patching one edits before
+// the ones after it read); attn_probs are written into the first buffer one of them hands over,
+// and the others read them from the Observation. Every observer must outlive the result.
+Observer merge_observers(const std::vector<const Observer*>& observers, std::int64_t n_layers);
+
 }  // namespace attn

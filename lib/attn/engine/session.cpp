@@ -1,4 +1,4 @@
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 
 #include <algorithm>
 
@@ -11,9 +11,9 @@ namespace attn {
 
 namespace {
 
-ModelArgs engine_args(const ModelSpec& spec, const ModelFiles& files,
+ModelArgs session_args(const ModelSpec& spec, const OpenedModel& model,
                       std::optional<ModelArgs> args) {
-  ModelArgs a = args ? *args : model_args(spec, files, nullptr);
+  ModelArgs a = args ? *args : model_args(spec, model, nullptr);
   if (a.model_parallel_size > 1)
     throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +
                          " needs one process per rank (mpirun); this engine is one process",
@@ -28,7 +28,7 @@ void check_tokenizer(const std::optional<Tokenizer>& tok, const ModelArgs& a) {
                      " tokens, more than the model's vocab_size " + std::to_string(a.vocab_size));
 }
 
-void check_batch(const Engine& e, std::int64_t batch, std::int64_t start_pos,
+void check_batch(const Session& e, std::int64_t batch, std::int64_t start_pos,
                  const std::string& what) {
   if (start_pos > 0 && start_pos > e.filled)
     throw InputError(what + ": start_pos " + std::to_string(start_pos) + " is past the " +
@@ -39,7 +39,7 @@ void check_batch(const Engine& e, std::int64_t batch, std::int64_t start_pos,
                      std::to_string(e.batch) + " sequences the cache holds");
 }
 
-void advance(Engine& e, std::int64_t batch, std::int64_t start_pos, std::int64_t seqlen) {
+void advance(Session& e, std::int64_t batch, std::int64_t start_pos, std::int64_t seqlen) {
   e.filled = start_pos + seqlen;
   e.batch = batch;
   e.generation.tokens.clear();  // the cache no longer holds one generation's ids
@@ -48,25 +48,29 @@ void advance(Engine& e, std::int64_t batch, std::int64_t start_pos, std::int64_t
 
 }  // namespace
 
-std::optional<Tokenizer> open_tokenizer(const ModelFiles& files) {
-  if (files.tokenizer.empty()) return std::nullopt;
-  return load_tokenizer(files.tokenizer);
+Session open_session(const ModelSpec& spec, SessionShape shape, std::optional<ModelArgs> args,
+                   std::optional<Tokenizer> tok) {
+  return open_session(open_model(spec), spec, std::move(shape), std::move(args), std::move(tok));
 }
 
-Engine open_engine(const ModelSpec& spec, EngineShape shape, std::optional<ModelArgs> args,
-                   std::optional<Tokenizer> tok) {
-  ModelFiles files = find_model_files(spec);
-  const ModelArgs a = engine_args(spec, files, std::move(args));
-  if (!tok) tok = open_tokenizer(files);
+Session open_session(OpenedModel model, const ModelSpec& spec, SessionShape shape,
+                   std::optional<ModelArgs> args, std::optional<Tokenizer> tok) {
+  const ModelArgs a = session_args(spec, model, std::move(args));
+  if (!tok) tok = open_tokenizer(model);
   check_tokenizer(tok, a);
   const std::int64_t positions = shape.positions > 0 ? shape.positions : a.max_seq_len;
   RunShape run{shape.batch, positions, shape.steps,
                std::max<std::int64_t>(1, shape.batch * positions)};
   run.logit_lens = logit_lens_bytes(a, run.max_rows, shape.logit_lens);
-  ModelPlan plan = plan_model(a, spec, files, run, std::move(shape.front));
-  Engine e{std::move(files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
+  ModelPlan plan = plan_model(a, spec, model, run, std::move(shape.front));
+  Session e{std::move(model.files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
   if (e.tokenizer) e.eos = e.tokenizer->eos;
   return e;
+}
+
+Session open_session(ModelPlan& plan, const ModelSpec& spec, ModelFiles files,
+                     std::size_t drawn_index) {
+  return {std::move(files), load_model(plan, spec, drawn_index)};
 }
 
 void require_token_model(const ModelArgs& a, const std::string& what) {
@@ -77,7 +81,11 @@ void require_token_model(const ModelArgs& a, const std::string& what) {
                      std::to_string(a.vocab_size));
 }
 
-void set_padding(Engine& e, const float* mask, std::int64_t B, std::int64_t T,
+void set_mask(Session& e, Mask kind) {
+  e.model.mask.kind = kind;
+}
+
+void set_padding(Session& e, const float* mask, std::int64_t B, std::int64_t T,
                  std::int64_t start_pos) {
   const ModelArgs& a = e.model.args;
   AttentionMask& m = e.model.mask;
@@ -98,7 +106,7 @@ void set_padding(Engine& e, const float* mask, std::int64_t B, std::int64_t T,
   m.ld = a.max_seq_len;
 }
 
-void forward_hidden(Engine& e, const float* x, std::int64_t B, std::int64_t T,
+void forward_hidden(Session& e, const float* x, std::int64_t B, std::int64_t T,
                     std::int64_t start_pos, float* out) {
   check_fits(e.model.args, B, start_pos, T, "x");
   if (T < 1) throw InputError("x: no positions");
@@ -110,7 +118,7 @@ void forward_hidden(Engine& e, const float* x, std::int64_t B, std::int64_t T,
   advance(e, B, start_pos, T);
 }
 
-void forward_tokens(Engine& e, const std::int32_t* tokens, std::int64_t B, std::int64_t T,
+void forward_tokens(Session& e, const std::int32_t* tokens, std::int64_t B, std::int64_t T,
                     std::int64_t start_pos, float* out, bool all_positions) {
   require_token_model(e.model.args, "forward(tokens)");
   check_fits(e.model.args, B, start_pos, T, "tokens");
@@ -122,14 +130,14 @@ void forward_tokens(Engine& e, const std::int32_t* tokens, std::int64_t B, std::
   advance(e, B, start_pos, T);
 }
 
-void reset(Engine& e) {
+void reset(Session& e) {
   e.filled = e.batch = 0;
   e.model.mask.keep = nullptr;
   e.generation = {};
   e.resume = false;
 }
 
-std::vector<std::int32_t> stop_ids(const Engine& e, bool ignore_eos) {
+std::vector<std::int32_t> stop_ids(const Session& e, bool ignore_eos) {
   return ignore_eos ? std::vector<std::int32_t>{} : e.eos;
 }
 
@@ -137,7 +145,7 @@ std::int64_t token_vocab(const ModelArgs& a, const std::optional<Tokenizer>& tok
   return tok && tok->vocab_size() < a.vocab_size ? tok->vocab_size() : a.vocab_size;
 }
 
-std::int64_t token_vocab(const Engine& e) {
+std::int64_t token_vocab(const Session& e) {
   return token_vocab(e.model.args, e.tokenizer);
 }
 
@@ -154,7 +162,7 @@ void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t
       "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps");
 }
 
-void check_generation(const Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+void check_generation(const Session& e, std::span<const std::int32_t> prompt, std::int64_t steps,
                       const Sampling& s) {
   const ModelArgs& a = e.model.args;
   require_token_model(a, "generation");
@@ -170,27 +178,42 @@ void check_generation(const Engine& e, std::span<const std::int32_t> prompt, std
                      std::to_string(e.model.act.plan.max_rows) + " the engine was opened for");
 }
 
-void generate(Engine& e, std::span<const std::int32_t> prompt, std::int64_t steps,
+void generate(Session& e, std::span<const std::int32_t> prompt, std::int64_t steps,
               const Sampling& s, std::span<const std::int32_t> stop, bool feed_last,
               const std::function<void(const Generated&)>& on_token) {
   check_generation(e, prompt, steps, s);
   if (!e.resume) reset(e);
   e.resume = false;
-  Sampling masked = s;
-  masked.n_vocab = token_vocab(e);
   e.model.mask.keep = nullptr;
-  attn::generate(e.model, e.generation, prompt, steps, masked, stop, feed_last, on_token);
+  attn::generate(e.model, e.generation, prompt, steps, session_sampling(e, s), stop, feed_last,
+                 on_token);
   e.filled = std::int64_t(e.generation.tokens.size());
   e.batch = 1;
 }
 
-OutputFile stage_cache_session(const Engine& e, const std::filesystem::path& path) {
+Sampling session_sampling(const Session& e, Sampling s) {
+  s.n_vocab = token_vocab(e);
+  return s;
+}
+
+std::int32_t next_token(Session& e, const Sampling& s) {
+  Generation& g = e.generation;
+  return sample(g.logits, session_sampling(e, s), std::uint64_t(g.tokens.size()), g.candidates);
+}
+
+std::optional<bool> prompt_bos(bool continues, std::optional<bool> asked) {
+  if (asked) return asked;
+  if (continues) return false;
+  return std::nullopt;
+}
+
+OutputFile stage_cache_session(const Session& e, const std::filesystem::path& path) {
   if (e.generation.tokens.empty() || e.generation.logits.empty())
     throw InputError("nothing to save: the cache holds no generation", "save_session");
   return stage_session(path, e.model, e.generation);
 }
 
-void load_cache_session(Engine& e, const std::filesystem::path& path) {
+void load_cache_session(Session& e, const std::filesystem::path& path) {
   require_token_model(e.model.args, "a cache session");
   reset(e);
   try {
