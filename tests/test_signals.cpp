@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/engine/engine.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/output.hpp"
 #include "attn/io/safetensors.hpp"
@@ -65,11 +65,11 @@ TEST_CASE("signals: opening models, mapping files and writing outputs install no
     const std::vector<std::string> before = dispositions();
     {
       const fs::path stories = test::source_dir() / "weights";
-      attn::Engine gguf = attn::open_engine(spec_of(stories / "stories260K.gguf"), {1, 8, 4});
-      attn::Engine llama2c = attn::open_engine(
+      attn::Session gguf = attn::open_session(spec_of(stories / "stories260K.gguf"), {1, 8, 4});
+      attn::Session llama2c = attn::open_session(
           spec_of(stories / "stories260K.bin", stories / "tok512.bin"), {1, 8, 4});
-      attn::Engine hf =
-          attn::open_engine(spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
+      attn::Session hf =
+          attn::open_session(spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
       const attn::SafetensorsFile f =
           attn::open_safetensors(test::golden_dir() / "seed_gqa" / "weights.safetensors");
       const auto m = attn::map_file(stories / "tok512.bin", "tokenizer");
