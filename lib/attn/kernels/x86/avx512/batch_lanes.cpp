@@ -9,6 +9,7 @@
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/detail/quant_gemv.hpp"
 #include "attn/kernels/x86/avx512/transpose.hpp"
+#include "attn/kernels/x86/avx512/vec.hpp"
 
 namespace attn {
 

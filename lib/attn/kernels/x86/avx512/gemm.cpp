@@ -6,6 +6,7 @@
 #include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/x86/avx512/transpose.hpp"
+#include "attn/kernels/x86/avx512/widen.hpp"
 
 namespace attn {
 
