@@ -1,7 +1,7 @@
 #pragma once
 // The own kernels as one table per instruction set, BLIS's context: make_runtime resolves the
 // table once (Runtime::kernels) and every product, decode attention and element-wise loop calls
-// through it. Each set is a folder (generic/, x86/avx2/, x86/avx512/: its set.hpp and vec.hpp)
+// through it. Each set is a folder (generic/, x86/avx2/, x86/avx512/: detail/set.hpp, vec.hpp)
 // whose files CMake generates from set.cpp.in; adding a set is adding its folder, its line in
 // lib/CMakeLists.txt and its lines in detail/sets.hpp and kernels.cpp.
 #include <cstdint>

@@ -2,8 +2,9 @@
 // An instruction set's kernels, each a function compiled for the set's target with the code of
 // vectors.hpp, quant_gemv.hpp, quant_batch.hpp, elementwise.hpp and probe_loops.hpp inlined into
 // it. Included by each of the set's files that CMake generates from set.cpp.in, after the set's
-// set.hpp (generic/set.hpp, x86/avx2/set.hpp, ...), which defines ATTN_SET_TARGET (the target
-// attribute) and struct Set (the vector width and the register blockings). A set is five files:
+// detail/set.hpp (generic/detail/set.hpp, x86/avx2/detail/set.hpp, ...), which defines
+// ATTN_SET_TARGET (the target attribute) and struct Set (the vector width and the register
+// blockings). A set is five files:
 // its table (set_kernels: scores, mix and the rest, the quantized blocks' gemv and widening), its
 // kernels for each element type (typed_kernels<T>: the costly ones, every register blocking an
 // unrolled copy) and its quantized blocks' batched kernels (block_batch), so that two cores

@@ -48,9 +48,9 @@ struct Ints {
   typedef std::int32_t type __attribute__((vector_size(W * sizeof(std::int32_t))));
 };
 
-// The instruction set's primitives on W-lane vectors, defined by the set's vec.hpp, which its
-// files include first (generic/vec.hpp: any W in plain vector code; x86/avx2/vec.hpp: 8 lanes;
-// x86/avx512/vec.hpp: 16 lanes, and 8): static functions, each giving the bits of every other
+// The instruction set's primitives on W-lane vectors, defined by the set's detail/vec.hpp, which
+// its files include first (generic/: any W in plain vector code; x86/avx2/: 8 lanes;
+// x86/avx512/: 16 lanes, and 8): static functions, each giving the bits of every other
 // set's, and all by reference, so no vector crosses an ABI:
 //   widen(v, p)        W BF16 or F16 weights from p widened to F32 lanes
 //   fma(a, b, c)       a += b * c in one rounding, lane-wise

@@ -12,7 +12,7 @@
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/matmul.hpp"
-#include "attn/kernels/x86/avx512/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/transpose.hpp"
 
 namespace attn {
 

@@ -5,8 +5,8 @@
 
 #include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
-#include "attn/kernels/x86/avx512/transpose.hpp"
-#include "attn/kernels/x86/avx512/widen.hpp"
+#include "attn/kernels/x86/avx512/detail/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/widen.hpp"
 
 namespace attn {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "attn/kernels/kernels.hpp"
-#include "attn/kernels/x86/avx512/vec.hpp"
+#include "attn/kernels/x86/avx512/detail/vec.hpp"
 
 // FMA and F16C besides AVX-512F (every AVX-512 CPU has them), which GCC does not imply: without
 // them the 8-lane helpers the set's BF16 and F16 gemv uses (fma_lanes, widen8: target

@@ -5,7 +5,7 @@
 // detail/define_kernels.hpp, which compiles the shared templates for it.
 #include <cstdint>
 
-#include "attn/kernels/generic/vec.hpp"
+#include "attn/kernels/generic/detail/vec.hpp"
 #include "attn/kernels/kernels.hpp"
 
 // The set's functions' target attribute: none, the build's own (-march).

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "attn/kernels/kernels.hpp"
-#include "attn/kernels/x86/avx2/vec.hpp"
+#include "attn/kernels/x86/avx2/detail/vec.hpp"
 
 #define ATTN_SET_TARGET __attribute__((target("avx2,fma,f16c")))
 

@@ -14,8 +14,8 @@
 #include <type_traits>
 
 #include "attn/kernels/detail/vectors.hpp"
-#include "attn/kernels/x86/avx2/vec.hpp"
-#include "attn/kernels/x86/avx512/widen.hpp"
+#include "attn/kernels/x86/avx2/detail/vec.hpp"
+#include "attn/kernels/x86/avx512/detail/widen.hpp"
 #include "attn/quant_blocks.hpp"
 
 namespace attn {
