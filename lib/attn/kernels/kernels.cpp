@@ -52,7 +52,7 @@ std::vector<const Kernels*> supported_kernels() {
   std::vector<const Kernels*> out;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  const bool fma_f16c = __builtin_cpu_supports("fma") && has_f16c();  // ATTN_AVX512_TARGET's too
+  const bool fma_f16c = __builtin_cpu_supports("fma") && has_f16c();  // avx512's target's too
   if (__builtin_cpu_supports("avx512f") && fma_f16c) out.push_back(&avx512_kernels());
   if (__builtin_cpu_supports("avx2") && fma_f16c) out.push_back(&avx2_kernels());
 #endif

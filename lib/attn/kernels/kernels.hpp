@@ -1,9 +1,9 @@
 #pragma once
 // The own kernels as one table per instruction set, BLIS's context: make_runtime resolves the
 // table once (Runtime::kernels) and every product, decode attention and element-wise loop calls
-// through it. Each set is a file compiled for its target (generic.cpp, avx2.cpp, avx512.cpp) and
-// one per weight type beside it (avx2_f32.cpp, ...); adding a set is adding its four files, its
-// line in lib/CMakeLists.txt and its line in kernels.cpp.
+// through it. Each set is a folder (generic/, x86/avx2/, x86/avx512/: detail/set.hpp, vec.hpp)
+// whose files CMake generates from set.cpp.in; adding a set is adding its folder, its line in
+// lib/CMakeLists.txt and its lines in detail/sets.hpp and kernels.cpp.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -57,7 +57,7 @@ struct Kernels {
   // By WeightType: every kernel of each element type (ATTN_STORAGE_TYPES, lanes.hpp) and of each
   // quantized block (ATTN_BLOCK_TYPES), whose prefill runs on widened F32 tiles.
   TypedKernels of[kWeightTypeCount];
-  bool own_gemm;  // prefill on the own AVX-512 GEMM (gemm.cpp), else on OpenBLAS sgemm
+  bool own_gemm;  // prefill on the own AVX-512 GEMM (x86/avx512/gemm.cpp), else OpenBLAS
   // Batched decode from this many rows on with x's rows in vector lanes (batch_lanes.cpp), past
   // kBatchRows where the set has no such kernel.
   std::int64_t lanes_from;

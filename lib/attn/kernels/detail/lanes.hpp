@@ -5,9 +5,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "attn/matrix.hpp"
 
@@ -27,10 +24,10 @@ struct F16 {
 
 // ggml's quantized blocks (quant_blocks.hpp) of the rows after the element types, in their order:
 // each set's widening of them (define_kernels.hpp) is instantiated from this list, X(B, args...).
-#define ATTN_BLOCK_TYPES(X, ...)                                                      \
-  X(quant::Q8_0, __VA_ARGS__)                                                         \
-  X(quant::Q4_0, __VA_ARGS__) X(quant::Q4_K, __VA_ARGS__) X(quant::Q5_K, __VA_ARGS__) \
-      X(quant::Q6_K, __VA_ARGS__)
+#define ATTN_BLOCK_TYPES(X, ...) \
+  X(quant::Q8_0, __VA_ARGS__)    \
+  X(quant::Q4_0, __VA_ARGS__)    \
+  X(quant::Q4_K, __VA_ARGS__) X(quant::Q5_K, __VA_ARGS__) X(quant::Q6_K, __VA_ARGS__)
 
 constexpr bool blocks_match_traits() {
   std::size_t i = kElementTypeCount;
@@ -84,32 +81,5 @@ void with_storage(WeightType type, const void* w, F&& f) {
 [[gnu::always_inline]] inline float to_f32(F16 w) {
   return f16_to_f32(w.bits);
 }
-
-// 16 or 8 weights widened to F32 lanes: BF16 by a zero extension and a shift (GCC 12 splits
-// __builtin_convertvector of 16 halves into two 8-lane extensions and a merge), F16 by
-// vcvtph2ps. Not always_inline: ISA-neutral templates call them, and only code compiled for the
-// ISA inlines them; by reference, so no vector crosses an ABI. The masked forms (maskz) avoid GCC
-// 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) inline void widen16(__m512& v, const float* p) {
-  v = _mm512_loadu_ps(p);
-}
-__attribute__((target("avx512f"))) inline void widen16(__m512& v, const Bf16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __mmask16 all = 0xFFFF;
-  v = __m512(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
-}
-__attribute__((target("avx512f"))) inline void widen16(__m512& v, const F16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h);
-}
-__attribute__((target("avx2"))) inline void widen8(__m256& v, const Bf16* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  v = __m256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-__attribute__((target("avx2,f16c"))) inline void widen8(__m256& v, const F16* p) {
-  v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-#endif
 
 }  // namespace attn

@@ -1,6 +1,7 @@
 #pragma once
-// Each instruction set's table, defined in the file named after it, and its kernels for each
-// weight type (generic_f32.cpp, avx2_bf16.cpp, ...; see define_kernels.hpp).
+// Each instruction set's table and its kernels for each weight type, defined in the set's files
+// that CMake generates from set.cpp.in (avx512.cpp, avx2_bf16.cpp, ...; see
+// define_kernels.hpp).
 #include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/kernels.hpp"
 
@@ -20,13 +21,6 @@ ATTN_DECLARE_SET(avx512)
 
 #undef ATTN_DECLARE_SET
 #undef ATTN_DECLARE_TYPED
-
-// The avx512 set's target. FMA and F16C besides AVX-512F (every AVX-512 CPU has them), which GCC
-// does not imply: without them the 8-lane helpers the set's BF16 and F16 gemv uses (fma_lanes,
-// widen8: target "avx2,fma,f16c") are not a subset of the caller's ISA, so flatten left them out
-// of line, a call per FMA with the accumulators in memory: the F16 gemv ran at half the
-// stream (docs/perf/kernels.md).
-#define ATTN_AVX512_TARGET __attribute__((target("avx512f,fma,f16c")))
 
 // Whether this CPU's 512-bit FMAs run at full width: false on AMD's family 25 (Zen 4: two 256-bit
 // halves), true elsewhere (Intel, Zen 5). Read from CPUID once.

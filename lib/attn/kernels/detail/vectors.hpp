@@ -1,12 +1,9 @@
 #pragma once
 // The own kernels' code, written once over GCC vector types of W floats: each instruction set's
-// files (generic*.cpp, avx2*.cpp, avx512*.cpp) instantiate it through define_kernels.hpp inside
-// functions compiled for that set. Everything here is in an unnamed namespace: each file gets
-// its own copy, so no instance compiled for one set can stand in for another's at link time.
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+// files (generated from set.cpp.in) instantiate it through define_kernels.hpp inside functions
+// compiled for that set, with the set's primitives (Isa<W>: its vec.hpp). Everything here is in
+// an unnamed namespace: each file gets its own copy, so no instance compiled for one set can
+// stand in for another's at link time.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,18 +35,6 @@ template <int W>
   std::memcpy(&v, p, sizeof v);
 }
 
-// Keeps v in a register. GCC would fold the loads of x and w into the FMAs that use them: every
-// vector loaded again for each FMA (R x C loads instead of R + C), and the load ports, not the
-// FMAs, would set the pace (docs/perf/kernels.md).
-template <typename V>
-[[gnu::always_inline]] inline void pin(V& v) {
-#if defined(__x86_64__)
-  asm("" : "+v"(v));
-#else
-  (void)v;
-#endif
-}
-
 template <int W>
 struct Halves {
   typedef std::uint16_t type __attribute__((vector_size(W * sizeof(std::uint16_t))));
@@ -58,11 +43,36 @@ template <int W>
 struct Bits {
   typedef std::uint32_t type __attribute__((vector_size(W * sizeof(std::uint32_t))));
 };
+template <int W>
+struct Ints {
+  typedef std::int32_t type __attribute__((vector_size(W * sizeof(std::int32_t))));
+};
 
-// W weights widened to F32 lanes: with the ISA's instructions for 16 and 8 lanes (lanes.hpp),
-// else in plain vector code (GCC 12 converts _Float16 vectors element by element through
-// libgcc; clang 14 has no _Float16 on x86). The ISA helpers (lanes.hpp, and fma_lanes here) are
-// not always_inline: only the kernels compiled for the ISA (flatten, ATTN_KERNELS) inline them.
+// The instruction set's primitives on W-lane vectors, defined by the set's detail/vec.hpp, which
+// its files include first (generic/: any W in plain vector code; x86/avx2/: 8 lanes;
+// x86/avx512/: 16 lanes, and 8): static functions, each giving the bits of every other
+// set's, and all by reference, so no vector crosses an ABI:
+//   widen(v, p)        W BF16 or F16 weights from p widened to F32 lanes
+//   fma(a, b, c)       a += b * c in one rounding, lane-wise
+//   bytes<Sign>(q, p)  W bytes from p in 32-bit lanes, signed (Sign) or not
+//   splat(v, s)        s in every lane
+//   splat_f16(v, h)    the F16 h widened (f16_to_f32) in every lane
+//   kQuantRows<B>      whether the set has its own code for rows of quantized blocks B:
+//                      quant_rows and quant_part (quant_gemv.hpp)
+//   pin(v)             keeps v in a register (an empty asm naming it; pin below)
+// A width no file of the set defines Isa for does not compile: no set falls back silently.
+template <int W>
+struct Isa;
+
+// Keeps v in a register. GCC would fold the loads of x and w into the FMAs that use them: every
+// vector loaded again for each FMA (R x C loads instead of R + C), and the load ports, not the
+// FMAs, would set the pace (docs/perf/kernels.md).
+template <typename V>
+[[gnu::always_inline]] inline void pin(V& v) {
+  Isa<int(sizeof(V) / sizeof(float))>::pin(v);
+}
+
+// W weights widened to F32 lanes: F32 as they are, BF16 and F16 by the set's widening (Isa).
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const float* p) {
   load<W>(v, p);
@@ -70,65 +80,22 @@ template <int W>
 
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const Bf16* p) {
-#if defined(__x86_64__)
-  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
-  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
-#endif
-  typename Halves<W>::type h;
-  std::memcpy(&h, p, sizeof h);
-  const typename Bits<W>::type b = __builtin_convertvector(h, typename Bits<W>::type) << 16;
-  std::memcpy(&v, &b, sizeof v);
+  Isa<W>::widen(v, p);
 }
 
-// f16_to_f32 (matrix.hpp) lane-wise, without branches: exponent 1..30 rebased by 127 - 15;
-// 31 (Inf, NaN) to 255, a NaN made quiet; 0 (zero, subnormal) as (2^-14 + mant x 2^-24) - 2^-14,
-// exact.
 template <int W>
 [[gnu::always_inline]] inline void load_w(typename Vec<W>::type& v, const F16* p) {
-#if defined(__x86_64__)
-  if constexpr (W == 16) return widen16(reinterpret_cast<__m512&>(v), p);
-  if constexpr (W == 8) return widen8(reinterpret_cast<__m256&>(v), p);
-#endif
-  using U = typename Bits<W>::type;
-  using V = typename Vec<W>::type;
-  typename Halves<W>::type h;
-  std::memcpy(&h, p, sizeof h);
-  const U u = __builtin_convertvector(h, U);
-  const U em = (u & 0x7FFFu) << 13, e = em & 0x0F800000u;
-  const U special = U(e == 0x0F800000u), tiny = U(e == 0u);
-  const U nan = special & U((em & 0x007FE000u) != 0u);
-  const U normal = (em + (112u << 23) + (special & (112u << 23))) | (nan & 0x00400000u);
-  V sub;
-  const U sub_bits = em + (113u << 23);
-  std::memcpy(&sub, &sub_bits, sizeof sub);
-  sub -= 0x1p-14f;
-  U sub_u;
-  std::memcpy(&sub_u, &sub, sizeof sub_u);
-  const U out = ((tiny & sub_u) | (~tiny & normal)) | ((u & 0x8000u) << 16);
-  std::memcpy(&v, &out, sizeof v);
+  Isa<W>::widen(v, p);
 }
 
-// a += b * c in one rounding. Written out, not left to -ffp-contract: GCC contracted a * b + c
-// in some loops of the F32 instances and not in the same loops of the F16 ones, and the bits
-// must not differ. The scalar tails use std::fma for the same reason.
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) inline void fma_lanes(Vec<16>::type& a, const Vec<16>::type& b,
-                                                         const Vec<16>::type& c) {
-  a = Vec<16>::type(_mm512_fmadd_ps(__m512(b), __m512(c), __m512(a)));
-}
-__attribute__((target("avx2,fma"))) inline void fma_lanes(Vec<8>::type& a, const Vec<8>::type& b,
-                                                          const Vec<8>::type& c) {
-  a = Vec<8>::type(_mm256_fmadd_ps(__m256(b), __m256(c), __m256(a)));
-}
-#endif
-
+// a += b * c in one rounding (Isa<W>::fma: vfmadd, or std::fma lane by lane). Written out, not
+// left to -ffp-contract: GCC contracted a * b + c in some loops of the F32 instances and not in
+// the same loops of the F16 ones, and the bits must not differ. The scalar tails use std::fma for
+// the same reason.
 template <int W>
 [[gnu::always_inline]] inline void fmadd(typename Vec<W>::type& a, const typename Vec<W>::type& b,
                                          const typename Vec<W>::type& c) {
-#if defined(__x86_64__)
-  if constexpr (W == 16 || W == 8) return fma_lanes(a, b, c);
-#endif
-  for (int l = 0; l < W; ++l) a[l] = std::fma(b[l], c[l], a[l]);  // the generic kernels
+  Isa<W>::fma(a, b, c);
 }
 
 // The gemv reads each row in blocks of B columns (16 with AVX-512 or AVX2, 8 without), so every

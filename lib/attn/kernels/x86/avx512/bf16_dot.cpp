@@ -11,8 +11,8 @@
 #include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
-#include "attn/kernels/detail/transpose.hpp"
 #include "attn/kernels/matmul.hpp"
+#include "attn/kernels/x86/avx512/detail/transpose.hpp"
 
 namespace attn {
 

@@ -5,7 +5,8 @@
 
 #include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
-#include "attn/kernels/detail/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/widen.hpp"
 
 namespace attn {
 

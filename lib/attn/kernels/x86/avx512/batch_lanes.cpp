@@ -8,7 +8,8 @@
 #include "attn/kernels/detail/lanes.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/detail/quant_gemv.hpp"
-#include "attn/kernels/detail/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/transpose.hpp"
+#include "attn/kernels/x86/avx512/detail/vec.hpp"
 
 namespace attn {
 

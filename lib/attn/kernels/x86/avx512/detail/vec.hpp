@@ -1,0 +1,273 @@
+#pragma once
+// The avx512 set's vector primitives: Isa<16> (declared in detail/vectors.hpp), 16 floats in a
+// zmm register, with AVX-512F's instructions, and the 8-lane ones of the avx2 set (Isa<8>, which
+// the set's BF16 and F16 gemv runs on: kGemvLanes). Besides the loads, FMAs and broadcasts every
+// set has, the K-quants' own code (Q4_K, Q6_K: kQuantRows), where the gemv is bound by
+// instructions, not memory: each weight widened by fewer of them, to the same bits. The helpers
+// are not always_inline: ISA-neutral templates call them, and only code compiled for the ISA
+// (flatten, define_kernels.hpp) inlines them; by reference, so no vector crosses an ABI.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "attn/kernels/detail/vectors.hpp"
+#include "attn/kernels/x86/avx2/detail/vec.hpp"
+#include "attn/kernels/x86/avx512/detail/widen.hpp"
+#include "attn/quant_blocks.hpp"
+
+namespace attn {
+namespace {
+
+// a += b * c in one rounding (vfmadd). Written out, not left to -ffp-contract (vectors.hpp).
+__attribute__((target("avx512f"))) inline void fma_lanes(Vec<16>::type& a, const Vec<16>::type& b,
+                                                         const Vec<16>::type& c) {
+  a = Vec<16>::type(_mm512_fmadd_ps(__m512(b), __m512(c), __m512(a)));
+}
+
+// 16 bytes from p, each in a 32-bit lane: signed (Q8_0's quants) or not (the nibbles' bytes), by
+// vpmovsxbd, vpmovzxbd.
+__attribute__((target("avx512f"))) inline void bytes16(__m512i& q, const std::uint8_t* p,
+                                                       bool sign) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __mmask16 all = 0xFFFF;
+  q = sign ? _mm512_maskz_cvtepi8_epi32(all, b) : _mm512_maskz_cvtepu8_epi32(all, b);
+}
+// v = scale in every lane: vbroadcastss.
+__attribute__((target("avx512f"))) inline void splat16(__m512& v, float scale) {
+  v = _mm512_set1_ps(scale);
+}
+// v = the F16 h widened (f16_to_f32) in every lane: vcvtph2ps.
+__attribute__((target("avx512f"))) inline void f16_splat16(__m512& v, std::uint16_t h) {
+  v = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), _mm256_set1_epi16(short(h)));
+}
+// Every lane: the masked forms avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics'
+// undefined source (widen.hpp).
+inline constexpr __mmask16 kAll = 0xFFFF;
+inline constexpr __mmask8 kAll8 = 0xFF;
+
+// Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
+// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then,
+// interleaved, dm[2 j] = d * float(sc[j]) and dm[2 j + 1] = dmin * float(m[j]), the widening's
+// products, with d and dmin widened by one vcvtph2ps (the scalar f16_to_f32's branches cost more).
+__attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
+  std::uint32_t u[4], dmin;
+  std::memcpy(u, b + 4, 12);
+  std::memcpy(&dmin, b, 4);
+  constexpr std::uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  const std::uint32_t m_lo = u[1] & k6;
+  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  u[2] = m_lo;
+  u[0] &= k6;
+  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u));
+  const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 2));
+  const __m512 sm = _mm512_maskz_cvtepi32_ps(
+      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_unpacklo_epi8(sc, m)));        // sc0, m0, sc1, ...
+  const __m512 dd = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi32(int(dmin)));  // d, dmin, d, ...
+  _mm512_store_ps(dm, _mm512_mul_ps(sm, dd));
+}
+
+// Sub-block j's 16 possible weights (d1 * q - m1 for the nibble q = 0..15, the product exact,
+// rounded once as the widening rounds it), so that each weight is one vpermps of its nibble.
+__attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
+  const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[2 * j]), q, _mm512_set1_ps(dm[2 * j + 1]));
+}
+
+// The 16 weights of the nibbles in the low 4 bits of idx's lanes (vpermps reads only those) or,
+// high, in bits 4..7.
+__attribute__((target("avx512f"))) inline void k4_lookup16(__m512& w, const __m512i& idx,
+                                                           const __m512& t, bool high) {
+  w = _mm512_maskz_permutexvar_ps(kAll, high ? _mm512_maskz_srli_epi32(kAll, idx, 4) : idx, t);
+}
+
+// Block b's weights 32 is .. 32 is + 63 (sub-blocks is and is + 1: one 32 bytes' low nibbles,
+// then their high ones) as four 16-weight vectors in k order, dm its k4_scales16.
+__attribute__((target("avx512f"))) inline void k4_pair16(__m512 (&wc)[4], const float* dm,
+                                                         const std::uint8_t* b, int is) {
+  const std::uint8_t* q = b + 16 + 16 * is;
+  __m512 t1, t2;
+  k4_table16(t1, dm, is);
+  k4_table16(t2, dm, is + 1);
+  __m512i i0, i1;
+  bytes16(i0, q, false);
+  bytes16(i1, q + 16, false);
+  k4_lookup16(wc[0], i0, t1, false);
+  k4_lookup16(wc[1], i1, t1, false);
+  k4_lookup16(wc[2], i0, t2, true);
+  k4_lookup16(wc[3], i1, t2, true);
+}
+
+// A Q6_K half (128 weights) as int8 bytes in k order, each 4 * (q - 32): q's 6 bits shifted to
+// bits 2..7 with the top one flipped (q - 32 in 6-bit two's complement, times 4), bits 0..1 zero.
+// The ql bytes' low nibbles are weights 0..63 (ql[l] weight l, ql[32 + l] weight 32 + l), their
+// high ones 64..127; qh[l]'s bit pairs 0, 1, 2, 3 the top bits of weights l, 32 + l, 64 + l,
+// 96 + l. 64-bit shifts move bits across bytes; the masks keep only each byte's own.
+__attribute__((target("avx512f"))) inline void k6_half16(std::int8_t* out, const std::uint8_t* ql,
+                                                         const std::uint8_t* qh) {
+  const __m512i l = _mm512_loadu_si512(ql);
+  const __m512i h =
+      _mm512_maskz_broadcast_i64x4(kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+  const __m512i m40 = _mm512_set1_epi8(0x40), m80 = _mm512_set1_epi8(char(0x80));
+  const __m512i m3c = _mm512_set1_epi8(0x3C);
+  // Bits 6, 7: the pair's bits, the top one flipped, 0 elsewhere: ternlog(a, m40, m80) =
+  // m40 ? a : m80 ? ~a : 0 (0xC2, bit a << 2 | b << 1 | c of the immediate).
+  const __m512i shl_lo = _mm512_setr_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+  const __m512i shl_hi = _mm512_setr_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m512i top_lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_lo), m40, m80, 0xC2);
+  const __m512i top_hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_sllv_epi64(kAll8, h, shl_hi), m40, m80, 0xC2);
+  // Bits 2..5: the nibble; ternlog(a, b, m3c) = m3c ? a : b (0xE4).
+  const __m512i lo =
+      _mm512_ternarylogic_epi32(_mm512_maskz_slli_epi64(kAll8, l, 2), top_lo, m3c, 0xE4);
+  const __m512i hi =
+      _mm512_ternarylogic_epi32(_mm512_maskz_srli_epi64(kAll8, l, 2), top_hi, m3c, 0xE4);
+  _mm512_store_si512(out, lo);
+  _mm512_store_si512(out + 64, hi);
+}
+
+// s4[c] = d * float(sc[c]) / 4 for Q6_K's 16 scales, one per 16 weights: the widening's exact
+// product, and a power of two (d is at least 2^-24, so s / 4 is no subnormal).
+__attribute__((target("avx512f"))) inline void k6_scales16(float* s4, const std::uint8_t* b) {
+  const __m512 sc = _mm512_maskz_cvtepi32_ps(
+      kAll,
+      _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+  const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi16(short(quant::le16(b + 208))));
+  _mm512_store_ps(s4, _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_set1_ps(0.25f)));
+}
+
+// w = s4 * float(4 (q - 32)) for 16 bytes of k6_half16: s * (q - 32) exactly, as the widening.
+__attribute__((target("avx512f"))) inline void k6_weights16(__m512& w, const std::int8_t* q4,
+                                                            float s4) {
+  const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(q4));
+  w = _mm512_mul_ps(_mm512_set1_ps(s4),
+                    _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b)));
+}
+// R rows' blocks of Q4_K or Q6_K (V = 16, one accumulator a row), each row's chunks in k order
+// into its accumulator as quant_gemv.hpp's block_chunks gives them, but the rows side by side: R
+// independent FMA chains, x's chunks loaded once for all rows. Each row's scales (and Q6_K's
+// quants) are first unpacked into the stack; the memory barrier keeps them there, so each scale
+// is a broadcast load, not a vpermps of a register (GCC's choice otherwise).
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q4_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float dm[R][16];
+  for (int r = 0; r < R; ++r) k4_scales16(dm[r], w + r * row_bytes);
+  asm volatile("" ::: "memory");
+  for (int is = 0; is < 8; is += 2) {  // 64 weights: 32 bytes' low nibbles, then their high
+    Vt x[4];
+    for (int c = 0; c < 4; ++c) load<16>(x[c], xb + 32 * is + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wc[4];
+      k4_pair16(wc, dm[r], w + r * row_bytes, is);
+      for (int c = 0; c < 4; ++c) fmadd<16>(acc[r], Vt(wc[c]), x[c]);
+    }
+  }
+}
+
+template <int R>
+[[gnu::always_inline]] inline void block_rows16(quant::Q6_K, Vec<16>::type (&acc)[R],
+                                                const std::uint8_t* w, std::int64_t row_bytes,
+                                                const float* xb) {
+  using Vt = Vec<16>::type;
+  alignas(64) float s4[R][16];
+  alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* b = w + r * row_bytes;
+    k6_scales16(s4[r], b);
+    k6_half16(q4[r], b, b + 128);
+    k6_half16(q4[r] + 128, b + 64, b + 160);
+  }
+  asm volatile("" ::: "memory");
+  for (int c = 0; c < 16; ++c) {
+    Vt x;
+    load<16>(x, xb + 16 * c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wc;
+      k6_weights16(wc, q4[r] + 16 * c, s4[r][c]);
+      fmadd<16>(acc[r], Vt(wc), x);
+    }
+  }
+}
+// A Q4_K or Q6_K block's weights from..to (kPart apart) widened into out [to - from] with the
+// gemv's AVX-512 instructions above (block_rows16's, in its order): the widening's bits, at a
+// third of block_chunks' cost per weight (bench_quant_gemv --batch).
+__attribute__((target("avx512f"))) inline void widen_part16(quant::Q4_K, const std::uint8_t* b,
+                                                            int from, int to, float* out) {
+  alignas(64) float dm[16];
+  k4_scales16(dm, b);
+  asm volatile("" ::: "memory");  // the scales stay in the stack: broadcast loads
+  for (int is = from / 32; is < to / 32; is += 2) {  // 64 weights: 32 bytes' low nibbles, high
+    __m512 wc[4];
+    k4_pair16(wc, dm, b, is);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + (32 * is - from) + 16 * c, wc[c]);
+  }
+}
+
+__attribute__((target("avx512f"))) inline void widen_part16(quant::Q6_K, const std::uint8_t* b,
+                                                            int from, int to, float* out) {
+  alignas(64) float s4[16];
+  alignas(64) std::int8_t q4[128];  // 4 (q - 32) for each weight of a half, in k order
+  k6_scales16(s4, b);
+  for (int n = from / 128; n < to / 128; ++n) {
+    k6_half16(q4, b + 64 * n, b + 128 + 32 * n);
+    asm volatile("" ::: "memory");
+    float* o = out + (128 * n - from);
+    for (int c = 0; c < 8; ++c) {
+      __m512 wc;
+      k6_weights16(wc, q4 + 16 * c, s4[8 * n + c]);
+      _mm512_storeu_ps(o + 16 * c, wc);
+    }
+  }
+}
+template <>
+struct Isa<16> {
+  using V = Vec<16>::type;
+  [[gnu::always_inline]] static void widen(V& v, const Bf16* p) {
+    widen16(reinterpret_cast<__m512&>(v), p);
+  }
+  [[gnu::always_inline]] static void widen(V& v, const F16* p) {
+    widen16(reinterpret_cast<__m512&>(v), p);
+  }
+  [[gnu::always_inline]] static void fma(V& a, const V& b, const V& c) { fma_lanes(a, b, c); }
+  template <bool Sign>
+  [[gnu::always_inline]] static void bytes(Ints<16>::type& q, const std::uint8_t* p) {
+    bytes16(reinterpret_cast<__m512i&>(q), p, Sign);
+  }
+  [[gnu::always_inline]] static void splat(V& v, float scale) {
+    splat16(reinterpret_cast<__m512&>(v), scale);
+  }
+  [[gnu::always_inline]] static void splat_f16(V& v, std::uint16_t h) {
+    f16_splat16(reinterpret_cast<__m512&>(v), h);
+  }
+
+  // Q4_K and Q6_K have their own code: quant_rows (the gemv's R rows of whole blocks) and
+  // quant_part (a block's weights from..to, kPart apart, widened into out).
+  [[gnu::always_inline]] static void pin(V& v) { asm("" : "+v"(v)); }
+
+  template <typename B>
+  static constexpr bool kQuantRows =
+      std::is_same_v<B, quant::Q4_K> || std::is_same_v<B, quant::Q6_K>;
+  template <int R, typename B>
+  [[gnu::always_inline]] static void quant_rows(B, V (&acc)[R], const std::uint8_t* w,
+                                                std::int64_t row_bytes, const float* xb) {
+    block_rows16<R>(B{}, acc, w, row_bytes, xb);
+  }
+  template <typename B>
+  [[gnu::always_inline]] static void quant_part(B, const std::uint8_t* b, int from, int to,
+                                                float* out) {
+    widen_part16(B{}, b, from, to, out);
+  }
+};
+
+}  // namespace
+}  // namespace attn
+#endif
