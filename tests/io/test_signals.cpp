@@ -1,7 +1,7 @@
 // The library and the process's signals (issue 46): opening models of every kind, mapping files
 // and writing outputs leave every disposition as the program set it (a Python interpreter's
 // SIGINT is KeyboardInterrupt); the registry a front's handler reads (attn/io/signals.hpp)
-// knows the live mappings and temporary files. attn-cli's handlers: test_cli_signals.cpp.
+// knows the live mappings and temporary files. attn-cli's handlers: apps/test_cli_signals.cpp.
 #include <doctest/doctest.h>
 
 #include <signal.h>

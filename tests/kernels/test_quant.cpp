@@ -4,7 +4,7 @@
 // quantize_row_*_ref stores them; a model over quantized matrices gives the bits of the same
 // model over their dequantized F32 copies, and holds them at their bytes, read in place. The
 // products' bits on every path, kernel set and shape are the registry's cases
-// (test_kernel_cases.cpp).
+// (kernels/test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>
