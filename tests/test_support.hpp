@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "attn/engine/open.hpp"
 #include "attn/error.hpp"
 #include "attn/io/tensor_source.hpp"
 #include "attn/kernels/kernels.hpp"
@@ -167,6 +168,16 @@ inline std::vector<std::string> kernel_names() {
   std::vector<std::string> out;
   for (const attn::Kernels* k : attn::supported_kernels()) out.push_back(k->name);
   return out;
+}
+
+// A model as a user names it: its weights (a file or folder), a tokenizer, the threads.
+inline attn::ModelSpec spec_of(const std::filesystem::path& weights,
+                               const std::filesystem::path& tokenizer = {}, int threads = 1) {
+  attn::ModelSpec s;
+  s.weights = weights;
+  s.tokenizer = tokenizer;
+  s.threads = threads;
+  return s;
 }
 
 }  // namespace test

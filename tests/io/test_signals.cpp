@@ -41,14 +41,6 @@ std::vector<std::string> dispositions() {
   return out;
 }
 
-attn::ModelSpec spec_of(const fs::path& weights, const fs::path& tokenizer = {}) {
-  attn::ModelSpec s;
-  s.weights = weights;
-  s.tokenizer = tokenizer;
-  s.threads = 1;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("signals: opening models, mapping files and writing outputs install no handler") {
@@ -65,11 +57,12 @@ TEST_CASE("signals: opening models, mapping files and writing outputs install no
     const std::vector<std::string> before = dispositions();
     {
       const fs::path stories = test::source_dir() / "weights";
-      attn::Session gguf = attn::open_session(spec_of(stories / "stories260K.gguf"), {1, 8, 4});
+      attn::Session gguf =
+          attn::open_session(test::spec_of(stories / "stories260K.gguf"), {1, 8, 4});
       attn::Session llama2c = attn::open_session(
-          spec_of(stories / "stories260K.bin", stories / "tok512.bin"), {1, 8, 4});
+          test::spec_of(stories / "stories260K.bin", stories / "tok512.bin"), {1, 8, 4});
       attn::Session hf =
-          attn::open_session(spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
+          attn::open_session(test::spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
       const attn::SafetensorsFile f =
           attn::open_safetensors(test::golden_dir() / "seed_gqa" / "weights.safetensors");
       const auto m = attn::map_file(stories / "tok512.bin", "tokenizer");
