@@ -3,16 +3,63 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
+#include "attn/engine/open.hpp"
 #include "attn/error.hpp"
+#include "attn/io/tensor_source.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/model/config.hpp"
+#include "attn/weight_type.hpp"
 
 namespace test {
+
+// Tensors held in memory, as a file's mapping would hold them: the load's views point here.
+class MemorySource : public attn::TensorSource {
+ public:
+  struct Held {
+    std::string dtype;
+    std::optional<attn::WeightType> type;
+    std::vector<std::int64_t> shape;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::map<std::string, Held> tensors;
+
+  explicit MemorySource(std::string name = "memory") : name_(std::move(name)) {}
+
+  // n bytes at p, of `type` (named as its traits name it).
+  void add(const std::string& name, attn::WeightType type, std::vector<std::int64_t> shape,
+           const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    tensors[name] = {attn::traits(type).name, type, std::move(shape),
+                     std::vector<std::uint8_t>(b, b + n)};
+  }
+
+  const std::string& source() const override { return name_; }
+  bool contains(const std::string& name) const override { return tensors.count(name) != 0; }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& [name, t] : tensors) out.push_back(name);
+    return out;
+  }
+  attn::SourceTensor describe(const std::string& name) override {
+    attn::SourceTensor t = tensor(name);
+    t.data = nullptr;
+    return t;
+  }
+  attn::SourceTensor tensor(const std::string& name) override {
+    const Held& h = tensors.at(name);
+    return {h.dtype, h.type, h.shape, h.bytes.data(), h.bytes.size(), name_};
+  }
+
+ private:
+  std::string name_;
+};
 
 inline std::filesystem::path source_dir() {
   return ATTN_SOURCE_DIR;
@@ -121,6 +168,16 @@ inline std::vector<std::string> kernel_names() {
   std::vector<std::string> out;
   for (const attn::Kernels* k : attn::supported_kernels()) out.push_back(k->name);
   return out;
+}
+
+// A model as a user names it: its weights (a file or folder), a tokenizer, the threads.
+inline attn::ModelSpec spec_of(const std::filesystem::path& weights,
+                               const std::filesystem::path& tokenizer = {}, int threads = 1) {
+  attn::ModelSpec s;
+  s.weights = weights;
+  s.tokenizer = tokenizer;
+  s.threads = threads;
+  return s;
 }
 
 }  // namespace test

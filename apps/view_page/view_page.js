@@ -306,6 +306,8 @@ function paintThumb(th) {
 function statIndex(name) { return S.m.stats.names.indexOf(name); }
 const statOf = (li, hi, k) => S.m.stats.values[li][hi][k];
 const fmt = (x) => (typeof x === 'number' && isFinite(x) ? x.toFixed(3) : String(x));
+// A head's figure in its caption: a figure the rows shown do not define (prev of one row) is a dash.
+const figure2 = (x) => (typeof x === 'number' && isFinite(x) ? x.toFixed(2) : '\u2013');
 
 function buildModel() {
   THUMB = Math.max(40, Math.min(96, Math.floor(520 / Math.min(S.nH, 16)) - 12));
@@ -392,7 +394,7 @@ function arrangeModel() {
       he.className = 'heads';
       for (const hi of hs) {
         const th = S.thumbs[li * S.nH + hi];
-        th.cap.textContent = 'h' + S.m.heads[hi] + (k >= 0 ? ' ' + statOf(li, hi, k).toFixed(2) : '');
+        th.cap.textContent = 'h' + S.m.heads[hi] + (k >= 0 ? ' ' + figure2(statOf(li, hi, k)) : '');
         he.appendChild(th.el);
       }
       ge.append(gn, he);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes small GGUF fixtures with llama.cpp's own gguf-py (its GGUFWriter), then records what
 gguf-py's GGUFReader reads back from them into gguf/expected.json: the reference that
-tests/test_gguf.cpp compares attn's reader against (keys, types, values, tensor names, shapes,
+tests/io/test_gguf.cpp compares attn's reader against (keys, types, values, tensor names, shapes,
 types, offsets, sizes and bytes as hex).
 
     /usr/bin/python3 tests/golden/make_gguf.py

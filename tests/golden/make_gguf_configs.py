@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """GGUF metadata files (no tensors) written by llama.cpp's own gguf-py, for gguf_config's test
-(tests/test_stories.cpp) and as the seeds of fuzz/fuzz_gguf_config.cpp.
+(tests/engine/test_stories.cpp) and as the seeds of fuzz/fuzz_gguf_config.cpp.
 
 Run:  /usr/bin/python3 tests/golden/make_gguf_configs.py
 (gguf-py from the llama.cpp sources bench/llama_cpp.sh unpacks; deterministic.)

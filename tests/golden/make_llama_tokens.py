@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/golden/llama_tokens.json: the token ids and texts llama.cpp's and llama2.c's own
-tokenizers give on a hard corpus, for tests/test_tokenizer_llama.cpp to compare attn-cli with.
+tokenizers give on a hard corpus, for tests/text/test_tokenizer_llama.cpp to compare attn-cli with.
 
   /usr/bin/python3 tests/golden/make_llama_tokens.py RUN_C
 

@@ -7,7 +7,7 @@ Runs llama.cpp's own `llama-quantize weights/stories260K.gguf ... Q8_0` (built b
 bench/llama_cpp.sh from node-llama-cpp's sources) into tests/golden/stories260K-q8_0.gguf, then
 writes tests/golden/stories260K-q8_0-f32.gguf: the same metadata, every tensor dequantized to F32
 by llama.cpp's gguf-py in numpy (gguf.quants.dequantize), an implementation independent of
-attn-cli's. tests/test_stories.cpp runs both and asks for the same bits (issue 36: a quantized
+attn-cli's. tests/engine/test_stories.cpp runs both and asks for the same bits (issue 36: a quantized
 model gives the bits of the F32 run on its dequantized weights). llama-quantize keeps the norms in
 F32 and falls back to F16 for ffn_down (172 columns are not whole 32-weight blocks).
 """

@@ -1,6 +1,6 @@
 // attn-cli's signal handlers (apps/signals.cpp) over the library's registry: each case runs in a
 // child that installs them as attn-cli's main does, so the test program's own dispositions stay
-// as doctest set them. The library alone installs nothing (test_signals.cpp).
+// as doctest set them. The library alone installs nothing (io/test_signals.cpp).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

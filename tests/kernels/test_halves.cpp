@@ -2,7 +2,7 @@
 // gives the bits of the same model over the F32-widened weights. References: PyTorch's .float()
 // of every 16-bit pattern and of the golden cases' BF16/F16 files (tests/golden/make_halves.py).
 // Each kernel's products over every weight type, against float64 and the F32 widening's bits, are
-// the registry's cases (test_kernel_cases.cpp).
+// the registry's cases (kernels/test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>

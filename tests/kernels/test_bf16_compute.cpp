@@ -1,7 +1,7 @@
 // --compute bf16 (issue 23): BF16 weights times activations rounded to BF16 by vdpbf16ps. The
 // rounding is checked against PyTorch's .bfloat16() (tests/golden/halves, make_halves.py), a BF16
 // layer against PyTorch's float64 reference, and the refusals. The products over the shape space
-// the kernels choose paths by are cases of the registry (test_kernel_cases.cpp, Op::bf16).
+// the kernels choose paths by are cases of the registry (kernels/test_kernel_cases.cpp, Op::bf16).
 // Each runs the kernels with vdpbf16ps where the CPU has it, and with its emulation by FMAs on
 // every AVX-512 CPU (bf16_dot_emulated), so the kernels' blocking is tested on CPUs without it.
 #include <doctest/doctest.h>

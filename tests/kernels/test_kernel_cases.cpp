@@ -721,7 +721,7 @@ TEST_CASE("weight types: each traits row is found by its names and keeps what it
     if (t.block > 1) CHECK_THROWS_AS(attn::weight_bytes(t.type, 1, "test"), attn::InputError);
     // Small integers and halves are exact in every type of one weight a block: stored and
     // widened back unchanged, finite; a NaN among them is found where it is. (Quantized blocks:
-    // test_quant.cpp, against gguf-py.)
+    // kernels/test_quant.cpp, against gguf-py.)
     if (t.block > 1) continue;
     const std::int64_t n = 4 * t.block;
     std::vector<float> x(static_cast<std::size_t>(n)), back(x.size());

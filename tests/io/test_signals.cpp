@@ -1,7 +1,7 @@
 // The library and the process's signals (issue 46): opening models of every kind, mapping files
 // and writing outputs leave every disposition as the program set it (a Python interpreter's
 // SIGINT is KeyboardInterrupt); the registry a front's handler reads (attn/io/signals.hpp)
-// knows the live mappings and temporary files. attn-cli's handlers: test_cli_signals.cpp.
+// knows the live mappings and temporary files. attn-cli's handlers: apps/test_cli_signals.cpp.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -41,14 +41,6 @@ std::vector<std::string> dispositions() {
   return out;
 }
 
-attn::ModelSpec spec_of(const fs::path& weights, const fs::path& tokenizer = {}) {
-  attn::ModelSpec s;
-  s.weights = weights;
-  s.tokenizer = tokenizer;
-  s.threads = 1;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("signals: opening models, mapping files and writing outputs install no handler") {
@@ -65,11 +57,12 @@ TEST_CASE("signals: opening models, mapping files and writing outputs install no
     const std::vector<std::string> before = dispositions();
     {
       const fs::path stories = test::source_dir() / "weights";
-      attn::Session gguf = attn::open_session(spec_of(stories / "stories260K.gguf"), {1, 8, 4});
+      attn::Session gguf =
+          attn::open_session(test::spec_of(stories / "stories260K.gguf"), {1, 8, 4});
       attn::Session llama2c = attn::open_session(
-          spec_of(stories / "stories260K.bin", stories / "tok512.bin"), {1, 8, 4});
+          test::spec_of(stories / "stories260K.bin", stories / "tok512.bin"), {1, 8, 4});
       attn::Session hf =
-          attn::open_session(spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
+          attn::open_session(test::spec_of(test::model_dir("hf_untied_f32") / "model.safetensors"));
       const attn::SafetensorsFile f =
           attn::open_safetensors(test::golden_dir() / "seed_gqa" / "weights.safetensors");
       const auto m = attn::map_file(stories / "tok512.bin", "tokenizer");

@@ -4,7 +4,7 @@
 // quantize_row_*_ref stores them; a model over quantized matrices gives the bits of the same
 // model over their dequantized F32 copies, and holds them at their bytes, read in place. The
 // products' bits on every path, kernel set and shape are the registry's cases
-// (test_kernel_cases.cpp).
+// (kernels/test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -169,38 +169,6 @@ TEST_CASE("quant: ggml's type ids, the names and the refusals") {
 
 namespace {
 
-// Tensors held in memory, as a file's mapping would hold them: the load's views point here.
-class MemorySource : public attn::TensorSource {
- public:
-  struct Held {
-    std::string dtype;
-    std::optional<WeightType> type;
-    std::vector<std::int64_t> shape;
-    std::vector<std::uint8_t> bytes;
-  };
-  std::map<std::string, Held> tensors;
-
-  const std::string& source() const override { return name_; }
-  bool contains(const std::string& name) const override { return tensors.count(name) > 0; }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> out;
-    for (const auto& [name, t] : tensors) out.push_back(name);
-    return out;
-  }
-  attn::SourceTensor describe(const std::string& name) override {
-    attn::SourceTensor t = tensor(name);
-    t.data = nullptr;
-    return t;
-  }
-  attn::SourceTensor tensor(const std::string& name) override {
-    const Held& h = tensors.at(name);
-    return {h.dtype, h.type, h.shape, h.bytes.data(), h.bytes.size(), name_};
-  }
-
- private:
-  std::string name_ = "memory.gguf";
-};
-
 // llama layers whose every matrix dimension is whole blocks of 256, with a token model.
 attn::ModelArgs block_args() {
   attn::ModelArgs a;
@@ -253,7 +221,8 @@ std::vector<std::uint8_t> draw_row(WeightType t, std::int64_t cols, float bound,
 
 // The config's tensors in memory twice: `quant` with the matrices in type t, `wide` with them
 // dequantized to F32 (traits' to_f32), the vectors the same F32 values in both.
-void make_sources(const attn::ModelArgs& a, WeightType t, MemorySource& quant, MemorySource& wide) {
+void make_sources(const attn::ModelArgs& a, WeightType t, test::MemorySource& quant,
+                  test::MemorySource& wide) {
   std::vector<attn::LayerWeights> layers(std::size_t(a.n_layers));
   attn::TokenWeights tokens;
   std::vector<attn::TensorSpec> specs = attn::tensor_specs(a, layers);
@@ -262,7 +231,7 @@ void make_sources(const attn::ModelArgs& a, WeightType t, MemorySource& quant, M
   for (const attn::TensorSpec& s : specs) {
     if (quant.contains(s.name)) continue;  // a tied head
     const std::int64_t rows = s.shape[0], cols = s.shape.size() == 2 ? s.shape[1] : 1;
-    MemorySource::Held f32{"F32", WeightType::f32, s.shape, {}};
+    test::MemorySource::Held f32{"F32", WeightType::f32, s.shape, {}};
     f32.bytes.resize(std::size_t(rows * cols * 4));
     if (!s.slot.matrix) {  // norms near 1
       for (std::int64_t i = 0; i < rows * cols; ++i) {
@@ -273,7 +242,7 @@ void make_sources(const attn::ModelArgs& a, WeightType t, MemorySource& quant, M
       wide.tensors[s.name] = f32;
       continue;
     }
-    MemorySource::Held q{attn::weight_type_name(t), t, s.shape, {}};
+    test::MemorySource::Held q{attn::weight_type_name(t), t, s.shape, {}};
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::vector<std::uint8_t> row = draw_row(t, cols, 1.0f / 16, state);
       q.bytes.insert(q.bytes.end(), row.begin(), row.end());
@@ -292,10 +261,11 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
   for (WeightType t : kBlockTypes) {
     const std::string name = attn::weight_type_name(t);
     CAPTURE(name);
-    auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+    auto quant = std::make_unique<test::MemorySource>("memory.gguf"),
+         wide = std::make_unique<test::MemorySource>("memory.gguf");
     make_sources(a, t, *quant, *wide);
     // Read in place: every matrix a view of the source's bytes, no F32 copy of any.
-    const MemorySource& held = *quant;
+    const test::MemorySource& held = *quant;
     attn::TransformerWeights w = attn::load_weights(a, {std::move(quant)});
     CHECK(w.blocks);
     std::uint64_t stored = 0, f32_owned = 0;
@@ -320,7 +290,8 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
         CAPTURE(threads);
         CAPTURE(seqlen);
         const attn::Runtime rt = attn::make_runtime(threads, 0);
-        auto q2 = std::make_unique<MemorySource>(), w2 = std::make_unique<MemorySource>();
+        auto q2 = std::make_unique<test::MemorySource>("memory.gguf"),
+             w2 = std::make_unique<test::MemorySource>("memory.gguf");
         make_sources(a, t, *q2, *w2);
         attn::Transformer mq =
             attn::make_transformer(a, attn::load_weights(a, {std::move(q2)}), bsz * seqlen, rt);
@@ -344,9 +315,10 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
 
 TEST_CASE("quant: a tensor of a ggml type without a row is refused naming tensor and type") {
   const attn::ModelArgs a = block_args();
-  auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+  auto quant = std::make_unique<test::MemorySource>("memory.gguf"),
+       wide = std::make_unique<test::MemorySource>("memory.gguf");
   make_sources(a, WeightType::q8_0, *quant, *wide);
-  MemorySource::Held& wq = quant->tensors.at("layers.0.attention.wq.weight");
+  test::MemorySource::Held& wq = quant->tensors.at("layers.0.attention.wq.weight");
   wq.dtype = "Q4_1";  // ggml type 3: no row reads it
   wq.type = std::nullopt;
   try {
@@ -366,7 +338,8 @@ TEST_CASE("quant: a rank's block of a quantized matrix is a view on block bounda
   a.tokens_in = a.logits_out = false;
   for (int r = 0; r < 2; ++r) {
     CAPTURE(r);
-    auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+    auto quant = std::make_unique<test::MemorySource>("memory.gguf"),
+         wide = std::make_unique<test::MemorySource>("memory.gguf");
     make_sources(a, WeightType::q8_0, *quant, *wide);
     const attn::TransformerWeights whole = attn::load_weights(a, {std::move(wide)});
     const attn::TransformerWeights part = attn::load_weights(a, {std::move(quant)}, {r, 2});
@@ -392,7 +365,8 @@ TEST_CASE("quant: a rank's block of a quantized matrix is a view on block bounda
     }
   }
   // Q4_K's blocks are 256 weights: a rank's 128 columns of wo would end inside one.
-  auto quant = std::make_unique<MemorySource>(), wide = std::make_unique<MemorySource>();
+  auto quant = std::make_unique<test::MemorySource>("memory.gguf"),
+       wide = std::make_unique<test::MemorySource>("memory.gguf");
   make_sources(a, WeightType::q4_k, *quant, *wide);
   CHECK_THROWS_WITH_AS(attn::load_weights(a, {std::move(quant)}, {1, 2}),
                        doctest::Contains("Q4_K rows are blocks of 256 weights"), attn::InputError);

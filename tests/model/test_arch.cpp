@@ -13,6 +13,7 @@
 #include "attn/model/arch.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -23,43 +24,6 @@ attn::ModelArgs hf_args(const nlohmann::json& extra) {
   if (!extra.is_null()) j.update(extra);
   return attn::parse_config(j.dump(), "config.json");
 }
-
-// Tensors held in memory, as a file would hold them.
-class MemorySource : public attn::TensorSource {
- public:
-  struct Held {
-    attn::WeightType type;
-    std::vector<std::int64_t> shape;
-    std::vector<std::uint8_t> bytes;
-  };
-  std::map<std::string, Held> held;
-
-  void add(const std::string& name, attn::WeightType type, std::vector<std::int64_t> shape,
-           const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::uint8_t*>(p);
-    held[name] = {type, std::move(shape), std::vector<std::uint8_t>(b, b + n)};
-  }
-
-  const std::string& source() const override { return name_; }
-  bool contains(const std::string& name) const override { return held.count(name) != 0; }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> out;
-    for (const auto& [name, t] : held) out.push_back(name);
-    return out;
-  }
-  attn::SourceTensor describe(const std::string& name) override {
-    attn::SourceTensor t = tensor(name);
-    t.data = nullptr;
-    return t;
-  }
-  attn::SourceTensor tensor(const std::string& name) override {
-    const Held& h = held.at(name);
-    return {attn::traits(h.type).name, h.type, h.shape, h.bytes.data(), h.bytes.size(), name_};
-  }
-
- private:
-  std::string name_ = "memory";
-};
 
 // qwen2's shape with head_dim 16: q/k/v biases, none on o; rows of whole Q8_0 blocks.
 attn::ModelArgs fused_args() {
@@ -120,9 +84,9 @@ attn::Architecture fused_row(attn::TensorTable& table) {
 
 // The drawn weights written under Hugging Face's names, each tensor on its own or (fused) the
 // parts of kFused stacked.
-std::unique_ptr<MemorySource> write_weights(const attn::ModelArgs& a,
-                                            attn::TransformerWeights& drawn, bool fused) {
-  auto src = std::make_unique<MemorySource>();
+std::unique_ptr<test::MemorySource> write_weights(const attn::ModelArgs& a,
+                                                  attn::TransformerWeights& drawn, bool fused) {
+  auto src = std::make_unique<test::MemorySource>();
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
     attn::LayerWeights views = drawn.layers[std::size_t(l)];
     const std::vector<attn::TensorSpec> specs = attn::layer_tensor_specs(a, views, l);
@@ -262,7 +226,7 @@ TEST_CASE("arch: a fused tensor's parts load as views of its rows, bit-identical
     attn::TransformerWeights drawn = attn::seeded_weights(a, 11, {}, type);
     attn::TransformerWeights plain = attn::load_weights(a, {write_weights(a, drawn, false), false});
     auto fused_source = write_weights(a, drawn, true);
-    const MemorySource& held = *fused_source;
+    const test::MemorySource& held = *fused_source;
     CHECK(held.contains("model.layers.1.self_attn.qkv_proj.weight"));
     CHECK_FALSE(held.contains("model.layers.1.self_attn.k_proj.weight"));
     attn::TransformerWeights fused =
@@ -270,8 +234,8 @@ TEST_CASE("arch: a fused tensor's parts load as views of its rows, bit-identical
     check_same(a, plain, fused);
     // Views into the fused tensors: k starts after q's rows, up (w3) after gate's (w1).
     const std::size_t row_bytes = attn::weight_bytes(type, a.dim, "test");
-    const auto& qkv = held.held.at("model.layers.1.self_attn.qkv_proj.weight").bytes;
-    const auto& gate_up = held.held.at("model.layers.1.mlp.gate_up_proj.weight").bytes;
+    const auto& qkv = held.tensors.at("model.layers.1.self_attn.qkv_proj.weight").bytes;
+    const auto& gate_up = held.tensors.at("model.layers.1.mlp.gate_up_proj.weight").bytes;
     CHECK(fused.layers[1].wk.data ==
           qkv.data() + std::size_t(a.n_heads * a.head_dim()) * row_bytes);
     CHECK(fused.layers[1].w3.data == gate_up.data() + std::size_t(a.ffn_hidden()) * row_bytes);
@@ -309,7 +273,7 @@ TEST_CASE("arch: a fused tensor's parts load as views of its rows, bit-identical
 
   // A fused tensor whose rows are not its parts' is refused naming it and them.
   auto bad = write_weights(a, drawn, true);
-  bad->held.at("model.layers.0.self_attn.qkv_proj.weight").shape[0] -= 1;
+  bad->tensors.at("model.layers.0.self_attn.qkv_proj.weight").shape[0] -= 1;
   CHECK_THROWS_WITH_AS(
       attn::load_weights(a, {std::move(bad), false}, {}, row),
       doctest::Contains("'model.layers.0.self_attn.qkv_proj.weight': expected shape [128, 64] "

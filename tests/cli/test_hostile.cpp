@@ -311,10 +311,10 @@ TEST_CASE("hostile: a header with a million-dimension shape gives a short messag
   CHECK(r.err.size() < 1000);
 }
 
-// A mapped weights file that shrinks under the run: test_cli_signals.cpp (attn-cli's SIGBUS
+// A mapped weights file that shrinks under the run: apps/test_cli_signals.cpp (attn-cli's SIGBUS
 // handler names it).
 
-// The output files' rules: test_outputs.cpp.
+// The output files' rules: cli/test_outputs.cpp.
 
 // ---- Long runs ----
 

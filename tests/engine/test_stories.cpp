@@ -135,14 +135,6 @@ std::string refusal(const GgufWriter& w) {
   return "(accepted)";
 }
 
-attn::ModelSpec spec_of(const fs::path& model, const fs::path& tokenizer = {}) {
-  attn::ModelSpec s;
-  s.weights = model;
-  s.tokenizer = tokenizer;
-  s.threads = 2;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("stories260K: greedy text equals llama2.c's run.c, from the GGUF and the .bin") {
@@ -183,8 +175,10 @@ TEST_CASE("stories260K: a story saved after 20 tokens and continued prints the r
 TEST_CASE("stories260K: the GGUF and the llama2.c checkpoint give the same logits") {
   // The same weights in both files (the GGUF's q/k rows in Meta's order, as llama2.c's): the
   // same arithmetic, so the same bits, every position of a prefill and of decode steps.
-  attn::Session gguf = attn::open_session(spec_of(weights("stories260K.gguf")), {1, 8, 4});
-  attn::Session bin = attn::open_session(spec_of(weights("stories260K.bin")), {1, 8, 4});
+  attn::Session gguf =
+      attn::open_session(test::spec_of(weights("stories260K.gguf"), {}, 2), {1, 8, 4});
+  attn::Session bin =
+      attn::open_session(test::spec_of(weights("stories260K.bin"), {}, 2), {1, 8, 4});
   REQUIRE(gguf.model.args.vocab_size == 512);
   REQUIRE(bin.model.args.vocab_size == 512);
   const std::vector<std::int32_t> prompt = {1, 403, 407, 261, 378};  // BOS "Once upon a time"
@@ -213,8 +207,8 @@ TEST_CASE("stories260K in Q8_0: the bits of its F32 twin dequantized by gguf-py"
   for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::int32_t(1 + (i * 37) % 511);
   for (int threads : {1, 2}) {
     CAPTURE(threads);
-    attn::ModelSpec qs = spec_of(golden / "stories260K-q8_0.gguf");
-    attn::ModelSpec fs = spec_of(golden / "stories260K-q8_0-f32.gguf");
+    attn::ModelSpec qs = test::spec_of(golden / "stories260K-q8_0.gguf", {}, 2);
+    attn::ModelSpec fs = test::spec_of(golden / "stories260K-q8_0-f32.gguf", {}, 2);
     qs.threads = fs.threads = threads;
     attn::Session q = attn::open_session(qs, {1, 64, 8});
     attn::Session f = attn::open_session(fs, {1, 64, 8});
@@ -239,7 +233,7 @@ TEST_CASE("stories260K in Q8_0: the bits of its F32 twin dequantized by gguf-py"
 
 TEST_CASE("stories260K: the GGUF's metadata is the model its llama2.c header describes") {
   const attn::ModelArgs g = attn::gguf_config(*attn::open_gguf(weights("stories260K.gguf")));
-  attn::ModelSpec s = spec_of(weights("stories260K.bin"));
+  attn::ModelSpec s = test::spec_of(weights("stories260K.bin"), {}, 2);
   const attn::ModelArgs b = attn::model_args(s, attn::open_model(s), nullptr);
   // weights/stories260K.md: dim 64, 5 layers, 8 heads, 4 KV heads, FFN 172, 512 tokens.
   for (const attn::ModelArgs* a : {&g, &b}) {

@@ -173,7 +173,7 @@ TEST_CASE("outputs: a closed stdout, a file-size limit or a failed run leave not
 }
 
 // On SIGINT, SIGTERM, SIGHUP and SIGPIPE attn-cli's handlers remove the file being written:
-// test_cli_signals.cpp.
+// apps/test_cli_signals.cpp.
 
 TEST_CASE("outputs: OutputFile shows nothing until commit and removes its file when dropped") {
   TempDir dir;

@@ -1,7 +1,7 @@
 // Products as the model uses them: projections sharing x, a batch of B sequences decoded
 // together against each decoded alone, decode attention's group kernels against double loops.
 // Each product kernel over the shape space, every weight type and kernel set, is a case of the
-// registry (test_kernel_cases.cpp).
+// registry (kernels/test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>

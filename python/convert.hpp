@@ -1,0 +1,71 @@
+#pragma once
+// Python's values as the engine's, and back (convert.cpp): the module's conversions, shared by
+// its bindings (attn_module.cpp) and its Model (model.hpp).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/hook_names.hpp"
+
+namespace attn_py {
+
+namespace py = pybind11;
+
+// ModelArgs(**keys): the notebook's defaults (attn.ModelArgs() is configs/gqa.json), each key
+// given replacing its value, then read by the same parser as a config file: the same checks
+// and messages.
+attn::ModelArgs make_args(const py::kwargs& keys);
+
+// An integer argument: a bool, a float or a str is a TypeError, a value past int64 a ValueError,
+// each naming the argument (pybind11's own message names neither).
+std::int64_t int_arg(py::handle v, const char* name);
+
+// A float argument: an int or a float (NumPy's too); ranges are the engine's (NaN refused).
+double float_arg(py::handle v, const char* name);
+
+// threads: 0 (the machine's cores) up to attn::kMaxThreads.
+int threads_arg(py::handle v);
+
+// A C-contiguous float32 array of `ndim` axes read in place: the buffer protocol, or
+// numpy.asarray (PyTorch CPU tensors: no copy) for objects without it.
+struct Floats {
+  py::buffer_info info;
+  py::object keep;  // the object the buffer belongs to
+  const float* data() const { return static_cast<const float*>(info.ptr); }
+};
+
+Floats floats(py::handle obj, const char* name, int ndim, const std::string& expected);
+
+// A setting named by a library error, as Python says it: the keyword argument that sets it.
+std::string with_setting(const attn::InputError& e);
+
+// A Python exception raised in a hook function on the engine's thread: its error indicator is
+// set (restored there), and this carries the unwinding back to the call, which raises it.
+struct PythonRaised {};
+
+// ids [seqlen] or [batch, seqlen] of any integer array-like, as rows.
+std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_t vocab_size);
+
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
+// A hook name given to argument `arg`, as a point of this model (ValueError naming both).
+attn::HookPoint named_point(const attn::ModelArgs& a, py::handle name, const char* arg);
+
+// The points `names` asks for: None every one (in forward order), a hook name or a list of
+// them, or a function name -> bool (TransformerLens's names_filter).
+std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, py::handle names);
+
+// A patch's replacement: a float array of exactly `shape`, as C-contiguous float32 (ValueError
+// or TypeError naming the point).
+py::array_t<float> replacement(py::handle value, const std::string& where,
+                               const std::vector<std::int64_t>& shape);
+
+// The config as a dict: every key of the contract, and head_dim.
+py::dict args_dict(const attn::ModelArgs& a);
+
+}  // namespace attn_py

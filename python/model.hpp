@@ -1,0 +1,464 @@
+#pragma once
+// The Python front of one attn::Session (model.hpp, included by attn_module.cpp only): the
+// arrays the engine reads and writes, the GIL released while it runs, Ctrl-C between blocks.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attn/engine/session.hpp"
+#include "attn/error.hpp"
+#include "attn/kernels/runtime.hpp"
+#include "attn/model/config.hpp"
+#include "attn/model/generate.hpp"
+#include "attn/model/hooks.hpp"
+#include "attn/model/kept_probabilities.hpp"
+#include "attn/model/memory.hpp"
+#include "attn/model/model.hpp"
+#include "attn/model/weights.hpp"
+#include "attn/text/tokenizer.hpp"
+#include "convert.hpp"
+
+namespace attn_py {
+
+// Set by the SIGINT handler a long call installs: one process has one SIGINT.
+inline std::atomic<bool> g_cancel{false};
+
+// The Python front of one attn::Session: argument shapes and types are checked here (TypeError,
+// ValueError naming the argument); everything else is the engine's. One call at a time: the
+// GIL is released while the engine runs, so a second Python thread waits on the lock.
+class Model {
+ public:
+  Model(attn::Session e, bool attention_weights)
+      : e_(std::move(e)), keep_probs_(attention_weights), kept_(e_.model.args.n_layers) {}
+
+  static attn::ModelSpec spec(py::handle threads, const std::string& compute, std::uint64_t seed) {
+    attn::ModelSpec s;
+    s.threads = threads_arg(threads);
+    s.compute = attn::parse_compute(compute);
+    s.seed = seed;
+    return s;
+  }
+
+  // Model(args, weights=None, ...): the cache sized by args, for calls of up to the whole cache.
+  static std::unique_ptr<Model> from_args(const attn::ModelArgs& args,
+                                          std::optional<std::string> weights, std::uint64_t seed,
+                                          py::object threads, bool attention_weights,
+                                          const std::string& compute) {
+    attn::ModelSpec s = spec(threads, compute, seed);
+    if (weights) s.weights = *weights;
+    py::gil_scoped_release release;
+    return std::make_unique<Model>(attn::open_session(s, {args.max_batch_size, 0, 0}, args),
+                                   attention_weights);
+  }
+
+  // Model.from_pretrained(path): a checkpoint file or folder with config.json and
+  // tokenizer.json beside it, found as attn-cli's -m finds them.
+  static std::unique_ptr<Model> from_pretrained(
+      const std::string& path, std::optional<std::string> config,
+      std::optional<std::string> tokenizer, std::int64_t max_seq_len, std::int64_t max_batch_size,
+      py::object threads, const std::string& compute, bool attention_weights) {
+    attn::ModelSpec s = spec(threads, compute, 42);
+    s.weights = path;
+    if (config) s.config = *config;
+    if (tokenizer) s.tokenizer = *tokenizer;
+    s.overrides.max_seq_len = max_seq_len;
+    s.overrides.max_batch_size = max_batch_size;
+    py::gil_scoped_release release;
+    return std::make_unique<Model>(
+        attn::open_session(s, {std::max<std::int64_t>(1, max_batch_size), 0, 0}),
+        attention_weights);
+  }
+
+  const attn::ModelArgs& args() const { return e_.model.args; }
+  std::int64_t filled() const { return e_.filled; }
+  std::uintptr_t last_input_address() const { return last_input_; }
+  int threads() const { return e_.model.rt.threads; }
+  double last_seconds() const { return last_seconds_; }
+  const std::optional<attn::Tokenizer>& tokenizer() const { return e_.tokenizer; }
+
+  py::array_t<float> prefill(py::handle x, std::int64_t start_pos, std::optional<std::string> mask,
+                             py::object attention_mask) {
+    const Floats in = floats(x, "x", 3, "[batch, seqlen, dim=" + std::to_string(args().dim) + "]");
+    check_dim(in);
+    const std::int64_t B = in.info.shape[0], T = in.info.shape[1];
+    auto lock = hold();
+    attn::check_fits(args(), B, start_pos, T, "x");
+    attn::set_mask(e_, mask ? attn::parse_mask(*mask) : args().mask);
+    padding(attention_mask, B, T, start_pos);
+    return run(in, B, T, start_pos);
+  }
+
+  py::array_t<float> decode(py::handle x, py::object attention_mask) {
+    const std::int64_t dim = args().dim;
+    const Floats in = floats(x, "x", 3, "[batch, 1, dim=" + std::to_string(dim) + "]");
+    check_dim(in);
+    const std::int64_t B = in.info.shape[0];
+    if (in.info.shape[1] != 1)
+      throw py::value_error("x: expected shape [batch, 1, " + std::to_string(dim) + "], got " +
+                            std::to_string(in.info.shape[1]) + " positions (prefill takes more)");
+    auto lock = hold();
+    if (e_.filled == 0) throw py::value_error("decode: prefill first (the cache is empty)");
+    attn::check_fits(args(), B, e_.filled, 1, "x");
+    padding(attention_mask, B, 1, e_.filled);
+    return run(in, B, 1, e_.filled);
+  }
+
+  // The filled part of layer l's cache, [batch, n_kv_heads, filled, head_dim]: a view of the
+  // cache itself (valid until the next call changes it; copy() to keep it).
+  py::array_t<float> cache(std::int64_t layer, bool values, py::object self) const {
+    const attn::KVCache& c = e_.model.cache;
+    if (layer < 0 || layer >= c.n_layers)
+      throw py::index_error("layer " + std::to_string(layer) + " out of range 0.." +
+                            std::to_string(c.n_layers - 1));
+    const float* base = values ? c.v(layer, 0, 0, 0) : c.k(layer, 0, 0, 0);
+    const py::ssize_t f = sizeof(float);
+    return py::array_t<float>({py::ssize_t(e_.batch), py::ssize_t(c.n_kv_heads),
+                               py::ssize_t(e_.filled), py::ssize_t(c.head_dim)},
+                              {f * c.n_kv_heads * c.max_seq_len * c.head_dim,
+                               f * c.max_seq_len * c.head_dim, f * c.head_dim, f},
+                              base, self);
+  }
+
+  // The last call's probabilities of layer l: [batch, n_heads, seqlen, start_pos + seqlen].
+  py::array_t<float> attention_weights(std::int64_t layer) const {
+    if (!keep_probs_)
+      throw py::value_error(
+          "attention weights are kept only with Model(..., attention_weights=True)");
+    if (probs_.empty())
+      throw py::value_error("no forward call has kept attention weights yet (generate keeps none)");
+    if (layer < 0 || layer >= std::int64_t(probs_.size()))
+      throw py::index_error("layer " + std::to_string(layer) + " out of range");
+    return probs_[std::size_t(layer)];
+  }
+
+  void reset() {
+    auto lock = hold();
+    attn::reset(e_);
+  }
+
+  // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
+  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
+  py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
+                                    std::int64_t start_pos, bool all_positions,
+                                    attn::Hooks* hooks = nullptr) {
+    attn::require_token_model(args(), "forward(tokens)");
+    const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
+    std::vector<std::int32_t> flat;
+    for (const auto& row : tokens) {
+      if (std::int64_t(row.size()) != T)
+        throw py::value_error("tokens: every sequence must have the same length (pad them)");
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
+    py::array_t<float> out(
+        {py::ssize_t(B), py::ssize_t(all_positions ? T : 1), py::ssize_t(args().vocab_size)});
+    float* y = out.mutable_data();
+    auto lock = hold();
+    attn::check_fits(args(), B, start_pos, T, "tokens");
+    if (!hooks) {
+      keep_probabilities(B, T, start_pos);
+      timed(B * T, start_pos + T,
+            [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
+      return out;
+    }
+    // The call's own recorder, detached however it ends.
+    drop_probabilities();
+    const attn::Attached observed(e_.model, hooks->observer());
+    hook_thread_ = std::this_thread::get_id();
+    timed(B * T, start_pos + T,
+          [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
+    return out;
+  }
+
+  // forward(tokens) with hook points kept (run_with_cache: names) and patched (patch: {hook
+  // name: array or function}): the logits, and the kept activations by hook name. The kept
+  // bytes are checked against max_bytes (None: the memory available) before the run.
+  std::pair<py::array_t<float>, py::dict> run_hooked(py::handle tokens, bool keep, py::handle names,
+                                                     std::int64_t start_pos, bool all_positions,
+                                                     py::handle patch, py::handle max_bytes) {
+    const attn::ModelArgs& a = args();
+    attn::require_token_model(a, "forward(tokens)");
+    const auto rows = token_rows(tokens, a.vocab_size);
+    const attn::HookCall call{std::int64_t(rows.size()),
+                              rows.empty() ? 0 : std::int64_t(rows[0].size()), start_pos};
+    attn::check_fits(a, call.bsz, start_pos, call.seqlen, "tokens");
+    attn::Hooks hooks(a.n_layers);
+    py::dict kept;
+    std::vector<attn::HookPoint> points;
+    if (keep) {  // run_with_cache: names None is every point
+      points = named_points(a, names);
+      const std::uint64_t bytes = attn::hook_bytes(a, points, call, "names");
+      if (max_bytes.is_none()) {
+        const attn::AvailableMemory available = attn::available_memory();
+        attn::check_hook_bytes(bytes, available.bytes, available.limit, "names");
+      } else {
+        const std::int64_t limit = int_arg(max_bytes, "max_bytes");
+        if (limit < 0) throw py::value_error("max_bytes: must not be negative");
+        attn::check_hook_bytes(bytes, std::uint64_t(limit), "max_bytes", "names");
+      }
+      for (const attn::HookPoint& p : points) {
+        const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
+        py::array_t<float> arr(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+        hooks.keep(p, arr.mutable_data());
+        kept[py::str(attn::hook_name(p.site, p.layer))] = arr;
+      }
+    }
+    std::vector<py::array_t<float>> held;           // replacements, alive through the call
+    std::vector<std::unique_ptr<float[]>> scratch;  // patched attn_probs not kept
+    if (!patch.is_none()) patches(patch, call, hooks, held, scratch);
+    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks);
+    return {logits, kept};
+  }
+
+  // Up to `steps` new ids after the prompt (ids, or text when the model has a tokenizer), greedy
+  // unless temp > 0, stopping after an id of `stop` (None: the tokenizer's end-of-sequence ids).
+  // From position 0, or after a loaded session's tokens. The last id is fed too, so that the
+  // cache can be saved and continued.
+  // Each argument's type is checked here (TypeError naming it), its range by the engine
+  // (ValueError naming it), before any work.
+  std::vector<std::int32_t> generate(py::object prompt, py::object steps_arg, py::object temp,
+                                     py::object top_k, py::object top_p, py::object min_p,
+                                     py::object seed,
+                                     std::optional<std::vector<std::int32_t>> stop) {
+    const std::int64_t steps = int_arg(steps_arg, "steps");
+    const std::int64_t draw_seed = int_arg(seed, "seed");
+    if (draw_seed < 0) throw py::value_error("seed: must not be negative");
+    const attn::Sampling sampling{float_arg(temp, "temp"), int_arg(top_k, "top_k"),
+                                  float_arg(top_p, "top_p"), float_arg(min_p, "min_p"),
+                                  std::uint64_t(draw_seed)};
+    std::vector<std::int32_t> out;
+    auto lock = hold();
+    const std::vector<std::int32_t> ids = prompt_ids(prompt);  // no BOS when continuing
+    const std::vector<std::int32_t> stops = stop ? *stop : attn::stop_ids(e_, false);
+    attn::check_generation(e_, ids, steps, sampling);  // steps bounded: the sums below hold
+    drop_probabilities();
+    timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
+      attn::generate(e_, ids, steps, sampling, stops, true,
+                     [&](const attn::Generated& t) { out.push_back(t.id); });
+    });
+    return out;
+  }
+
+  void save_session(const std::string& path) {
+    auto lock = hold();
+    py::gil_scoped_release release;
+    attn::stage_cache_session(e_, path).commit();
+  }
+
+  void load_session(const std::string& path) {
+    auto lock = hold();
+    py::gil_scoped_release release;
+    attn::load_cache_session(e_, path);
+  }
+
+ private:
+  // patch {hook name: array or function} as edits of the points: an array replaces the
+  // activation (shape exactly the point's); a function f(activation, name) gets a copy and
+  // returns its replacement, or None when it edited the copy in place.
+  void patches(py::handle patch, const attn::HookCall& call, attn::Hooks& hooks,
+               std::vector<py::array_t<float>>& held,
+               std::vector<std::unique_ptr<float[]>>& scratch) {
+    if (!py::isinstance<py::dict>(patch))
+      throw py::type_error("patch: expected a dict {hook name: array or function}, got " +
+                           std::string(py::str(patch.get_type().attr("__name__"))));
+    const attn::ModelArgs& a = args();
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(patch)) {
+      const attn::HookPoint p = named_point(a, key, "patch");
+      const std::string name = key.cast<std::string>();
+      const std::string where = "patch['" + name + "']";
+      const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
+      const std::uint64_t n = attn::hook_bytes(a, {p}, call, "patch") / sizeof(float);
+      float* probs = nullptr;
+      if (p.site == attn::Site::attn_probs) {
+        scratch.push_back(std::make_unique<float[]>(n));
+        probs = scratch.back().get();
+      }
+      if (PyCallable_Check(value.ptr())) {
+        hooks.patch(p, call_edit(py::reinterpret_borrow<py::object>(value), name, where, shape),
+                    probs);
+        continue;
+      }
+      held.push_back(replacement(value, where, shape));
+      const float* src = held.back().data();
+      hooks.patch(
+          p,
+          [src, n](const attn::Observation& o) {
+            std::memcpy(o.edit, src, std::size_t(n) * sizeof(float));
+          },
+          probs);
+    }
+  }
+
+  // The edit of a patch function, run on the engine's thread: with the GIL, on a copy.
+  attn::Hooks::Edit call_edit(py::object fn, std::string name, std::string where,
+                              std::vector<std::int64_t> shape) {
+    return [this, fn, name, where, shape](const attn::Observation& o) {
+      py::gil_scoped_acquire gil;
+      std::int64_t n = 1;
+      for (std::int64_t d : shape) n *= d;
+      py::array_t<float> act(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+      std::memcpy(act.mutable_data(), o.data, std::size_t(n) * sizeof(float));
+      in_hook_ = true;
+      struct Done {
+        bool& flag;
+        ~Done() { flag = false; }
+      } done{in_hook_};
+      try {
+        const py::object r = fn(act, name);
+        const py::array_t<float> out = r.is_none() ? act : replacement(r, where, shape);
+        std::memcpy(o.edit, out.data(), std::size_t(n) * sizeof(float));
+      } catch (py::error_already_set& e) {
+        e.restore();
+        throw PythonRaised{};
+      }
+    };
+  }
+
+  // The engine for this call: waited for with the GIL released, so that the thread running the
+  // engine (which released it) can take it back.
+  std::unique_lock<std::mutex> hold() {
+    if (in_hook_ && std::this_thread::get_id() == hook_thread_)
+      throw std::runtime_error("a patch function cannot call its Model: the forward is running");
+    std::unique_lock<std::mutex> lock(*mutex_, std::defer_lock);
+    py::gil_scoped_release release;
+    lock.lock();
+    return lock;
+  }
+
+  std::vector<std::int32_t> prompt_ids(py::object prompt) const {
+    if (py::isinstance<py::str>(prompt)) {
+      if (!e_.tokenizer)
+        throw py::value_error(
+            "prompt: text needs a tokenizer (Model.from_pretrained finds "
+            "tokenizer.json beside config.json); give ids instead");
+      attn::EncodeOptions o;
+      o.bos = attn::prompt_bos(e_.resume);
+      return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), o);
+    }
+    try {
+      return prompt.cast<std::vector<std::int32_t>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error("prompt: expected a list of token ids or a str, got " +
+                           std::string(py::str(prompt.get_type())));
+    }
+  }
+
+  void check_dim(const Floats& in) const {
+    if (in.info.shape[2] != args().dim)
+      throw py::value_error("x: expected shape [batch, seqlen, " + std::to_string(args().dim) +
+                            "], got dim " + std::to_string(in.info.shape[2]));
+  }
+
+  // attention_mask [batch, seqlen] (1 = a real position, 0 = padding) for the positions this
+  // call writes, read as float32.
+  void padding(py::object mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    if (mask.is_none()) return attn::set_padding(e_, nullptr, B, T, start_pos);
+    py::array_t<float, py::array::c_style | py::array::forcecast> m(mask);
+    if (m.ndim() != 2 || m.shape(0) != B || m.shape(1) != T)
+      throw py::value_error("attention_mask: expected shape [" + std::to_string(B) + ", " +
+                            std::to_string(T) + "]");
+    attn::set_padding(e_, m.data(), B, T, start_pos);
+  }
+
+  py::array_t<float> run(const Floats& in, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    py::array_t<float> out({py::ssize_t(B), py::ssize_t(T), py::ssize_t(args().dim)});
+    keep_probabilities(B, T, start_pos);
+    float* y = out.mutable_data();
+    last_input_ = reinterpret_cast<std::uintptr_t>(in.data());
+    timed(B * T, start_pos + T, [&] { attn::forward_hidden(e_, in.data(), B, T, start_pos, y); });
+    return out;
+  }
+
+  void keep_probabilities(std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+    if (!keep_probs_) return;
+    const attn::ModelArgs& a = args();
+    drop_probabilities();
+    // The forward asks from its own thread, the GIL released: raw pointers, checked for size.
+    for (std::int64_t l = 0; l < a.n_layers; ++l) {
+      probs_.emplace_back(std::vector<py::ssize_t>{B, a.n_heads, T, start_pos + T});
+      kept_.set(l, probs_.back().mutable_data(), B * a.n_heads * T * (start_pos + T));
+    }
+    attached_.emplace(e_.model, kept_.observer());
+  }
+
+  // Generation keeps no probabilities: its calls' shapes change every step.
+  void drop_probabilities() {
+    attached_.reset();
+    probs_.clear();
+    kept_.clear();
+  }
+
+  // Roughly a call's floating-point operations: what decides whether Ctrl-C is watched for.
+  double call_flops(std::int64_t rows, std::int64_t keys) const {
+    const attn::ModelArgs& a = args();
+    const double params = double(e_.model.weights.bytes) / 2;  // at least: BF16 or wider
+    return 2 * double(rows) * params +
+           4 * double(rows) * double(keys) * double(a.n_heads * a.head_dim() * a.n_layers);
+  }
+
+  // The engine runs on this thread with the GIL released. For a long call, SIGINT is caught for
+  // its duration by a handler that only sets g_cancel (async-signal-safe), so Ctrl-C stops the
+  // engine between blocks; the call then raises KeyboardInterrupt and Python's handler is back.
+  // A worker thread instead would cost a prefill its hand-off and wake-ups (docs/perf/README.md),
+  // and a short call (a decode step) skips the handler swap too.
+  template <class Call>
+  void timed(std::int64_t rows, std::int64_t keys, Call call) {
+    g_cancel.store(false);
+    const bool watch = call_flops(rows, keys) >= kInlineFlops;
+    struct sigaction ours {
+    }, theirs{};
+    if (watch) {
+      ours.sa_handler = [](int) { g_cancel.store(true); };
+      sigemptyset(&ours.sa_mask);
+      ::sigaction(SIGINT, &ours, &theirs);
+    }
+    e_.model.cancel = &g_cancel;
+    std::exception_ptr error;
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      py::gil_scoped_release release;
+      try {
+        call();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (watch) ::sigaction(SIGINT, &theirs, nullptr);
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const attn::Interrupted&) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    } catch (const PythonRaised&) {  // a patch function's exception, its indicator set
+      throw py::error_already_set();
+    }
+  }
+
+  static constexpr double kInlineFlops = 2e9;  // long enough to be worth a handler swap
+
+  attn::Session e_;
+  bool keep_probs_ = false;
+  std::vector<py::array_t<float>> probs_;
+  attn::KeptProbabilities kept_;            // into probs_ (attention_weights=True)
+  std::optional<attn::Attached> attached_;  // kept_ attached to the model, after a call
+  std::uintptr_t last_input_ = 0;
+  double last_seconds_ = 0;
+  bool in_hook_ = false;         // a patch function runs (on hook_thread_, with the GIL)
+  std::thread::id hook_thread_;  // the thread of the last hooked call
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
+};
+
+}  // namespace attn_py
