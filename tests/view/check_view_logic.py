@@ -383,9 +383,10 @@ def check_page(br, path, what, golden=None):
 
 
 # cases.json's views: the whole page, the last row only (a decode step's), the prefill's last row
-# and the first step's of heads 2..3 (rows from 6: the layout's offsets), and the first row only
-# (no prev figure: its captions show a dash where the figure is undefined).
-GOLDEN_VIEWS = (0, 2, 3, 4)
+# and the first step's of heads 2..3 (rows from 6: the layout's offsets). Its view 3 (the first row
+# only) has no prev figure and opens no head by default: its captions show a dash for it, and
+# what the harness compares (the opened head) is not there.
+GOLDEN_VIEWS = (0, 2, 4)
 
 
 def run_view(cli, args, out):
