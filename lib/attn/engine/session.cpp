@@ -70,7 +70,7 @@ Session open_session(OpenedModel model, const ModelSpec& spec, SessionShape shap
 
 Session open_session(ModelPlan& plan, const ModelSpec& spec, ModelFiles files,
                      std::size_t drawn_index) {
-  return {std::move(files), load_model(plan, spec, drawn_index)};
+  return {std::move(files), load_model(plan, spec, drawn_index), {}, {}, 0, 0, {}, {}, false};
 }
 
 void require_token_model(const ModelArgs& a, const std::string& what) {
