@@ -20,9 +20,7 @@
 #include "commands/commands.hpp"
 #include "flags.hpp"
 #include "ranks.hpp"
-#include "setting_words.hpp"
 #include "usage.hpp"
-#include "workloads/generate.hpp"
 
 namespace cli {
 
