@@ -19,10 +19,8 @@
 #include "commands/commands.hpp"
 #include "flags.hpp"
 #include "ranks.hpp"
-#include "setting_words.hpp"
 #include "signals.hpp"
 #include "usage.hpp"
-#include "workloads/generate.hpp"
 
 namespace cli {
 

@@ -12,7 +12,7 @@
 #include "attn/model/generate.hpp"
 #include "attn/model/input.hpp"
 #include "attn/weight_type.hpp"
-#include "workloads/generate.hpp"
+#include "text_input.hpp"
 
 namespace CLI {
 class App;
@@ -125,14 +125,27 @@ struct Use {
 using AddFlag = CLI::Option* (*)(CLI::App& cmd, const std::string& names, const std::string& help,
                                  Options& o, Command c);
 
+// What a flag is called: on the command line, in the library, and where generate's and
+// tokenize's help list it.
+struct FlagNames {
+  std::string_view cli;           // CLI11's form: "-s,--seed"
+  std::string_view setting = {};  // the library's setting it sets (attn::InputError::setting)
+  int text_place = 0;             // generate's and tokenize's help: 1 first; 0 after the others
+};
+
+// One flag, declared once: flag_table.cpp's rows.
 struct Flag {
-  std::string_view names;  // CLI11's form: "-s,--seed"
-  std::vector<Use> uses;   // the commands that take it (a command in one Use only)
+  FlagNames names;
+  std::vector<Use> uses;  // the commands that take it (a command in one Use only)
   AddFlag add;
 };
 
 // The table, in the order run's --help lists the flags.
 const std::vector<Flag>& flag_table();
+
+// The flag that sets `setting` (an attn::InputError's), "--max-seq-len" for "max_seq_len", or ""
+// where no flag of attn-cli sets it: how attn-cli says which of its flags fixes a refusal.
+std::string cli_flag_for(std::string_view setting);
 
 // Adds to `cmd` every flag `c` takes, bound to `o`, in the order of its --help.
 void add_flags(CLI::App& cmd, Options& o, Command c);

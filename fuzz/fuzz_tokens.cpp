@@ -1,23 +1,23 @@
 // libFuzzer harness: token ids as a user gives them (--tokens, a tokens file, Python's ids) on
 // any text: comma- or space-separated ids, sequences split by ';' or lines, a JSON array, an
 // array of arrays or {"ids": [...]}. Refusals (InputError) are expected; anything else, a crash,
-// a hang or a sanitizer report is a finding.
+// a hang or a sanitizer report is a finding. The parsing is attn-cli's (apps/text_input.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "attn/engine/prompt.hpp"
 #include "attn/error.hpp"
+#include "text_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  attn::TextInput t;
+  cli::TextInput t;
   t.tokens.assign(reinterpret_cast<const char*>(data), size);
   try {
-    attn::prompt_sequences(t, nullptr, 1000);
+    cli::prompt_sequences(t, nullptr, 1000);
   } catch (const attn::InputError&) {
   }
   try {
-    attn::parse_token_ids(t.tokens, "fuzz", 0);
+    cli::parse_token_ids(t.tokens, "fuzz", 0);
   } catch (const attn::InputError&) {
   }
   return 0;

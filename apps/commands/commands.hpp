@@ -1,6 +1,7 @@
 #pragma once
-// The commands that run the model on every rank: run, decode and heatmap (one loop, printed and
-// drawn three ways) and bench. generate and tokenize are workloads/generate.hpp's.
+// Every command, from its flags (flags.hpp): one file each in commands/ (run.cpp: run, decode and
+// heatmap, one loop printed and drawn three ways). The ones that run the model on every rank take
+// the shard; the others run in one process.
 #include "attn/model/parallel.hpp"
 #include "flags.hpp"
 
@@ -15,5 +16,7 @@ int bench_command(const Options& f, const attn::Shard& shard);
 int view_command(const Options& f);
 // Compares two dumps; 0 equal within the tolerance, 1 different.
 int diff_command(const Options& f);
+int generate_command(const Options& f);
+int tokenize_command(const Options& f);
 
 }  // namespace cli

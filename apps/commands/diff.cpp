@@ -1,4 +1,4 @@
-// attn-cli diff: two dumps compared in forward order (attn/engine/dump_diff.hpp), printed as a
+// attn-cli diff: two dumps compared in forward order (workloads/dump_diff.hpp), printed as a
 // table whose last line names the first tensor past the tolerance, or as one JSON object.
 #include <cstdio>
 #include <iostream>
@@ -6,9 +6,9 @@
 #include <sstream>
 #include <string>
 
-#include "attn/engine/dump_diff.hpp"
 #include "attn/io/text.hpp"
 #include "commands/commands.hpp"
+#include "workloads/dump_diff.hpp"
 
 namespace cli {
 
@@ -27,21 +27,21 @@ std::string number(double v) {
 }
 
 // "ok", "values", "shape", "only A", "only B".
-std::string status(const attn::TensorDiff& t) {
+std::string status(const TensorDiff& t) {
   if (!t.in_b) return "only A";
   if (!t.in_a) return "only B";
   if (!t.same_shape()) return "shape";
   return t.over ? "values" : "ok";
 }
 
-std::string tolerance_text(const attn::DumpDiff& d) {
+std::string tolerance_text(const DumpDiff& d) {
   return "rtol " + number(d.tolerance.rtol) + ", atol " + number(d.tolerance.atol);
 }
 
 // The last line: where the dumps part, or that they do not.
-std::string verdict(const attn::DumpDiff& d) {
+std::string verdict(const DumpDiff& d) {
   if (!d.first.empty()) {
-    for (const attn::TensorDiff& t : d.tensors) {
+    for (const TensorDiff& t : d.tensors) {
       if (t.name != d.first) continue;
       const std::string name = attn::escape(t.name);
       if (!t.same_shape())
@@ -53,22 +53,22 @@ std::string verdict(const attn::DumpDiff& d) {
     }
   }
   std::int64_t only = 0, n = 0;
-  for (const attn::TensorDiff& t : d.tensors) only += !t.in_a || !t.in_b, ++n;
+  for (const TensorDiff& t : d.tensors) only += !t.in_a || !t.in_b, ++n;
   if (only)
     return "the tensors in both agree within " + tolerance_text(d) + "; " + std::to_string(only) +
            " name(s) in one file only";
   return "equal: " + std::to_string(n) + " tensors within " + tolerance_text(d);
 }
 
-void print_text(std::ostream& out, const attn::DumpDiff& d) {
+void print_text(std::ostream& out, const DumpDiff& d) {
   std::size_t width = 6;
-  for (const attn::TensorDiff& t : d.tensors) width = std::max(width, attn::escape(t.name).size());
+  for (const TensorDiff& t : d.tensors) width = std::max(width, attn::escape(t.name).size());
   width = std::min<std::size_t>(width, 60);
   char line[512];
   std::snprintf(line, sizeof line, "%-*s  %-7s %-20s %10s %10s %s\n", int(width), "tensor",
                 "status", "shape", "max_abs", "max_rel", "over");
   out << "A: " << attn::escape(d.a) << "\nB: " << attn::escape(d.b) << "\n" << line;
-  for (const attn::TensorDiff& t : d.tensors) {
+  for (const TensorDiff& t : d.tensors) {
     std::string shape = shape_text(t.in_a ? t.shape_a : t.shape_b);
     if (t.in_a && t.in_b && !t.same_shape())
       shape = shape_text(t.shape_a) + " vs " + shape_text(t.shape_b);
@@ -83,10 +83,10 @@ void print_text(std::ostream& out, const attn::DumpDiff& d) {
   out << verdict(d) << "\n";
 }
 
-void print_json(std::ostream& out, const attn::DumpDiff& d) {
+void print_json(std::ostream& out, const DumpDiff& d) {
   nlohmann::json tensors = nlohmann::json::array(), only_a = nlohmann::json::array(),
                  only_b = nlohmann::json::array();
-  for (const attn::TensorDiff& t : d.tensors) {
+  for (const TensorDiff& t : d.tensors) {
     if (!t.in_b) only_a.push_back(t.name);
     if (!t.in_a) only_b.push_back(t.name);
     nlohmann::json row = {{"name", t.name}, {"status", status(t)}};
@@ -115,7 +115,7 @@ void print_json(std::ostream& out, const attn::DumpDiff& d) {
 }  // namespace
 
 int diff_command(const Options& f) {
-  const attn::DumpDiff d = attn::diff_dumps(f.diff_a, f.diff_b, {f.rtol, f.atol});
+  const DumpDiff d = diff_dumps(f.diff_a, f.diff_b, {f.rtol, f.atol});
   if (f.json)
     print_json(std::cout, d);
   else

@@ -17,7 +17,7 @@
 #include "commands/setup.hpp"
 #include "flags.hpp"
 #include "ranks.hpp"
-#include "workloads/generate.hpp"
+#include "text_input.hpp"
 #include "workloads/heatmap.hpp"
 #include "workloads/trace.hpp"
 

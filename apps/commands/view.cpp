@@ -10,16 +10,16 @@
 #include <filesystem>
 #include <iostream>
 
-#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
 #include "commands/commands.hpp"
 #include "commands/setup.hpp"
 #include "flags.hpp"
-#include "workloads/generate.hpp"
+#include "text_input.hpp"
 #include "workloads/view.hpp"
 
 namespace cli {
@@ -109,8 +109,9 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
-  attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, whole, k)},
-                                     std::nullopt, std::move(pt.tokenizer));
+  attn::Session e =
+      attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, whole, k)},
+                         std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);

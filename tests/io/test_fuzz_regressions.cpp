@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "attn/engine/session.hpp"
-#include "attn/engine/prompt.hpp"
 #include "attn/engine/run.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
+#include "text_input.hpp"
 
 namespace fs = std::filesystem;
 
@@ -122,12 +122,12 @@ TEST_CASE("fuzz regressions: token ids as text or JSON") {
   const auto files = regressions("tokens");
   CHECK(!files.empty());
   for (const fs::path& p : files) {
-    attn::TextInput t;
+    cli::TextInput t;
     t.tokens = slurp(p);
-    accepted_or_refused(p, [&] { attn::prompt_sequences(t, nullptr, 1000); });
+    accepted_or_refused(p, [&] { cli::prompt_sequences(t, nullptr, 1000); });
     // Nesting this deep is refused by the structure check, before any value is built.
     if (p.filename().string().find("deep") != std::string::npos)
-      CHECK_THROWS_WITH_AS(attn::prompt_sequences(t, nullptr, 1000),
+      CHECK_THROWS_WITH_AS(cli::prompt_sequences(t, nullptr, 1000),
                            doctest::Contains("nest deeper than"), attn::InputError);
   }
 }

@@ -16,10 +16,10 @@
 #include <random>
 #include <set>
 
-#include "attn/engine/dump_diff.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "test_support.hpp"
+#include "workloads/dump_diff.hpp"
 
 namespace {
 
@@ -126,8 +126,8 @@ RawTensor f32(const std::string& name, std::initializer_list<float> v) {
   return {name, "F32", {std::int64_t(v.size())}, bytes_of(v)};
 }
 
-const attn::TensorDiff& row(const attn::DumpDiff& d, const std::string& name) {
-  for (const attn::TensorDiff& t : d.tensors)
+const cli::TensorDiff& row(const cli::DumpDiff& d, const std::string& name) {
+  for (const cli::TensorDiff& t : d.tensors)
     if (t.name == name) return t;
   FAIL("no row " << name);
   throw std::logic_error("unreachable");
@@ -210,13 +210,13 @@ TEST_CASE("diff: the allclose test with B the reference, NaN and infinities") {
                 f32("inf_same", {inf, -inf}), f32("inf_sign", {-inf, 0}), f32("zero_ref", {0, 2})});
   // |1.5 - 1| = 0.5 <= 0.25 + 0.25 * 1 passes; |1 - 2| = 1 <= 0.25 + 0.25 * 2 does not: rtol
   // scales B's value, not A's.
-  attn::DumpDiff d = attn::diff_dumps(a, b, {0.25, 0.25});
+  cli::DumpDiff d = cli::diff_dumps(a, b, {0.25, 0.25});
   CHECK(row(d, "edge").over == 1);
   CHECK(row(d, "edge").max_abs == 1.0);
   CHECK(row(d, "edge").max_rel == 0.5);
-  d = attn::diff_dumps(b, a, {0.25, 0.25});  // swapped: |1 - 1.5| <= 0.625, |2 - 1| > 0.5
+  d = cli::diff_dumps(b, a, {0.25, 0.25});  // swapped: |1 - 1.5| <= 0.625, |2 - 1| > 0.5
   CHECK(row(d, "edge").over == 1);
-  d = attn::diff_dumps(a, b, {0.5, 0.25});
+  d = cli::diff_dumps(a, b, {0.5, 0.25});
   CHECK(row(d, "edge").over == 0);
   CHECK(row(d, "nan_same").equal());
   CHECK(row(d, "nan_one").over == 1);
@@ -245,14 +245,14 @@ TEST_CASE("diff: F16, BF16 and F64 bits read as IEEE and bfloat16 define them") 
             {f32("h", {1, -2, 0.333251953125f, std::numeric_limits<float>::infinity(), 0x1p-24f}),
              {"bf", "F64", {3}, bytes_of<double>({1, 3.140625, -HUGE_VAL})},
              {"d", "F64", {2}, bytes_of<double>({0.1, -1e300})}});
-  const attn::DumpDiff d = attn::diff_dumps(a, b, {0, 0});
+  const cli::DumpDiff d = cli::diff_dumps(a, b, {0, 0});
   CHECK(d.equal());
   CHECK(row(d, "h").dtype_a == "F16");
   CHECK(row(d, "bf").dtype_b == "F64");
   // A float32 0.1 against a float64 one: compared in double, not rounded to the same float.
   write_raw(b, {f32("d", {0.1f, 0})});
   write_raw(a, {{"d", "F64", {2}, bytes_of<double>({0.1, 0})}});
-  CHECK(attn::diff_dumps(a, b, {0, 0}).tensors[0].over == 1);
+  CHECK(cli::diff_dumps(a, b, {0, 0}).tensors[0].over == 1);
 }
 
 TEST_CASE("diff: shapes that differ and names in one file") {
@@ -266,7 +266,7 @@ TEST_CASE("diff: shapes that differ and names in one file") {
                 {"blocks.0.hook_resid_pre", "F32", {1, 2}, bytes_of<float>({1, 2})},
                 f32("blocks.0.hook_resid_post", {6}),
                 f32("extra_b", {1})});
-  const attn::DumpDiff d = attn::diff_dumps(a, b);
+  const cli::DumpDiff d = cli::diff_dumps(a, b);
   CHECK(d.first == "blocks.0.hook_resid_pre");  // before resid_post, whose value differs
   CHECK(!row(d, "blocks.0.hook_resid_pre").same_shape());
   CHECK(row(d, "extra_a").in_a);
@@ -326,7 +326,7 @@ TEST_CASE("diff: forward order") {
   std::mt19937 rng(7);
   for (int i = 0; i < 5; ++i) {
     std::shuffle(names.begin(), names.end(), rng);
-    attn::sort_forward(names);
+    cli::sort_forward(names);
     CHECK(names == expected);
   }
 }

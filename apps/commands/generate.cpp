@@ -1,24 +1,26 @@
-#include "workloads/generate.hpp"
-
+// attn-cli generate: from a prompt, through the tokenizer and the whole model, to text (or JSON
+// Lines), continuing and saving cache sessions; the timing on stderr as llama.cpp prints it.
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include <unistd.h>
 
-#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
+#include "attn/engine/prompt.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
-#include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "commands/commands.hpp"
 #include "flags.hpp"
+#include "text_input.hpp"
 #include "workloads/trace.hpp"
 
 namespace cli {
@@ -27,7 +29,6 @@ using namespace attn;  // the engine's names; this file is its front
 
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 // generate --json's prefill event: the prompt's ids and the cache after it, as run's events.
@@ -55,34 +56,6 @@ void print_timing(const Generation& g, double total) {
                static_cast<long long>(g.tokens.size()));
 }
 
-}  // namespace
-
-namespace {
-
-// A prompt's text needs a tokenizer: none named and none found is said in the files' terms.
-void require_tokenizer(const TextInput& t, const ModelFiles& files) {
-  if (!t.wants_text() || !files.tokenizer.empty()) return;
-  if (!files.config.empty() && files.config == files.weights)  // a llama2.c checkpoint
-    throw InputError("--tokenizer is needed to read a prompt: " + escape(files.weights.string()) +
-                     " holds no tokenizer (llama2.c's tokenizer.bin goes with it)");
-  throw InputError(
-      "--tokenizer is needed to read a prompt (no tokenizer.json beside " +
-      (files.config.empty() ? std::string("the config") : escape(files.config.string())) + ")");
-}
-
-}  // namespace
-
-PromptTokens prompt_tokens(const TextInput& t, const OpenedModel& model, std::int64_t vocab) {
-  // Ids need no tokenizer, but one that is named or found labels them.
-  PromptTokens p;
-  require_tokenizer(t, model.files);
-  p.tokenizer = open_tokenizer(model);
-  p.sequences = prompt_sequences(t, p.tokenizer ? &*p.tokenizer : nullptr, vocab);
-  return p;
-}
-
-namespace {
-
 ModelSpec generate_spec(const Options& f) {
   ModelSpec spec;
   spec.weights = f.weights;
@@ -106,8 +79,9 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
   tok = open_tokenizer(model);
   const std::int64_t vocab = token_vocab(a, tok);
   TextInput text = f.text;
-  const std::optional<bool> asked =
-      text.add_bos ? std::optional<bool>(true) : text.no_bos ? std::optional<bool>(false) : std::nullopt;
+  const std::optional<bool> asked = text.add_bos  ? std::optional<bool>(true)
+                                    : text.no_bos ? std::optional<bool>(false)
+                                                  : std::nullopt;
   const std::optional<bool> bos = prompt_bos(!f.load_session.empty(), asked);
   text.no_bos = bos == false;
   text.add_bos = bos == true;
@@ -178,9 +152,9 @@ int generate_command(const Options& f) {
   const std::vector<std::int32_t> prompt = generate_prompt(f, spec, model, tok);
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
-  Session e = open_session(std::move(model), spec,
-                         {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}}, std::nullopt,
-                         std::move(tok));
+  Session e =
+      open_session(std::move(model), spec, {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}},
+                   std::nullopt, std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   check_generation(e, prompt, f.run.steps, f.sampling);  // before any output
@@ -235,57 +209,6 @@ int generate_command(const Options& f) {
     stage_cache_session(e, f.save_session).commit();
     spdlog::info("session: {} ({} positions)", escape(f.save_session), e.filled);
   }
-  return 0;
-}
-
-namespace {
-
-// --tokenizer, else a GGUF model file given as -m (it holds its tokenizer).
-std::string tokenizer_file(const Options& f) {
-  if (!f.text.tokenizer.empty()) return f.text.tokenizer;
-  if (f.weights.empty()) throw InputError("--tokenizer (or -m with a GGUF file) is needed");
-  const FileFormat format = detect_format(f.weights);
-  if (format != FileFormat::gguf)
-    throw InputError(escape(f.weights) + ": " + format_description(format) +
-                     ", which holds no tokenizer: give --tokenizer (or -m with a GGUF file)");
-  return f.weights;
-}
-
-}  // namespace
-
-int tokenize_command(const Options& f) {
-  spdlog::set_level(spdlog::level::from_str(f.log_level));
-  const Tokenizer tok = load_tokenizer(tokenizer_file(f));
-  if (f.decode) {
-    const std::vector<std::int32_t> ids =
-        one_sequence(prompt_sequences(f.text, &tok, tok.vocab_size()));
-    const std::string text = decode(tok, ids, {false, false});
-    if (f.json)
-      std::cout << json{{"ids", ids}, {"text", text}}.dump() << '\n';
-    else
-      std::cout << text << '\n';
-    return 0;
-  }
-  if (!f.text.wants_text())
-    throw InputError("tokenize needs --prompt or --prompt-file (or --decode --tokens)");
-  if (f.text.prompt.size() > 1) throw InputError("one --prompt at a time here");
-  const std::string text =
-      f.text.prompt_file.empty() ? f.text.prompt[0] : read_text_input(f.text.prompt_file, "prompt");
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::int32_t> ids = encode_prompt(tok, f.text, text, tok.vocab_size());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("tokenize: {} bytes, {} ids in {:.4f} s ({:.1f} MB/s, one thread)", text.size(),
-               ids.size(), s, s > 0 ? double(text.size()) / s / 1e6 : 0.0);
-  if (f.json) {
-    json pieces = json::array();
-    for (const std::int32_t id : ids) pieces.push_back(tok.pieces[std::size_t(id)]);
-    std::cout << json{{"ids", ids}, {"pieces", pieces}}.dump() << '\n';
-  } else {
-    for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
-    std::cout << '\n';
-  }
-  std::cout.flush();
-  if (!std::cout) throw std::runtime_error("cannot write to stdout");
   return 0;
 }
 

@@ -1,4 +1,4 @@
-#include "attn/engine/dump_diff.hpp"
+#include "workloads/dump_diff.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -14,7 +14,9 @@
 #include "attn/io/text.hpp"
 #include "attn/model/hook_names.hpp"
 
-namespace attn {
+namespace cli {
+
+using namespace attn;  // the dumps' names and dtypes are the library's
 
 namespace {
 
@@ -194,4 +196,4 @@ DumpDiff diff_dumps(const std::filesystem::path& a_path, const std::filesystem::
   return out;
 }
 
-}  // namespace attn
+}  // namespace cli

@@ -2,14 +2,14 @@
 // Two dumps compared tensor by tensor in the order the forward computes them (attn-cli diff): a
 // run's dump against another's, or against tensors saved from PyTorch under the same names
 // (TransformerLens's hook names, model/hook_names.hpp). The first tensor past the tolerance is
-// where two runs part.
+// where two runs part. attn-cli diff's reading half; its table and JSON are commands/diff.cpp's.
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace attn {
+namespace cli {
 
 // torch.allclose's test, B the reference: |a - b| <= atol + rtol * |b|; a NaN equals a NaN at the
 // same place only, an infinity the same infinity. The defaults are torch.allclose's.
@@ -63,4 +63,4 @@ struct DumpDiff {
 DumpDiff diff_dumps(const std::filesystem::path& a, const std::filesystem::path& b,
                     DiffTolerance tolerance = {});
 
-}  // namespace attn
+}  // namespace cli
