@@ -17,7 +17,6 @@ attn::ModelArgs model(attn::Block block, std::int64_t n_layers) {
   attn::ModelArgs a = attn::seed_args();
   a.block = block;
   a.n_layers = n_layers;
-  a.logits_out = block == attn::Block::llama;
   return a;
 }
 
@@ -29,7 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string name(reinterpret_cast<const char*>(data), size);
   for (const attn::ModelArgs& a : models) {
     try {
-      const attn::HookPoint p = attn::model_hook_point(a, name);
+      // The llama model with its head (ln_final), the attention one without.
+      const attn::ModelEnds ends{false, a.block == attn::Block::llama};
+      const attn::HookPoint p = attn::model_hook_point(a, ends, name);
       if (attn::hook_name(p.site, p.layer) != name) std::abort();
     } catch (const attn::InputError& e) {
       require_escaped(e.what(), name);

@@ -147,12 +147,13 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 // A hook name given to argument `arg`, as a point of this model (ValueError naming both).
-attn::HookPoint named_point(const attn::ModelArgs& a, py::handle name, const char* arg) {
+attn::HookPoint named_point(const attn::ModelArgs& a, const attn::ModelEnds& ends, py::handle name,
+                            const char* arg) {
   if (!py::isinstance<py::str>(name))
     throw py::type_error(std::string(arg) + ": expected hook names (str), got " +
                          std::string(py::str(name.get_type().attr("__name__"))));
   try {
-    return attn::model_hook_point(a, name.cast<std::string>());
+    return attn::model_hook_point(a, ends, name.cast<std::string>());
   } catch (const attn::InputError& e) {
     throw py::value_error(std::string(arg) + ": " + e.what());
   }
@@ -160,8 +161,9 @@ attn::HookPoint named_point(const attn::ModelArgs& a, py::handle name, const cha
 
 // The points `names` asks for: None every one (in forward order), a hook name or a list of
 // them, or a function name -> bool (TransformerLens's names_filter).
-std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, py::handle names) {
-  const std::vector<attn::HookPoint> all = attn::hook_points(a);
+std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, const attn::ModelEnds& ends,
+                                          py::handle names) {
+  const std::vector<attn::HookPoint> all = attn::hook_points(a, ends);
   if (names.is_none()) return all;
   std::vector<attn::HookPoint> out;
   if (!py::isinstance<py::str>(names) && PyCallable_Check(names.ptr())) {
@@ -181,7 +183,7 @@ std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, py::handle n
   else
     items = py::list(py::reinterpret_borrow<py::object>(names));
   for (py::handle item : items) {
-    const attn::HookPoint p = named_point(a, item, "names");
+    const attn::HookPoint p = named_point(a, ends, item, "names");
     if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }
   return out;

@@ -53,12 +53,15 @@ std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_
 
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
-// A hook name given to argument `arg`, as a point of this model (ValueError naming both).
-attn::HookPoint named_point(const attn::ModelArgs& a, py::handle name, const char* arg);
+// A hook name given to argument `arg`, as a point of this model, of `a` built with `ends`
+// (ValueError naming both).
+attn::HookPoint named_point(const attn::ModelArgs& a, const attn::ModelEnds& ends, py::handle name,
+                            const char* arg);
 
 // The points `names` asks for: None every one (in forward order), a hook name or a list of
 // them, or a function name -> bool (TransformerLens's names_filter).
-std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, py::handle names);
+std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, const attn::ModelEnds& ends,
+                                          py::handle names);
 
 // A patch's replacement: a float array of exactly `shape`, as C-contiguous float32 (ValueError
 // or TypeError naming the point).

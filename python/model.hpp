@@ -197,7 +197,7 @@ class Model {
     py::dict kept;
     std::vector<attn::HookPoint> points;
     if (keep) {  // run_with_cache: names None is every point
-      points = named_points(a, names);
+      points = named_points(a, e_.model.ends, names);
       const std::uint64_t bytes = attn::hook_bytes(a, points, call, "names");
       if (max_bytes.is_none()) {
         const attn::AvailableMemory available = attn::available_memory();
@@ -274,7 +274,7 @@ class Model {
                            std::string(py::str(patch.get_type().attr("__name__"))));
     const attn::ModelArgs& a = args();
     for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(patch)) {
-      const attn::HookPoint p = named_point(a, key, "patch");
+      const attn::HookPoint p = named_point(a, e_.model.ends, key, "patch");
       const std::string name = key.cast<std::string>();
       const std::string where = "patch['" + name + "']";
       const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);

@@ -55,17 +55,17 @@ void announce(const ViewShape& v, std::int64_t bound, const ViewSettings& s,
 }
 
 // The lens panel's K: --logit-lens K, else 5 where the run has the output head (a prompt to a
-// token model), else none. `a` as the run will have it (logits_out). An asked-for lens the run
-// cannot have is refused (check_logit_lens).
-int lens_k(const Options& f, const attn::ModelArgs& a) {
+// token model), else none. `ends` as the run will build them. An asked-for lens the run cannot
+// have is refused (check_logit_lens).
+int lens_k(const Options& f, const attn::ModelArgs& a, const attn::ModelEnds& ends) {
   if (f.no_logit_lens && f.logit_lens > 0)
     throw attn::InputError("--logit-lens and --no-logit-lens: one or the other");
   if (f.no_logit_lens) return 0;
   if (f.logit_lens > 0) {
-    attn::check_logit_lens(a, f.logit_lens);
+    attn::check_logit_lens(a, ends, f.logit_lens);
     return f.logit_lens;
   }
-  return a.vocab_size > 0 && a.logits_out ? 5 : 0;
+  return a.vocab_size > 0 && ends.logits_out ? 5 : 0;
 }
 
 // Writes the page (and --json's figures), then says what it wrote.
@@ -103,15 +103,14 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::Sampling sampling = f.sampling;
   sampling.seed = f.seed;
   const ViewShape v = plan_view(a, {1, P, N}, s);
-  attn::ModelArgs whole = a;  // the engine opens the token model with its head
+  attn::ModelEnds whole;  // the engine opens the token model with its head
   whole.logits_out = a.vocab_size > 0;
-  const int k = lens_k(f, whole);
+  const int k = lens_k(f, a, whole);
   announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
-  attn::Session e =
-      attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, whole, k)},
-                         std::nullopt, std::move(pt.tokenizer));
+  attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, a, k)},
+                                       std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
@@ -147,9 +146,10 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   // memory pre-flight.
   ViewShape v;
   int k = 0;
-  r.front_parts = [&](const attn::ModelArgs& args, const attn::RunOptions& o) {
+  r.front_parts = [&](const attn::ModelArgs& args, const attn::ModelEnds& ends,
+                      const attn::RunOptions& o) {
     v = plan_view(args, o, s);
-    k = lens_k(f, args);
+    k = lens_k(f, args, ends);
     announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
     return view_memory(v, args, k);
   };

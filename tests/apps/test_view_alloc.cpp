@@ -20,9 +20,10 @@ attn::ModelArgs view_args(std::int64_t dim) {
   a.vocab_size = 40;
   a.max_seq_len = 32;
   a.max_batch_size = 2;
-  a.tokens_in = a.logits_out = true;
   return a;
 }
+
+constexpr attn::ModelEnds kEnds{true, true};
 
 }  // namespace
 
@@ -33,7 +34,8 @@ TEST_CASE("view: recording a prefill and decode steps, with the lens, allocates 
     CAPTURE(mask);
     a.mask = std::string(mask) == "none" ? attn::Mask::none : attn::Mask::causal;
     const attn::Runtime rt = attn::make_runtime(2, 0);
-    attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), B * P, rt);
+    attn::Transformer m = attn::make_transformer(
+        a, attn::seeded_weights(a, 1, {}, attn::WeightType::f32, kEnds), B * P, rt);
     const cli::ViewShape v = cli::plan_view(a, {B, P, N}, {"1:3", "1:4", "2:8", 1, 16, 256});
     cli::ViewRecorder rec(v);
     rec.record_lens(m, 5);
@@ -72,8 +74,8 @@ TEST_CASE("view: view_memory counts every byte the recorder and its lens allocat
     CAPTURE(c.P);
     a.mask = c.mask;
     attn::Transformer m =
-        attn::make_transformer(a, attn::seeded_weights(a, 1), c.B * std::max<std::int64_t>(c.P, 1),
-                               attn::make_runtime(1, 0));
+        attn::make_transformer(a, attn::seeded_weights(a, 1, {}, attn::WeightType::f32, kEnds),
+                               c.B * std::max<std::int64_t>(c.P, 1), attn::make_runtime(1, 0));
     const cli::ViewShape v = cli::plan_view(a, {c.B, c.P, c.N}, c.s);
     std::uint64_t counted = 0;
     for (const attn::MemoryPart& p : cli::view_memory(v, a, c.k)) counted += p.bytes;

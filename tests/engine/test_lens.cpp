@@ -11,9 +11,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attn/engine/session.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -23,6 +23,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// The golden models whole: the embeddings and the head.
+constexpr attn::ModelEnds kTokenEnds{true, true};
 
 // The n best of logits by a full sort: higher logit first, then the lower id.
 std::vector<attn::TopLogit> sorted_top(const std::vector<float>& logits, int n) {
@@ -125,8 +128,7 @@ TEST_CASE(
   for (const nlohmann::json& c : read_json(test::golden_dir() / "model" / "cases.json")) {
     const std::string name = c["name"];
     const fs::path dir = test::model_dir(name);
-    attn::ModelArgs a = attn::load_config(dir / c["config"].get<std::string>());
-    a.tokens_in = a.logits_out = true;
+    const attn::ModelArgs a = attn::load_config(dir / c["config"].get<std::string>());
     const std::vector<std::int32_t> ids = test::i32_tensor(dir / "expected.safetensors", "tokens");
     for (const int threads : {1, 2})
       for (const std::int64_t seqlen : {1, 2, 7}) {
@@ -135,8 +137,8 @@ TEST_CASE(
         CAPTURE(seqlen);
         const std::int64_t bsz = c["batch"];
         attn::Transformer m = attn::make_transformer(
-            a, attn::load_weights(a, dir / c["weights"].get<std::string>()), bsz * seqlen,
-            attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
+            a, attn::load_weights(a, dir / c["weights"].get<std::string>(), {}, kTokenEnds),
+            bsz * seqlen, attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
         check_last_layer(m, ids, bsz, seqlen, 3);
       }
   }
@@ -156,10 +158,9 @@ TEST_CASE("lens: stories260K, rows around the batched kernel's bound, 1 and 2 th
 }
 
 TEST_CASE("lens: refusals name the setting, before any work") {
-  attn::ModelArgs a = attn::load_config(test::model_dir("meta_f32") / "config.json");
-  a.tokens_in = a.logits_out = true;
-  attn::Transformer m =
-      attn::make_transformer(a, attn::load_weights(a, golden_weights("meta_f32")), 4);
+  const attn::ModelArgs a = attn::load_config(test::model_dir("meta_f32") / "config.json");
+  attn::Transformer m = attn::make_transformer(
+      a, attn::load_weights(a, golden_weights("meta_f32"), {}, kTokenEnds), 4);
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, 0); }) == "logit_lens");
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, -1); }) == "logit_lens");
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, attn::kLensMaxK + 1); }) == "logit_lens");
@@ -167,9 +168,9 @@ TEST_CASE("lens: refusals name the setting, before any work") {
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, 1); }) == "(none)");
   // k past the vocabulary: every token, in order.
   CHECK(attn::make_logit_lens(m, attn::kLensMaxK).k_used == std::min<int>(attn::kLensMaxK, 128));
-  m.args.logits_out = false;  // a slice of layers short of the last, without the head
+  m.ends.logits_out = false;  // a slice of layers short of the last, without the head
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
-  m.args.logits_out = true;
+  m.ends.logits_out = true;
   m.args.vocab_size = 0;
   CHECK(test::setting_of([&] { attn::make_logit_lens(m, 5); }) == "logit_lens");
 }
@@ -178,8 +179,7 @@ TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch refer
   for (const nlohmann::json& c : read_json(test::golden_dir() / "lens" / "cases.json")) {
     const std::string name = c["name"];
     const fs::path dir = test::model_dir(name);
-    attn::ModelArgs a = attn::load_config(dir / "config.json");
-    a.tokens_in = a.logits_out = true;
+    const attn::ModelArgs a = attn::load_config(dir / "config.json");
     const std::vector<std::int32_t> tokens =
         test::i32_tensor(dir / "expected.safetensors", "tokens");
     const std::vector<std::int32_t> greedy =
@@ -196,7 +196,7 @@ TEST_CASE("lens: every block's lens matches make_lens.py's float64 PyTorch refer
       CAPTURE(name);
       CAPTURE(threads);
       attn::Transformer m = attn::make_transformer(
-          a, attn::load_weights(a, golden_weights(name)), bsz * T,
+          a, attn::load_weights(a, golden_weights(name), {}, kTokenEnds), bsz * T,
           attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
       attn::LensRecorder rec(m, K, /*keep_logits=*/true);
       const attn::LogitLens& lens = rec.lens();
@@ -423,13 +423,12 @@ TEST_CASE("lens cli: refusals exit 2 naming --logit-lens, before any work") {
 }
 
 TEST_CASE("lens: a run's lens beside kept probabilities and the caller's filtered observer") {
-  attn::ModelArgs a = attn::load_config(test::model_dir("meta_f32") / "config.json");
-  a.tokens_in = a.logits_out = true;
+  const attn::ModelArgs a = attn::load_config(test::model_dir("meta_f32") / "config.json");
   const std::vector<std::int32_t> ids =
       test::i32_tensor(test::model_dir("meta_f32") / "expected.safetensors", "tokens");
   const attn::RunOptions o{1, 5, 2};
-  attn::Transformer m =
-      attn::make_transformer(a, attn::load_weights(a, golden_weights("meta_f32")), 5);
+  attn::Transformer m = attn::make_transformer(
+      a, attn::load_weights(a, golden_weights("meta_f32"), {}, kTokenEnds), 5);
   std::vector<float> x(std::size_t(7 * a.dim));
   attn::embed(m, ids.data(), 7, x.data());
   std::int64_t seen = 0;  // the caller's observer: layer 1's resid_post and probabilities

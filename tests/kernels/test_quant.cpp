@@ -178,10 +178,14 @@ attn::ModelArgs block_args() {
   a.n_kv_heads = 2;
   a.ffn_hidden_set = 512;
   a.vocab_size = 64;
-  a.tokens_in = a.logits_out = true;
   a.max_batch_size = 2;
   a.max_seq_len = 48;
   return a;
+}
+
+// Tokens in and logits out where there is a vocabulary.
+attn::ModelEnds block_ends(const attn::ModelArgs& a) {
+  return {a.vocab_size > 0, a.vocab_size > 0};
 }
 
 // A row of `cols` weights in type t of magnitude about `bound`: Q8_0 and Q4_0 quantized from
@@ -226,7 +230,8 @@ void make_sources(const attn::ModelArgs& a, WeightType t, test::MemorySource& qu
   std::vector<attn::LayerWeights> layers(std::size_t(a.n_layers));
   attn::TokenWeights tokens;
   std::vector<attn::TensorSpec> specs = attn::tensor_specs(a, layers);
-  for (const attn::TensorSpec& s : attn::token_tensor_specs(a, tokens)) specs.push_back(s);
+  for (const attn::TensorSpec& s : attn::token_tensor_specs(a, block_ends(a), tokens))
+    specs.push_back(s);
   std::uint64_t state = 42;
   for (const attn::TensorSpec& s : specs) {
     if (quant.contains(s.name)) continue;  // a tied head
@@ -266,7 +271,7 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
     make_sources(a, t, *quant, *wide);
     // Read in place: every matrix a view of the source's bytes, no F32 copy of any.
     const test::MemorySource& held = *quant;
-    attn::TransformerWeights w = attn::load_weights(a, {std::move(quant)});
+    attn::TransformerWeights w = attn::load_weights(a, {std::move(quant)}, {}, block_ends(a));
     CHECK(w.blocks);
     std::uint64_t stored = 0, f32_owned = 0;
     for (const auto& [n, h] : held.tensors) stored += h.bytes.size();
@@ -293,10 +298,10 @@ TEST_CASE("quant: a model over quantized matrices gives the bits of its dequanti
         auto q2 = std::make_unique<test::MemorySource>("memory.gguf"),
              w2 = std::make_unique<test::MemorySource>("memory.gguf");
         make_sources(a, t, *q2, *w2);
-        attn::Transformer mq =
-            attn::make_transformer(a, attn::load_weights(a, {std::move(q2)}), bsz * seqlen, rt);
-        attn::Transformer mw =
-            attn::make_transformer(a, attn::load_weights(a, {std::move(w2)}), bsz * seqlen, rt);
+        attn::Transformer mq = attn::make_transformer(
+            a, attn::load_weights(a, {std::move(q2)}, {}, block_ends(a)), bsz * seqlen, rt);
+        attn::Transformer mw = attn::make_transformer(
+            a, attn::load_weights(a, {std::move(w2)}, {}, block_ends(a)), bsz * seqlen, rt);
         std::vector<std::int32_t> tokens(std::size_t(bsz * seqlen));
         for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t(i * 7 % 64);
         std::vector<float> lq(std::size_t(bsz * seqlen * a.vocab_size)), lw(lq.size());
@@ -322,7 +327,7 @@ TEST_CASE("quant: a tensor of a ggml type without a row is refused naming tensor
   wq.dtype = "Q4_1";  // ggml type 3: no row reads it
   wq.type = std::nullopt;
   try {
-    (void)attn::load_weights(a, {std::move(quant)});
+    (void)attn::load_weights(a, {std::move(quant)}, {}, block_ends(a));
     FAIL("a Q4_1 tensor was loaded");
   } catch (const attn::InputError& e) {
     const std::string msg = e.what();
@@ -335,7 +340,6 @@ TEST_CASE("quant: a tensor of a ggml type without a row is refused naming tensor
 TEST_CASE("quant: a rank's block of a quantized matrix is a view on block boundaries") {
   attn::ModelArgs a = block_args();
   a.vocab_size = 0;
-  a.tokens_in = a.logits_out = false;
   for (int r = 0; r < 2; ++r) {
     CAPTURE(r);
     auto quant = std::make_unique<test::MemorySource>("memory.gguf"),

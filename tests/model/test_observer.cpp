@@ -89,7 +89,6 @@ TokenCase token_case(const std::string& name) {
     const fs::path dir = test::golden_dir() / "model" / name;
     TokenCase t;
     t.args = attn::load_config(dir / c["config"].get<std::string>());
-    t.args.tokens_in = t.args.logits_out = true;
     t.weights = dir / c["weights"].get<std::string>();
     t.batch = c["batch"];
     t.prompt = c["prompt_len"];
@@ -113,7 +112,7 @@ TokenRun run_tokens(const TokenCase& c, std::int64_t steps, Recorder* recorder, 
                     std::int64_t ffn_block = attn::kFfnBlock) {
   const std::int64_t B = c.batch, T = c.prompt, V = c.args.vocab_size;
   attn::Transformer m =
-      attn::make_transformer(c.args, attn::load_weights(c.args, c.weights), B * T,
+      attn::make_transformer(c.args, attn::load_weights(c.args, c.weights, {}, {true, true}), B * T,
                              attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
   m.act.ffn_block = ffn_block;
   if (ffn_block != attn::kFfnBlock) m.act.ffn_whole_rows = 0;

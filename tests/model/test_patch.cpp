@@ -54,7 +54,7 @@ Run run(const attn::ModelArgs& a, std::int64_t ffn_block, Setup setup) {
     bufs.reserve(64);
     const std::string name = call == 0 ? "prefill" : "decode." + std::to_string(call);
     std::vector<std::string> names;
-    for (const attn::HookPoint& p : attn::hook_points(a)) {
+    for (const attn::HookPoint& p : attn::hook_points(a, m.ends)) {
       const auto shape = attn::hook_shape(a, p.site, c);
       std::int64_t n = 1;
       for (std::int64_t d : shape) n *= d;
@@ -258,16 +258,16 @@ TEST_CASE("patch: attn_probs need a buffer, and model parallel refuses patching"
 
 TEST_CASE("hooks: the points each model has, their shapes and bytes, and the bound") {
   attn::ModelArgs a = test::small_llama_args(attn::Block::attention);
-  CHECK(attn::hook_points(a).size() == std::size_t(9 * a.n_layers));
-  CHECK_THROWS_AS(attn::model_hook_point(a, "blocks.0.hook_mlp_out"), attn::InputError);
-  CHECK_THROWS_AS(attn::model_hook_point(a, "ln_final.hook_normalized"), attn::InputError);
+  CHECK(attn::hook_points(a, {}).size() == std::size_t(9 * a.n_layers));
+  CHECK_THROWS_AS(attn::model_hook_point(a, {}, "blocks.0.hook_mlp_out"), attn::InputError);
+  CHECK_THROWS_AS(attn::model_hook_point(a, {}, "ln_final.hook_normalized"), attn::InputError);
   a = test::small_llama_args(attn::Block::llama);
-  a.logits_out = true;
-  const std::vector<attn::HookPoint> all = attn::hook_points(a);
+  const attn::ModelEnds head{false, true};
+  const std::vector<attn::HookPoint> all = attn::hook_points(a, head);
   REQUIRE(all.size() == std::size_t(11 * a.n_layers + 1));
   CHECK(all.front() == attn::HookPoint{attn::Site::resid_pre, 0});
   CHECK(all.back() == attn::HookPoint{attn::Site::final_norm, -1});
-  CHECK(attn::model_hook_point(a, "blocks.1.hook_mlp_out") ==
+  CHECK(attn::model_hook_point(a, head, "blocks.1.hook_mlp_out") ==
         attn::HookPoint{attn::Site::mlp_out, 1});
   const attn::HookCall c{2, 3, 4};
   CHECK(attn::hook_shape(a, attn::Site::attn_probs, c) == std::vector<std::int64_t>{2, 4, 3, 7});

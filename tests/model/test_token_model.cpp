@@ -45,16 +45,16 @@ void check_case(const nlohmann::json& c, const std::string& isa, int threads) {
   const std::string name = c["name"];
   INFO(name << " on " << isa << ", " << threads << " threads");
   attn::ModelArgs args = attn::load_config(dir / c["config"].get<std::string>());
-  args.tokens_in = args.logits_out = true;
+  const attn::ModelEnds ends{true, true};
   const std::int64_t B = c["batch"], T = c["prompt_len"], steps = c["greedy_steps"];
   args.max_batch_size = B;
   args.max_seq_len = std::max<std::int64_t>(args.max_seq_len, T + steps);
   const std::int64_t V = args.vocab_size;
   const test::Tolerance tol{c["tolerance"]["rtol"], c["tolerance"]["atol"]};
   const Expected e = read_expected(dir / "expected.safetensors");
-  attn::Transformer m =
-      attn::make_transformer(args, attn::load_weights(args, dir / c["weights"].get<std::string>()),
-                             B * T, attn::make_runtime(threads, attn::kParallelFlops, isa));
+  attn::Transformer m = attn::make_transformer(
+      args, attn::load_weights(args, dir / c["weights"].get<std::string>(), {}, ends), B * T,
+      attn::make_runtime(threads, attn::kParallelFlops, isa));
   std::vector<float> logits(std::size_t(B * T * V));
   attn::forward(m, e.tokens.data(), B, T, 0, logits.data(), /*all_positions=*/true);
   const test::Diff d = test::compare(logits.data(), e.logits, B * T * V, tol);

@@ -34,15 +34,16 @@ bool block_hook(std::string_view hook, Site& site) {
   return false;
 }
 
-void add_name(std::string_view name, const ModelArgs& a, ActivationNames& n) {
+void add_name(std::string_view name, const ModelArgs& a, const ModelEnds& ends,
+              ActivationNames& n) {
   const std::uint32_t reported = block_sites(a);
   if (name == "all") {
     for (std::uint32_t& s : n.sites) s |= reported;
-    n.final_norm = n.final_norm || a.logits_out;
+    n.final_norm = n.final_norm || ends.logits_out;
     return;
   }
   if (name == kHookNames[std::size_t(Site::final_norm)]) {
-    if (!a.logits_out)
+    if (!ends.logits_out)
       refuse(name, "the final norm is computed only by a token run with the output head");
     n.final_norm = true;
     return;
@@ -97,7 +98,8 @@ bool ActivationNames::empty() const {
          std::all_of(sites.begin(), sites.end(), [](std::uint32_t s) { return s == 0; });
 }
 
-ActivationNames parse_activation_names(std::string_view list, const ModelArgs& a) {
+ActivationNames parse_activation_names(std::string_view list, const ModelArgs& a,
+                                       const ModelEnds& ends) {
   ActivationNames n;
   n.sites.assign(std::size_t(std::max<std::int64_t>(a.n_layers, 0)), 0);
   if (trimmed(list).empty()) refuse(list, "expected all or a comma list of hook names");
@@ -105,7 +107,7 @@ ActivationNames parse_activation_names(std::string_view list, const ModelArgs& a
     const std::size_t comma = list.find(',');
     const std::string_view name = trimmed(list.substr(0, comma));
     if (name.empty()) refuse(list, "an empty name in the list");
-    add_name(name, a, n);
+    add_name(name, a, ends, n);
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

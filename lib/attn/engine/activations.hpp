@@ -26,8 +26,9 @@ struct ActivationNames {
 // (`hook_resid_post`, `attn.hook_v`): that hook at every block. A name the model does not report
 // (resid_mid and mlp_out of block `attention`; ln_final without the output head) is refused
 // unless it comes through `all`. Throws InputError (setting dump_activations) naming the name.
-// args: the run's, after token input set logits_out.
-ActivationNames parse_activation_names(std::string_view list, const ModelArgs& args);
+// ends: the run's (the final norm only with the head).
+ActivationNames parse_activation_names(std::string_view list, const ModelArgs& args,
+                                       const ModelEnds& ends);
 
 // Bytes the run keeps for them: per call (the prefill, each decode step) and kept point,
 // hook_bytes's (model/hooks.hpp, the one description of the points' shapes). InputError

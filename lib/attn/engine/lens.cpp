@@ -47,12 +47,12 @@ std::uint64_t logit_lens_bytes(const ModelArgs& a, std::int64_t max_rows, int k,
   return total;
 }
 
-void check_logit_lens(const ModelArgs& a, int k) {
+void check_logit_lens(const ModelArgs& a, const ModelEnds& ends, int k) {
   if (k < 1 || k > kLensMaxK)
     throw InputError("the logit lens takes 1 to " + std::to_string(kLensMaxK) +
                          " top tokens per position, got " + std::to_string(k),
                      "logit_lens");
-  if (a.vocab_size <= 0 || !a.logits_out)
+  if (a.vocab_size <= 0 || !ends.logits_out)
     throw InputError(
         a.source +
             ": the logit lens needs token input to a model with its final norm and "
@@ -66,7 +66,7 @@ void check_logit_lens(const ModelArgs& a, int k) {
 
 LogitLens make_logit_lens(const Transformer& m, int k, bool keep_logits) {
   const ModelArgs& a = m.args;
-  check_logit_lens(a, k);
+  check_logit_lens(a, m.ends, k);
   if (m.shard.size > 1)
     throw InputError("the logit lens runs on one process (model_parallel_size 1)",
                      "model_parallel_size");

@@ -57,9 +57,9 @@ struct LogitLens {
 };
 
 // Refuses (InputError, setting "logit_lens") k outside [1, kLensMaxK] and a model without the
-// output head (vocab_size <= 0, or a slice of layers without it: args.logits_out), as a run
-// plans before any work.
-void check_logit_lens(const ModelArgs& a, int k);
+// output head (vocab_size <= 0, or a run whose ends have none: a slice of layers short of the
+// last, or no token input), as a run plans before any work.
+void check_logit_lens(const ModelArgs& a, const ModelEnds& ends, int k);
 
 // The bytes make_logit_lens allocates for calls of up to max_rows rows (its tops and logits): what
 // the memory pre-flight counts for it. 0 for a model without a vocabulary (refused later).

@@ -54,8 +54,8 @@ OpenedModel open_model(const ModelSpec& spec) {
       !spec.weights.empty() && is_dir(spec.weights) ? weights_in(spec.weights) : spec.weights;
   const bool named = !f.weights.empty() && f.weights == spec.weights;  // not a folder's by name
   if (!f.weights.empty())
-    m.weights = std::make_shared<const ModelFile>(
-        open_model_file(named ? mine : f.weights, "weights"));
+    m.weights =
+        std::make_shared<const ModelFile>(open_model_file(named ? mine : f.weights, "weights"));
   const FileFormat kind = m.weights ? m.weights->format : FileFormat::unknown;
   if (named)  // a tokenizer or a config given as the weights is said so, before "no config"
     expect_format(kind, m.weights->source,
@@ -110,7 +110,7 @@ ModelArgs model_args(const ModelSpec& spec, const OpenedModel& model, ModelArgs 
         "no config: name one, or keep config.json beside the weights" +
             (files.weights.empty() ? std::string() : " (" + escape(files.weights.string()) + ")"),
         "config");
-  ModelArgs args = files.config.empty()             ? fallback()
+  ModelArgs args = files.config.empty()              ? fallback()
                    : is_weights(model, files.config) ? load_config(*model.weights)
                                                      : load_config(files.config);
   ConfigOverrides o = spec.overrides;
@@ -124,13 +124,14 @@ ModelArgs model_args(const ModelSpec& spec, const OpenedModel& model, ModelArgs 
 std::optional<Tokenizer> open_tokenizer(const OpenedModel& model) {
   const fs::path& path = model.files.tokenizer;
   if (path.empty()) return std::nullopt;
-  if (is_weights(model, path) && model.weights->gguf) return tokenizer_from_gguf(*model.weights->gguf);
+  if (is_weights(model, path) && model.weights->gguf)
+    return tokenizer_from_gguf(*model.weights->gguf);
   return load_tokenizer(path);
 }
 
-void use_token_ends(ModelArgs& a, bool head) {
-  a.tokens_in = a.vocab_size > 0 && a.has_first_layer();
-  a.logits_out = a.vocab_size > 0 && (a.has_last_layer() || head);
+ModelEnds token_ends(const ModelArgs& a, bool head) {
+  return {a.vocab_size > 0 && a.has_first_layer(),
+          a.vocab_size > 0 && (a.has_last_layer() || head)};
 }
 
 ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const OpenedModel& model,
@@ -145,8 +146,9 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const OpenedModel& m
   std::optional<WeightsSource> source;
   std::vector<MemoryPart> parts = std::move(extra);
   if (model.weights) {
-    source = WeightsSource{open_tensor_source(*model.weights), is_per_rank_path(model.files.weights.string())};
-    shape.matrices = matrix_types(args, *source);
+    source = WeightsSource{open_tensor_source(*model.weights),
+                           is_per_rank_path(model.files.weights.string())};
+    shape.matrices = matrix_types(args, *source, shape.ends);
     for (MemoryPart& p : memory_parts(args, shape, spec.shard)) parts.push_back(std::move(p));
   } else {
     for (const WeightType t : spec.drawn) {  // every drawn model at once, each in its own type
@@ -167,9 +169,10 @@ ModelPlan plan_model(ModelArgs args, const ModelSpec& spec, const OpenedModel& m
 Transformer load_model(ModelPlan& plan, const ModelSpec& spec, std::size_t drawn_index) {
   const ModelArgs& a = plan.args;
   if (!plan.drawn && !plan.weights) throw std::logic_error("load_model: the file is loaded once");
-  TransformerWeights w = plan.drawn
-                             ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index))
-                             : load_weights(a, std::move(*plan.weights), spec.shard);
+  const ModelEnds& ends = plan.shape.ends;
+  TransformerWeights w =
+      plan.drawn ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index), ends)
+                 : load_weights(a, std::move(*plan.weights), spec.shard, ends);
   plan.weights.reset();
   return make_transformer(a, std::move(w), plan.shape.max_rows,
                           make_runtime(plan.shape.threads, kParallelFlops, "", spec.compute),

@@ -74,16 +74,17 @@ ModelArgs model_args(const ModelSpec& spec, const OpenedModel& model, ModelArgs 
 // GGUF's own from its parsed metadata.
 std::optional<Tokenizer> open_tokenizer(const OpenedModel& model);
 
-// A token model's ends (vocab_size > 0): the embeddings when the layers start at the
-// checkpoint's first, the final norm and output head when they end at its last, or after a
-// slice when `head` asks for them (a logit lens).
-void use_token_ends(ModelArgs& args, bool head = false);
+// The ends a run that feeds token ids builds of a token model (vocab_size > 0; none without
+// one): the embeddings when the layers start at the checkpoint's first, the final norm and
+// output head when they end at its last, or after a slice when `head` asks for them (a logit
+// lens). A run of hidden states builds none (ModelEnds{}).
+ModelEnds token_ends(const ModelArgs& args, bool head = false);
 
 // A model checked before any allocation: the shard, the memory the run needs on this rank
 // (one model per drawn type, or the file's), the weights' headers read and nothing mapped.
 struct ModelPlan {
   ModelArgs args;
-  RunShape shape;
+  RunShape shape;  // with the token model's ends the model is built with (shape.ends)
   std::optional<WeightsSource> weights;  // the file's, until load_model maps it
   bool drawn = true;                     // no file: spec.drawn's types
 };

@@ -203,7 +203,7 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   out.decode_output.resize(std::size_t(N * B * dim));
   out.decode_seconds.resize(std::size_t(N));
   std::vector<float> xin(std::size_t(B * std::max<std::int64_t>(P, 1) * dim));  // [B, P, dim]
-  const bool logits = m.args.logits_out;
+  const bool logits = m.ends.logits_out;
   if (logits) out.decode_logits.resize(std::size_t(N * B * m.args.vocab_size));
   const bool keep_probs = inspect.attention_weights;
   if (keep_probs) make_attention_outputs(m.args, o, out);
@@ -324,10 +324,10 @@ std::optional<OutputFile> stage_dump(const std::filesystem::path& path, const Tr
 
 namespace {
 
-// A token run's request: the model's ends it applies, the batch from the sequences, the ids
-// checked against the vocabulary.
-void plan_tokens(RunRequest& r) {
-  ModelArgs& a = r.args;
+// A token run's request: the batch from the sequences, the ids checked against the vocabulary;
+// returns the model's ends it applies.
+ModelEnds plan_tokens(RunRequest& r) {
+  const ModelArgs& a = r.args;
   if (a.vocab_size <= 0)
     throw InputError(a.source +
                      ": token input needs a token model (vocab_size > 0, with "
@@ -342,7 +342,6 @@ void plan_tokens(RunRequest& r) {
     throw InputError("layers " + std::to_string(a.first_layer) + ":" +
                      std::to_string(a.first_layer + a.n_layers) +
                      ": token input needs the embeddings, which feed layer 0");
-  use_token_ends(a, r.logits);
   r.opts.batch = std::int64_t(r.tokens.size());
   std::size_t longest = 0;
   for (std::size_t b = 0; b < r.tokens.size(); ++b) {
@@ -355,6 +354,7 @@ void plan_tokens(RunRequest& r) {
     throw InputError("the prompt has " + std::to_string(longest) + " tokens: prefill " +
                      std::to_string(r.opts.prefill) + " + steps " + std::to_string(r.opts.steps) +
                      " need more");
+  return token_ends(a, r.logits);
 }
 
 }  // namespace
@@ -363,7 +363,7 @@ RunPlan plan_run(RunRequest r, std::optional<OpenedModel> opened) {
   RunOptions& o = r.opts;
   const Shard& shard = r.model.shard;
   check_shard(r.args, shard);
-  if (!r.tokens.empty()) plan_tokens(r);
+  const ModelEnds ends = r.tokens.empty() ? ModelEnds{} : plan_tokens(r);
   if (!r.input.empty() && !r.batch_given) o.batch = input_batch(r.input);
   // A Hugging Face config has no batch size: the cache holds the run's.
   if (r.args.batch_from_run && o.batch > r.args.max_batch_size && o.batch <= (1 << 24))
@@ -380,15 +380,16 @@ RunPlan plan_run(RunRequest r, std::optional<OpenedModel> opened) {
         "attention_weights");
   check_attention_weights(r.args, o, {{}, r.attention_weights, false, {}, 0, false, {}});
   if (r.logit_lens != 0) {
-    check_logit_lens(r.args, r.logit_lens);
+    check_logit_lens(r.args, ends, r.logit_lens);
     if (!r.dump.empty()) check_lens_logits(r.args, o);
   }
   ActivationNames activations;
   if (!r.dump_activations.empty()) {
-    activations = parse_activation_names(r.dump_activations, r.args);
+    activations = parse_activation_names(r.dump_activations, r.args, ends);
     check_activations(r.args, o, activations, shard.size);
   }
   RunShape shape{o.batch, o.prefill, o.steps, o.batch * std::max<std::int64_t>(o.prefill, 1)};
+  shape.ends = ends;
   shape.dump = !r.dump.empty();
   if (r.attention_weights)
     shape.attention_weights = std::uint64_t(attention_weights_bytes(r.args, o));
@@ -399,7 +400,7 @@ RunPlan plan_run(RunRequest r, std::optional<OpenedModel> opened) {
                        (r.dump.empty() ? 0 : std::uint64_t(lens_logits_bytes(r.args, o)));
   r.model.drawn = {WeightType::f32};
   std::vector<MemoryPart> front;
-  if (r.front_parts) front = r.front_parts(r.args, o);
+  if (r.front_parts) front = r.front_parts(r.args, ends, o);
   if (!opened) opened = open_model(r.model);
   ModelPlan model = plan_model(r.args, r.model, *opened, shape, std::move(front));
   return {std::move(r), std::move(model), std::move(opened->files)};
@@ -435,7 +436,7 @@ Run open_run(RunPlan plan) {
   RunRequest& r = plan.request;
   Inspect inspect{{}, r.attention_weights, r.all_logits, {}, r.logit_lens, !r.dump.empty(), {}};
   if (!r.dump_activations.empty())
-    inspect.activations = parse_activation_names(r.dump_activations, r.args);
+    inspect.activations = parse_activation_names(r.dump_activations, r.args, plan.model.shape.ends);
   std::vector<float> x;
   if (r.tokens.empty()) {
     x = r.input.empty() ? seeded_input(r.args, r.opts, r.model.seed)
@@ -457,8 +458,9 @@ void run(Run& s, const std::function<void(const Event&)>& on_event) {
 void write_outputs(const Run& s, const std::function<void()>& before_commit) {
   std::vector<OutputFile> staged;
   if (!s.request.dump.empty())
-    if (std::optional<OutputFile> f = stage_dump(s.request.dump, s.session.model, s.x, s.request.opts,
-                                                 s.out, s.request.dump_attention_weights))
+    if (std::optional<OutputFile> f =
+            stage_dump(s.request.dump, s.session.model, s.x, s.request.opts, s.out,
+                       s.request.dump_attention_weights))
       staged.push_back(std::move(*f));
   for (const RunWriter& w : s.request.writers)
     if (std::optional<OutputFile> f = w.stage(s)) staged.push_back(std::move(*f));

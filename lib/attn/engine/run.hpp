@@ -63,7 +63,7 @@ struct RunOutputs {
   // [B, n_heads, 1, P+i].
   std::vector<std::vector<float>> attn_prefill;
   std::vector<std::vector<std::vector<float>>> attn_decode;
-  // A token run whose model has the output head (args.logits_out): the logits of each sequence's
+  // A token run whose model has the output head (ends.logits_out): the logits of each sequence's
   // last prefill position [B, vocab_size] (with all_logits every prefill position,
   // [B, P, vocab_size]), and of each decode step [N, B, vocab_size].
   std::vector<float> prefill_logits, decode_logits;
@@ -141,16 +141,17 @@ struct RunRequest {
   // none); with a dump, every block's lens logits in it (lens.{l}.prefill, lens.{l}.decode.{i}).
   int logit_lens = 0;
   std::vector<RunWriter> writers;  // files beyond the dump (a front's picture, ...)
-  // What the front allocates besides for the run's final args and shape (view's probabilities
-  // and lens): counted in the pre-flight too.
-  std::function<std::vector<MemoryPart>(const ModelArgs&, const RunOptions&)> front_parts = {};
+  // What the front allocates besides for the run's final args, ends and shape (view's
+  // probabilities and lens): counted in the pre-flight too.
+  std::function<std::vector<MemoryPart>(const ModelArgs&, const ModelEnds&, const RunOptions&)>
+      front_parts = {};
 };
 
 // A request checked whole: its batch resolved, its memory counted with the weights' headers read
 // and nothing mapped.
 struct RunPlan {
   RunRequest request;
-  ModelPlan model;   // the args, the shape, the weights' headers
+  ModelPlan model;   // the args, the shape (with the token model's ends), the weights' headers
   ModelFiles files;  // what the request's model names
 };
 

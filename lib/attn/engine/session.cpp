@@ -12,13 +12,12 @@ namespace attn {
 namespace {
 
 ModelArgs session_args(const ModelSpec& spec, const OpenedModel& model,
-                      std::optional<ModelArgs> args) {
+                       std::optional<ModelArgs> args) {
   ModelArgs a = args ? *args : model_args(spec, model, nullptr);
   if (a.model_parallel_size > 1)
     throw InputError(a.source + ": model_parallel_size " + std::to_string(a.model_parallel_size) +
                          " needs one process per rank (mpirun); this engine is one process",
                      "model_parallel_size");
-  use_token_ends(a);
   return a;
 }
 
@@ -49,21 +48,23 @@ void advance(Session& e, std::int64_t batch, std::int64_t start_pos, std::int64_
 }  // namespace
 
 Session open_session(const ModelSpec& spec, SessionShape shape, std::optional<ModelArgs> args,
-                   std::optional<Tokenizer> tok) {
+                     std::optional<Tokenizer> tok) {
   return open_session(open_model(spec), spec, std::move(shape), std::move(args), std::move(tok));
 }
 
 Session open_session(OpenedModel model, const ModelSpec& spec, SessionShape shape,
-                   std::optional<ModelArgs> args, std::optional<Tokenizer> tok) {
+                     std::optional<ModelArgs> args, std::optional<Tokenizer> tok) {
   const ModelArgs a = session_args(spec, model, std::move(args));
   if (!tok) tok = open_tokenizer(model);
   check_tokenizer(tok, a);
   const std::int64_t positions = shape.positions > 0 ? shape.positions : a.max_seq_len;
   RunShape run{shape.batch, positions, shape.steps,
                std::max<std::int64_t>(1, shape.batch * positions)};
+  run.ends = token_ends(a);
   run.logit_lens = logit_lens_bytes(a, run.max_rows, shape.logit_lens);
   ModelPlan plan = plan_model(a, spec, model, run, std::move(shape.front));
-  Session e{std::move(model.files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
+  Session e{
+      std::move(model.files), load_model(plan, spec), std::move(tok), {}, 0, 0, {}, {}, false};
   if (e.tokenizer) e.eos = e.tokenizer->eos;
   return e;
 }

@@ -155,7 +155,7 @@ std::string weights_fingerprint(const Transformer& m) {
       add_tensor(d, s);
   }
   TokenWeights tokens = m.weights.tokens;
-  for (const TensorSpec& s : token_tensor_specs(m.args, tokens)) add_tensor(d, s);
+  for (const TensorSpec& s : token_tensor_specs(m.args, m.ends, tokens)) add_tensor(d, s);
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(d.h));
   return text;

@@ -1,5 +1,6 @@
 #pragma once
-// ModelArgs as in Meta's llama model.py, read from JSON, with the tool's extensions.
+// ModelArgs as in Meta's llama model.py, read from JSON, with the tool's extensions: the file's
+// config. What a run makes of it (which ends of the model it builds: ModelEnds) is the run's.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -45,7 +46,8 @@ struct ModelArgs {
   std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
   std::optional<RopeScaling> rope_scaling;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
-  // Where the config came from, for messages: the file (escaped) or "the built-in config".
+  // Where the config came from, for messages: the file (escaped) or "the built-in config". The
+  // file's provenance, which every check of the config names: kept with it.
   std::string source = "the built-in config";
   // Not Meta's: messages name the file's keys, and the run sizes what it leaves out
   // (max_batch_size from the batch, model_parallel_size from mpirun's ranks).
@@ -56,14 +58,14 @@ struct ModelArgs {
   // The file's context length (max_position_embeddings, {arch}.context_length, seq_len), before
   // the cache's default cap.
   std::int64_t max_position_embeddings = 0;
-  bool batch_from_run = false;  // max_batch_size grows to the run's batch
+  // The file says no batch size (Hugging Face, GGUF, llama2.c): max_batch_size is a placeholder
+  // that grows to the run's batch. Said of the file as `format` is, and cleared by the user's
+  // max_batch_size override, so it stays with the config; the run only reads it.
+  bool batch_from_run = false;
   // The token model (vocab_size > 0): tok_embeddings [vocab_size, dim] before block 0, norm
   // and output [vocab_size, dim] after the last (output is tok_embeddings when tied).
   bool tie_word_embeddings = false;
   std::int64_t checkpoint_layers = 0;  // the checkpoint's n_layers (--layers A:B keeps B-A)
-  // Set by a run that feeds token ids: which ends of the model it applies (a --layers slice
-  // has the embeddings only if it starts at layer 0, the head only if it ends at the last).
-  bool tokens_in = false, logits_out = false;
 
   std::int64_t head_dim() const { return head_dim_set ? head_dim_set : dim / n_heads; }
   std::int64_t n_rep() const { return n_heads / n_kv_heads; }
@@ -72,6 +74,16 @@ struct ModelArgs {
   bool has_last_layer() const {
     return checkpoint_layers == 0 || first_layer + n_layers == checkpoint_layers;
   }
+};
+
+// Which ends of a token model (vocab_size > 0) a run builds around its blocks: not the file's,
+// which has them all, but the run's choice (engine/open.hpp's token_ends): a run of hidden states
+// has neither; a --layers slice has the embeddings only if it starts at layer 0, the head only if
+// it ends at the last or a logit lens asks for it. The weights read, the buffers, the hook points
+// and the memory estimate follow it.
+struct ModelEnds {
+  bool tokens_in = false;   // tok_embeddings before block 0
+  bool logits_out = false;  // norm and output after the last block
 };
 
 // The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).

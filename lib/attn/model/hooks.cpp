@@ -13,18 +13,18 @@ bool block_reports(const ModelArgs& a, Site s) {
   return a.block != Block::attention || (s != Site::resid_mid && s != Site::mlp_out);
 }
 
-std::vector<HookPoint> hook_points(const ModelArgs& a) {
+std::vector<HookPoint> hook_points(const ModelArgs& a, const ModelEnds& ends) {
   std::vector<HookPoint> points;
   for (std::int64_t l = 0; l < a.n_layers; ++l)
     for (Site s : kForwardSites)
       if (block_reports(a, s)) points.push_back({s, l});
-  if (a.logits_out) points.push_back({Site::final_norm, -1});
+  if (ends.logits_out) points.push_back({Site::final_norm, -1});
   return points;
 }
 
-HookPoint model_hook_point(const ModelArgs& a, std::string_view name) {
+HookPoint model_hook_point(const ModelArgs& a, const ModelEnds& ends, std::string_view name) {
   const HookPoint p = parse_hook_name(name, a.n_layers);
-  if (p.site == Site::final_norm ? !a.logits_out : !block_reports(a, p.site))
+  if (p.site == Site::final_norm ? !ends.logits_out : !block_reports(a, p.site))
     throw InputError("hook name " + quoted(name) + ": this model has no such point (" +
                      (p.site == Site::final_norm ? "no output head" : "its blocks have no MLP") +
                      ")");

@@ -32,12 +32,13 @@ inline constexpr Site kForwardSites[] = {
 // (no resid_mid, no mlp_out); final_norm is no block's.
 bool block_reports(const ModelArgs& a, Site s);
 
-// The points a model of `a` reports, in forward order: each block's sites (resid_mid and
-// mlp_out only for blocks with an MLP), then ln_final.hook_normalized when it has the head.
-std::vector<HookPoint> hook_points(const ModelArgs& a);
+// The points a model of `a` built with `ends` reports, in forward order: each block's sites
+// (resid_mid and mlp_out only for blocks with an MLP), then ln_final.hook_normalized when it has
+// the head (ends.logits_out).
+std::vector<HookPoint> hook_points(const ModelArgs& a, const ModelEnds& ends);
 
 // parse_hook_name, also refusing a point this model does not report (InputError naming it).
-HookPoint model_hook_point(const ModelArgs& a, std::string_view name);
+HookPoint model_hook_point(const ModelArgs& a, const ModelEnds& ends, std::string_view name);
 
 // The point's tensor in a call, as observer.hpp states the sites' shapes (the whole model's
 // heads): [bsz, seqlen, dim], [bsz, seqlen, heads, head_dim] or [bsz, n_heads, seqlen, keys].
@@ -79,9 +80,9 @@ class Hooks {
   void report(const Observation& o) const;
 
   std::int64_t n_layers_;
-  std::vector<float*> kept_;   // [kSiteCount * (n_layers + 1)]: by slot(), null: not kept
-  KeptProbabilities probs_;    // where a layer's probabilities go
-  std::vector<Edit> edits_;    // by slot(), empty: not patched
+  std::vector<float*> kept_;  // [kSiteCount * (n_layers + 1)]: by slot(), null: not kept
+  KeptProbabilities probs_;   // where a layer's probabilities go
+  std::vector<Edit> edits_;   // by slot(), empty: not patched
   Observer observer_;
 };
 

@@ -75,7 +75,8 @@ std::uint64_t tensor_bytes(const TensorSpec& s, const std::vector<WeightType>& t
 
 // Bytes of every tensor the layers list, drawn or converted or mapped: one layer's list (shapes
 // are config sizes, each under 2^24), times n_layers.
-std::uint64_t weight_bytes(const ModelArgs& a, const std::vector<WeightType>& types) {
+std::uint64_t weight_bytes(const ModelArgs& a, const ModelEnds& ends,
+                           const std::vector<WeightType>& types) {
   const std::string w = "weights";
   LayerWeights layer;
   std::uint64_t per_layer = 0;
@@ -85,7 +86,7 @@ std::uint64_t weight_bytes(const ModelArgs& a, const std::vector<WeightType>& ty
   if (__builtin_mul_overflow(per_layer, std::uint64_t(a.n_layers), &n))
     throw InputError("the weights would need more than 2^64 bytes: lower the sizes");
   TokenWeights tokens;
-  for (const TensorSpec& s : token_tensor_specs(a, tokens))
+  for (const TensorSpec& s : token_tensor_specs(a, ends, tokens))
     n = checked_sum({n, tensor_bytes(s, types)}, w);
   return n;
 }
@@ -100,7 +101,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   auto add = [&](const std::string& name, std::initializer_list<std::int64_t> factors) {
     parts.push_back({name, checked_product(factors, name)});
   };
-  parts.push_back({"weights", weight_bytes(a, r.matrices)});
+  parts.push_back({"weights", weight_bytes(a, r.ends, r.matrices)});
   const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa, r.compute);
   const BufferPlan plan =
       plan_buffers(a, shard, r.max_rows, rt, any_widened(r.matrices), any_blocks(r.matrices));
@@ -112,7 +113,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   if (r.logit_lens) parts.push_back({"logit lens", r.logit_lens});
   if (r.activations) parts.push_back({"activations", r.activations});
-  if (whole.tokens_in || whole.logits_out) {
+  if (r.ends.tokens_in || r.ends.logits_out) {
     add("token model activations", {2, r.max_rows, whole.dim, kF32});
     // The prefill's (each sequence's last position, or all of them) and every decode step's.
     add("logits", {r.batch, (r.all_logits ? r.prefill : 1) + r.steps, whole.vocab_size, kF32});

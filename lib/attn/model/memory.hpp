@@ -39,6 +39,7 @@ struct RunShape {
   std::string isa = {};
   Compute compute = Compute::f32;  // bf16: products of BF16 weights keep x in BF16 besides
   bool all_logits = false;         // a token run keeps every position's logits, not each last one
+  ModelEnds ends = {};             // the token model's ends the run builds: their weights, logits
 };
 
 // The product of sizes from the user, in bytes; throws InputError naming `what` on a negative

@@ -232,8 +232,20 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   const ModelArgs a = local_args(whole, shard);
   // Sized before anything is allocated: a size past 2^63 bytes is refused here.
   const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves, weights.blocks);
-  Transformer m{
-      whole, std::move(weights), make_kv_cache(a), {}, {}, {a.mask, nullptr, 0}, {}, {}, {}, rt, shard, a};
+  const ModelEnds ends = weights.ends;
+  Transformer m{whole,
+                ends,
+                std::move(weights),
+                make_kv_cache(a),
+                {},
+                {},
+                {a.mask, nullptr, 0},
+                {},
+                {},
+                {},
+                rt,
+                shard,
+                a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
   Activations& act = m.act;
@@ -243,7 +255,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
   act.scores = FloatBuffer(std::size_t(plan.scores));  // touched only up to the keys used
   act.pack = buffer(plan.pack);
   act.partial = buffer(plan.partial);
-  if (a.tokens_in || a.logits_out) {
+  if (ends.tokens_in || ends.logits_out) {
     act.hidden_in = buffer(plan.xb);
     act.hidden_out = buffer(plan.xb);
   }
@@ -378,14 +390,14 @@ void detach(Transformer& m, const Observer& observer) {
 void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out, bool all_positions) {
   const ModelArgs& a = m.args;
-  if (!a.tokens_in) throw InputError("forward: this model was built without tok_embeddings");
+  if (!m.ends.tokens_in) throw InputError("forward: this model was built without tok_embeddings");
   const std::int64_t rows = bsz * seqlen;
   if (rows > m.act.plan.max_rows)
     throw InputError("forward: " + std::to_string(rows) + " rows exceed the model's " +
                      std::to_string(m.act.plan.max_rows));
   float* x = m.act.hidden_in.data();  // [rows, dim]
   embed(m, tokens, rows, x);
-  if (!a.logits_out) {
+  if (!m.ends.logits_out) {
     forward(m, x, bsz, seqlen, start_pos, out);
     return;
   }

@@ -39,7 +39,7 @@ struct Activations {
   FloatBuffer scores;          // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // linear()'s scratch: packed x, or prefill's weight panels
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
-  // A token run (args.tokens_in or logits_out): the embedded input and the blocks' output.
+  // A token run (ends.tokens_in or logits_out): the embedded input and the blocks' output.
   std::vector<float> hidden_in, hidden_out;  // [rows, dim] each
   // [max_rows, dim]: mlp_out summed apart from the residual, for an observer that asks for it;
   // sized by observe(), outside the plan (empty unless asked).
@@ -48,6 +48,7 @@ struct Activations {
 
 struct Transformer {
   ModelArgs args;  // the whole model
+  ModelEnds ends;  // the token model's ends it was built with: its weights' (weights.ends)
   TransformerWeights weights;
   KVCache cache;
   RopeTable rope;
@@ -71,7 +72,7 @@ struct Transformer {
 
 // max_rows: the most rows (bsz * seqlen) one forward call will be given. The model keeps rt:
 // every forward runs with its threads, kernels and scratch. The weights must be loaded or drawn
-// for the same shard.
+// for the same shard, and hold the token model's ends the model will have (weights.ends).
 Transformer make_transformer(const ModelArgs& args, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt = make_runtime(1),
                              const Shard& shard = {});
@@ -105,8 +106,8 @@ class Attached {
 void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seqlen,
              std::int64_t start_pos, float* out);
 
-// Meta's Transformer.forward(tokens, start_pos): tokens[bsz, seqlen] embedded (args.tokens_in),
-// the blocks as above, then (args.logits_out) norm and output: out = logits [bsz, 1, vocab_size]
+// Meta's Transformer.forward(tokens, start_pos): tokens[bsz, seqlen] embedded (ends.tokens_in),
+// the blocks as above, then (ends.logits_out) norm and output: out = logits [bsz, 1, vocab_size]
 // of each sequence's last position, or [bsz, seqlen, vocab_size] with all_positions. Without
 // logits_out (a --layers slice short of the last layer) out is the hidden state [bsz, seqlen,
 // dim]. With logits_out, m.observer may ask for final_norm: norm(h) of every position. Throws

@@ -35,10 +35,10 @@ namespace attn {
 //
 // Every block type reports resid_pre, q_in, k_in, q, k, v, attn_probs, attn_out and resid_post;
 // llama and encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are
-// not reported). final_norm comes from forward(tokens) of a model with the head (logits_out) only.
-// attn_out and mlp_out exist apart from the residual only when observed: the model then computes
-// them a second time into their own buffer, the residual stream keeping its own rounding, so an
-// observed run gives the same outputs bit for bit as an unobserved one.
+// not reported). final_norm comes from forward(tokens) of a model with the head (ModelEnds'
+// logits_out) only. attn_out and mlp_out exist apart from the residual only when observed: the
+// model then computes them a second time into their own buffer, the residual stream keeping its own
+// rounding, so an observed run gives the same outputs bit for bit as an unobserved one.
 //
 // Patching (Observer::patch): what on_tensor writes through Observation::edit replaces the
 // activation for the rest of the pass, as a TransformerLens hook's returned value does. The

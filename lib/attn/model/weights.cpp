@@ -255,15 +255,16 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& 
   return specs;
 }
 
-std::vector<TensorSpec> token_tensor_specs(const ModelArgs& a, TokenWeights& t) {
+std::vector<TensorSpec> token_tensor_specs(const ModelArgs& a, const ModelEnds& ends,
+                                           TokenWeights& t) {
   std::vector<TensorSpec> specs;
-  if (a.tokens_in)
+  if (ends.tokens_in)
     specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.tok_embeddings});
-  if (!a.logits_out) return specs;
+  if (!ends.logits_out) return specs;
   specs.push_back({"norm.weight", {a.dim}, &t.norm});
   if (!a.tie_word_embeddings)
     specs.push_back({"output.weight", {a.vocab_size, a.dim}, &t.output});
-  else if (!a.tokens_in)
+  else if (!ends.tokens_in)
     specs.push_back({"tok_embeddings.weight", {a.vocab_size, a.dim}, &t.output});
   return specs;
 }
@@ -274,7 +275,7 @@ namespace {
 std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w,
                                   const Shard& shard) {
   std::vector<TensorSpec> specs = tensor_specs(args, w.layers, shard);
-  std::vector<TensorSpec> tokens = token_tensor_specs(args, w.tokens);
+  std::vector<TensorSpec> tokens = token_tensor_specs(args, w.ends, w.tokens);
   specs.insert(specs.end(), std::make_move_iterator(tokens.begin()),
                std::make_move_iterator(tokens.end()));
   return specs;
@@ -282,7 +283,7 @@ std::vector<TensorSpec> all_specs(const ModelArgs& args, TransformerWeights& w,
 
 // Tied: the head reads the embeddings' view.
 void tie(const ModelArgs& a, TransformerWeights& w) {
-  if (a.logits_out && a.tie_word_embeddings && a.tokens_in)
+  if (w.ends.logits_out && a.tie_word_embeddings && w.ends.tokens_in)
     w.tokens.output = w.tokens.tok_embeddings;
 }
 
@@ -307,10 +308,12 @@ WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard
           is_per_rank_path(path.string())};
 }
 
-std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source) {
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source,
+                                     const ModelEnds& ends) {
   const TensorTable& names = *architecture_of(args).tensors;
   TensorSource& c = *source.tensors;
   TransformerWeights w;
+  w.ends = ends;
   std::vector<WeightType> types;
   check_last_layer(args, names, c);
   for (const TensorSpec& s : all_specs(args, w, {})) {  // a rank's names are the same
@@ -323,12 +326,13 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
 }
 
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
-                                const Shard& shard) {
-  return load_weights(args, open_weights(path, shard), shard);
+                                const Shard& shard, const ModelEnds& ends) {
+  return load_weights(args, open_weights(path, shard), shard, ends);
 }
 
-TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard) {
-  return load_weights(args, std::move(source), shard, architecture_of(args));
+TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard,
+                                const ModelEnds& ends) {
+  return load_weights(args, std::move(source), shard, architecture_of(args), ends);
 }
 
 namespace {
@@ -363,9 +367,10 @@ SourceTensor fused_part(const SourceTensor& t, const Stored& at, const TensorSpe
 }  // namespace
 
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard,
-                                const Architecture& arch) {
+                                const Architecture& arch, const ModelEnds& ends) {
   const TensorTable& names = *arch.tensors;
   TransformerWeights w;
+  w.ends = ends;
   const bool per_rank = source.per_rank;
   w.tensors = std::move(source.tensors);
   TensorSource& c = *w.tensors;
@@ -449,9 +454,10 @@ void check_drawable(WeightType matrices) {
 }
 
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
-                                  WeightType matrices) {
+                                  WeightType matrices, const ModelEnds& ends) {
   check_drawable(matrices);
   TransformerWeights w;
+  w.ends = ends;
   std::uint64_t stream = 0;
   for (const TensorSpec& s : all_specs(args, w, shard)) {
     const std::int64_t n = numel(s.shape);

@@ -44,7 +44,7 @@ struct LayerWeights {
   const float* b2 = nullptr;                   // [dim]
 };
 
-// The token model around the blocks, as a run that feeds token ids uses it (ModelArgs'
+// The token model around the blocks, as a run that feeds token ids uses it (ModelEnds'
 // tokens_in, logits_out): Meta's tok_embeddings, norm and output.
 struct TokenWeights {
   Matrix tok_embeddings;        // [vocab_size, dim]: row t is token t's input
@@ -55,6 +55,7 @@ struct TokenWeights {
 struct TransformerWeights {
   std::vector<LayerWeights> layers;
   TokenWeights tokens;
+  ModelEnds ends;  // the token model's tensors held: the Transformer built on these has them
   std::unique_ptr<TensorSource> tensors;  // the mapped file(s) the views point into
   std::vector<std::vector<float>> owned;
   std::vector<std::vector<std::uint8_t>> owned_blocks;
@@ -69,11 +70,12 @@ struct TransformerWeights {
 std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
                                            std::int64_t l = 0);
 
-// The token model's tensors the run uses (none unless args.tokens_in or args.logits_out):
+// The token model's tensors the run uses (none unless ends.tokens_in or ends.logits_out):
 // tok_embeddings, norm, output, under Meta's names (Hugging Face's: model.embed_tokens, model.norm,
 // lm_head). Tied, output's view is tok_embeddings' (read under that name when the run has no
 // embeddings).
-std::vector<TensorSpec> token_tensor_specs(const ModelArgs& args, TokenWeights& t);
+std::vector<TensorSpec> token_tensor_specs(const ModelArgs& args, const ModelEnds& ends,
+                                           TokenWeights& t);
 
 // Every tensor the config needs, in file order (layer by layer); with a shard, its rank's slice.
 std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWeights>& layers,
@@ -87,9 +89,10 @@ std::vector<TensorSpec> tensor_specs(const ModelArgs& args, std::vector<LayerWei
 // shard: a path containing
 // "{rank}" names per-rank files, each holding its rank's slice in Meta's per-rank shapes
 // (consolidated.0{rank}.pth); any other path is the whole model, of which each rank reads only its
-// slice.
+// slice. `ends`: the token model's tensors read besides the blocks' (none: a model of hidden
+// states), recorded in the weights' `ends`.
 TransformerWeights load_weights(const ModelArgs& args, const std::filesystem::path& path,
-                                const Shard& shard = {});
+                                const Shard& shard = {}, const ModelEnds& ends = {});
 
 // A weights path as load_weights opens it (a "{rank}" path: this rank's file), with nothing
 // mapped yet, so that the memory estimate can read the matrices' types first (matrix_types)
@@ -100,25 +103,27 @@ struct WeightsSource {
 };
 WeightsSource open_weights(const std::filesystem::path& path, const Shard& shard = {});
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source,
-                                const Shard& shard = {});
+                                const Shard& shard = {}, const ModelEnds& ends = {});
 // The same under the names of `arch` rather than those of args' row (architecture_of).
 TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, const Shard& shard,
-                                const Architecture& arch);
+                                const Architecture& arch, const ModelEnds& ends = {});
 
 // The types the config's weight matrices are held in, each once, read from the files' headers
 // (no file is mapped). A dtype the load will refuse counts as F32; a missing tensor, not at all.
-std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source);
+std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& source,
+                                     const ModelEnds& ends = {});
 
 // Weights drawn deterministically from seed: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)) for
 // matrices and biases, ones for norms.
 // With a shard, each rank draws only its slice of the same whole model. matrices: a type other
 // than F32 draws each matrix's F32 values and stores them in the type (traits' from_f32: BF16
-// and F16 rounded to nearest even).
+// and F16 rounded to nearest even). `ends` as load_weights takes them.
 // Refuses (InputError, setting weight_types) a type weights cannot be drawn in: one without a
 // quantizer (traits' from_f32), such as the K-quants, which are read from files only.
 void check_drawable(WeightType matrices);
 
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
-                                  const Shard& shard = {}, WeightType matrices = WeightType::f32);
+                                  const Shard& shard = {}, WeightType matrices = WeightType::f32,
+                                  const ModelEnds& ends = {});
 
 }  // namespace attn
