@@ -467,6 +467,18 @@ TEST_CASE("lens: a run's lens beside kept probabilities and the caller's filtere
   for (std::int64_t i = 0; i < o.steps; ++i)
     CHECK(same_bits(out.lens_decode[std::size_t(i)][1].data(),
                     out.decode_logits.data() + i * a.vocab_size, a.vocab_size));
+  // The probabilities kept beside the lens and the caller's observer are those a run keeping
+  // them alone keeps (test_golden's against PyTorch), every layer and call.
+  attn::Inspect alone;
+  alone.attention_weights = true;
+  const attn::RunOutputs ref = attn::run(m, x, o, [](const attn::Event&) {}, alone);
+  for (std::size_t l = 0; l < 2; ++l) {
+    CHECK(same_bits(out.attn_prefill[l].data(), ref.attn_prefill[l].data(),
+                    std::int64_t(ref.attn_prefill[l].size())));
+    for (std::size_t i = 0; i < std::size_t(o.steps); ++i)
+      CHECK(same_bits(out.attn_decode[i][l].data(), ref.attn_decode[i][l].data(),
+                      std::int64_t(ref.attn_decode[i][l].size())));
+  }
 }
 
 TEST_CASE("lens cli: generate counts the lens's buffers in the memory pre-flight") {

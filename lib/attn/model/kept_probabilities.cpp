@@ -6,8 +6,9 @@ namespace attn {
 
 KeptProbabilities::KeptProbabilities(std::int64_t n_layers)
     : dest_(std::size_t(n_layers), nullptr), capacity_(std::size_t(n_layers), 0) {
+  // Every layer asks: a layer without a buffer gets none (probs returns null) and keeps nothing.
+  // Its sites never change with the buffers, so a merge made when it was attached stays right.
   observer_.sites = site_bit(Site::attn_probs);
-  observer_.layer_sites.assign(std::size_t(n_layers), 0);
   observer_.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                            std::int64_t seqlen, std::int64_t keys) {
     return buffer(layer, bsz * n_heads * seqlen * keys);
@@ -23,7 +24,6 @@ KeptProbabilities::KeptProbabilities(std::int64_t n_layers)
 void KeptProbabilities::set(std::int64_t layer, float* dest, std::int64_t capacity) {
   dest_.at(std::size_t(layer)) = dest;
   capacity_[std::size_t(layer)] = dest ? capacity : 0;
-  observer_.layer_sites[std::size_t(layer)] = dest ? site_bit(Site::attn_probs) : 0;
 }
 
 void KeptProbabilities::set_all(float* dest, std::int64_t capacity) {

@@ -145,7 +145,8 @@ struct Observer {
 // each were the model's alone: a block reports the union of what they ask for at it; on_tensor
 // reaches each that asks for the site at that layer, in list order (a patching one edits before
 // the ones after it read); attn_probs are written into the first buffer one of them hands over,
-// and the others read them from the Observation. Every observer must outlive the result.
+// and the others read them from the Observation. Every observer must outlive the result, and
+// its sites and layers stay as they were merged (a change needs a new merge: detach, attach).
 Observer merge_observers(const std::vector<const Observer*>& observers, std::int64_t n_layers);
 
 }  // namespace attn
