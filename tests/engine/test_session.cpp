@@ -48,9 +48,9 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   fs::create_directories(dir);
   attn::ModelSpec s;
   s.weights = dir;
-  CHECK(test::setting_of([&] { attn::find_model_files(s); }) == "weights");  // no checkpoint in it
+  CHECK(test::setting_of([&] { attn::open_model(s).files; }) == "weights");  // no checkpoint in it
   fs::copy_file(test::model_dir("hf_untied_f32") / "model.safetensors", dir / "model.safetensors");
-  attn::ModelFiles f = attn::find_model_files(s);
+  attn::ModelFiles f = attn::open_model(s).files;
   CHECK(f.weights == dir / "model.safetensors");
   CHECK(f.config.empty());
   CHECK(f.tokenizer.empty());
@@ -58,12 +58,12 @@ TEST_CASE("engine: a folder's index or file, with the config and tokenizer besid
   fs::copy_file(test::model_dir("hf_untied_f32") / "config.json", dir / "config.json");
   std::ofstream(dir / "model.safetensors.index.json") << "{}";
   std::ofstream(dir / "tokenizer.json") << "{}";
-  f = attn::find_model_files(s);
+  f = attn::open_model(s).files;
   CHECK(f.weights == dir / "model.safetensors.index.json");  // the index wins, as HF loads it
   CHECK(f.config == dir / "config.json");
   CHECK(f.tokenizer == dir / "tokenizer.json");
   s.weights = dir / "missing";
-  CHECK(test::setting_of([&] { attn::find_model_files(s); }) == "weights");
+  CHECK(test::setting_of([&] { attn::open_model(s).files; }) == "weights");
 }
 
 TEST_CASE("engine: every golden token model's greedy chain, and a session continued elsewhere") {

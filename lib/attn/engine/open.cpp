@@ -89,10 +89,6 @@ OpenedModel open_model(const ModelSpec& spec) {
   return m;
 }
 
-ModelFiles find_model_files(const ModelSpec& spec) {
-  return open_model(spec).files;
-}
-
 namespace {
 
 // Whether `path` is the opened weights file itself (a GGUF or a llama2.c checkpoint is its own

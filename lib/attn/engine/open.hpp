@@ -61,9 +61,6 @@ struct OpenedModel {
 };
 OpenedModel open_model(const ModelSpec& spec);
 
-// open_model(spec)'s files alone.
-ModelFiles find_model_files(const ModelSpec& spec);
-
 // The config (or `fallback()` when no file is named or found; without a fallback, InputError
 // naming the setting "config") with the overrides and the mask applied, read from the opened
 // weights file when it holds it. A Hugging Face config has no model_parallel_size: the number of
