@@ -155,11 +155,10 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
   const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
   // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
   // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
-  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer slots (a buffer,
-  // its capacity and its observer's sites: KeptProbabilities' constructor).
+  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer slots (a buffer
+  // and its capacity: KeptProbabilities' constructor).
   const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
-  const auto kept_slot = std::int64_t(sizeof(float*) + sizeof(std::int64_t) +
-                                      sizeof(decltype(attn::Observer::layer_sites)::value_type));
+  const auto kept_slot = std::int64_t(sizeof(float*) + sizeof(std::int64_t));
   const std::uint64_t parts[] = {
       attn::checked_product({v.batch, v.n_heads, std::max(v.prefill * v.prefill, T), 4}, probs),
       attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
