@@ -22,6 +22,7 @@
 #include "attn/version.hpp"
 #include "convert.hpp"
 #include "model.hpp"
+#include "tokens.hpp"
 
 namespace py = pybind11;
 using namespace attn_py;  // the module's own conversions and Model
@@ -39,17 +40,22 @@ PYBIND11_MODULE(attn, mod) {
     }
   });
   py::class_<attn::ModelArgs>(mod, "ModelArgs")
-      .def(py::init([](const py::kwargs& k) { return make_args(k); }),
+      .def(py::init([](const py::args& given, const py::kwargs& k) {
+             if (!given.empty())
+               throw py::type_error("ModelArgs: takes keyword arguments only (dim=..., ...), got " +
+                                    std::to_string(given.size()) + " positional");
+             return make_args(k);
+           }),
            "ModelArgs(dim=18, n_heads=6, n_kv_heads=2, ...): the notebook's defaults, any key of "
            "the config contract replaced, validated as a config file is (ValueError)")
       .def_static(
           "from_file",
-          [](const std::string& path, std::int64_t max_seq_len, std::int64_t max_batch_size) {
+          [](py::handle path, py::handle max_seq_len, py::handle max_batch_size) {
             attn::ModelSpec s;
-            s.config = path;
-            s.overrides.max_seq_len = max_seq_len;
-            s.overrides.max_batch_size = max_batch_size;
-            return attn::model_args(s, attn::OpenedModel{{{}, path, {}}, nullptr}, nullptr);
+            s.config = path_arg(path, "path");
+            s.overrides.max_seq_len = int_arg(max_seq_len, "max_seq_len");
+            s.overrides.max_batch_size = int_arg(max_batch_size, "max_batch_size");
+            return attn::model_args(s, attn::OpenedModel{{{}, s.config, {}}, nullptr}, nullptr);
           },
           py::arg("path"), py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 0,
           "a Meta params.json-style or Hugging Face config.json file, or a GGUF or llama2.c "
@@ -73,35 +79,31 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("rope_theta", &attn::ModelArgs::rope_theta)
       .def_readonly("vocab_size", &attn::ModelArgs::vocab_size);
   py::class_<attn::Tokenizer>(mod, "Tokenizer")
-      .def(py::init([](const std::string& path) { return attn::load_tokenizer(path); }),
+      .def(py::init([](py::handle path) { return attn::load_tokenizer(path_arg(path, "path")); }),
            py::arg("path"),
            "a tokenizer file, told by its content: a Hugging Face tokenizer.json (with "
            "tokenizer_config.json and generation_config.json beside it, if there), a GGUF file "
            "(its tokenizer) or llama2.c's tokenizer.bin")
-      .def(
-          "encode",
-          [](const attn::Tokenizer& t, const std::string& text, bool add_special_tokens,
-             std::optional<bool> bos) {
-            return attn::encode(t, text, {add_special_tokens, bos});
-          },
-          py::arg("text"), py::arg("add_special_tokens") = true, py::arg("bos") = py::none(),
-          "the ids of text; bos True/False puts BOS first or leaves it out whatever the file says")
+      .def("encode", &encode_text, py::arg("text"), py::arg("add_special_tokens") = true,
+           py::arg("bos") = py::none(),
+           "the ids of text; bos True/False puts BOS first or leaves it out whatever the file says")
+      .def("__call__", &call_tokenizer, py::arg("text"), py::arg("add_special_tokens") = true,
+           "encode(text) as a list of ids (a list of lists for a list of texts): transformers' "
+           "input_ids, without the dict around them")
       .def(
           "decode",
-          [](const attn::Tokenizer& t, const std::vector<std::int32_t>& ids,
-             bool skip_special_tokens, std::optional<bool> clean_up) {
-            return attn::decode(t, ids, {skip_special_tokens, clean_up});
+          [](const attn::Tokenizer& t, py::handle ids, py::handle skip, py::handle clean) {
+            return decode_ids(t, ids, skip, clean);
           },
           py::arg("ids"), py::arg("skip_special_tokens") = false,
-          py::arg("clean_up_tokenization_spaces") = py::none())
+          py::arg("clean_up_tokenization_spaces") = py::none(),
+          "the text of ids; skip_special_tokens drops special tokens first, as transformers does")
+      .def("convert_ids_to_tokens", &ids_to_tokens, py::arg("ids"),
+           "the vocabulary's piece of an id ('\u2581Hello'), or a list of them for a list of ids")
       .def(
           "token_bytes",
-          [](const attn::Tokenizer& t, std::int64_t id) {
-            if (id < 0 || id >= t.vocab_size())
-              throw py::index_error("id: " + std::to_string(id) +
-                                    " is outside the vocabulary [0, " +
-                                    std::to_string(t.vocab_size()) + ")");
-            return py::bytes(attn::token_bytes(t, std::int32_t(id)));
+          [](const attn::Tokenizer& t, py::handle id) {
+            return py::bytes(attn::token_bytes(t, id_arg(id, "id", t.vocab_size())));
           },
           py::arg("id"),
           "one token's text as bytes (a split character's byte, not U+FFFD); IndexError for an "
@@ -127,12 +129,16 @@ PYBIND11_MODULE(attn, mod) {
                   "a GGUF (its own config and tokenizer) or a llama2.c checkpoint (its own config; "
                   "tokenizer: its tokenizer.bin); "
                   "max_seq_len 0: the config's (capped as attn-cli caps it)")
-      .def("save_session", &Model::save_session, py::arg("path"),
-           "the cache session file attn-cli generate --save-session writes: the filled cache, its "
-           "tokens and the next logits (after generate)")
-      .def("load_session", &Model::load_session, py::arg("path"),
-           "reads a cache session file (from attn-cli or save_session): the next generate "
-           "continues after its tokens")
+      .def(
+          "save_session", [](Model& m, py::handle path) { m.save_session(path_arg(path, "path")); },
+          py::arg("path"),
+          "the cache session file attn-cli generate --save-session writes: the filled cache, its "
+          "tokens and the next logits (after generate)")
+      .def(
+          "load_session", [](Model& m, py::handle path) { m.load_session(path_arg(path, "path")); },
+          py::arg("path"),
+          "reads a cache session file (from attn-cli or save_session): the next generate "
+          "continues after its tokens")
       .def_property_readonly(
           "tokenizer",
           [](py::object self) -> py::object {
@@ -151,24 +157,24 @@ PYBIND11_MODULE(attn, mod) {
            "[batch, 1] for that position (default 1)")
       .def(
           "cache_k",
-          [](py::object self, std::int64_t l) { return self.cast<Model&>().cache(l, false, self); },
+          [](py::object self, py::handle l) { return self.cast<Model&>().cache(l, false, self); },
           py::arg("layer") = 0)
       .def(
           "cache_v",
-          [](py::object self, std::int64_t l) { return self.cast<Model&>().cache(l, true, self); },
+          [](py::object self, py::handle l) { return self.cast<Model&>().cache(l, true, self); },
           py::arg("layer") = 0)
       .def("attention_weights", &Model::attention_weights, py::arg("layer") = 0)
       .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
       .def(
           "forward",
-          [](Model& m, py::object tokens, std::int64_t start_pos, bool all_positions,
-             py::object patch) {
+          [](Model& m, py::handle tokens, py::handle start_pos, py::handle all_positions,
+             py::handle patch) {
+            const bool all = bool_arg(all_positions, "all_positions");
+            attn::require_token_model(m.args(), "forward(tokens)");  // before its ids are read
             if (patch.is_none())
-              return m.forward_tokens(token_rows(tokens, m.args().vocab_size), start_pos,
-                                      all_positions);
-            return m
-                .run_hooked(tokens, false, py::none(), start_pos, all_positions, patch, py::none())
-                .first;
+              return m.forward_tokens(token_rows(tokens, m.args().vocab_size),
+                                      m.position(start_pos), all);
+            return m.run_hooked(tokens, false, py::none(), start_pos, all, patch, py::none()).first;
           },
           py::arg("tokens"), py::arg("start_pos") = 0, py::arg("all_positions") = false,
           py::arg("patch") = py::none(),
@@ -179,9 +185,10 @@ PYBIND11_MODULE(attn, mod) {
           "of the pass (TransformerLens's hooks; None: the function edited its copy in place)")
       .def(
           "run_with_cache",
-          [](Model& m, py::object tokens, py::object names, std::int64_t start_pos,
-             bool all_positions, py::object patch, py::object max_bytes) {
-            return m.run_hooked(tokens, true, names, start_pos, all_positions, patch, max_bytes);
+          [](Model& m, py::handle tokens, py::handle names, py::handle start_pos,
+             py::handle all_positions, py::handle patch, py::handle max_bytes) {
+            return m.run_hooked(tokens, true, names, start_pos,
+                                bool_arg(all_positions, "all_positions"), patch, max_bytes);
           },
           py::arg("tokens"), py::arg("names") = py::none(), py::arg("start_pos") = 0,
           py::arg("all_positions") = true, py::arg("patch") = py::none(),
@@ -191,12 +198,41 @@ PYBIND11_MODULE(attn, mod) {
           "point), a hook name, a list of them or a function name -> bool; only those kept, "
           "their bytes checked before the run against max_bytes (None: the memory available; "
           "MemoryError). K and V per KV head. patch as forward's (kept values are the patched)")
-      .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = 32,
-           py::arg("temp") = 0.0, py::arg("top_k") = 40, py::arg("top_p") = 0.95,
+      .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = py::none(),
+           py::arg("temp") = py::none(), py::arg("top_k") = 40, py::arg("top_p") = 0.95,
            py::arg("min_p") = 0.05, py::arg("seed") = 42, py::arg("stop") = py::none(),
+           py::arg("max_new_tokens") = py::none(), py::arg("temperature") = py::none(),
+           py::arg("do_sample") = py::none(),
            "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
-           "chooses them (greedy unless temp > 0), stopping after an id in stop (None: the "
-           "tokenizer's end-of-sequence ids); after load_session, continues the session")
+           "chooses them: steps (or max_new_tokens) ids, 32 when neither is given; greedy unless "
+           "temp (or temperature) > 0; do_sample=False greedy whatever the temperature, "
+           "do_sample=True sampling at temperature (1.0 when not given), as transformers; "
+           "stopping after an id in stop (None: the tokenizer's end-of-sequence ids); after "
+           "load_session, continues the session")
+      .def(
+          "to_tokens",
+          [](const Model& m, py::handle input, py::handle prepend_bos) {
+            return to_tokens(m.text_tokenizer("to_tokens"), input, prepend_bos);
+          },
+          py::arg("input"), py::arg("prepend_bos") = true,
+          "TransformerLens's to_tokens: the ids of a str (or of a list of strs encoding to the "
+          "same length) as an int64 array [batch, pos], BOS first unless prepend_bos=False")
+      .def(
+          "to_string",
+          [](const Model& m, py::handle tokens) {
+            return to_string(m.text_tokenizer("to_string"), tokens);
+          },
+          py::arg("tokens"),
+          "TransformerLens's to_string: the text of ids [pos] (a list of texts for [batch, pos]), "
+          "special tokens shown")
+      .def(
+          "to_str_tokens",
+          [](const Model& m, py::handle input, py::handle prepend_bos) {
+            return to_str_tokens(m.text_tokenizer("to_str_tokens"), input, prepend_bos);
+          },
+          py::arg("input"), py::arg("prepend_bos") = true,
+          "TransformerLens's to_str_tokens: each token of a str (encoded as to_tokens does) or "
+          "of ids [pos] (or [1, pos]) decoded alone, as a list of str")
       .def_property_readonly("args", &Model::args)
       .def_property_readonly("filled", &Model::filled)
       .def_property_readonly("threads", &Model::threads)

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,35 @@ attn::ModelArgs make_args(const py::kwargs& keys);
 // each naming the argument (pybind11's own message names neither).
 std::int64_t int_arg(py::handle v, const char* name);
 
+// An integer argument that must lie in [lo, hi]: ValueError naming it otherwise.
+std::int64_t int_arg(py::handle v, const char* name, std::int64_t lo, std::int64_t hi);
+
 // A float argument: an int or a float (NumPy's too); ranges are the engine's (NaN refused).
 double float_arg(py::handle v, const char* name);
+
+// A bool argument: Python's or NumPy's bool only (1 and "yes" are TypeErrors, as a flag that
+// silently took any truthy value would hide a misplaced argument).
+bool bool_arg(py::handle v, const char* name);
+std::optional<bool> optional_bool_arg(py::handle v, const char* name);  // None: not given
+
+// A str argument as UTF-8: TypeError for any other type, ValueError naming the argument for a
+// str UTF-8 cannot hold (a lone surrogate).
+std::string text_arg(py::handle v, const char* name);
+
+// A file path: a str, bytes or os.PathLike, as the file system's bytes (os.fsencode); a NUL or a
+// str the file system cannot encode is a ValueError naming the argument.
+std::string path_arg(py::handle v, const char* name);
+std::optional<std::string> optional_path_arg(py::handle v, const char* name);  // None: not given
+
+// Token ids [seqlen]: a list, tuple or 1-D integer array of ints, each in [0, vocab_size)
+// (TypeError for a non-integer, ValueError naming the argument, the id and its index).
+std::vector<std::int32_t> ids_arg(py::handle v, const char* name, std::int64_t vocab_size);
+
+// One token id: IndexError naming the argument when outside [0, vocab_size).
+std::int32_t id_arg(py::handle v, const char* name, std::int64_t vocab_size);
+
+// The object's type as Python names it, for messages ("float", "numpy.ndarray").
+std::string type_name(py::handle v);
 
 // threads: 0 (the machine's cores) up to attn::kMaxThreads.
 int threads_arg(py::handle v);
@@ -48,8 +76,14 @@ std::string with_setting(const attn::InputError& e);
 // set (restored there), and this carries the unwinding back to the call, which raises it.
 struct PythonRaised {};
 
-// ids [seqlen] or [batch, seqlen] of any integer array-like, as rows.
-std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_t vocab_size);
+// ids [seqlen] or [batch, seqlen] of any integer array-like, as rows (each row as ids_arg
+// reads it).
+std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_t vocab_size,
+                                                  const char* name = "tokens");
+
+// A float array of `ndim` axes (attention_mask), as a C-contiguous float32 copy: TypeError
+// naming the argument for what NumPy cannot read as numbers.
+py::array_t<float> float_array(py::handle v, const char* name, int ndim);
 
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
