@@ -59,6 +59,12 @@ void check_sampling(const Sampling& s) {
   check_range(double(s.top_k), 0, double(std::int64_t(1) << 24), "top_k");
   check_range(s.top_p, 0, 1, "top_p");
   check_range(s.min_p, 0, 1, "min_p");
+  check_range(s.repeat_penalty, 0, 100, "repeat_penalty");
+  if (s.repeat_penalty == 0)  // it divides the logits
+    throw InputError("repeat_penalty must be in (0, 100], got 0", "repeat_penalty");
+  check_range(double(s.repeat_last_n), -1, double(INT32_MAX), "repeat_last_n");
+  check_range(s.presence_penalty, -100, 100, "presence_penalty");
+  check_range(s.frequency_penalty, -100, 100, "frequency_penalty");
 }
 
 std::int32_t sample(std::span<const float> all, const Sampling& s, std::uint64_t draw,

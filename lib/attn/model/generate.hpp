@@ -19,10 +19,17 @@ struct Sampling {
   // Ids chosen from [0, n_vocab) only (0: the whole vocabulary): a tokenizer's, when the model's
   // embeddings are padded past it (the logits above are masked, as llama.cpp and HF do).
   std::int64_t n_vocab = 0;
+  // llama.cpp's penalties (penalty_repeat, penalty_last_n, penalty_present, penalty_freq), applied
+  // first, to the tokens of the last repeat_last_n positions (-1: the whole context, 0: none).
+  double repeat_penalty = 1.0;
+  std::int64_t repeat_last_n = 64;
+  double presence_penalty = 0.0, frequency_penalty = 0.0;
 };
 
-// Refuses (InputError naming the setting: temp, top_k, top_p, min_p) a value out of range or NaN:
-// temp in [0, 100], top_k in [0, 2^24], top_p and min_p in [0, 1].
+// Refuses (InputError naming the setting: temp, top_k, top_p, min_p, repeat_penalty, ...) a value
+// out of range or NaN: temp in [0, 100], top_k in [0, 2^24], top_p and min_p in [0, 1],
+// repeat_penalty in (0, 100], repeat_last_n in [-1, 2^31 - 1], presence_penalty and
+// frequency_penalty in [-100, 100].
 void check_sampling(const Sampling& s);
 
 // A token the sampler still considers, with its probability.
