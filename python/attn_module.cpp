@@ -198,17 +198,33 @@ PYBIND11_MODULE(attn, mod) {
           "point), a hook name, a list of them or a function name -> bool; only those kept, "
           "their bytes checked before the run against max_bytes (None: the memory available; "
           "MemoryError). K and V per KV head. patch as forward's (kept values are the patched)")
-      .def("generate", &Model::generate, py::arg("prompt"), py::arg("steps") = py::none(),
-           py::arg("temp") = py::none(), py::arg("top_k") = 40, py::arg("top_p") = 0.95,
-           py::arg("min_p") = 0.05, py::arg("seed") = 42, py::arg("stop") = py::none(),
-           py::arg("max_new_tokens") = py::none(), py::arg("temperature") = py::none(),
-           py::arg("do_sample") = py::none(),
-           "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
-           "chooses them: steps (or max_new_tokens) ids, 32 when neither is given; greedy unless "
-           "temp (or temperature) > 0; do_sample=False greedy whatever the temperature, "
-           "do_sample=True sampling at temperature (1.0 when not given), as transformers; "
-           "stopping after an id in stop (None: the tokenizer's end-of-sequence ids); after "
-           "load_session, continues the session")
+      .def(
+          "generate",
+          [](Model& m, py::handle prompt, py::handle steps, py::handle temp, py::handle top_k,
+             py::handle top_p, py::handle min_p, py::handle seed, py::handle stop,
+             py::handle max_new_tokens, py::handle temperature, py::handle do_sample,
+             py::handle repetition_penalty, py::handle repeat_penalty, py::handle repeat_last_n,
+             py::handle presence_penalty, py::handle frequency_penalty) {
+            return m.generate(prompt, steps, temp, top_k, top_p, min_p, seed, stop, max_new_tokens,
+                              temperature, do_sample,
+                              {repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
+                               frequency_penalty});
+          },
+          py::arg("prompt"), py::arg("steps") = py::none(), py::arg("temp") = py::none(),
+          py::arg("top_k") = 40, py::arg("top_p") = 0.95, py::arg("min_p") = 0.05,
+          py::arg("seed") = 42, py::arg("stop") = py::none(),
+          py::arg("max_new_tokens") = py::none(), py::arg("temperature") = py::none(),
+          py::arg("do_sample") = py::none(), py::arg("repetition_penalty") = py::none(),
+          py::arg("repeat_penalty") = py::none(), py::arg("repeat_last_n") = 64,
+          py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
+          "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
+          "chooses them: steps (or max_new_tokens) ids, 32 when neither is given; greedy unless "
+          "temp (or temperature) > 0; do_sample=False greedy whatever the temperature, "
+          "do_sample=True sampling at temperature (1.0 when not given), as transformers; "
+          "stopping after an id in stop (None: the tokenizer's end-of-sequence ids); after "
+          "load_session, continues the session. repeat_penalty (transformers' "
+          "repetition_penalty; 1: off), repeat_last_n (-1: the whole context, 0: none), "
+          "presence_penalty and frequency_penalty are llama.cpp's penalties")
       .def(
           "to_tokens",
           [](const Model& m, py::handle input, py::handle prepend_bos) {

@@ -81,8 +81,13 @@ class Model {
     s.overrides.max_batch_size = int_arg(max_batch_size, "max_batch_size");
     const bool keep_probs = bool_arg(attention_weights, "attention_weights");
     const std::int64_t batch = std::max<std::int64_t>(1, s.overrides.max_batch_size);
-    py::gil_scoped_release release;
-    return std::make_unique<Model>(attn::open_session(s, {batch, 0, 0}), keep_probs);
+    try {
+      py::gil_scoped_release release;
+      return std::make_unique<Model>(attn::open_session(s, {batch, 0, 0}), keep_probs);
+    } catch (attn::InputError& e) {  // the engine's weights are this function's path
+      if (e.setting == "weights") e.setting = "path";
+      throw;
+    }
   }
 
   const attn::ModelArgs& args() const { return e_.model.args; }
@@ -246,6 +251,12 @@ class Model {
     return {logits, kept};
   }
 
+  // llama.cpp's penalties, under its names and transformers' (repetition_penalty).
+  struct Penalties {
+    py::handle repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
+        frequency_penalty;
+  };
+
   // Up to `steps` new ids after the prompt (ids, or text when the model has a tokenizer), greedy
   // unless temp > 0, stopping after an id of `stop` (None: the tokenizer's end-of-sequence ids).
   // From position 0, or after a loaded session's tokens. The last id is fed too, so that the
@@ -255,7 +266,8 @@ class Model {
   std::vector<std::int32_t> generate(py::handle prompt, py::handle steps_arg, py::handle temp_arg,
                                      py::handle top_k, py::handle top_p, py::handle min_p,
                                      py::handle seed, py::handle stop, py::handle max_new_tokens,
-                                     py::handle temperature, py::handle do_sample) {
+                                     py::handle temperature, py::handle do_sample,
+                                     const Penalties& penalties) {
     const Either steps_given = either(steps_arg, "steps", max_new_tokens, "max_new_tokens");
     const Either temp_given = either(temp_arg, "temp", temperature, "temperature");
     const std::int64_t steps =
@@ -271,9 +283,15 @@ class Model {
                               ": do_sample=True samples at a temperature above 0, got " +
                               short_text(temp_given.value));
     }
-    const attn::Sampling sampling{temp, int_arg(top_k, "top_k"), float_arg(top_p, "top_p"),
-                                  float_arg(min_p, "min_p"),
-                                  std::uint64_t(int_arg(seed, "seed", 0, INT64_MAX))};
+    attn::Sampling sampling{temp, int_arg(top_k, "top_k"), float_arg(top_p, "top_p"),
+                            float_arg(min_p, "min_p"),
+                            std::uint64_t(int_arg(seed, "seed", 0, INT64_MAX))};
+    const Either repeat = either(penalties.repeat_penalty, "repeat_penalty",
+                                 penalties.repetition_penalty, "repetition_penalty");
+    if (!repeat.value.is_none()) sampling.repeat_penalty = float_arg(repeat.value, repeat.name);
+    sampling.repeat_last_n = int_arg(penalties.repeat_last_n, "repeat_last_n");
+    sampling.presence_penalty = float_arg(penalties.presence_penalty, "presence_penalty");
+    sampling.frequency_penalty = float_arg(penalties.frequency_penalty, "frequency_penalty");
     const std::int64_t vocab = args().vocab_size;
     std::optional<std::vector<std::int32_t>> stops;
     if (!stop.is_none())  // one id, or a list of them (transformers' eos_token_id)
@@ -289,7 +307,9 @@ class Model {
     } catch (const attn::MemoryLimitError&) {
       throw;
     } catch (const attn::InputError& e) {  // named as the caller named the setting
-      throw py::value_error(as_given(e, {{"steps", steps_given.name}, {"temp", temp_given.name}}));
+      throw py::value_error(as_given(e, {{"steps", steps_given.name},
+                                         {"temp", temp_given.name},
+                                         {"repeat_penalty", repeat.name}}));
     }
     drop_probabilities();
     timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
