@@ -86,7 +86,11 @@ py::type_error wrong_type(const char* name, const std::string& expected, py::han
 py::object index_of(py::handle v, const char* name, const std::string& expected) {
   if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) throw wrong_type(name, expected, v);
   py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
-  if (!index) throw py::error_already_set();  // an __index__ that raised
+  if (!index) {  // NumPy's arrays of several values have __index__ that refuses
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    throw wrong_type(name, expected, v);
+  }
   return index;
 }
 
@@ -128,6 +132,10 @@ double float_arg(py::handle v, const char* name) {
     throw wrong_type(name, "a float", v);
   const double x = PyFloat_AsDouble(v.ptr());
   if (x == -1.0 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {  // an array of several values
+      PyErr_Clear();
+      throw wrong_type(name, "a float", v);
+    }
     if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw py::error_already_set();
     PyErr_Clear();  // an int past a double's range
     throw py::value_error(std::string(name) + ": " + short_repr(v) + " is out of range");

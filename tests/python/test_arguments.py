@@ -137,6 +137,10 @@ def cases():
              "TypeError", "repetition_penalty"),
             ("generate-sample-at-zero", "m.generate([1], do_sample=True, temperature=0)",
              "ValueError", "temperature"),
+            ("generate-top_k-array", "m.generate([1], top_k=np.array([1, 2]))", "TypeError",
+             "top_k"),
+            ("generate-top_p-array", "m.generate([1], top_p=np.array([0.5, 0.6]))", "TypeError",
+             "top_p"),
             ("ModelArgs-positional", "attn.ModelArgs(18)", "TypeError", "ModelArgs"),
             ("generate-prompt-2d", "m.generate(np.ones((2, 2), np.int64))", "ValueError", "prompt")]
     return out
