@@ -199,10 +199,12 @@ std::optional<std::string> optional_path_arg(py::handle v, const char* name) {
 
 std::vector<std::int32_t> ids_arg(py::handle v, const char* name, std::int64_t vocab_size) {
   const std::string expected = "token ids (a list of ints)";
-  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || !py::isinstance<py::iterable>(v))
+  // An ordered sequence (a set's or a dict's order is no sequence's); text is not ids.
+  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyByteArray_Check(v.ptr()) ||
+      !(PySequence_Check(v.ptr()) || py::hasattr(v, "__array__")))
     throw wrong_type(name, expected, v);
-  if (py::hasattr(v, "ndim") && py::hasattr(v, "dtype")) {  // an array: one axis of integers
-    const int ndim = py::cast<int>(v.attr("ndim"));
+  if (py::hasattr(v, "ndim")) {  // an array: one axis of integers
+    const std::int64_t ndim = int_arg(v.attr("ndim"), name);
     if (ndim != 1)
       throw py::value_error(std::string(name) + ": expected ids [seqlen], got " +
                             std::to_string(ndim) + " axes");
@@ -220,6 +222,11 @@ std::vector<std::int32_t> ids_arg(py::handle v, const char* name, std::int64_t v
     ++i;
   }
   return ids;
+}
+
+bool one_id(py::handle v) {
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) return false;
+  return !py::hasattr(v, "ndim") || int_arg(v.attr("ndim"), "ndim") == 0;  // not an array
 }
 
 std::int32_t id_arg(py::handle v, const char* name, std::int64_t vocab_size) {

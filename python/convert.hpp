@@ -50,6 +50,9 @@ std::optional<std::string> optional_path_arg(py::handle v, const char* name);  /
 // (TypeError for a non-integer, ValueError naming the argument, the id and its index).
 std::vector<std::int32_t> ids_arg(py::handle v, const char* name, std::int64_t vocab_size);
 
+// Whether v is one integer (an int, a NumPy integer or a 0-d array), not a sequence of ids.
+bool one_id(py::handle v);
+
 // One token id: IndexError naming the argument when outside [0, vocab_size).
 std::int32_t id_arg(py::handle v, const char* name, std::int64_t vocab_size);
 

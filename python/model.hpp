@@ -295,9 +295,8 @@ class Model {
     const std::int64_t vocab = args().vocab_size;
     std::optional<std::vector<std::int32_t>> stops;
     if (!stop.is_none())  // one id, or a list of them (transformers' eos_token_id)
-      stops = PyIndex_Check(stop.ptr()) && !PyBool_Check(stop.ptr())
-                  ? std::vector<std::int32_t>{id_arg(stop, "stop", vocab)}
-                  : ids_arg(stop, "stop", vocab);
+      stops = one_id(stop) ? std::vector<std::int32_t>{id_arg(stop, "stop", vocab)}
+                           : ids_arg(stop, "stop", vocab);
     std::vector<std::int32_t> out;
     auto lock = hold();
     const std::vector<std::int32_t> ids = prompt_ids(prompt);  // no BOS when continuing

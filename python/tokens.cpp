@@ -48,8 +48,7 @@ std::string decode_ids(const attn::Tokenizer& t, py::handle ids, py::handle skip
 }
 
 py::object ids_to_tokens(const attn::Tokenizer& t, py::handle ids) {
-  if (PyIndex_Check(ids.ptr()) && !PyBool_Check(ids.ptr()))
-    return py::str(t.pieces[std::size_t(id_arg(ids, "ids", t.vocab_size()))]);
+  if (one_id(ids)) return py::str(t.pieces[std::size_t(id_arg(ids, "ids", t.vocab_size()))]);
   py::list out;
   for (std::int32_t id : ids_arg(ids, "ids", t.vocab_size()))
     out.append(py::str(t.pieces[std::size_t(id)]));

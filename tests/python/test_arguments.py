@@ -141,6 +141,11 @@ def cases():
              "top_k"),
             ("generate-top_p-array", "m.generate([1], top_p=np.array([0.5, 0.6]))", "TypeError",
              "top_p"),
+            ("decode-a-set", "tok.decode({1, 2})", "TypeError", "ids"),
+            ("decode-a-dict", "tok.decode({1: 2})", "TypeError", "ids"),
+            ("ids-to-tokens-array", "tok.convert_ids_to_tokens(np.array([1, 600]))", "ValueError",
+             "ids"),
+            ("stop-array", "m.generate([1], stop=np.array([1, -2]))", "ValueError", "stop"),
             ("ModelArgs-positional", "attn.ModelArgs(18)", "TypeError", "ModelArgs"),
             ("generate-prompt-2d", "m.generate(np.ones((2, 2), np.int64))", "ValueError", "prompt")]
     return out
