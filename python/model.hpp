@@ -268,6 +268,7 @@ class Model {
                                      py::handle seed, py::handle stop, py::handle max_new_tokens,
                                      py::handle temperature, py::handle do_sample,
                                      const Penalties& penalties) {
+    attn::require_token_model(args(), "generation");  // before ids are read against its vocabulary
     const Either steps_given = either(steps_arg, "steps", max_new_tokens, "max_new_tokens");
     const Either temp_given = either(temp_arg, "temp", temperature, "temperature");
     const std::int64_t steps =
@@ -320,8 +321,13 @@ class Model {
 
   void save_session(const std::string& path) {
     auto lock = hold();
-    py::gil_scoped_release release;
-    attn::stage_cache_session(e_, path).commit();
+    try {
+      py::gil_scoped_release release;
+      attn::stage_cache_session(e_, path).commit();
+    } catch (attn::InputError& e) {  // "nothing to save": the fix is a call, not an argument
+      if (e.setting == "save_session") e.setting.clear();
+      throw;
+    }
   }
 
   void load_session(const std::string& path) {

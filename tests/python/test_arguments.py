@@ -9,6 +9,7 @@ replaced, and the working call itself must succeed. The cases run in a child int
 reports each one as it ends: a case that crashes it fails alone, and the child starts again
 after it."""
 import json
+import re
 import os
 import pathlib
 import subprocess
@@ -120,35 +121,49 @@ def cases():
     for fn, params in TABLE.items():
         valid = {k: v[0] for k, v in params.items()}
         call = lambda args: f"{fn.strip()}({', '.join(f'{k}={v}' for k, v in args.items())})"
-        out.append((f"{fn.strip()}-works", call(valid), None, None))
+        out.append((f"{fn.strip()}-works", call(valid), None, None, params))
         for name, (ok, wrong, bad, *exc) in params.items():
             out.append((f"{fn.strip()}-{name}-type", call(dict(valid, **{name: wrong})),
-                        "TypeError", name))
+                        "TypeError", name, params))
             if bad is not None:
                 out.append((f"{fn.strip()}-{name}-value", call(dict(valid, **{name: bad})),
-                            exc[0] if exc else "ValueError", name))
-    # One id is an index; the same setting under two names is a TypeError naming both.
-    out += [("convert_ids_to_tokens-one-id", "tok.convert_ids_to_tokens(512)", "IndexError", "ids"),
-            ("generate-steps-twice", "m.generate([1], steps=2, max_new_tokens=2)", "TypeError",
-             "max_new_tokens"),
-            ("generate-temp-twice", "m.generate([1], temp=0.5, temperature=0.5)", "TypeError",
-             "temperature"),
-            ("generate-penalty-twice", "m.generate([1], repeat_penalty=1.1, repetition_penalty=1.1)",
-             "TypeError", "repetition_penalty"),
-            ("generate-sample-at-zero", "m.generate([1], do_sample=True, temperature=0)",
-             "ValueError", "temperature"),
-            ("generate-top_k-array", "m.generate([1], top_k=np.array([1, 2]))", "TypeError",
-             "top_k"),
-            ("generate-top_p-array", "m.generate([1], top_p=np.array([0.5, 0.6]))", "TypeError",
-             "top_p"),
-            ("decode-a-set", "tok.decode({1, 2})", "TypeError", "ids"),
-            ("decode-a-dict", "tok.decode({1: 2})", "TypeError", "ids"),
-            ("ids-to-tokens-array", "tok.convert_ids_to_tokens(np.array([1, 600]))", "ValueError",
-             "ids"),
-            ("stop-array", "m.generate([1], stop=np.array([1, -2]))", "ValueError", "stop"),
-            ("ModelArgs-positional", "attn.ModelArgs(18)", "TypeError", "ModelArgs"),
-            ("generate-prompt-2d", "m.generate(np.ones((2, 2), np.int64))", "ValueError", "prompt")]
-    return out
+                            exc[0] if exc else "ValueError", name, params))
+    # One id is an index; the same setting under two names is a TypeError naming both; a model
+    # without token embeddings is said to be one before its ids are read; a setting a message
+    # points at is an argument of the function called.
+    G = "generate"
+    extra = [
+        ("convert_ids_to_tokens-one-id", "tok.convert_ids_to_tokens(512)", "IndexError", "ids", ""),
+        ("generate-steps-twice", "m.generate([1], steps=2, max_new_tokens=2)", "TypeError",
+         "max_new_tokens", G),
+        ("generate-temp-twice", "m.generate([1], temp=0.5, temperature=0.5)", "TypeError",
+         "temperature", G),
+        ("generate-penalty-twice", "m.generate([1], repeat_penalty=1.1, repetition_penalty=1.1)",
+         "TypeError", "repetition_penalty", G),
+        ("generate-sample-at-zero", "m.generate([1], do_sample=True, temperature=0)", "ValueError",
+         "temperature", G),
+        ("generate-top_k-array", "m.generate([1], top_k=np.array([1, 2]))", "TypeError", "top_k",
+         G),
+        ("generate-top_p-array", "m.generate([1], top_p=np.array([0.5, 0.6]))", "TypeError",
+         "top_p", G),
+        ("generate-prompt-2d", "m.generate(np.ones((2, 2), np.int64))", "ValueError", "prompt", G),
+        ("stop-array", "m.generate([1], stop=np.array([1, -2]))", "ValueError", "stop", G),
+        ("generate-hidden-state-model", "hm.generate([1])", "ValueError", "token model", G),
+        ("decode-a-set", "tok.decode({1, 2})", "TypeError", "ids", ""),
+        ("decode-a-dict", "tok.decode({1: 2})", "TypeError", "ids", ""),
+        ("ids-to-tokens-array", "tok.convert_ids_to_tokens(np.array([1, 600]))", "ValueError",
+         "ids", ""),
+        ("ModelArgs-positional", "attn.ModelArgs(18)", "TypeError", "ModelArgs", ""),
+        ("save-before-generate", "attn.Model.from_pretrained(GGUF, threads=1).save_session(S)",
+         "ValueError", "nothing to save", "sm.save_session"),
+        ("from-pretrained-missing", "attn.Model.from_pretrained('no/such/model.gguf')",
+         "ValueError", "path", "attn.Model.from_pretrained"),
+        ("ModelArgs-from-file-missing", "attn.ModelArgs.from_file('no/such/config.json')",
+         "ValueError", "no/such/config.json", "attn.ModelArgs.from_file"),
+    ]
+    names = lambda fn: (TABLE["m.generate"].keys() | TABLE["m.generate "].keys() if fn == G
+                        else TABLE.get(fn, {}).keys())
+    return out + [(i, call, exc, arg, names(fn)) for i, call, exc, arg, fn in extra]
 
 
 CASES = cases()
@@ -181,8 +196,11 @@ def results():
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[c[0] for c in CASES])
 def test_argument(results, case):
-    name, call, exc, arg = CASES[case]
+    name, call, exc, arg, params = CASES[case]
     got = results[case]
+    # A setting the message points at is an argument of this function, in Python's words.
+    for setting in re.findall(r"\(set with (\w+)=\)", got["msg"]):
+        assert setting in params, f"{call}: '(set with {setting}=)' is no argument: {got['msg']}"
     if exc is None:
         assert got["exc"] is None, f"{call} raised {got['exc']}: {got['msg']}"
         return
