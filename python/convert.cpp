@@ -254,8 +254,7 @@ Floats floats(py::handle obj, const char* name, int ndim, const std::string& exp
       o = py::module_::import("numpy").attr("asarray")(o);
     } catch (py::error_already_set& e) {
       throw py::type_error(std::string(name) + ": expected a float32 array " + expected +
-                           " on the CPU, got " + std::string(py::str(obj.get_type())) + " (" +
-                           e.what() + ")");
+                           " on the CPU, got " + type_name(obj) + " (" + e.what() + ")");
     }
   }
   Floats f{py::reinterpret_borrow<py::buffer>(o).request(), o};
@@ -340,8 +339,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 attn::HookPoint named_point(const attn::ModelArgs& a, const attn::ModelEnds& ends, py::handle name,
                             const char* arg) {
   if (!py::isinstance<py::str>(name))
-    throw py::type_error(std::string(arg) + ": expected hook names (str), got " +
-                         std::string(py::str(name.get_type().attr("__name__"))));
+    throw py::type_error(std::string(arg) + ": expected hook names (str), got " + type_name(name));
   try {
     return attn::model_hook_point(a, ends, text_arg(name, arg));
   } catch (const attn::InputError& e) {
@@ -366,7 +364,7 @@ std::vector<attn::HookPoint> named_points(const attn::ModelArgs& a, const attn::
     throw py::type_error(
         "names: expected None, a hook name, a list of them or a function name "
         "-> bool, got " +
-        std::string(py::str(names.get_type().attr("__name__"))));
+        type_name(names));
   py::list items;
   if (py::isinstance<py::str>(names))
     items.append(names);
@@ -389,8 +387,7 @@ py::array_t<float> replacement(py::handle value, const std::string& where,
     arr = np.attr("asarray")(value);
   } catch (py::error_already_set& e) {
     if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
-    throw py::type_error(where + ": expected a float array, got " +
-                         std::string(py::str(value.get_type().attr("__name__"))));
+    throw py::type_error(where + ": expected a float array, got " + type_name(value));
   }
   if (std::string(py::str(arr.attr("dtype").attr("kind"))) != "f")
     throw py::type_error(where + ": expected a float array, got " +

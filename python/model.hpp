@@ -345,7 +345,7 @@ class Model {
                std::vector<std::unique_ptr<float[]>>& scratch) {
     if (!py::isinstance<py::dict>(patch))
       throw py::type_error("patch: expected a dict {hook name: array or function}, got " +
-                           std::string(py::str(patch.get_type().attr("__name__"))));
+                           type_name(patch));
     const attn::ModelArgs& a = args();
     for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(patch)) {
       const attn::HookPoint p = named_point(a, e_.model.ends, key, "patch");
