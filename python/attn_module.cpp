@@ -26,6 +26,9 @@
 
 namespace py = pybind11;
 using namespace attn_py;  // the module's own conversions and Model
+namespace s = attn_py::shown;
+template <class Shown>
+using A = Arg<Shown>;  // an argument converted by convert.hpp, shown to help() as Shown
 
 PYBIND11_MODULE(attn, mod) {
   mod.doc() = "attn-cli's engine: LLaMA-style transformer blocks on the CPU, with the KV cache.";
@@ -50,7 +53,7 @@ PYBIND11_MODULE(attn, mod) {
            "the config contract replaced, validated as a config file is (ValueError)")
       .def_static(
           "from_file",
-          [](py::handle path, py::handle max_seq_len, py::handle max_batch_size) {
+          [](A<s::Path> path, A<s::Int> max_seq_len, A<s::Int> max_batch_size) {
             attn::ModelSpec s;
             s.config = path_arg(path, "path");
             s.overrides.max_seq_len = int_arg(max_seq_len, "max_seq_len");
@@ -79,30 +82,42 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("rope_theta", &attn::ModelArgs::rope_theta)
       .def_readonly("vocab_size", &attn::ModelArgs::vocab_size);
   py::class_<attn::Tokenizer>(mod, "Tokenizer")
-      .def(py::init([](py::handle path) { return attn::load_tokenizer(path_arg(path, "path")); }),
+      .def(py::init([](A<s::Path> path) { return attn::load_tokenizer(path_arg(path, "path")); }),
            py::arg("path"),
            "a tokenizer file, told by its content: a Hugging Face tokenizer.json (with "
            "tokenizer_config.json and generation_config.json beside it, if there), a GGUF file "
            "(its tokenizer) or llama2.c's tokenizer.bin")
-      .def("encode", &encode_text, py::arg("text"), py::arg("add_special_tokens") = true,
-           py::arg("bos") = py::none(),
-           "the ids of text; bos True/False puts BOS first or leaves it out whatever the file says")
-      .def("__call__", &call_tokenizer, py::arg("text"), py::arg("add_special_tokens") = true,
-           "encode(text) as a list of ids (a list of lists for a list of texts): transformers' "
-           "input_ids, without the dict around them")
+      .def(
+          "encode",
+          [](const attn::Tokenizer& t, A<s::Text> text, A<s::Bool> add, A<s::OptBool> bos) {
+            return encode_text(t, text, add, bos);
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true, py::arg("bos") = py::none(),
+          "the ids of text; bos True/False puts BOS first or leaves it out whatever the file says")
+      .def(
+          "__call__",
+          [](const attn::Tokenizer& t, A<s::Texts> text, A<s::Bool> add) {
+            return call_tokenizer(t, text, add);
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true,
+          "encode(text) as a list of ids (a list of lists for a list of texts): transformers' "
+          "input_ids, without the dict around them")
       .def(
           "decode",
-          [](const attn::Tokenizer& t, py::handle ids, py::handle skip, py::handle clean) {
+          [](const attn::Tokenizer& t, A<s::Ids> ids, A<s::Bool> skip, A<s::OptBool> clean) {
             return decode_ids(t, ids, skip, clean);
           },
           py::arg("ids"), py::arg("skip_special_tokens") = false,
           py::arg("clean_up_tokenization_spaces") = py::none(),
           "the text of ids; skip_special_tokens drops special tokens first, as transformers does")
-      .def("convert_ids_to_tokens", &ids_to_tokens, py::arg("ids"),
-           "the vocabulary's piece of an id ('\u2581Hello'), or a list of them for a list of ids")
+      .def(
+          "convert_ids_to_tokens",
+          [](const attn::Tokenizer& t, A<s::IdOrIds> ids) { return ids_to_tokens(t, ids); },
+          py::arg("ids"),
+          "the vocabulary's piece of an id ('\u2581Hello'), or a list of them for a list of ids")
       .def(
           "token_bytes",
-          [](const attn::Tokenizer& t, py::handle id) {
+          [](const attn::Tokenizer& t, A<s::Id> id) {
             return py::bytes(attn::token_bytes(t, id_arg(id, "id", t.vocab_size())));
           },
           py::arg("id"),
@@ -113,29 +128,39 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("eos_ids", &attn::Tokenizer::eos)
       .def_readonly("pieces", &attn::Tokenizer::pieces);
   py::class_<Model>(mod, "Model")
-      .def(py::init(&Model::from_args), py::arg("args"), py::arg("weights") = py::none(),
-           py::arg("seed") = 42, py::arg("threads") = 0, py::arg("attention_weights") = false,
-           py::arg("compute") = "f32",
+      .def(py::init([](A<s::Args> args, A<s::OptPath> weights, A<s::Int> seed, A<s::Int> threads,
+                       A<s::Bool> attention_weights, A<s::Text> compute) {
+             return Model::from_args(args, weights, seed, threads, attention_weights, compute);
+           }),
+           py::arg("args"), py::arg("weights") = py::none(), py::arg("seed") = 42,
+           py::arg("threads") = 0, py::arg("attention_weights") = false, py::arg("compute") = "f32",
            "weights: a safetensors file, a Hugging Face index or a folder holding one (None: "
            "drawn from seed as attn-cli does); threads 0: the machine's cores; compute 'f32' "
            "(exact) or 'bf16' (BF16 weights times activations rounded to BF16). Checked against "
            "the memory available before anything is allocated (MemoryError)")
-      .def_static("from_pretrained", &Model::from_pretrained, py::arg("path"),
-                  py::arg("config") = py::none(), py::arg("tokenizer") = py::none(),
-                  py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 1, py::arg("threads") = 0,
-                  py::arg("compute") = "f32", py::arg("attention_weights") = false,
-                  "a checkpoint as attn-cli -m opens it: a safetensors file, a Hugging Face index "
-                  "or a folder holding one, with config.json and tokenizer.json found beside it; "
-                  "a GGUF (its own config and tokenizer) or a llama2.c checkpoint (its own config; "
-                  "tokenizer: its tokenizer.bin); "
-                  "max_seq_len 0: the config's (capped as attn-cli caps it)")
+      .def_static(
+          "from_pretrained",
+          [](A<s::Path> path, A<s::OptPath> config, A<s::OptPath> tokenizer, A<s::Int> max_seq_len,
+             A<s::Int> max_batch_size, A<s::Int> threads, A<s::Text> compute,
+             A<s::Bool> attention_weights) {
+            return Model::from_pretrained(path, config, tokenizer, max_seq_len, max_batch_size,
+                                          threads, compute, attention_weights);
+          },
+          py::arg("path"), py::arg("config") = py::none(), py::arg("tokenizer") = py::none(),
+          py::arg("max_seq_len") = 0, py::arg("max_batch_size") = 1, py::arg("threads") = 0,
+          py::arg("compute") = "f32", py::arg("attention_weights") = false,
+          "a checkpoint as attn-cli -m opens it: a safetensors file, a Hugging Face index "
+          "or a folder holding one, with config.json and tokenizer.json found beside it; "
+          "a GGUF (its own config and tokenizer) or a llama2.c checkpoint (its own config; "
+          "tokenizer: its tokenizer.bin); "
+          "max_seq_len 0: the config's (capped as attn-cli caps it)")
       .def(
-          "save_session", [](Model& m, py::handle path) { m.save_session(path_arg(path, "path")); },
+          "save_session", [](Model& m, A<s::Path> path) { m.save_session(path_arg(path, "path")); },
           py::arg("path"),
           "the cache session file attn-cli generate --save-session writes: the filled cache, its "
           "tokens and the next logits (after generate)")
       .def(
-          "load_session", [](Model& m, py::handle path) { m.load_session(path_arg(path, "path")); },
+          "load_session", [](Model& m, A<s::Path> path) { m.load_session(path_arg(path, "path")); },
           py::arg("path"),
           "reads a cache session file (from attn-cli or save_session): the next generate "
           "continues after its tokens")
@@ -147,28 +172,42 @@ PYBIND11_MODULE(attn, mod) {
                      : py::none();
           },
           "the Tokenizer found beside the config, or None")
-      .def("prefill", &Model::prefill, py::arg("x"), py::arg("start_pos") = 0,
-           py::arg("mask") = py::none(), py::arg("attention_mask") = py::none(),
-           "x [batch, seqlen, dim] float32 at positions start_pos..: the output [batch, seqlen, "
-           "dim]; mask 'causal' or 'none' (None: the config's); attention_mask [batch, seqlen], "
-           "1 = real, 0 = padding")
-      .def("decode", &Model::decode, py::arg("x"), py::arg("attention_mask") = py::none(),
-           "x [batch, 1, dim] at the next position: the output [batch, 1, dim]; attention_mask "
-           "[batch, 1] for that position (default 1)")
+      .def(
+          "prefill",
+          [](Model& m, A<s::Array> x, A<s::Int> start_pos, A<s::OptText> mask,
+             A<s::OptArray> attention_mask) {
+            return m.prefill(x, start_pos, mask, attention_mask);
+          },
+          py::arg("x"), py::arg("start_pos") = 0, py::arg("mask") = py::none(),
+          py::arg("attention_mask") = py::none(),
+          "x [batch, seqlen, dim] float32 at positions start_pos..: the output [batch, seqlen, "
+          "dim]; mask 'causal' or 'none' (None: the config's); attention_mask [batch, seqlen], "
+          "1 = real, 0 = padding")
+      .def(
+          "decode",
+          [](Model& m, A<s::Array> x, A<s::OptArray> attention_mask) {
+            return m.decode(x, attention_mask);
+          },
+          py::arg("x"), py::arg("attention_mask") = py::none(),
+          "x [batch, 1, dim] at the next position: the output [batch, 1, dim]; attention_mask "
+          "[batch, 1] for that position (default 1)")
       .def(
           "cache_k",
-          [](py::object self, py::handle l) { return self.cast<Model&>().cache(l, false, self); },
+          [](py::object self, A<s::Int> l) { return self.cast<Model&>().cache(l, false, self); },
           py::arg("layer") = 0)
       .def(
           "cache_v",
-          [](py::object self, py::handle l) { return self.cast<Model&>().cache(l, true, self); },
+          [](py::object self, A<s::Int> l) { return self.cast<Model&>().cache(l, true, self); },
           py::arg("layer") = 0)
-      .def("attention_weights", &Model::attention_weights, py::arg("layer") = 0)
+      .def(
+          "attention_weights",
+          [](const Model& m, A<s::Int> layer) { return m.attention_weights(layer); },
+          py::arg("layer") = 0)
       .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
       .def(
           "forward",
-          [](Model& m, py::handle tokens, py::handle start_pos, py::handle all_positions,
-             py::handle patch) {
+          [](Model& m, A<s::Tokens> tokens, A<s::Int> start_pos, A<s::Bool> all_positions,
+             A<s::Patch> patch) {
             const bool all = bool_arg(all_positions, "all_positions");
             attn::require_token_model(m.args(), "forward(tokens)");  // before its ids are read
             if (patch.is_none())
@@ -185,8 +224,8 @@ PYBIND11_MODULE(attn, mod) {
           "of the pass (TransformerLens's hooks; None: the function edited its copy in place)")
       .def(
           "run_with_cache",
-          [](Model& m, py::handle tokens, py::handle names, py::handle start_pos,
-             py::handle all_positions, py::handle patch, py::handle max_bytes) {
+          [](Model& m, A<s::Tokens> tokens, A<s::Names> names, A<s::Int> start_pos,
+             A<s::Bool> all_positions, A<s::Patch> patch, A<s::OptInt> max_bytes) {
             return m.run_hooked(tokens, true, names, start_pos,
                                 bool_arg(all_positions, "all_positions"), patch, max_bytes);
           },
@@ -200,11 +239,11 @@ PYBIND11_MODULE(attn, mod) {
           "MemoryError). K and V per KV head. patch as forward's (kept values are the patched)")
       .def(
           "generate",
-          [](Model& m, py::handle prompt, py::handle steps, py::handle temp, py::handle top_k,
-             py::handle top_p, py::handle min_p, py::handle seed, py::handle stop,
-             py::handle max_new_tokens, py::handle temperature, py::handle do_sample,
-             py::handle repetition_penalty, py::handle repeat_penalty, py::handle repeat_last_n,
-             py::handle presence_penalty, py::handle frequency_penalty) {
+          [](Model& m, A<s::Prompt> prompt, A<s::OptInt> steps, A<s::OptFloat> temp,
+             A<s::Int> top_k, A<s::Float> top_p, A<s::Float> min_p, A<s::Int> seed, A<s::Stop> stop,
+             A<s::OptInt> max_new_tokens, A<s::OptFloat> temperature, A<s::OptBool> do_sample,
+             A<s::OptFloat> repetition_penalty, A<s::OptFloat> repeat_penalty,
+             A<s::Int> repeat_last_n, A<s::Float> presence_penalty, A<s::Float> frequency_penalty) {
             return m.generate(prompt, steps, temp, top_k, top_p, min_p, seed, stop, max_new_tokens,
                               temperature, do_sample,
                               {repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
@@ -227,7 +266,7 @@ PYBIND11_MODULE(attn, mod) {
           "presence_penalty and frequency_penalty are llama.cpp's penalties")
       .def(
           "to_tokens",
-          [](const Model& m, py::handle input, py::handle prepend_bos) {
+          [](const Model& m, A<s::Texts> input, A<s::Bool> prepend_bos) {
             return to_tokens(m.text_tokenizer("to_tokens"), input, prepend_bos);
           },
           py::arg("input"), py::arg("prepend_bos") = true,
@@ -235,7 +274,7 @@ PYBIND11_MODULE(attn, mod) {
           "same length) as an int64 array [batch, pos], BOS first unless prepend_bos=False")
       .def(
           "to_string",
-          [](const Model& m, py::handle tokens) {
+          [](const Model& m, A<s::Tokens> tokens) {
             return to_string(m.text_tokenizer("to_string"), tokens);
           },
           py::arg("tokens"),
@@ -243,7 +282,7 @@ PYBIND11_MODULE(attn, mod) {
           "special tokens shown")
       .def(
           "to_str_tokens",
-          [](const Model& m, py::handle input, py::handle prepend_bos) {
+          [](const Model& m, A<s::TextOrIds> input, A<s::Bool> prepend_bos) {
             return to_str_tokens(m.text_tokenizer("to_str_tokens"), input, prepend_bos);
           },
           py::arg("input"), py::arg("prepend_bos") = true,

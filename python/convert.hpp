@@ -108,4 +108,58 @@ py::array_t<float> replacement(py::handle value, const std::string& where,
 // The config as a dict: every key of the contract, and head_dim.
 py::dict args_dict(const attn::ModelArgs& a);
 
+// An argument as the binding receives it: any object, converted by the functions above (so
+// pybind11's casts never refuse one); `Shown` only names the type help() shows for it.
+template <class Shown>
+struct Arg {
+  py::handle h;
+  operator py::handle() const { return h; }
+  bool is_none() const { return h.is_none(); }
+};
+#define ATTN_PY_SHOWN(Tag, text)                               \
+  struct Tag {                                                 \
+    static constexpr auto name = py::detail::const_name(text); \
+  }
+namespace shown {
+ATTN_PY_SHOWN(Int, "int");
+ATTN_PY_SHOWN(Float, "float");
+ATTN_PY_SHOWN(Bool, "bool");
+ATTN_PY_SHOWN(OptBool, "bool | None");
+ATTN_PY_SHOWN(Text, "str");
+ATTN_PY_SHOWN(OptText, "str | None");
+ATTN_PY_SHOWN(Texts, "str | list[str]");
+ATTN_PY_SHOWN(Path, "str | os.PathLike");
+ATTN_PY_SHOWN(OptPath, "str | os.PathLike | None");
+ATTN_PY_SHOWN(OptInt, "int | None");
+ATTN_PY_SHOWN(OptFloat, "float | None");
+ATTN_PY_SHOWN(Id, "int");
+ATTN_PY_SHOWN(Ids, "list[int]");
+ATTN_PY_SHOWN(IdOrIds, "int | list[int]");
+ATTN_PY_SHOWN(Stop, "int | list[int] | None");
+ATTN_PY_SHOWN(Prompt, "str | list[int]");
+ATTN_PY_SHOWN(TextOrIds, "str | list[int]");
+ATTN_PY_SHOWN(Tokens, "ArrayLike[int]");
+ATTN_PY_SHOWN(Array, "ArrayLike[float]");
+ATTN_PY_SHOWN(OptArray, "ArrayLike[float] | None");
+ATTN_PY_SHOWN(Names, "str | list[str] | Callable[[str], bool] | None");
+ATTN_PY_SHOWN(Patch, "dict[str, ArrayLike | Callable] | None");
+ATTN_PY_SHOWN(Args, "attn.ModelArgs");
+}  // namespace shown
+#undef ATTN_PY_SHOWN
+
 }  // namespace attn_py
+
+namespace pybind11::detail {
+// Any object loads: the conversion, and its TypeError naming the argument, are convert.cpp's.
+template <class Shown>
+struct type_caster<attn_py::Arg<Shown>> {
+  PYBIND11_TYPE_CASTER(attn_py::Arg<Shown>, Shown::name);
+  bool load(handle src, bool) {
+    value.h = src;
+    return static_cast<bool>(src);
+  }
+  static handle cast(const attn_py::Arg<Shown>& a, return_value_policy, handle) {
+    return a.h.inc_ref();
+  }
+};
+}  // namespace pybind11::detail

@@ -207,3 +207,14 @@ def test_argument(results, case):
     assert got["exc"] == exc, f"{call}: expected {exc}, got {got['exc']}: {got['msg']}"
     assert arg in got["msg"], f"{call}: the message does not name {arg}: {got['msg']}"
     assert not any(p in got["msg"] for p in PYBIND), f"{call}: pybind11's message: {got['msg']}"
+
+
+def test_help_shows_each_argument_as_python_types():
+    """The signatures help() shows name Python's types (pybind11 would show 'handle' for an
+    argument the module converts itself)."""
+    import attn
+    for cls in (attn.ModelArgs, attn.Tokenizer, attn.Model):
+        for name in dir(cls):
+            doc = getattr(getattr(cls, name), "__doc__", None) or ""
+            if "(self" in doc or name in ("from_pretrained", "from_file"):
+                assert ": handle" not in doc, f"{cls.__name__}.{name}: {doc.splitlines()[0]}"
