@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-SOURCE = pathlib.Path(os.environ.get("ATTN_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+SOURCE = pathlib.Path(os.environ.get("ATTN_SOURCE_DIR", pathlib.Path(__file__).parents[2])).resolve()
 
 SETUP = textwrap.dedent("""
     import json, os, sys, tempfile
@@ -28,6 +28,7 @@ SETUP = textwrap.dedent("""
     GGUF = os.path.join(W, "stories260K.gguf")
     CONFIG = os.path.join(sys.argv[1], "configs", "gqa.json")
     S = os.path.join(tempfile.mkdtemp(), "s.session")
+    os.chdir(os.path.dirname(S))  # a path cut at a NUL would land here, not in the tree
     tok = attn.Tokenizer(GGUF)
     m = attn.Model.from_pretrained(GGUF, threads=1)
     sm = attn.Model.from_pretrained(GGUF, threads=1)  # sessions: saved once, loaded again
