@@ -212,7 +212,7 @@ std::vector<std::int32_t> ids_arg(py::handle v, const char* name, std::int64_t v
   std::vector<std::int32_t> ids;
   std::size_t i = 0;
   for (py::handle item : v) {
-    const py::object index = index_of(item, name, expected);
+    const py::object index = index_of(item, name, "an int id at index " + std::to_string(i));
     const auto x = int64_of(index);
     if (!x || *x < 0 || *x >= vocab_size)
       throw py::value_error(std::string(name) + ": id " + short_repr(index) + " at index " +

@@ -79,19 +79,19 @@ py::object to_tokens(const attn::Tokenizer& t, py::handle input, py::handle prep
 }
 
 py::object to_string(const attn::Tokenizer& t, py::handle tokens) {
-  if (!PyUnicode_Check(tokens.ptr()) && py::hasattr(tokens, "ndim") &&
-      py::cast<int>(tokens.attr("ndim")) == 2) {  // [batch, pos]: a str per row
-    py::list out;
-    for (py::handle row : tokens) out.append(to_string(t, row));
-    return out;
-  }
-  if (py::isinstance<py::list>(tokens) && py::len(tokens) > 0 &&
-      py::isinstance<py::list>(py::reinterpret_borrow<py::list>(tokens)[0])) {
-    py::list out;
-    for (py::handle row : tokens) out.append(to_string(t, row));
-    return out;
-  }
-  return py::str(decode_ids(t, tokens, py::bool_(false), py::bool_(false), "tokens"));
+  const auto text = [&](py::handle ids) {  // special tokens shown, no clean-up: TransformerLens's
+    return py::str(decode_ids(t, ids, py::bool_(false), py::bool_(false), "tokens"));
+  };
+  // [batch, pos] (an array of two axes, or a list of lists): a text per row, one level only
+  const bool batch = PyUnicode_Check(tokens.ptr()) ? false
+                     : py::hasattr(tokens, "ndim")
+                         ? int_arg(tokens.attr("ndim"), "tokens") == 2
+                         : py::isinstance<py::list>(tokens) && py::len(tokens) > 0 &&
+                               py::isinstance<py::list>(tokens.cast<py::list>()[0]);
+  if (!batch) return text(tokens);
+  py::list out;
+  for (py::handle row : tokens) out.append(text(row));
+  return out;
 }
 
 py::list to_str_tokens(const attn::Tokenizer& t, py::handle input, py::handle prepend_bos) {

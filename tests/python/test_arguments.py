@@ -151,6 +151,9 @@ def cases():
         ("stop-array", "m.generate([1], stop=np.array([1, -2]))", "ValueError", "stop", G),
         ("generate-hidden-state-model", "hm.generate([1])", "ValueError", "token model", G),
         ("decode-a-set", "tok.decode({1, 2})", "TypeError", "ids", ""),
+        ("to_string-nested-deep",  # one level of batch, never a recursion as deep as the input
+         "m.to_string(__import__('functools').reduce(lambda a, _: [a], range(100000), [1]))",
+         "TypeError", "tokens", ""),
         ("decode-a-dict", "tok.decode({1: 2})", "TypeError", "ids", ""),
         ("ids-to-tokens-array", "tok.convert_ids_to_tokens(np.array([1, 600]))", "ValueError",
          "ids", ""),
