@@ -15,6 +15,21 @@
 
 namespace attn_py {
 
+namespace {
+
+// A value's repr for a message, cut to n bytes; a repr that fails (a list nested past the
+// recursion limit, an int past Python's digit limit) gives its type's name instead.
+std::string short_repr(py::handle v, std::size_t n = 40) {
+  try {
+    return attn::escape(std::string(py::repr(v)), n);
+  } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) throw;
+    return "<" + type_name(v) + ">";
+  }
+}
+
+}  // namespace
+
 // ModelArgs(**keys): the notebook's defaults (attn.ModelArgs() is configs/gqa.json), each key
 // given replacing its value, then read by the same parser as a config file: the same checks
 // and messages.
@@ -54,13 +69,14 @@ attn::ModelArgs make_args(const py::kwargs& keys) {
                  .cast<std::string>();
     } catch (py::error_already_set& e) {
       const bool type = e.matches(PyExc_TypeError);
-      if (!type && !e.matches(PyExc_ValueError)) throw;  // RecursionError, KeyboardInterrupt
-      const std::string got = py::str(py::repr(value));
+      if (!type && !e.matches(PyExc_ValueError) && !e.matches(PyExc_RecursionError))
+        throw;  // KeyboardInterrupt, MemoryError
       const std::string why =
           k + ": " +
           (type ? "expected a number, string, bool or list, got "
-                : "must be finite (no NaN, Inf or a value holding itself), got ") +
-          attn::escape(got, 60);
+                : "must be finite (no NaN, Inf, a value holding itself or nested past Python's "
+                  "recursion limit), got ") +
+          short_repr(value, 60);
       if (type) throw py::type_error(why);
       throw py::value_error(why);
     }
@@ -103,10 +119,6 @@ std::optional<std::int64_t> int64_of(py::handle index) {
     return std::nullopt;
   }
   return x;
-}
-
-std::string short_repr(py::handle v) {
-  return attn::escape(std::string(py::repr(v)), 40);
 }
 
 }  // namespace
@@ -293,8 +305,8 @@ std::vector<std::vector<std::int32_t>> token_rows(py::handle tokens, std::int64_
     throw py::value_error(
         std::string(name) +
         ": expected ids [seqlen] or [batch, seqlen], every row of the same length (pad "
-        "them), got " +
-        short_repr(tokens));
+        "them), got a " +
+        type_name(tokens) + " NumPy cannot read as one");
   }
   const int ndim = py::cast<int>(t.attr("ndim"));
   if (ndim == 0) throw wrong_type(name, "token ids [seqlen] or [batch, seqlen]", tokens);

@@ -117,6 +117,9 @@ TABLE = {
 }
 
 
+DEEP = "__import__('functools').reduce(lambda a, _: [a], range(100000), [1])"  # a list 1e5 deep
+
+
 def cases():
     out = []
     for fn, params in TABLE.items():
@@ -152,8 +155,12 @@ def cases():
         ("generate-hidden-state-model", "hm.generate([1])", "ValueError", "token model", G),
         ("decode-a-set", "tok.decode({1, 2})", "TypeError", "ids", ""),
         ("to_string-nested-deep",  # one level of batch, never a recursion as deep as the input
-         "m.to_string(__import__('functools').reduce(lambda a, _: [a], range(100000), [1]))",
-         "TypeError", "tokens", ""),
+         f"m.to_string({DEEP})", "TypeError", "tokens", ""),
+        ("forward-nested-deep", f"m.forward({DEEP})", "ValueError", "tokens", ""),
+        ("ModelArgs-nested-deep", f"attn.ModelArgs(ffn_dim_multiplier={DEEP})", "ValueError",
+         "ffn_dim_multiplier", ""),
+        ("steps-past-python-digit-limit", "m.generate([1], steps=10**5000)", "ValueError", "steps",
+         G),
         ("decode-a-dict", "tok.decode({1: 2})", "TypeError", "ids", ""),
         ("ids-to-tokens-array", "tok.convert_ids_to_tokens(np.array([1, 600]))", "ValueError",
          "ids", ""),
