@@ -158,6 +158,11 @@ TEST_CASE("tokenizer: files it cannot read are refused, naming the file and the 
   j = byte_level();
   j["model"]["merges"].push_back("x zz");
   refused(j, {"model.merges[3]", "x zz"});
+  for (const char* m : {"he", "h ", " e", "h e e"}) {  // GGUF's merges by the same rule
+    j = byte_level();
+    j["model"]["merges"].push_back(m);
+    refused(j, {"model.merges[3]", "expected \"left right\""});
+  }
   j = byte_level();
   j["model"].erase("vocab");
   refused(j, {"model.vocab", "missing"});

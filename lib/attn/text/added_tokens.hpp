@@ -13,10 +13,17 @@ namespace attn {
 
 struct AddedToken;
 
+// Steps of the tokenizers' inner loops on this thread (the matcher's transitions, failure links
+// and candidates): tests and fuzz harnesses bound the work by a multiple of the input's bytes,
+// not by wall time. Only ever incremented.
+std::uint64_t& text_work();
+
 class AddedTokenIndex {
  public:
   // added: Tokenizer::added (longest first, then file order), whose indices the matches give.
   explicit AddedTokenIndex(const std::vector<AddedToken>& added);
+  // Plain tokens (no single_word): a GGUF vocabulary's typed pieces, in the order they win.
+  explicit AddedTokenIndex(const std::vector<std::string_view>& contents);
 
   // (start, index into added) at every start where a token can be taken, ascending: the longest
   // token whose content starts there and whose single_word holds (no word character touching it
@@ -33,6 +40,7 @@ class AddedTokenIndex {
     std::int32_t first_edge = 0;   // children: edges [first_edge, next node's first_edge)
     std::int32_t first_token = 0;  // tokens ending here: tokens_[first_token, next's)
   };
+  void build(const std::vector<std::string_view>& contents);
   std::int32_t child(std::int32_t node, unsigned char c) const;         // or -1
   std::int32_t taken(std::int32_t node, bool single_word_holds) const;  // a token, or -1
 
@@ -40,7 +48,7 @@ class AddedTokenIndex {
   std::vector<unsigned char> edge_byte_;
   std::vector<std::int32_t> edge_child_;
   std::vector<std::int32_t> tokens_;  // indices into added, ascending per node
-  std::vector<bool> single_word_;     // [added.size()]
+  std::vector<bool> single_word_;     // [tokens], all false for plain tokens
   std::int32_t root_[256];
 };
 
