@@ -17,11 +17,6 @@ bool is_word_byte(unsigned char c) {
 
 }  // namespace
 
-std::uint64_t& text_work() {
-  thread_local std::uint64_t steps = 0;
-  return steps;
-}
-
 AddedTokenIndex::AddedTokenIndex(const std::vector<AddedToken>& added) {
   std::vector<std::string_view> contents;
   contents.reserve(added.size());

@@ -9,14 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "attn/text/work.hpp"
+
 namespace attn {
 
 struct AddedToken;
-
-// Steps of the tokenizers' inner loops on this thread (the matcher's transitions, failure links
-// and candidates): tests and fuzz harnesses bound the work by a multiple of the input's bytes,
-// not by wall time. Only ever incremented.
-std::uint64_t& text_work();
 
 class AddedTokenIndex {
  public:

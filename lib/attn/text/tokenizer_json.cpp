@@ -287,6 +287,10 @@ TextStep read_step(const Node& n, List list) {
     s.text = n.at("replacement").text();
     // Hugging Face's replacement is one character; an empty one would never advance a search.
     if (s.text.empty()) n.at("replacement").fail("must be a character, got an empty string");
+    std::size_t end = 0;  // more would multiply the text by its length
+    next_code_point(s.text, end);
+    if (end != s.text.size())
+      n.at("replacement").fail("must be one character, got " + quoted(s.text, 60));
     s.scheme = scheme(n);
     s.split_words = n.flag("split", true);
   } else if (s.kind == K::strip) {
