@@ -582,9 +582,10 @@ TEST_CASE("llama tokenizers: typed tokens are matched in one pass, work linear i
 }
 
 TEST_CASE("llama tokenizers: typed tokens nested, overlapping and repeated, as llama.cpp cuts") {
-  // llama.cpp's partition (llama-vocab.cpp, tokenizer_st_partition) worked out by hand: each
-  // piece, longest first, takes its leftmost occurrences in what is left; of equal pieces the
-  // first id. 259.. as listed; 3 is control (parse_special only).
+  // What llama.cpp 3.22.1's llama-tokenize (--ids, with and without --no-parse-special) gives
+  // for this vocabulary written by gguf-py, the second "<a>" made "<d>" (llama.cpp asserts on a
+  // repeated piece): each piece, longest first, takes its leftmost occurrences in what is left.
+  // 259.. as listed; type 3 is control (parse_special only).
   const attn::Tokenizer t = typed_vocab({{"<a>", 4},
                                          {"<a><b>", 4},
                                          {"xyz", 4},
@@ -604,8 +605,8 @@ TEST_CASE("llama tokenizers: typed tokens nested, overlapping and repeated, as l
   CHECK(attn::encode(t, "<c><a>", o) == Ids{264, 259});
   o.parse_special = false;  // control tokens are text then; user-defined ones still match
   CHECK(attn::encode(t, "<c><a>", o) == cat({bytes_of("<c>"), {259}}));
-  // Where two overlap, the shorter starting first, the one starting first is taken (llama.cpp
-  // takes the longer, "bcd", and leaves "a"): the one place one pass differs (contract).
+  // Where two overlap, the shorter starting first, the one starting first is taken; llama.cpp
+  // gives [3 + 'a', 267] ("bcd" first): the one place one pass differs (contract).
   CHECK(attn::encode(t, "abcd", o) == cat({{266}, bytes_of("cd")}));
 }
 
