@@ -37,21 +37,23 @@ TYPES = ["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q4_1", "Q5_
 
 # One row per test model. Common dimensions: n_embd 256, 4 heads, 2 KV heads (GQA), n_ff 512.
 # vocab: which llama.cpp vocab file lends its tokenizer (sizes kept so each F32 file stays small).
-# n_ctx: the context the references run with (phi3: decides LongRoPE's short or long factors,
-# llama.cpp's rule n_ctx > original_context_length picks the long ones).
+# Phi-3's LongRoPE factors are chosen by the context the model runs with (llama.cpp: long when
+# n_ctx, padded to a multiple of 256, exceeds rope.scaling.original_context_length): at the tests'
+# context of 256, phi3 (original 256) runs its short factors and phi4mini (original 16) its long
+# ones, at positions past that original length.
 MODELS = {
-    "llama": dict(arch="llama", vocab="llama-spm", layers=3, seed=1, n_ctx=64),
-    "llama3": dict(arch="llama", vocab="llama-spm", layers=3, seed=2, n_ctx=64, rope_freqs=True),
-    "qwen2": dict(arch="qwen2", vocab="deepseek-coder", layers=3, seed=3, n_ctx=64),
-    "qwen3": dict(arch="qwen3", vocab="deepseek-coder", layers=3, seed=4, n_ctx=64, head_dim=128),
-    "gemma2": dict(arch="gemma2", vocab="llama-spm", layers=4, seed=5, n_ctx=64, head_dim=128),
-    "gemma3": dict(arch="gemma3", vocab="llama-spm", layers=6, seed=6, n_ctx=64, head_dim=128,
+    "llama": dict(arch="llama", vocab="llama-spm", layers=3, seed=1),
+    "llama3": dict(arch="llama", vocab="llama-spm", layers=3, seed=2, rope_freqs=True),
+    "qwen2": dict(arch="qwen2", vocab="deepseek-coder", layers=3, seed=3),
+    "qwen3": dict(arch="qwen3", vocab="deepseek-coder", layers=3, seed=14, head_dim=128),
+    "gemma2": dict(arch="gemma2", vocab="llama-spm", layers=4, seed=5, head_dim=128),
+    "gemma3": dict(arch="gemma3", vocab="llama-spm", layers=6, seed=6, head_dim=128,
                    n_ff=256),
-    "phi3": dict(arch="phi3", vocab="phi-3", layers=3, seed=7, n_ctx=32),
-    "phi4mini": dict(arch="phi3", vocab="deepseek-coder", layers=3, seed=8, n_ctx=64,
-                     partial_rotary=0.75),
-    "granite": dict(arch="granite", vocab="deepseek-coder", layers=3, seed=9, n_ctx=64),
-    "olmo2": dict(arch="olmo2", vocab="llama-spm", layers=3, seed=10, n_ctx=64),
+    "phi3": dict(arch="phi3", vocab="phi-3", layers=3, seed=7, orig_ctx=256, max_ctx=2048),
+    "phi4mini": dict(arch="phi3", vocab="deepseek-coder", layers=3, seed=8,
+                     partial_rotary=0.75, orig_ctx=16, max_ctx=256),
+    "granite": dict(arch="granite", vocab="deepseek-coder", layers=3, seed=9),
+    "olmo2": dict(arch="olmo2", vocab="llama-spm", layers=3, seed=10),
 }
 
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF = 256, 4, 2, 512
@@ -179,7 +181,7 @@ def write_model(name, spec, path):
         w.add_sliding_window(SLIDING_WINDOW)  # pattern: llama.cpp's default 6 (layer 5 global)
     if arch == "phi3":
         rot = int(spec.get("partial_rotary", 1.0) * N_EMBD) // N_HEAD
-        orig_ctx, max_ctx = 32, 256        # Phi-3-mini-128k's 4096 and 131072, scaled down
+        orig_ctx, max_ctx = spec["orig_ctx"], spec["max_ctx"]  # Phi-3-mini-128k's 4096, 131072
         w.add_context_length(max_ctx)
         w.add_rope_scaling_orig_ctx_len(orig_ctx)
         w.add_layer_norm_rms_eps(1e-5)
@@ -197,9 +199,11 @@ def write_model(name, spec, path):
         w.add_key_value(key, value, vtype, sub)
 
     # -- tensors; the embedding's scale spreads the (tied) logits over several units
-    emb_std = {"gemma2": 0.2, "gemma3": 0.2, "granite": 0.2}.get(arch, 0.25)
+    # (Gemma's sqrt(n_embd) and Granite's embedding_scale multiply the input: a smaller embedding
+    # and a larger output norm keep the blocks, not the input token, deciding the next one).
+    emb_std = {"gemma2": 0.05, "gemma3": 0.05, "granite": 0.02}.get(arch, 0.25)
     tensors["token_embd.weight"] = d.embedding(n_vocab, N_EMBD, emb_std)
-    tensors["output_norm.weight"] = norm(N_EMBD)
+    tensors["output_norm.weight"] = d.norm(N_EMBD, {"granite": 20.0}.get(arch, 4.0 if gemma else 1.0))
     if arch == "olmo2":  # required by llama.cpp's olmo2; the others tie to token_embd
         tensors["output.weight"] = d.matrix(n_vocab, N_EMBD, gain=4.0)
     if spec.get("rope_freqs"):
