@@ -131,7 +131,7 @@ def gelu_f16_table(x):
     """llama.cpp's CPU GELU (GGML_GELU_FP16): the input rounded to F16, the tanh form in float32
     rounded to F16 again; exact past +-10. Only to validate the rest of the reference against
     llama.cpp: never what an exact implementation should match."""
-    x16 = x.astype(np.float16).astype(np.float32)
+    x16 = x.astype(np.float32).astype(np.float16).astype(np.float32)
     y = (0.5 * x16 * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * x16
                                     * (1.0 + np.float32(0.044715) * x16 * x16))))
     y = y.astype(np.float16).astype(np.float64)

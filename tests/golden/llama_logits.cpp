@@ -1,5 +1,5 @@
 // llama.cpp's logits on a GGUF file, through libllama: the second reference of tests/model/check_archs.py.
-// F32 KV cache, flash attention off, one sequence, the whole context in one ubatch.
+// F32 KV cache, flash attention off, one sequence, the prompt in one ubatch.
 //
 //   llama_logits MODEL N_CTX N_PROMPT GREEDY OUT TOKEN...
 //
@@ -47,13 +47,14 @@ int main(int argc, char** argv) {
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  mp.progress_callback = [](float, void*) { return true; };  // no loading dots on stderr
   llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (!model) return 1;
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(n_ctx);
-  cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n_ctx);
+  cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n_prompt);  // the prompt in one ubatch
   cp.n_seq_max = 1;
-  cp.n_threads = cp.n_threads_batch = 2;
+  cp.n_threads = cp.n_threads_batch = 1;  // tiny models: a second thread only spins
   cp.type_k = cp.type_v = GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.swa_full = true;  // keep every key: the mask, not eviction, applies the window
