@@ -44,6 +44,8 @@ import arch_reference as ref  # noqa: E402
 
 # The models attn-cli is held to (names of arch_models.MODELS); harch adds rows as it implements.
 CHECKED = ["llama", "qwen2"]
+# ATTN_ARCH_CHECK=qwen3,gemma2: more models held to the reference (while implementing them)
+CHECKED += [n for n in os.environ.get("ATTN_ARCH_CHECK", "").split(",") if n and n not in CHECKED]
 QUICK_TYPES = ["Q8_0", "Q4_K_M"]
 PROMPT = [1, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100]  # 12 > Gemma's window of 8
 STEPS = 16
