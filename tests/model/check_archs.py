@@ -61,6 +61,7 @@ TIE = 2 * ATTN_TOL
 BUILD = LLAMA_CPP / "build"
 CACHE = pathlib.Path.home() / ".cache/attn-cli/arch-models"
 failures = []
+table = {}  # (model, type) -> {"attn-cli": err, "llama.cpp": err}: the closing summary
 
 
 def rel(got, want):
@@ -173,7 +174,23 @@ def check_attn(name, qtype, path, ids, want):
             check(False, f"{name} {qtype}: attn-cli's greedy id {int(np.argmax(g))} at step {s + 1}"
                          f", the reference's {ids[s]}")
             break
+    table.setdefault((name, qtype), {})["attn-cli"] = err
     print(f"  attn-cli  {name:9} {qtype:7} {err:.2e}")
+
+
+def print_table():
+    """Model x type: attn-cli's and llama.cpp's worst relative error against the reference."""
+    types = [t for t in ["F32"] + arch_models.TYPES if any(k[1] == t for k in table)]
+    print("\nworst relative error from the reference, attn-cli / llama.cpp ('-': not run)")
+    print(f"{'':9}" + "".join(f"{t:>20}" for t in types))
+    for name in arch_models.MODELS:
+        cells = []
+        for t in types:
+            e = table.get((name, t), {})
+            a, l = e.get("attn-cli"), e.get("llama.cpp")
+            cells.append(f"{a:.1e}" if a is not None else "-")
+            cells[-1] += " / " + (f"{l:.1e}" if l is not None else "-")
+        print(f"{name:9}" + "".join(f"{c:>20}" for c in cells))
 
 
 def main():
@@ -213,8 +230,10 @@ def main():
             # where llama.cpp's own greedy choice first leaves the reference's chain
             leave = next((s + 1 for s in range(STEPS)
                           if int(np.argmax(got[len(PROMPT) - 1 + s])) != ids[s]), None)
+            table.setdefault((name, qtype), {})["llama.cpp"] = err
             print(f"  llama.cpp {name:9} {qtype:7} {err:.2e}"
                   + (f"  (argmax leaves the chain at step {leave})" if leave else ""))
+    print_table()
     print(f"{len(failures)} failed ({time.time() - t0:.1f} s)")
     return 1 if failures else 0
 
