@@ -58,6 +58,9 @@ MODELS = {
 
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF = 256, 4, 2, 512
 SLIDING_WINDOW = 8  # Gemma's: shorter than prompt + steps, so the window masks keys
+# Blocks' output gains where the input token would otherwise decide the greedy chain (Granite's
+# residual_scale shrinks the blocks; Qwen3's chain otherwise settles on one id at once).
+OUT_GAIN = {"granite": 4.0, "qwen3": 2.0}
 
 
 def vocab_fields(name):
@@ -232,7 +235,7 @@ def write_model(name, spec, path):
         if arch == "olmo2":  # over the whole projection
             tensors[p + "attn_q_norm.weight"] = norm(q_dim)
             tensors[p + "attn_k_norm.weight"] = norm(kv_dim)
-        tensors[p + "attn_output.weight"] = d.matrix(N_EMBD, q_dim)
+        tensors[p + "attn_output.weight"] = d.matrix(N_EMBD, q_dim, gain=OUT_GAIN.get(arch, 1.0))
         if gemma or arch == "olmo2":
             tensors[p + "post_attention_norm.weight"] = norm(N_EMBD)
         if arch != "olmo2":
@@ -242,7 +245,7 @@ def write_model(name, spec, path):
         else:
             tensors[p + "ffn_gate.weight"] = d.matrix(n_ff, N_EMBD)
             tensors[p + "ffn_up.weight"] = d.matrix(n_ff, N_EMBD)
-        tensors[p + "ffn_down.weight"] = d.matrix(N_EMBD, n_ff)
+        tensors[p + "ffn_down.weight"] = d.matrix(N_EMBD, n_ff, gain=OUT_GAIN.get(arch, 1.0))
         if gemma or arch == "olmo2":
             tensors[p + "post_ffw_norm.weight"] = norm(N_EMBD)
     for tname, data in tensors.items():
