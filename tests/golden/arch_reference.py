@@ -7,7 +7,7 @@ OLMo 2), with the file's conventions taken where llama.cpp's converter fixes the
 Each tensor is widened with gguf-py's gguf.quants.dequantize, so the reference is exact on the
 dequantized weights of every type.
 
-  arch_reference.py MODEL.gguf [--n-ctx 64] [--steps 16] TOKEN...
+  arch_reference.py MODEL.gguf [--n-ctx 256] [--steps 16] TOKEN...
 prints the greedy ids after the prompt and each position's top logit.
 
 NOTES (what an implementation must match; where llama.cpp's graph fixes a choice):
@@ -271,7 +271,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("tokens", nargs="+", type=int)
-    ap.add_argument("--n-ctx", type=int, default=64)
+    ap.add_argument("--n-ctx", type=int, default=256)  # check_archs.py's (Phi-3: which factors)
     ap.add_argument("--steps", type=int, default=16)
     a = ap.parse_args()
     m = Model(a.model, a.n_ctx)
