@@ -162,6 +162,7 @@ def check_attn(name, qtype, path, ids, want):
         got = attn_logits(path, tokens)
     except Exception as e:  # noqa: BLE001 (a refusal is a failure for a checked model)
         check(False, f"{name} {qtype}: attn-cli refused it: {e}")
+        table.setdefault((name, qtype), {})["attn-cli"] = "refused"
         return
     err = rel(got, want)
     check(err <= ATTN_TOL, f"{name} {qtype}: attn-cli {err:.2e} from the reference (> {ATTN_TOL})")
@@ -188,7 +189,7 @@ def print_table():
         for t in types:
             e = table.get((name, t), {})
             a, l = e.get("attn-cli"), e.get("llama.cpp")
-            cells.append(f"{a:.1e}" if a is not None else "-")
+            cells.append(a if isinstance(a, str) else f"{a:.1e}" if a is not None else "-")
             cells[-1] += " / " + (f"{l:.1e}" if l is not None else "-")
         print(f"{name:9}" + "".join(f"{c:>20}" for c in cells))
 
