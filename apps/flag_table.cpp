@@ -52,7 +52,8 @@ std::string fits(const std::string& value) {
     return std::is_integral_v<T> ? "is out of range " + range + ", got " + value
                                  : "is out of a double's range, got " + value;
   if (ec != std::errc() || stop != end)
-    return std::string(std::is_integral_v<T> ? "must be an integer in " + range : "must be a number") +
+    return std::string(std::is_integral_v<T> ? "must be an integer in " + range
+                                             : "must be a number") +
            ", got " + value;
   return "";
 }
@@ -392,9 +393,7 @@ std::vector<Flag> heatmap_and_bench_flags() {
       {{"--max-size", "max_size"},
        {{kView, "refuse before any work a page that could be larger than this many MB"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return number(cmd, n, o.max_size, h)
-             ->check(finite_range(1.0, 1e6))
-             ->capture_default_str();
+         return number(cmd, n, o.max_size, h)->check(finite_range(1.0, 1e6))->capture_default_str();
        }},
       {{"--depth"},
        {{Command::bench,

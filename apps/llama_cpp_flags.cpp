@@ -65,9 +65,10 @@ void refuse_llama_cpp_flags(int& argc, char** argv) {
     if (word == "-no-cnv" || word == "--no-conversation") continue;  // generate never converses
     for (const LlamaCppFlag& f : kRefused)
       if (named(word, f))
-        throw attn::InputError(attn::escape(std::string(word)) + " (llama.cpp's" +
-                               (word == f.dash && !f.name.empty() ? " " + std::string(f.name) : "") +
-                               "): " + std::string(f.instead));
+        throw attn::InputError(
+            attn::escape(std::string(word)) + " (llama.cpp's" +
+            (word == f.dash && !f.name.empty() ? " " + std::string(f.name) : "") +
+            "): " + std::string(f.instead));
     argv[kept++] = argv[i];
   }
   argc = kept;

@@ -124,9 +124,10 @@ void check_model_named(const Options& f) {
     const std::vector<std::string> ggufs = gguf_files_in(w);
     if (ggufs.empty()) return;  // the library says what the folder lacks
     std::string names;
-    for (std::size_t i = 0; i < ggufs.size() && i < 4; ++i) names += (i ? " or -m " : "") + ggufs[i];
-    throw InputError(escape(w.string()) + ": a folder without config.json; name a GGUF file in it: -m " +
-                     names);
+    for (std::size_t i = 0; i < ggufs.size() && i < 4; ++i)
+      names += (i ? " or -m " : "") + ggufs[i];
+    throw InputError(escape(w.string()) +
+                     ": a folder without config.json; name a GGUF file in it: -m " + names);
   }
   if (fs::is_regular_file(w, ec) && detect_format(w) == FileFormat::unknown)
     throw InputError(escape(w.string()) + ": not a model file; -m takes " + kModelKinds);
@@ -199,11 +200,11 @@ int generate_command(const Options& f) {
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   // -n -1, as llama.cpp's: until the end of text or the context's last position.
-  const std::int64_t steps =
-      f.run.steps >= 0 ? f.run.steps
-                       : std::max<std::int64_t>(
-                             0, e.model.args.max_seq_len - e.filled - std::int64_t(prompt.size()));
-  check_generation(e, prompt, steps, f.sampling);  // before any output
+  const std::int64_t steps = f.run.steps >= 0
+                                 ? f.run.steps
+                                 : std::max<std::int64_t>(0, e.model.args.max_seq_len - e.filled -
+                                                                 std::int64_t(prompt.size()));
+  check_generation(e, prompt, steps, f.sampling);        // before any output
   const std::int64_t before = e.filled;                  // a loaded session's positions
   std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (e.tokenizer) stream.emplace(*e.tokenizer, e.generation.tokens);
@@ -238,14 +239,13 @@ int generate_command(const Options& f) {
       print_lens_text(std::cerr, *lens, prefill ? "prefill" : "decode", step,
                       e.model.args.first_layer, e.tokenizer ? &*e.tokenizer : nullptr);
   };
-  generate(e, prompt, steps, f.sampling, stop, !f.save_session.empty(),
-           [&](const Generated& t) {
-             if (f.json && t.step == 0)
-               print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
-             print_lens();
-             print_token(f, e, stream, t);
-             std::cout.flush();
-           });
+  generate(e, prompt, steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+    if (f.json && t.step == 0)
+      print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
+    print_lens();
+    print_token(f, e, stream, t);
+    std::cout.flush();
+  });
   print_lens();  // the last token's call, fed for a session
   attached.reset();
   print_summary(f, e);

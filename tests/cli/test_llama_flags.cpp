@@ -49,15 +49,14 @@ std::string text_of(const std::string& args) {
 TEST_CASE("llama.cpp flags: its long names are aliases of attn-cli's") {
   const std::string ours = text_of("-m " + stories() + " -p Once -n 6 -c 64 -s 3");
   CHECK(!ours.empty());
-  CHECK(text_of("--model " + stories() + " -p Once --n-predict 6 --ctx-size 64 --seed 3") ==
-        ours);
-  CHECK(text_of("--model=" + stories() + " -p Once --n-predict=6 --ctx-size=64") ==
-        ours);
+  CHECK(text_of("--model " + stories() + " -p Once --n-predict 6 --ctx-size 64 --seed 3") == ours);
+  CHECK(text_of("--model=" + stories() + " -p Once --n-predict=6 --ctx-size=64") == ours);
   const fs::path prompt = test::temp_path("llama_prompt.txt");
   std::ofstream(prompt) << "Once";
   CHECK(text_of("-m " + stories() + " --file " + prompt.string() + " -n 6") == ours);
   // --temp, --top-k, --top-p, --min-p, --seed: llama.cpp's names already.
-  CHECK(generate("-m " + stories() + " -p Once -n 2 --temp 0.8 --top-k 10 --top-p 0.9 "
+  CHECK(generate("-m " + stories() +
+                 " -p Once -n 2 --temp 0.8 --top-k 10 --top-p 0.9 "
                  "--min-p 0.1 --seed 7")
             .status == 0);
 }
@@ -66,9 +65,9 @@ TEST_CASE("llama.cpp flags: -f - and -f /dev/stdin read standard input") {
   const std::string ours = text_of("-m " + stories() + " -p Once -n 6");
   for (const std::string file : {"-", "/dev/stdin"}) {
     CAPTURE(file);
-    const test::CliResult r = test::run_shell("{ printf Once | " + std::string(ATTN_CLI) +
-                                              " generate -t 1 -m " + stories() + " -f " + file +
-                                              " -n 6; }");
+    const test::CliResult r =
+        test::run_shell("{ printf Once | " + std::string(ATTN_CLI) + " generate -t 1 -m " +
+                        stories() + " -f " + file + " -n 6; }");
     CHECK(r.status == 0);
     CHECK(r.out == ours);
   }
@@ -121,9 +120,9 @@ TEST_CASE("flags: a capacity error names every setting that fixes it") {
   const std::string m = "-m " + stories() + " ";
   // Today's "32 steps cannot fit the cache ... (set with --steps)": the prompt alone is over the
   // cache, so only --max-seq-len fixes it.
-  const test::CliResult over = refused(m + "-p 'Once upon a time there was' -c 3",
-                                       {"prompt's 7 tokens and 32 steps", "max_seq_len is 3",
-                                        "(set with --max-seq-len)"});
+  const test::CliResult over =
+      refused(m + "-p 'Once upon a time there was' -c 3",
+              {"prompt's 7 tokens and 32 steps", "max_seq_len is 3", "(set with --max-seq-len)"});
   CHECK(over.err.find("--steps") == std::string::npos);
   refused(m + "-p Once -n 100 -c 50",
           {"prompt's 2 tokens and 100 steps", "(set with --max-seq-len or --steps)"});
@@ -144,8 +143,8 @@ TEST_CASE("first hour: generate without a model, or with a file that is none, as
     const test::CliResult r = test::run_cli("generate " + args);
     INFO(r.err);
     CHECK(r.status == 2);
-    for (const char* w : {"-m", "GGUF", "safetensors", "config.json", "llama2.c",
-                          "Hugging Face", "weights/stories260K.gguf"})
+    for (const char* w : {"-m", "GGUF", "safetensors", "config.json", "llama2.c", "Hugging Face",
+                          "weights/stories260K.gguf"})
       CHECK(r.err.find(w) != std::string::npos);
     CHECK(r.err.find("no config") == std::string::npos);
   }

@@ -156,8 +156,8 @@ void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t
     throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
   // A larger cache fixes it; fewer steps too where the prompt fits without them: the error
   // names each (terms compared alone: no sum can overflow).
-  const bool fewer_steps = steps > 0 && before >= 0 && before <= a.max_seq_len &&
-                           prompt <= a.max_seq_len - before;
+  const bool fewer_steps =
+      steps > 0 && before >= 0 && before <= a.max_seq_len && prompt <= a.max_seq_len - before;
   const std::string fixes = fewer_steps ? "max_seq_len,steps" : "max_seq_len";
   const std::string what =
       "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps";

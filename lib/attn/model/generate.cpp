@@ -73,9 +73,8 @@ void check_sampling(const Sampling& s) {
 // map, no allocation.
 void apply_penalties(std::span<SampleCandidate> c, const Sampling& s,
                      std::span<const std::int32_t> context) {
-  const std::size_t n = s.repeat_last_n < 0
-                            ? context.size()
-                            : std::min(context.size(), std::size_t(s.repeat_last_n));
+  const std::size_t n =
+      s.repeat_last_n < 0 ? context.size() : std::min(context.size(), std::size_t(s.repeat_last_n));
   for (const std::int32_t id : context.last(n))
     if (id >= 0 && std::size_t(id) < c.size()) c[std::size_t(id)].p += 1;
   const float repeat = float(s.repeat_penalty), freq = float(s.frequency_penalty),
@@ -102,10 +101,10 @@ std::int32_t sample(std::span<const float> all, const Sampling& s, std::uint64_t
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = {std::int32_t(i), logits[i]};
   if (penalize) apply_penalties(c, s, context);
   if (s.temp <= 0)  // greedy after the penalties, as llama.cpp's chain
-    return std::max_element(c.begin(), c.end(), [](const SampleCandidate& a,
-                                                   const SampleCandidate& b) {
-             return a.logit < b.logit;
-           })->id;
+    return std::max_element(
+               c.begin(), c.end(),
+               [](const SampleCandidate& a, const SampleCandidate& b) { return a.logit < b.logit; })
+        ->id;
   const auto higher = [](const SampleCandidate& a, const SampleCandidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
   };
