@@ -288,7 +288,10 @@ Floats floats(py::handle obj, const char* name, int ndim, const std::string& exp
 
 // A setting named by a library error, as Python says it: the keyword argument that sets it.
 std::string with_setting(const attn::InputError& e) {
-  return e.setting.empty() ? e.what() : std::string(e.what()) + " (set with " + e.setting + "=)";
+  if (e.setting.empty()) return e.what();
+  std::string names = e.setting;  // "max_seq_len,steps": each one fixes it
+  for (std::size_t i; (i = names.find(',')) != std::string::npos;) names.replace(i, 1, "= or ");
+  return std::string(e.what()) + " (set with " + names + "=)";
 }
 
 // ids [seqlen] or [batch, seqlen] of any integer array-like, as rows (each row as ids_arg

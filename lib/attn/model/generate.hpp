@@ -41,9 +41,21 @@ struct SampleCandidate {
 
 // The token to take from logits[vocab]; `draw` numbers the draw (the position it fills), so
 // that a run continued from a saved session draws what one run would have. `scratch` holds the
-// candidates (sized once: a step allocates nothing).
+// candidates (sized once: a step allocates nothing). `context` is the tokens before the one
+// drawn (the prompt's too, as llama.cpp's samplers accept them): the penalties look at its last
+// repeat_last_n.
 std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw,
-                    std::vector<SampleCandidate>& scratch);
+                    std::vector<SampleCandidate>& scratch,
+                    std::span<const std::int32_t> context = {});
+
+// True when s's penalties change no logit (llama.cpp's test: none asked for, or no window).
+bool penalties_off(const Sampling& s);
+
+// llama.cpp's penalties (llama_sampler_penalties_apply) on c, indexed by id, from the last
+// repeat_last_n tokens of `context`: what sample applies before top-k. Uses c's p as counts
+// (left 0).
+void apply_penalties(std::span<SampleCandidate> c, const Sampling& s,
+                     std::span<const std::int32_t> context);
 
 struct Generation {
   std::vector<std::int32_t> tokens;         // every token whose keys and values the cache holds
