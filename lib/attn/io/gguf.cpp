@@ -97,12 +97,16 @@ struct Reader {
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw InputError(source + ": " + where + ": " + what);
   }
+  // A read past the end: what the file is, said first (a download cut short is the usual cause).
+  [[noreturn]] void past_end(const std::string& where, const std::string& what) const {
+    fail("a GGUF file cut short at byte " + str(bytes.size()) + ": " + where, what);
+  }
 
   // `n` more bytes for `what` in `where`, or an InputError saying how far past the end.
   const std::uint8_t* take(std::uint64_t n, const std::string& where, const std::string& what) {
     if (n > left())
-      fail(where, what + " at offset " + str(pos) + " needs " + str(n) +
-                      " bytes, past the end of the file (" + str(bytes.size()) + " bytes)");
+      past_end(where, what + " at offset " + str(pos) + " needs " + str(n) +
+                          " bytes, past the end of the file (" + str(bytes.size()) + " bytes)");
     const std::uint8_t* p = bytes.data() + pos;
     pos += n;
     return p;
@@ -116,8 +120,8 @@ struct Reader {
   std::string_view string(const std::string& where, const std::string& what) {
     const std::uint64_t n = u64(where, what + " length");
     if (n > left())
-      fail(where, what + " length " + str(n) + " at offset " + str(pos - 8) +
-                      " runs past the end of the file (" + str(bytes.size()) + " bytes)");
+      past_end(where, what + " length " + str(n) + " at offset " + str(pos - 8) +
+                          " runs past the end of the file (" + str(bytes.size()) + " bytes)");
     return {reinterpret_cast<const char*>(take(n, where, what)), std::size_t(n)};
   }
 };
@@ -157,15 +161,15 @@ GgufValue read_value(Reader& r, GgufValueType type, const std::string& where) {
   if (v.element == GgufValueType::string) {
     // Each string is at least its 8-byte length: a count the file cannot hold fails at once.
     if (v.count > r.left() / 8)
-      r.fail(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
-                        str(r.bytes.size()) + " bytes)");
+      r.past_end(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
+                            str(r.bytes.size()) + " bytes)");
     for (std::uint64_t i = 0; i < v.count; ++i) r.string(where, "array element " + str(i));
     return v;
   }
   const std::uint64_t size = kValueSize[std::size_t(v.element)];
   if (v.count > r.left() / size)
-    r.fail(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
-                      str(r.bytes.size()) + " bytes)");
+    r.past_end(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
+                          str(r.bytes.size()) + " bytes)");
   r.take(*mul_add(v.count, size), where, what);  // count <= left / size: cannot wrap
   return v;
 }
@@ -236,8 +240,7 @@ std::uint64_t tensor_bytes(const GgmlType& t, const std::vector<std::int64_t>& s
   factors.push_back(row / t.block);
   factors.push_back(t.block_bytes);
   const std::optional<std::uint64_t> bytes = size_product(factors);
-  if (!bytes)
-    r.fail(where, "its size in bytes overflows 64 bits");
+  if (!bytes) r.fail(where, "its size in bytes overflows 64 bits");
   return *bytes;
 }
 
@@ -274,9 +277,10 @@ void read_tensor_infos(Reader& r, std::uint64_t n_tensors, GgufFile& f) {
     const std::optional<std::uint64_t> end = offset ? add_size(*offset, t.size) : std::nullopt;
     t.offset = offset.value_or(0);
     if (!end || *end > r.bytes.size())
-      r.fail(tensor_where(t.name), "offset " + str(data_offsets[i]) + " + " + str(t.size) +
-                                       " bytes past the end of the file (" + str(r.bytes.size()) +
-                                       " bytes; data section at " + str(f.data_start) + ")");
+      r.past_end(tensor_where(t.name), "offset " + str(data_offsets[i]) + " + " + str(t.size) +
+                                           " bytes past the end of the file (" +
+                                           str(r.bytes.size()) + " bytes; data section at " +
+                                           str(f.data_start) + ")");
   }
 }
 
