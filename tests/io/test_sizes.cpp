@@ -117,3 +117,22 @@ TEST_CASE("sizes: llama2.c headers whose sum of sizes wraps are refused") {
         }).find("wrap.bin: not a llama2.c checkpoint: the header's sizes overflow 64 bits") !=
         std::string::npos);
 }
+
+TEST_CASE("sizes: diff's dumps and a loaded session whose shapes wrap are refused naming them") {
+  // The wrap of GGUF's case in the safetensors files attn-cli writes and reads back.
+  const fs::path dump = test::temp_path("wrap dump.safetensors");
+  write_bytes(
+      dump, safetensors_bytes(
+                R"({"x":{"dtype":"F32","shape":[4611686018427387905],"data_offsets":[0,4]}})", 4));
+  const std::string needle =
+      "wrap dump.safetensors: tensor 'x': shape [4611686018427387905] x "
+      "F32 overflows 64 bits";
+  test::CliResult r = test::run_cli("diff '" + dump.string() + "' '" + dump.string() + "'");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.err.find(needle) != std::string::npos, r.err);
+  const fs::path stories = test::source_dir() / "weights" / "stories260K.gguf";
+  r = test::run_cli("generate -m '" + stories.string() + "' --load-session '" + dump.string() +
+                    "' -n 1");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.err.find(needle) != std::string::npos, r.err);
+}
