@@ -140,3 +140,13 @@ TEST_CASE("not models: tokenize -m on a folder or a model without a tokenizer na
   CHECK(r.err.find(bin.string() + ": a llama2.c checkpoint, which holds no tokenizer") !=
         std::string::npos);
 }
+
+TEST_CASE("not models: a binary file of no format given as the config is named as such") {
+  const fs::path p = with_header("config dim.bin", 0, -5);
+  const test::CliResult r = test::run_cli("run --config '" + p.string() + "'");
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err.find(p.string() +
+                   ": not a config: it looks like a llama2.c checkpoint whose header dim is -5; a "
+                   "JSON config, a GGUF or a llama2.c checkpoint are read") != std::string::npos);
+}

@@ -160,6 +160,14 @@ void check_model_format(const FileHead& head, FileFormat f) {
                    "folder are read");
 }
 
+void check_config_format(const FileHead& head, FileFormat f) {
+  if (f != FileFormat::unknown) return;
+  const std::string look = unknown_look(head.bytes, head.size);
+  if (look.empty() || look == "text") return;  // text: the JSON parser says where it is wrong
+  throw InputError(head.source + ": not a config: it looks like " + look +
+                   "; a JSON config, a GGUF or a llama2.c checkpoint are read");
+}
+
 void expect_format(const std::filesystem::path& path, std::initializer_list<FileFormat> wanted,
                    const std::string& what) {
   expect_format(detect_format(path), escape(path.string()), wanted, what);

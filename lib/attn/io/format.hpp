@@ -44,6 +44,10 @@ std::string unknown_look(std::span<const std::uint8_t> head, std::uint64_t size)
 // safetensors (or its index), a llama2.c checkpoint or a Hugging Face folder are read".
 struct FileHead;
 void check_model_format(const FileHead& head, FileFormat f);
+// The same step before a config's reader: binary data of no format is named ("x.bin: not a
+// config: it looks like a llama2.c checkpoint whose header dim is -5; ..."); text is left to the
+// JSON parser, which says where it is wrong.
+void check_config_format(const FileHead& head, FileFormat f);
 
 // Nothing when `path` is one of `wanted` or of unknown format (the reader then says what is
 // wrong with it); otherwise an InputError naming the file, what it is and `what` was expected:
