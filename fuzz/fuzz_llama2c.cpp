@@ -1,9 +1,11 @@
-// libFuzzer harness: the llama2.c checkpoint reader and the format detector on any bytes. An
-// accepted checkpoint's every tensor is read through the TensorSource; a tensor outside the file,
-// a crash, a sanitizer report or any exception but InputError is a finding.
+// libFuzzer harness: the llama2.c checkpoint reader, the format detector and its description of
+// files of no format (unknown_look) on any bytes. An accepted checkpoint's every tensor is read
+// through the TensorSource; a tensor outside the file, a crash, a sanitizer report or any
+// exception but InputError is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "attn/error.hpp"
 #include "attn/io/format.hpp"
@@ -11,8 +13,14 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> bytes(data, size);
-  attn::detect_format(bytes, size);
+  const attn::FileFormat format = attn::detect_format(bytes, size);
   const bool plausible = attn::llama2c_header(bytes, size).has_value();
+  // The "what is this file" step: a checkpoint is never described as a broken one.
+  const std::string look = attn::unknown_look(bytes, size);
+  if (plausible && (format != attn::FileFormat::llama2c_checkpoint ||
+                    !attn::llama2c_lookalike(bytes, size).empty()))
+    __builtin_trap();
+  (void)look;
   try {
     const auto c = attn::parse_llama2c(bytes, "fuzz.bin");
     if (!plausible) __builtin_trap();  // the two must agree

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "attn/error.hpp"
+#include "attn/io/files.hpp"
 #include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -26,10 +27,16 @@ using json = nlohmann::json;
 std::string tokenizer_file(const Options& f) {
   if (!f.text.tokenizer.empty()) return f.text.tokenizer;
   if (f.weights.empty()) throw InputError("--tokenizer (or -m with a GGUF file) is needed");
-  const FileFormat format = detect_format(f.weights);
+  // The same "what is this file" step as -m elsewhere: a FIFO, a device or a file that is no
+  // model is said so.
+  const FileHead head = read_head(f.weights, "weights", kFormatHeadBytes);
+  const FileFormat format = detect_format(head.bytes, head.size);
+  check_model_format(head, format);
   if (format != FileFormat::gguf)
-    throw InputError(escape(f.weights) + ": " + format_description(format) +
-                     ", which holds no tokenizer: give --tokenizer (or -m with a GGUF file)");
+    throw InputError(
+        head.source + ": " +
+        (format == FileFormat::unknown ? "not a GGUF file" : format_description(format)) +
+        ", which holds no tokenizer: give --tokenizer (or -m with a GGUF file)");
   return f.weights;
 }
 

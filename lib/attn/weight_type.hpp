@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/halves.hpp"
 #include "attn/quant_blocks.hpp"
@@ -197,15 +198,15 @@ inline std::string weight_type_names() {
 // and configs, so checked (InputError naming `what`).
 inline std::uint64_t weight_bytes(WeightType t, std::int64_t count, const std::string& what) {
   const WeightTypeTraits& tt = traits(t);
-  std::uint64_t n = 0;
   if (count < 0 || count % tt.block != 0)
     throw InputError(what + ": " + std::to_string(count) + " " + tt.name +
                      " weights are not a whole number of its blocks of " +
                      std::to_string(tt.block));
-  if (__builtin_mul_overflow(std::uint64_t(count / tt.block), std::uint64_t(tt.block_bytes), &n))
+  const std::optional<std::uint64_t> n = size_product({count / tt.block, tt.block_bytes});
+  if (!n)
     throw InputError(what + ": " + std::to_string(count) + " " + tt.name +
                      " weights would need more than 2^64 bytes");
-  return n;
+  return *n;
 }
 
 // The alignment a view of the type needs: its blocks are made of floats or halves. ggml's blocks

@@ -548,6 +548,19 @@ TEST_CASE("gguf: hostile tensor infos are refused naming the file and the tensor
     g.tensors[1].ne = {std::uint64_t{1} << 31, std::uint64_t{1} << 31};  // 2^62 F32
     CHECK_REFUSED(g, "tensor 'b': its size in bytes overflows 64 bits");
   }
+  SUBCASE("sizes whose byte count wraps past 2^64 (issue 47)") {
+    // 2^62 + 1 F32 elements are 2^64 + 4 bytes: wrapped, they were 4 and the file was accepted.
+    g.tensors[1].ne = {(std::uint64_t{1} << 62) + 1};
+    CHECK_REFUSED(g, "tensor 'b': its size in bytes overflows 64 bits");
+    // The same for 2^61 + 1 F64 elements (a block of 8 bytes).
+    g.tensors[1].ne = {(std::uint64_t{1} << 61) + 1};
+    g.tensors[1].type = 28;
+    CHECK_REFUSED(g, "tensor 'b': its size in bytes overflows 64 bits");
+    // And through an outer dimension: [2^31, 2^31 + 1] F32, 2^64 + 2^33 bytes.
+    g.tensors[1].ne = {std::uint64_t{1} << 31, (std::uint64_t{1} << 31) + 1};
+    g.tensors[1].type = 0;
+    CHECK_REFUSED(g, "tensor 'b': its size in bytes overflows 64 bits");
+  }
   SUBCASE("a huge tensor past the end") {
     g.tensors[1].ne = {std::uint64_t{1} << 40};
     CHECK_REFUSED(g, "tensor 'b': offset 32 + 4398046511104 bytes past the end of the file");
@@ -605,8 +618,10 @@ TEST_CASE("gguf: open_gguf names the path, and refuses what is not a regular fil
     const Bytes b = Gguf().bytes();
     out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size() - 1));
   }
-  CHECK_THROWS_WITH_AS(attn::open_gguf(p), doctest::Contains("bad\\x0aname.gguf: tensor 'b'"),
-                       attn::InputError);
+  CHECK_THROWS_WITH_AS(
+      attn::open_gguf(p),
+      doctest::Contains("bad\\x0aname.gguf: a GGUF file cut short at byte 255: tensor 'b'"),
+      attn::InputError);
   CHECK_THROWS_AS(attn::open_gguf(dir.path), attn::InputError);
   CHECK_THROWS_AS(attn::open_gguf(dir.path / "absent.gguf"), attn::InputError);
   // An empty file: not mapped, refused.

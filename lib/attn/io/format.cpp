@@ -10,6 +10,7 @@
 #include "attn/io/gguf.hpp"
 #include "attn/io/llama2c.hpp"
 #include "attn/io/text.hpp"
+#include "attn/io/utf8.hpp"
 
 namespace attn {
 
@@ -79,6 +80,20 @@ bool is_llama2c_tokenizer(std::span<const std::uint8_t> head, std::uint64_t size
   return true;
 }
 
+// Well-formed UTF-8 without control characters but tabs and line ends (a sequence cut by the
+// head's end is allowed).
+bool is_text(std::span<const std::uint8_t> head) {
+  const std::string_view s(reinterpret_cast<const char*>(head.data()), head.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const std::uint8_t c = std::uint8_t(s[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) return s.size() - i < 4 && c >= 0xC2;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace
 
 FileFormat detect_format(std::span<const std::uint8_t> head, std::uint64_t size) {
@@ -119,6 +134,38 @@ const char* format_description(FileFormat f) {
       break;
   }
   return "a file of unknown format";
+}
+
+std::string unknown_look(std::span<const std::uint8_t> head, std::uint64_t size) {
+  if (size == 0) return "an empty file";
+  if (size >= 9 && head.size() >= 9 && head[8] == '{') return {};  // a safetensors header
+  if (const std::string why = llama2c_lookalike(head, size); !why.empty())
+    return "a llama2.c checkpoint whose " + why;
+  // A header length the safetensors reader would read (its limit is 10^8 bytes).
+  if (head.size() >= 8 && load<std::uint64_t>(head.data()) <= 100'000'000) return {};
+  if (is_text(head)) return "text";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string look = "binary data starting";
+  for (std::size_t i = 0; i < std::min<std::size_t>(head.size(), 8); ++i)
+    look += std::string(" ") + kHex[head[i] >> 4] + kHex[head[i] & 15];
+  return look;
+}
+
+void check_model_format(const FileHead& head, FileFormat f) {
+  if (f != FileFormat::unknown) return;  // a known format: expect_format names it if wrong
+  const std::string look = unknown_look(head.bytes, head.size);
+  if (look.empty()) return;
+  throw InputError(head.source + ": not a model file: it looks like " + look +
+                   "; GGUF, safetensors (or its index), a llama2.c checkpoint or a Hugging Face "
+                   "folder are read");
+}
+
+void check_config_format(const FileHead& head, FileFormat f) {
+  if (f != FileFormat::unknown) return;
+  const std::string look = unknown_look(head.bytes, head.size);
+  if (look.empty() || look == "text") return;  // text: the JSON parser says where it is wrong
+  throw InputError(head.source + ": not a config: it looks like " + look +
+                   "; a JSON config, a GGUF or a llama2.c checkpoint are read");
 }
 
 void expect_format(const std::filesystem::path& path, std::initializer_list<FileFormat> wanted,

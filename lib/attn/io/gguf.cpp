@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
@@ -96,12 +97,16 @@ struct Reader {
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw InputError(source + ": " + where + ": " + what);
   }
+  // A read past the end: what the file is, said first (a download cut short is the usual cause).
+  [[noreturn]] void past_end(const std::string& where, const std::string& what) const {
+    fail("a GGUF file cut short at byte " + str(bytes.size()) + ": " + where, what);
+  }
 
   // `n` more bytes for `what` in `where`, or an InputError saying how far past the end.
   const std::uint8_t* take(std::uint64_t n, const std::string& where, const std::string& what) {
     if (n > left())
-      fail(where, what + " at offset " + str(pos) + " needs " + str(n) +
-                      " bytes, past the end of the file (" + str(bytes.size()) + " bytes)");
+      past_end(where, what + " at offset " + str(pos) + " needs " + str(n) +
+                          " bytes, past the end of the file (" + str(bytes.size()) + " bytes)");
     const std::uint8_t* p = bytes.data() + pos;
     pos += n;
     return p;
@@ -115,8 +120,8 @@ struct Reader {
   std::string_view string(const std::string& where, const std::string& what) {
     const std::uint64_t n = u64(where, what + " length");
     if (n > left())
-      fail(where, what + " length " + str(n) + " at offset " + str(pos - 8) +
-                      " runs past the end of the file (" + str(bytes.size()) + " bytes)");
+      past_end(where, what + " length " + str(n) + " at offset " + str(pos - 8) +
+                          " runs past the end of the file (" + str(bytes.size()) + " bytes)");
     return {reinterpret_cast<const char*>(take(n, where, what)), std::size_t(n)};
   }
 };
@@ -156,16 +161,16 @@ GgufValue read_value(Reader& r, GgufValueType type, const std::string& where) {
   if (v.element == GgufValueType::string) {
     // Each string is at least its 8-byte length: a count the file cannot hold fails at once.
     if (v.count > r.left() / 8)
-      r.fail(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
-                        str(r.bytes.size()) + " bytes)");
+      r.past_end(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
+                            str(r.bytes.size()) + " bytes)");
     for (std::uint64_t i = 0; i < v.count; ++i) r.string(where, "array element " + str(i));
     return v;
   }
   const std::uint64_t size = kValueSize[std::size_t(v.element)];
   if (v.count > r.left() / size)
-    r.fail(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
-                      str(r.bytes.size()) + " bytes)");
-  r.take(v.count * size, where, what);
+    r.past_end(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
+                          str(r.bytes.size()) + " bytes)");
+  r.take(*mul_add(v.count, size), where, what);  // count <= left / size: cannot wrap
   return v;
 }
 
@@ -209,16 +214,17 @@ std::vector<std::int64_t> read_shape(Reader& r, const std::string& where) {
   if (n_dims == 0 || n_dims > kMaxDims)
     r.fail(where, "n_dims " + str(n_dims) + " is not 1 to " + str(kMaxDims));
   std::vector<std::int64_t> shape(n_dims);
-  std::int64_t numel = 1;
   for (std::uint32_t j = 0; j < n_dims; ++j) {
     const std::uint64_t ne = r.u64(where, "dimension " + str(j));
     if (ne == 0 || ne > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
       r.fail(where, "dimension " + str(j) + " is " +
                         (ne == 0 ? std::string("0") : std::to_string(std::int64_t(ne))));
-    if (__builtin_mul_overflow(numel, std::int64_t(ne), &numel))
-      r.fail(where, "the product of its dimensions overflows 64 bits");
     shape[n_dims - 1 - j] = std::int64_t(ne);
   }
+  // Element counts are int64 everywhere past the reader.
+  const std::optional<std::uint64_t> numel = size_product(shape);
+  if (!numel || *numel > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+    r.fail(where, "the product of its dimensions overflows 64 bits");
   return shape;
 }
 
@@ -228,11 +234,14 @@ std::uint64_t tensor_bytes(const GgmlType& t, const std::vector<std::int64_t>& s
   if (row % t.block != 0)
     r.fail(where, "rows of " + str(row) + " " + t.name + " elements are not whole blocks of " +
                       str(t.block));
-  std::uint64_t bytes = std::uint64_t(row / t.block) * std::uint64_t(t.block_bytes);
-  for (std::size_t j = 0; j + 1 < shape.size(); ++j)
-    if (__builtin_mul_overflow(bytes, std::uint64_t(shape[j]), &bytes))
-      r.fail(where, "its size in bytes overflows 64 bits");
-  return bytes;
+  // Blocks per row times block bytes times the other dimensions, all checked: 2^62 + 1 F32
+  // elements are 2^64 + 4 bytes, which must not wrap to 4.
+  std::vector<std::int64_t> factors(shape.begin(), shape.end() - 1);
+  factors.push_back(row / t.block);
+  factors.push_back(t.block_bytes);
+  const std::optional<std::uint64_t> bytes = size_product(factors);
+  if (!bytes) r.fail(where, "its size in bytes overflows 64 bits");
+  return *bytes;
 }
 
 void read_tensor_infos(Reader& r, std::uint64_t n_tensors, GgufFile& f) {
@@ -260,15 +269,18 @@ void read_tensor_infos(Reader& r, std::uint64_t n_tensors, GgufFile& f) {
     f.tensors.push_back(std::move(t));
   }
   // The data section starts at the next multiple of the alignment.
-  f.data_start = (r.pos + f.alignment - 1) / f.alignment * f.alignment;
+  // pos is within the file and the alignment a u32: rounding it up cannot wrap.
+  f.data_start = *mul_add(r.pos / f.alignment + (r.pos % f.alignment != 0), f.alignment);
   for (std::size_t i = 0; i < f.tensors.size(); ++i) {
     GgufTensorInfo& t = f.tensors[i];
-    std::uint64_t end = 0;
-    if (__builtin_add_overflow(f.data_start, data_offsets[i], &t.offset) ||
-        __builtin_add_overflow(t.offset, t.size, &end) || end > r.bytes.size())
-      r.fail(tensor_where(t.name), "offset " + str(data_offsets[i]) + " + " + str(t.size) +
-                                       " bytes past the end of the file (" + str(r.bytes.size()) +
-                                       " bytes; data section at " + str(f.data_start) + ")");
+    const std::optional<std::uint64_t> offset = add_size(f.data_start, data_offsets[i]);
+    const std::optional<std::uint64_t> end = offset ? add_size(*offset, t.size) : std::nullopt;
+    t.offset = offset.value_or(0);
+    if (!end || *end > r.bytes.size())
+      r.past_end(tensor_where(t.name), "offset " + str(data_offsets[i]) + " + " + str(t.size) +
+                                           " bytes past the end of the file (" +
+                                           str(r.bytes.size()) + " bytes; data section at " +
+                                           str(f.data_start) + ")");
   }
 }
 

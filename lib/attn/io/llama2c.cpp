@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/text.hpp"
@@ -46,40 +47,28 @@ std::optional<Llama2cHeader> check_header(std::span<const std::uint8_t> head,
           std::to_string(h.n_kv_heads);
     return std::nullopt;
   }
-  // Every product in 64 bits, checked: the ints are at most 2^31 each, their sums of products
-  // can overflow.
-  const std::uint64_t dim = std::uint64_t(h.dim), hidden = std::uint64_t(h.hidden_dim),
-                      layers = std::uint64_t(h.n_layers), vocab = std::uint64_t(h.vocab_size);
-  const std::uint64_t kv_dim = dim / std::uint64_t(h.n_heads) * std::uint64_t(h.n_kv_heads);
-  const std::uint64_t head_size = dim / std::uint64_t(h.n_heads);
-  std::uint64_t per_layer = 0, total = 0, t = 0;
-  bool overflow = false;
-  auto mul = [&](std::uint64_t a, std::uint64_t b) {
-    std::uint64_t r = 0;
-    overflow |= __builtin_mul_overflow(a, b, &r);
-    return r;
-  };
-  auto add = [&](std::uint64_t& acc, std::uint64_t x) {
-    overflow |= __builtin_add_overflow(acc, x, &acc);
-  };
-  add(per_layer, mul(2, dim));               // rms_att_weight, rms_ffn_weight
-  add(per_layer, mul(2, mul(dim, dim)));     // wq, wo
-  add(per_layer, mul(2, mul(kv_dim, dim)));  // wk, wv
-  add(per_layer, mul(3, mul(hidden, dim)));  // w1, w2, w3
-  add(total, mul(vocab, dim));               // token_embedding_table
-  add(total, mul(layers, per_layer));
-  add(total, dim);                                        // rms_final_weight
-  add(total, mul(std::uint64_t(h.seq_len), head_size));   // freq_cis_real and _imag
-  if (!h.shared_classifier) add(total, mul(vocab, dim));  // wcls
-  t = mul(total, 4);
-  add(t, kLlama2cHeaderBytes);
-  if (overflow) {
+  // Every product and sum through the one checked helper: the ints are at most 2^31 each, their
+  // sums of products can wrap.
+  const std::int64_t dim = h.dim, hidden = h.hidden_dim, layers = h.n_layers, vocab = h.vocab_size;
+  const std::int64_t head_size = dim / h.n_heads, kv_dim = head_size * h.n_kv_heads;
+  SizeSum floats;
+  floats.add({vocab, dim});                            // token_embedding_table
+  floats.add({layers, 2, dim});                        // rms_att_weight, rms_ffn_weight
+  floats.add({layers, 2, dim, dim});                   // wq, wo
+  floats.add({layers, 2, kv_dim, dim});                // wk, wv
+  floats.add({layers, 3, hidden, dim});                // w1, w2, w3
+  floats.add({dim});                                   // rms_final_weight
+  floats.add({h.seq_len, head_size});                  // freq_cis_real and _imag
+  if (!h.shared_classifier) floats.add({vocab, dim});  // wcls
+  const std::optional<std::uint64_t> t =
+      floats.value() ? mul_add(*floats.value(), 4, kLlama2cHeaderBytes) : std::nullopt;
+  if (!t) {
     why = "the header's sizes overflow 64 bits";
     return std::nullopt;
   }
-  if (t != file_size) {
-    why = "the header implies " + std::to_string(t) + " bytes, the file has " +
-          std::to_string(file_size);
+  if (*t != file_size) {
+    why = "the header implies " + std::to_string(*t) + " bytes, the file has " +
+          std::to_string(file_size) + (file_size < *t ? " (cut short)" : "");
     return std::nullopt;
   }
   return h;
@@ -92,8 +81,7 @@ std::vector<std::pair<std::string, Llama2cCheckpoint::Entry>> layout(const Llama
   std::vector<std::pair<std::string, Llama2cCheckpoint::Entry>> out;
   std::uint64_t offset = kLlama2cHeaderBytes;  // check_header bounded every sum by the file size
   auto put = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    std::uint64_t n = 4;
-    for (std::int64_t d : shape) n *= std::uint64_t(d);
+    const std::uint64_t n = *mul_add(*size_product(shape), 4);  // check_header summed these
     out.push_back({name, {std::move(shape), offset, n}});
     offset += n;
   };
@@ -113,7 +101,7 @@ std::vector<std::pair<std::string, Llama2cCheckpoint::Entry>> layout(const Llama
   per_layer("feed_forward.w2.weight", {dim, hidden});
   per_layer("feed_forward.w3.weight", {hidden, dim});
   put("norm.weight", {dim});
-  offset += 4 * std::uint64_t(h.seq_len) * std::uint64_t(dim / h.n_heads);  // freq_cis, unused
+  offset = *mul_add(*size_product({4, h.seq_len, dim / h.n_heads}), 1, offset);  // freq_cis
   if (!h.shared_classifier) put("output.weight", {vocab, dim});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return out;
@@ -125,6 +113,28 @@ std::optional<Llama2cHeader> llama2c_header(std::span<const std::uint8_t> head,
                                             std::uint64_t file_size) {
   std::string why;
   return check_header(head, file_size, why);
+}
+
+std::string llama2c_lookalike(std::span<const std::uint8_t> head, std::uint64_t file_size) {
+  // Seven ints within 2^24, not all zero: real headers' sizes, not text or other formats' bytes.
+  if (head.size() < kLlama2cHeaderBytes) return {};
+  std::int32_t v[7];
+  std::memcpy(v, head.data(), sizeof v);
+  bool any = false;
+  for (const std::int32_t x : v) {
+    if (x < -(1 << 24) || x > (1 << 24)) return {};
+    any |= x != 0;
+  }
+  std::string why;
+  if (!any || check_header(head, file_size, why)) return {};
+  if (why.starts_with("the ")) why.erase(0, 4);
+  if (why.find("implies") != std::string::npos) {
+    const std::int32_t vocab = v[5];
+    why += vocab < 0 ? " (a negative vocab_size " + std::to_string(vocab) +
+                           " says its classifier is stored apart)"
+                     : "";
+  }
+  return why;
 }
 
 Llama2cHeader read_llama2c_header(const std::filesystem::path& path) {

@@ -35,6 +35,11 @@ inline constexpr std::uint64_t kLlama2cHeaderBytes = 28;
 std::optional<Llama2cHeader> llama2c_header(std::span<const std::uint8_t> head,
                                             std::uint64_t file_size);
 
+// What a file that starts like a llama2.c checkpoint (seven small ints) but is not one has
+// wrong, for the "what is this file" step (format.hpp): "header dim is -5", "header implies 1200
+// bytes, the file has 1000 (cut short)"; empty when the file does not start like one, or is one.
+std::string llama2c_lookalike(std::span<const std::uint8_t> head, std::uint64_t file_size);
+
 // The file's header, or an InputError naming the file and what is wrong (which value, or the
 // size expected against the size found).
 Llama2cHeader read_llama2c_header(const std::filesystem::path& path);

@@ -13,6 +13,7 @@ ModelFile open_model_file(const std::filesystem::path& path, const char* what) {
   f.source = in->source;
   f.head = read_head(*in, what, kFormatHeadBytes);
   f.format = detect_format(f.head.bytes, f.head.size);
+  check_model_format(f.head, f.format);  // before any reader: "not a model file: ..."
   if (f.format == FileFormat::gguf) {
     f.mapping = map_file(*in, "GGUF");
     f.gguf = open_gguf(f.mapping);

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
@@ -229,11 +230,12 @@ bool read_u64_list(const json& j, std::vector<std::uint64_t>& out) {
 // Folds left to right like the reference, so [2^40, 2^40, 0] overflows although its product is 0.
 bool checked_byte_count(const std::vector<std::uint64_t>& dims, std::uint64_t elem_size,
                         std::uint64_t& bytes) {
-  std::uint64_t n = 1;
-  for (std::uint64_t d : dims) {
-    if (__builtin_mul_overflow(n, d, &n)) return false;
-  }
-  return !__builtin_mul_overflow(n, elem_size, &bytes);
+  std::optional<std::uint64_t> n = 1;
+  for (std::uint64_t d : dims)
+    if (!(n = mul_add(*n, d))) return false;
+  n = mul_add(*n, elem_size);
+  bytes = n.value_or(0);
+  return n.has_value();
 }
 
 std::vector<std::int64_t> parse_shape(const json& j, Dtype dtype, const EntryContext& ctx) {
@@ -407,9 +409,10 @@ std::string build_header(const std::vector<OutTensor>& tensors,
       dims.push_back(static_cast<std::uint64_t>(d));
     }
     std::uint64_t bytes = 0, end = 0;
-    if (!checked_byte_count(dims, 4, bytes) || __builtin_add_overflow(offset, bytes, &end)) {
-      write_fail(target, "tensor " + attn::quoted(t.name) + " is too large");
-    }
+    const std::optional<std::uint64_t> sum =
+        checked_byte_count(dims, 4, bytes) ? add_size(offset, bytes) : std::nullopt;
+    if (!sum) write_fail(target, "tensor " + attn::quoted(t.name) + " is too large");
+    end = *sum;
     if (bytes > 0 && t.data == nullptr)
       write_fail(target, "tensor " + attn::quoted(t.name) + " has no data");
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
@@ -444,10 +447,11 @@ std::uint64_t dtype_size(Dtype d) {
 }
 
 std::int64_t TensorInfo::numel() const {
-  // Unsigned, so a hand-made shape cannot cause signed overflow; parsed shapes fit.
-  std::uint64_t n = 1;
-  for (std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
-  return static_cast<std::int64_t>(n);
+  // Parsed shapes fit (their bytes were counted); a hand-made one that does not is refused.
+  const std::optional<std::uint64_t> n = size_product(shape);
+  if (!n || *n > std::uint64_t(kInt64Max))
+    throw InputError("tensor shape " + shape_text(shape) + " has more than 2^63 elements");
+  return static_cast<std::int64_t>(*n);
 }
 
 SafetensorsHeader parse_safetensors(std::span<const std::uint8_t> file, const std::string& source) {

@@ -1,7 +1,11 @@
 #include "attn/io/tensor_source.hpp"
 
+#include <cstdint>
+
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/io/checkpoint.hpp"
+#include "attn/io/files.hpp"
 #include "attn/io/format.hpp"
 #include "attn/io/gguf.hpp"
 #include "attn/io/llama2c.hpp"
@@ -9,9 +13,12 @@
 namespace attn {
 
 std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& path) {
-  // Chosen by the file's content, not its name; anything not recognised is read as safetensors,
-  // whose reader says what is wrong with it.
-  switch (detect_format(path)) {
+  // Chosen by the file's content, not its name; anything not recognised that may be a damaged
+  // safetensors file is read as one, whose reader says what is wrong with it.
+  const FileHead head = read_head(path, "weights", kFormatHeadBytes);
+  const FileFormat format = detect_format(head.bytes, head.size);
+  check_model_format(head, format);
+  switch (format) {
     case FileFormat::gguf:
       return gguf_tensor_source(open_gguf(path));
     case FileFormat::llama2c_checkpoint:
@@ -21,10 +28,17 @@ std::unique_ptr<TensorSource> open_tensor_source(const std::filesystem::path& pa
     default:
       if (path.string().ends_with(".index.json"))
         return std::make_unique<Checkpoint>(open_checkpoint(path));
-      expect_format(path, {FileFormat::safetensors, FileFormat::unknown},
+      expect_format(format, head.source, {FileFormat::safetensors, FileFormat::unknown},
                     "model weights (safetensors, GGUF or a llama2.c checkpoint)");
       return std::make_unique<Checkpoint>(open_checkpoint(path));
   }
+}
+
+std::int64_t SourceTensor::numel() const {
+  const std::optional<std::uint64_t> n = size_product(shape);
+  if (!n || *n > std::uint64_t(INT64_MAX))
+    throw InputError(file + ": shape " + shape_text(shape) + " has more than 2^63 elements");
+  return std::int64_t(*n);
 }
 
 SourceTensor tensor_rows(const SourceTensor& t, const std::string& name, std::int64_t row0,

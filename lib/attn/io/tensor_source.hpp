@@ -28,11 +28,8 @@ struct SourceTensor {
   std::uint64_t size = 0;              // bytes
   std::string file;                    // the file holding it, escaped for messages
 
-  std::int64_t numel() const {
-    std::int64_t n = 1;
-    for (std::int64_t d : shape) n *= d;
-    return n;
-  }
+  // Readers checked the shape's product; one made by hand that wraps is refused here.
+  std::int64_t numel() const;
 };
 
 class TensorSource {

@@ -304,13 +304,17 @@ ModelArgs load_config(const ModelFile& f) {
 }
 
 ModelArgs load_config(const std::filesystem::path& path) {
-  switch (detect_format(path)) {
+  const FileHead head = read_head(path, "config", kFormatHeadBytes);
+  const FileFormat format = detect_format(head.bytes, head.size);
+  check_config_format(head, format);  // before any reader: what a file of no format looks like
+  switch (format) {
     case FileFormat::gguf:
       return gguf_config(*open_gguf(path));
     case FileFormat::llama2c_checkpoint:
       return llama2c_config(read_llama2c_header(path), escape(path.string(), 300));
     default:  // JSON, or what its parser will say is not
-      expect_format(path, {FileFormat::json}, "a config (JSON, a GGUF or a llama2.c checkpoint)");
+      expect_format(format, head.source, {FileFormat::json},
+                    "a config (JSON, a GGUF or a llama2.c checkpoint)");
       return parse_config(read_small_file(path, "config", kMaxConfigBytes),
                           escape(path.string(), 300));
   }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "attn/checked_size.hpp"
 #include "attn/error.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -23,11 +24,9 @@ namespace attn {
 
 std::uint64_t checked_product(std::initializer_list<std::int64_t> factors,
                               const std::string& what) {
-  std::uint64_t n = 1;
-  for (std::int64_t f : factors)
-    if (f < 0 || __builtin_mul_overflow(n, std::uint64_t(f), &n))
-      throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
-  return n;
+  const std::optional<std::uint64_t> n = size_product(factors);
+  if (!n) throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
+  return *n;
 }
 
 namespace {
@@ -38,11 +37,11 @@ constexpr std::int64_t kF32 = 4;
 constexpr std::int64_t kBlasP = 768, kBlasQ = 384;
 
 std::uint64_t checked_sum(std::initializer_list<std::uint64_t> terms, const std::string& what) {
-  std::uint64_t n = 0;
+  std::optional<std::uint64_t> n = 0;
   for (std::uint64_t t : terms)
-    if (__builtin_add_overflow(n, t, &n))
+    if (!(n = add_size(*n, t)))
       throw InputError("the " + what + " would need more than 2^64 bytes: lower the sizes");
-  return n;
+  return *n;
 }
 
 // Bytes of a row of `cols` weights, at the widest of the matrices' types (F32 if none is known),
