@@ -7,7 +7,8 @@
 Writes DIR/layer-<type>-s<seed>-v1.gguf for each type (skipped when it is there already: written
 to a temporary name, then renamed) and prints their paths, one a line, in --types order.
 The quantized types q8_0 and q4_k_m (llama.cpp's Q4_K_M mixture: Q4_K, with Q6_K for attn_v and
-ffn_down) are what llama.cpp users run: llama.cpp's own `llama-quantize` (--quantize) makes them
+ffn_down), and q4_1, q5_0, q5_1, q3_k_m, q2_k, iq4_nl, iq4_xs (llama-quantize's mixtures of those
+names) are what llama.cpp users run: llama.cpp's own `llama-quantize` (--quantize) makes them
 from the F32 file (written first if need be), as a user would.
 
 The shape is configs/llama3-8b-layer.json's: dim 4096, 32 heads, 8 KV heads (head dim 128), FFN
@@ -31,7 +32,9 @@ DIM, HEADS, KV_HEADS, FFN, EPS, THETA = 4096, 32, 8, 14336, 1e-5, 500000.0
 HEAD_DIM = DIM // HEADS
 VERSION = "v1"  # bump when the file's contents change, so that cached files are rewritten
 DRAWN = ("f32", "bf16", "f16")
-QUANTIZED = {"q8_0": "Q8_0", "q4_k_m": "Q4_K_M"}  # --types spelling: llama-quantize's type
+# --types spelling: llama-quantize's type (issue 48's types after Q4_K_M)
+QUANTIZED = {"q8_0": "Q8_0", "q4_k_m": "Q4_K_M", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1",
+             "q3_k_m": "Q3_K_M", "q2_k": "Q2_K", "iq4_nl": "IQ4_NL", "iq4_xs": "IQ4_XS"}
 
 
 def vocab():
@@ -133,7 +136,7 @@ def main():
     p.add_argument("--out", required=True, help="folder of the GGUF files")
     p.add_argument("--types", default="f32,bf16,f16")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--quantize", help="llama.cpp's llama-quantize, for q8_0 and q4_k_m")
+    p.add_argument("--quantize", help="llama.cpp's llama-quantize, for the quantized types")
     a = p.parse_args()
     sys.path.insert(0, os.path.join(a.llama_src, "gguf-py"))
     import gguf  # noqa: E402 (llama.cpp's own, from --llama-src)
@@ -143,7 +146,7 @@ def main():
     if bad:
         p.error(f"--types: unknown {bad}")
     if any(t in QUANTIZED for t in types) and not a.quantize:
-        p.error("--types q8_0 and q4_k_m need --quantize (llama.cpp's llama-quantize)")
+        p.error("--types " + ", ".join(QUANTIZED) + " need --quantize (llama.cpp's llama-quantize)")
     os.makedirs(a.out, exist_ok=True)
 
     def name(t):

@@ -27,8 +27,8 @@ double cpu_now() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-// Blocks of bytes drawn from a counter, each block's F16 scales set to small finite values (d,
-// dmin at bytes 0 and 2; Q6_K's d at 208): any quant bits are valid weights.
+// Blocks of bytes drawn from a counter, each block's F16 scales (d and the min, where the traits
+// place them) set to small finite values: any quant bits are valid weights.
 std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t weights) {
   std::vector<std::uint8_t> w(std::size_t(weights / t.block * t.block_bytes));
   std::uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -39,13 +39,11 @@ std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t wei
   const std::uint16_t d = attn::f32_to_f16(0.001f);
   for (std::int64_t i = 0; i < weights / t.block; ++i) {
     std::uint8_t* blk = w.data() + i * t.block_bytes;
-    const std::int64_t at = t.type == attn::WeightType::q6_k ? 208 : 0;
-    blk[at] = std::uint8_t(d);
-    blk[at + 1] = std::uint8_t(d >> 8);
-    if (t.block == 256 && t.type != attn::WeightType::q6_k) {
-      blk[2] = std::uint8_t(d);
-      blk[3] = std::uint8_t(d >> 8);
-    }
+    for (const std::int64_t at : {std::int64_t(t.scale_at), std::int64_t(t.min_at)})
+      if (at >= 0) {
+        blk[at] = std::uint8_t(d);
+        blk[at + 1] = std::uint8_t(d >> 8);
+      }
   }
   return w;
 }

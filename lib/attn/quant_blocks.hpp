@@ -1,17 +1,21 @@
 #pragma once
 // ggml's quantized blocks (ggml/src/ggml-common.h), read in place from GGUF files: Q8_0, Q4_0,
-// Q4_K, Q5_K and Q6_K. Widening is exactly ggml's dequantize_row_* (ggml/src/ggml-quants.c): the
-// same operations in the same order on the same floats, so every weight has the bits llama.cpp's
-// reference and gguf-py's numpy dequantization give it (tests/golden/make_quant.py). Storing is
-// ggml's quantize_row_*_ref, for Q8_0 and Q4_0 (seeded weights); the K-quants have none here.
+// Q4_1, Q5_0, Q5_1, IQ4_NL (32 weights a block), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS (256).
+// Widening is exactly ggml's dequantize_row_* (ggml/src/ggml-quants.c): the same operations in
+// the same order on the same floats, so every weight has the bits llama.cpp's reference and
+// gguf-py's numpy dequantization give it (tests/golden/make_quant.py). Storing is ggml's
+// quantize_row_*_ref, for Q8_0 and Q4_0 (seeded weights); the others have none here.
 //
 // Where rounding happens: every product below is exact. A scale is an F16 (11 significant bits);
-// Q8_0's qs * d has at most 11 + 7 bits, Q4_0's (q - 8) * d 11 + 4; Q4_K's and Q5_K's d * sc and
-// dmin * m 11 + 6, and (d * sc) * q at most 17 + 5; Q6_K's (d * sc) * q at most 11 + 7 + 5 = 23
-// bits (|sc| <= 128, |q| <= 32, the powers of two adding no bits): under F32's 24, so the order of
-// Q6_K's two products does not change a bit either. The one rounding is Q4_K's and Q5_K's
-// d1 * q - m1, one subtraction of exact terms: a fused multiply-subtract rounds it the same way,
-// so no -ffp-contract setting changes a widened weight. Only the quantizers (storing) round
+// Q8_0's qs * d has at most 11 + 7 bits, Q4_0's (q - 8) * d 11 + 4, Q4_1's and Q5_*'s q * d
+// 11 + 5; the K-quants' d * sc and dmin * m at most 11 + 6, and (d * sc) * q at most 17 + 5
+// (Q2_K 15 + 2, Q3_K 17 + 3); Q6_K's (d * sc) * q at most 11 + 7 + 5 = 23 bits (|sc| <= 128,
+// |q| <= 32, the powers of two adding no bits); IQ4_NL's d * v 11 + 7 and IQ4_XS's
+// (d * (ls - 32)) * v at most 11 + 5 + 7 = 23 (|v| <= 127): all under F32's 24, so the order of
+// two products does not change a bit either (and no product of an F16, normal as an F32, falls
+// under F32's normal range). The one rounding is a sum of exact terms: Q4_1's and Q5_1's q * d + m,
+// Q2_K's, Q4_K's and Q5_K's d1 * q - m1: a fused multiply-add rounds it the same way, so no
+// -ffp-contract setting changes a widened weight. Only the quantizers (storing) round
 // products before adding, and keep the product apart (rounded()).
 //
 // Widening is written as plain loops over a block (ATTN_SIMD: OpenMP's simd where the file is
@@ -43,6 +47,11 @@ inline void put_le16(std::uint8_t* p, std::uint16_t v) {
 inline bool non_finite16(const std::uint8_t* p) {
   return (le16(p) & 0x7C00u) == 0x7C00u;
 }
+// Bytes 0..3 as ggml's memcpy of a uint32_t reads them on a little-endian machine.
+inline std::uint32_t le32(const std::uint8_t* p) {
+  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
+         std::uint32_t(p[3]) << 24;
+}
 
 // v rounded to F32 on its own: never fused into the addition that follows (the quantizers add
 // 8.5 to a rounded product, as ggml's C and gguf-py's numpy do).
@@ -59,13 +68,13 @@ inline float rounded(float v) {
 // ---- Q8_0: 32 weights, 34 bytes: f16 d, int8 qs[32]; weight j = qs[j] * d.
 struct Q8_0 {
   static constexpr std::int64_t kBlock = 32, kBytes = 34;
+  static constexpr int kScaleAt = 0, kMinAt = -1;
   static void widen(const std::uint8_t* b, float* y) {
     const float d = f16_to_f32(le16(b));
     const auto* qs = reinterpret_cast<const std::int8_t*>(b + 2);
     ATTN_SIMD
     for (int j = 0; j < 32; ++j) y[j] = float(qs[j]) * d;
   }
-  static bool finite(const std::uint8_t* b) { return !non_finite16(b); }
   // quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero).
   static void store(const float* x, std::uint8_t* b) {
     float amax = 0.0f;
@@ -81,6 +90,7 @@ struct Q8_0 {
 // high ones 16..31; weight = (q - 8) * d.
 struct Q4_0 {
   static constexpr std::int64_t kBlock = 32, kBytes = 18;
+  static constexpr int kScaleAt = 0, kMinAt = -1;
   static void widen(const std::uint8_t* b, float* y) {
     const float d = f16_to_f32(le16(b));
     const std::uint8_t* qs = b + 2;
@@ -90,7 +100,6 @@ struct Q4_0 {
       y[j + 16] = float((qs[j] >> 4) - 8) * d;
     }
   }
-  static bool finite(const std::uint8_t* b) { return !non_finite16(b); }
   // quantize_row_q4_0_ref: d = max / -8 with max the first value of the largest magnitude,
   // q = min(15, trunc(x / d + 8.5)).
   static void store(const float* x, std::uint8_t* b) {
@@ -143,6 +152,7 @@ inline KPairScales k_pair_scales(const std::uint8_t* b, int is) {
 // bytes of qs hold two sub-blocks, the low nibbles the first.
 struct Q4_K {
   static constexpr std::int64_t kBlock = 256, kBytes = 144;
+  static constexpr int kScaleAt = 0, kMinAt = 2;
   static void widen(const std::uint8_t* b, float* y) {
     const std::uint8_t* q = b + 16;
     for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
@@ -155,13 +165,13 @@ struct Q4_K {
       }
     }
   }
-  static bool finite(const std::uint8_t* b) { return !non_finite16(b) && !non_finite16(b + 2); }
 };
 
 // ---- Q5_K: 256 weights, 176 bytes: f16 d, f16 dmin, scales[12], qh[32], qs[128]: Q4_K with a
 // fifth bit per weight, sub-block s's in bit s of qh[l].
 struct Q5_K {
   static constexpr std::int64_t kBlock = 256, kBytes = 176;
+  static constexpr int kScaleAt = 0, kMinAt = 2;
   static void widen(const std::uint8_t* b, float* y) {
     const std::uint8_t* qh = b + 16;
     const std::uint8_t* ql = b + 48;
@@ -175,7 +185,6 @@ struct Q5_K {
       }
     }
   }
-  static bool finite(const std::uint8_t* b) { return !non_finite16(b) && !non_finite16(b + 2); }
 };
 
 // ---- Q6_K: 256 weights, 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), int8
@@ -184,6 +193,7 @@ struct Q5_K {
 // nibbles and qh[l]'s bit pairs.
 struct Q6_K {
   static constexpr std::int64_t kBlock = 256, kBytes = 210;
+  static constexpr int kScaleAt = 208, kMinAt = -1;
   static void widen(const std::uint8_t* b, float* y) {
     const float d = f16_to_f32(le16(b + 208));
     const std::uint8_t* ql = b;
@@ -202,8 +212,155 @@ struct Q6_K {
         }
       }
   }
-  static bool finite(const std::uint8_t* b) { return !non_finite16(b + 208); }
 };
+
+// ---- Q4_1: 32 weights, 20 bytes: f16 d, f16 m, uint8 qs[16], nibbles as Q4_0's;
+// weight = q * d + m.
+struct Q4_1 {
+  static constexpr std::int64_t kBlock = 32, kBytes = 20;
+  static constexpr int kScaleAt = 0, kMinAt = 2;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b)), m = f16_to_f32(le16(b + 2));
+    const std::uint8_t* qs = b + 4;
+    ATTN_SIMD
+    for (int j = 0; j < 16; ++j) {
+      y[j] = float(qs[j] & 0x0F) * d + m;
+      y[j + 16] = float(qs[j] >> 4) * d + m;
+    }
+  }
+};
+
+// A Q5_0 or Q5_1 block's 5-bit quants: nibbles as Q4_0's, the fifth bit of weight j in bit j of
+// the little-endian qh (bytes at `qh`), q[j] for j < 32.
+[[gnu::always_inline]] inline void five_bit_quants(const std::uint8_t* qh_at,
+                                                   const std::uint8_t* qs, int* q) {
+  const std::uint32_t qh = le32(qh_at);
+  ATTN_SIMD
+  for (int j = 0; j < 16; ++j) {
+    q[j] = int((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+    q[j + 16] = int((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+  }
+}
+
+// ---- Q5_0: 32 weights, 22 bytes: f16 d, qh[4], qs[16]; weight = (q - 16) * d.
+struct Q5_0 {
+  static constexpr std::int64_t kBlock = 32, kBytes = 22;
+  static constexpr int kScaleAt = 0, kMinAt = -1;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b));
+    int q[32];
+    five_bit_quants(b + 2, b + 6, q);
+    ATTN_SIMD
+    for (int j = 0; j < 32; ++j) y[j] = float(q[j] - 16) * d;
+  }
+};
+
+// ---- Q5_1: 32 weights, 24 bytes: f16 d, f16 m, qh[4], qs[16]; weight = q * d + m.
+struct Q5_1 {
+  static constexpr std::int64_t kBlock = 32, kBytes = 24;
+  static constexpr int kScaleAt = 0, kMinAt = 2;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b)), m = f16_to_f32(le16(b + 2));
+    int q[32];
+    five_bit_quants(b + 4, b + 8, q);
+    ATTN_SIMD
+    for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
+  }
+};
+
+// ---- Q2_K: 256 weights, 84 bytes: scales[16] (a 4-bit scale low, a 4-bit min high, one per 16
+// weights), qs[64] (2 bits a weight), f16 d, f16 dmin; weight = (d * sc) * q - dmin * m. Each
+// half of 128 weights takes 32 bytes of qs: its bit pair j (j = 0..3) holds weights 32 j ..
+// 32 j + 31, bytes 0..15 the first 16 of them (scale 2 j) and bytes 16..31 the others.
+struct Q2_K {
+  static constexpr std::int64_t kBlock = 256, kBytes = 84;
+  static constexpr int kScaleAt = 80, kMinAt = 82;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b + 80)), min = f16_to_f32(le16(b + 82));
+    const std::uint8_t* q = b + 16;
+    for (int is = 0; is < 16; ++is, y += 16) {  // 16 weights a scale
+      const std::uint8_t sc = b[is];
+      const float dl = d * float(sc & 0xF), ml = min * float(sc >> 4);
+      const std::uint8_t* ql = q + 32 * (is / 8) + 16 * (is % 2);
+      const int shift = 2 * (is % 8 / 2);
+      ATTN_SIMD
+      for (int l = 0; l < 16; ++l) y[l] = dl * float((ql[l] >> shift) & 3) - ml;
+    }
+  }
+};
+
+// ---- Q3_K: 256 weights, 110 bytes: hmask[32] (the third bit), qs[64] (the low 2 bits, laid out
+// as Q2_K's), scales[12] (16 six-bit scales), f16 d; weight = (d * (sc - 32)) * (q - 4), q's third
+// bit that of weight 32 j + l in bit j of hmask[l]. Scale i's low 4 bits are the low (i < 8) or
+// high nibble of scales[i % 8], its top 2 bits bits 2 (i / 4) of scales[8 + i % 4].
+struct Q3_K {
+  static constexpr std::int64_t kBlock = 256, kBytes = 110;
+  static constexpr int kScaleAt = 108, kMinAt = -1;
+  static int scale(const std::uint8_t* s, int i) {
+    return ((s[i % 8] >> (4 * (i / 8))) & 0xF) | (((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4);
+  }
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b + 108));
+    const std::uint8_t* hm = b;
+    for (int is = 0; is < 16; ++is, y += 16) {
+      const float dl = d * float(scale(b + 96, is) - 32);
+      const int j = is / 2;  // the 32-weight group: bit j of hmask, bit pair j % 4 of qs
+      const std::uint8_t* ql = b + 32 + 32 * (j / 4);
+      const int l0 = 16 * (is % 2), shift = 2 * (j % 4);
+      ATTN_SIMD
+      for (int l = l0; l < l0 + 16; ++l)
+        y[l - l0] = dl * float(((ql[l] >> shift) & 3) - ((hm[l] >> j) & 1 ? 0 : 4));
+    }
+  }
+};
+
+// IQ4_NL's and IQ4_XS's 16 non-linear levels (ggml-common.h's kvalues_iq4nl).
+inline constexpr std::int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+
+// ---- IQ4_NL: 32 weights, 18 bytes: f16 d, qs[16], nibbles as Q4_0's;
+// weight = d * kIq4nlValues[q].
+struct IQ4_NL {
+  static constexpr std::int64_t kBlock = 32, kBytes = 18;
+  static constexpr int kScaleAt = 0, kMinAt = -1;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b));
+    const std::uint8_t* qs = b + 2;
+    ATTN_SIMD
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * float(kIq4nlValues[qs[j] & 0xF]);
+      y[j + 16] = d * float(kIq4nlValues[qs[j] >> 4]);
+    }
+  }
+};
+
+// ---- IQ4_XS: 256 weights, 136 bytes: f16 d, scales_h (u16), scales_l[4], qs[128]; 8
+// sub-blocks of 32 as IQ4_NL's, each with a 6-bit scale ls (low nibble in scales_l, high 2 bits
+// in scales_h): weight = (d * (ls - 32)) * kIq4nlValues[q].
+struct IQ4_XS {
+  static constexpr std::int64_t kBlock = 256, kBytes = 136;
+  static constexpr int kScaleAt = 0, kMinAt = -1;
+  static void widen(const std::uint8_t* b, float* y) {
+    const float d = f16_to_f32(le16(b));
+    const std::uint16_t sh = le16(b + 2);
+    const std::uint8_t* qs = b + 8;
+    for (int ib = 0; ib < 8; ++ib, y += 32, qs += 16) {
+      const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+      const float dl = d * float(ls - 32);
+      ATTN_SIMD
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * float(kIq4nlValues[qs[j] & 0xF]);
+        y[j + 16] = dl * float(kIq4nlValues[qs[j] >> 4]);
+      }
+    }
+  }
+};
+
+// A block's F16 scales (d, and the min where it has one) are finite: a block's only NaN or Inf.
+template <typename B>
+bool finite_block(const std::uint8_t* b) {
+  return !non_finite16(b + B::kScaleAt) && (B::kMinAt < 0 || !non_finite16(b + B::kMinAt));
+}
 
 // n weights (whole blocks of B) widened, a block at a time.
 template <typename B>
@@ -223,7 +380,7 @@ template <typename B>
 std::int64_t first_non_finite_row(const void* p, std::int64_t n) {
   const auto* b = static_cast<const std::uint8_t*>(p);
   for (std::int64_t i = 0; i < n / B::kBlock; ++i)
-    if (!B::finite(b + i * B::kBytes)) return i * B::kBlock;
+    if (!finite_block<B>(b + i * B::kBytes)) return i * B::kBlock;
   return -1;
 }
 

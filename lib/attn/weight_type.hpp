@@ -25,7 +25,23 @@ namespace attn {
 // In the order of kWeightTypeTraits' rows; the kernels' tables are indexed by it. The types of
 // one weight per block (the kernels' element types, ATTN_STORAGE_TYPES) come first, then ggml's
 // quantized blocks (quant_blocks.hpp).
-enum class WeightType : std::uint8_t { f32, bf16, f16, q8_0, q4_0, q4_k, q5_k, q6_k };
+enum class WeightType : std::uint8_t {
+  f32,
+  bf16,
+  f16,
+  q8_0,
+  q4_0,
+  q4_k,
+  q5_k,
+  q6_k,
+  q4_1,
+  q5_0,
+  q5_1,
+  q2_k,
+  q3_k,
+  iq4_nl,
+  iq4_xs
+};
 
 // n weights (a whole number of blocks) from p widened to F32, exactly.
 using RowToF32 = void (*)(const void* p, std::int64_t n, float* out);
@@ -44,8 +60,11 @@ struct WeightTypeTraits {
   std::int64_t block;        // weights per block
   std::int64_t block_bytes;  // bytes per block
   RowToF32 to_f32;
-  RowFromF32 from_f32;  // null: weights are not drawn in the type (the K-quants)
+  RowFromF32 from_f32;  // null: weights are not drawn in the type (no reference quantizer here)
   FirstNonFinite first_non_finite;
+  // ggml's blocks: the byte offsets of the F16 scale d and of the F16 min (-1: none) in a block,
+  // the fields first_non_finite reads (and tests and benchmarks draw scales into).
+  std::int16_t scale_at = -1, min_at = -1;
 };
 
 namespace detail {
@@ -103,6 +122,26 @@ std::int64_t half_first_non_finite(const void* p, std::int64_t n) {
   return -1;
 }
 
+// The row of ggml's block B: read from GGUF only, its sizes, widening and finite check from B,
+// stored only where B has ggml's reference quantizer.
+template <typename B>
+constexpr WeightTypeTraits block_row(WeightType type, const char* name, std::int32_t ggml) {
+  RowFromF32 store = nullptr;
+  if constexpr (requires(const float* x, std::uint8_t* b) { B::store(x, b); })
+    store = quant::store_row<B>;
+  return {type,
+          name,
+          nullptr,
+          ggml,
+          B::kBlock,
+          B::kBytes,
+          quant::widen_row<B>,
+          store,
+          quant::first_non_finite_row<B>,
+          B::kScaleAt,
+          B::kMinAt};
+}
+
 }  // namespace detail
 
 inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
@@ -112,17 +151,19 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
      detail::half_from_row<f32_to_bf16>, detail::half_first_non_finite<0x7F80>},
     {WeightType::f16, "F16", "F16", 1, 1, 2, detail::half_row<f16_to_f32>,
      detail::half_from_row<f32_to_f16>, detail::half_first_non_finite<0x7C00>},
-    // ggml's blocks: NaN or Inf only in their F16 scales.
-    {WeightType::q8_0, "Q8_0", nullptr, 8, 32, 34, quant::widen_row<quant::Q8_0>,
-     quant::store_row<quant::Q8_0>, quant::first_non_finite_row<quant::Q8_0>},
-    {WeightType::q4_0, "Q4_0", nullptr, 2, 32, 18, quant::widen_row<quant::Q4_0>,
-     quant::store_row<quant::Q4_0>, quant::first_non_finite_row<quant::Q4_0>},
-    {WeightType::q4_k, "Q4_K", nullptr, 12, 256, 144, quant::widen_row<quant::Q4_K>, nullptr,
-     quant::first_non_finite_row<quant::Q4_K>},
-    {WeightType::q5_k, "Q5_K", nullptr, 13, 256, 176, quant::widen_row<quant::Q5_K>, nullptr,
-     quant::first_non_finite_row<quant::Q5_K>},
-    {WeightType::q6_k, "Q6_K", nullptr, 14, 256, 210, quant::widen_row<quant::Q6_K>, nullptr,
-     quant::first_non_finite_row<quant::Q6_K>},
+    // ggml's blocks (quant_blocks.hpp): NaN or Inf only in their F16 scales.
+    detail::block_row<quant::Q8_0>(WeightType::q8_0, "Q8_0", 8),
+    detail::block_row<quant::Q4_0>(WeightType::q4_0, "Q4_0", 2),
+    detail::block_row<quant::Q4_K>(WeightType::q4_k, "Q4_K", 12),
+    detail::block_row<quant::Q5_K>(WeightType::q5_k, "Q5_K", 13),
+    detail::block_row<quant::Q6_K>(WeightType::q6_k, "Q6_K", 14),
+    detail::block_row<quant::Q4_1>(WeightType::q4_1, "Q4_1", 3),
+    detail::block_row<quant::Q5_0>(WeightType::q5_0, "Q5_0", 6),
+    detail::block_row<quant::Q5_1>(WeightType::q5_1, "Q5_1", 7),
+    detail::block_row<quant::Q2_K>(WeightType::q2_k, "Q2_K", 10),
+    detail::block_row<quant::Q3_K>(WeightType::q3_k, "Q3_K", 11),
+    detail::block_row<quant::IQ4_NL>(WeightType::iq4_nl, "IQ4_NL", 20),
+    detail::block_row<quant::IQ4_XS>(WeightType::iq4_xs, "IQ4_XS", 23),
 };
 inline constexpr std::size_t kWeightTypeCount = std::size(kWeightTypeTraits);
 
@@ -210,7 +251,7 @@ inline std::uint64_t weight_bytes(WeightType t, std::int64_t count, const std::s
 }
 
 // The alignment a view of the type needs: its blocks are made of floats or halves. ggml's blocks
-// (34, 18, 144, 176 or 210 bytes) are read a byte at a time, their F16 scales as two bytes: 2,
+// (18 to 210 bytes, all even) are read a byte at a time, their F16 scales as two bytes: 2,
 // as ggml lays them out, whatever their size.
 inline std::uintptr_t weight_alignment(WeightType t) {
   const WeightTypeTraits& tt = traits(t);

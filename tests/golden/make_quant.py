@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Fixtures for ggml's quantized blocks (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), from llama.cpp's gguf-py.
+"""Fixtures for ggml's quantized blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+Q5_K, Q6_K, IQ4_XS), from llama.cpp's gguf-py.
 
 Run:  /usr/bin/python3 tests/golden/make_quant.py   (deterministic; byte-identical reruns)
 It needs llama.cpp's sources (bash bench/llama_cpp.sh --src prints the folder): gguf-py's
@@ -12,7 +13,8 @@ Writes tests/golden/quant/, raw little-endian files:
   <type>.blocks  random blocks: every byte of the quants drawn, so every nibble and bit pattern
                  occurs, and an all-bytes block (0, 1, ..., 255); the F16 scales (d, and dmin
                  for the K-quants) drawn from every finite F16 range: normal values of every
-                 exponent, both signs, zeros, subnormals (2^-24 upwards), the largest (65504)
+                 exponent, both signs, zeros, subnormals (2^-24 upwards), the largest (65504);
+                 the min (m, dmin) too where the type has one
   <type>.f32     those blocks dequantized: the engine's to_f32 (and every kernel set's
                  widening) must give these bits
   <type>.input   F32 rows to quantize (Q8_0, Q4_0): draws of many magnitudes, zero blocks,
@@ -33,10 +35,14 @@ sys.path.insert(0, os.path.join(SRC, "gguf-py"))
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as Q  # noqa: E402
 from gguf import quants  # noqa: E402
 
-TYPES = {"q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_k": Q.Q4_K, "q5_k": Q.Q5_K, "q6_k": Q.Q6_K}
+TYPES = {"q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_k": Q.Q4_K, "q5_k": Q.Q5_K, "q6_k": Q.Q6_K,
+         "q4_1": Q.Q4_1, "q5_0": Q.Q5_0, "q5_1": Q.Q5_1, "q2_k": Q.Q2_K, "q3_k": Q.Q3_K,
+         "iq4_nl": Q.IQ4_NL, "iq4_xs": Q.IQ4_XS}
 QUANTIZED = ["q8_0", "q4_0"]  # the types gguf-py quantizes (and the engine draws weights in)
 # Byte offsets of each block's F16 scales.
-SCALES = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+SCALES = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208],
+          "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q2_k": [80, 82], "q3_k": [108],
+          "iq4_nl": [0], "iq4_xs": [0]}
 BLOCKS = 600
 
 

@@ -621,9 +621,9 @@ TEST_CASE("safetensors: tensor_as_f32 refuses other dtypes") {
   const attn::SafetensorsFile f = attn::open_safetensors(p);
   std::vector<float> s;
   const std::string msg = refusal([&] { attn::tensor_as_f32(f, "ids", s); });
-  CHECK(msg ==
-        p.string() +
-            ": tensor 'ids': expected F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, got I32");
+  CHECK(msg == p.string() +
+                   ": tensor 'ids': expected F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, "
+                   "Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL or IQ4_XS, got I32");
 }
 
 TEST_CASE("safetensors: write_safetensors leaves nothing behind") {

@@ -288,9 +288,9 @@ std::vector<float> uniform(std::size_t n, std::uint64_t stream, double scale) {
 }
 
 // n weights (whole blocks) of x stored in type tt: traits' from_f32, or for a type without one
-// (the K-quants) blocks of quants drawn from x's bits with F16 scales that keep the weights near
-// x's magnitude (Q4_K, Q5_K: d at byte 0, dmin at 2; Q6_K: d at 208), negative in every third
-// block (weights of -0 among them).
+// (all but Q8_0 and Q4_0) blocks of quants drawn from x's bits with F16 scales that keep the
+// weights near x's magnitude (d and the min where the traits place them), negative in every
+// third block (weights of -0 among them).
 void store(const attn::WeightTypeTraits& tt, const float* x, std::int64_t n, std::uint8_t* out) {
   if (tt.from_f32) return tt.from_f32(x, n, out);
   for (std::int64_t b = 0; b < n / tt.block; ++b) {
@@ -309,12 +309,8 @@ void store(const attn::WeightTypeTraits& tt, const float* x, std::int64_t n, std
       p[1] = std::uint8_t(h >> 8);
     };
     const float sign = b % 3 == 2 ? -1.0f : 1.0f;  // a negative scale every third block
-    if (tt.type == attn::WeightType::q6_k) {
-      put(blk + 208, sign * amax / 2000);
-    } else {
-      put(blk, sign * amax / 500);
-      put(blk + 2, sign * amax / 1000);
-    }
+    put(blk + tt.scale_at, sign * amax / (tt.type == attn::WeightType::q6_k ? 2000 : 500));
+    if (tt.min_at >= 0) put(blk + tt.min_at, sign * amax / 1000);
   }
 }
 

@@ -1,13 +1,18 @@
-// ggml's quantized blocks (issue 36): Q8_0, Q4_0, Q4_K, Q5_K and Q6_K widened exactly as
-// llama.cpp's dequantize_row_* (the fixtures of tests/golden/make_quant.py: gguf-py's numpy
-// dequantization, checked there against ggml's C functions), Q8_0 and Q4_0 stored as
-// quantize_row_*_ref stores them; a model over quantized matrices gives the bits of the same
-// model over their dequantized F32 copies, and holds them at their bytes, read in place. The
-// products' bits on every path, kernel set and shape are the registry's cases
+// ggml's quantized blocks (issues 36 and 48): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K and IQ4_XS widened exactly as llama.cpp's dequantize_row_* (the fixtures of
+// tests/golden/make_quant.py: gguf-py's numpy dequantization, checked there against ggml's C
+// functions), Q8_0 and Q4_0 stored as quantize_row_*_ref stores them; a model over quantized
+// matrices gives the bits of the same model over their dequantized F32 copies, and holds them at
+// their bytes, read in place; so do llama-quantize's files of each type against their F32 twins
+// dequantized by gguf-py (tests/golden/make_quant_models.py, where llama.cpp's build is cached).
+// The products' bits on every path, kernel set and shape are the registry's cases
 // (kernels/test_kernel_cases.cpp).
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "attn/engine/run.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/model/model.hpp"
 #include "attn/model/weights.hpp"
@@ -25,8 +31,13 @@ namespace {
 
 using attn::WeightType;
 
-const WeightType kBlockTypes[] = {WeightType::q8_0, WeightType::q4_0, WeightType::q4_k,
-                                  WeightType::q5_k, WeightType::q6_k};
+// Every row of ggml's blocks in the traits table.
+const std::vector<WeightType> kBlockTypes = [] {
+  std::vector<WeightType> v;
+  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
+    if (t.block > 1) v.push_back(t.type);
+  return v;
+}();
 
 std::string lower(const char* name) {
   std::string s = name;
@@ -112,8 +123,9 @@ TEST_CASE("quant: Q8_0 and Q4_0 store as ggml's reference quantizers (gguf-py's 
     for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
     CHECK(differ == 0);
   }
-  for (WeightType t : {WeightType::q4_k, WeightType::q5_k, WeightType::q6_k})
-    CHECK_FALSE(bool(attn::traits(t).from_f32));  // read from files only
+  for (WeightType t : kBlockTypes)
+    if (t != WeightType::q8_0 && t != WeightType::q4_0)
+      CHECK_FALSE(bool(attn::traits(t).from_f32));  // read from files only
 }
 
 TEST_CASE("quant: a NaN or Inf scale is found at its block's first weight") {
@@ -123,9 +135,18 @@ TEST_CASE("quant: a NaN or Inf scale is found at its block's first weight") {
     CAPTURE(name);
     std::vector<std::uint8_t> blocks = read_raw<std::uint8_t>(fixture(t, ".blocks"));
     const std::int64_t n = 8 * tt.block;
-    // The F16 fields: d first (Q6_K: last), dmin after d in the K-quants.
-    std::vector<std::int64_t> scales = {t == WeightType::q6_k ? 208 : 0};
-    if (t == WeightType::q4_k || t == WeightType::q5_k) scales.push_back(2);
+    // The F16 fields: d, and the min where the block has one (ggml-common.h's offsets).
+    const std::int64_t d_at = std::map<WeightType, std::int64_t>{
+        {WeightType::q6_k, 208}, {WeightType::q2_k, 80}, {WeightType::q3_k, 108}}[t];
+    const std::int64_t m_at = std::map<WeightType, std::int64_t>{{WeightType::q4_k, 2},
+                                                                 {WeightType::q5_k, 2},
+                                                                 {WeightType::q4_1, 2},
+                                                                 {WeightType::q5_1, 2},
+                                                                 {WeightType::q2_k, 82}}[t];
+    REQUIRE(tt.scale_at == d_at);
+    REQUIRE(tt.min_at == (m_at ? m_at : -1));
+    std::vector<std::int64_t> scales = {d_at};
+    if (m_at) scales.push_back(m_at);
     for (std::int64_t off : scales)
       for (std::uint16_t bad :
            {std::uint16_t(0x7C00), std::uint16_t(0xFC00), std::uint16_t(0x7E01)}) {
@@ -138,8 +159,10 @@ TEST_CASE("quant: a NaN or Inf scale is found at its block's first weight") {
 }
 
 TEST_CASE("quant: ggml's type ids, the names and the refusals") {
+  // ggml.h's enum ggml_type.
   const std::pair<std::uint32_t, const char*> ids[] = {
-      {8, "Q8_0"}, {2, "Q4_0"}, {12, "Q4_K"}, {13, "Q5_K"}, {14, "Q6_K"}};
+      {8, "Q8_0"}, {2, "Q4_0"}, {12, "Q4_K"}, {13, "Q5_K"}, {14, "Q6_K"},   {3, "Q4_1"},
+      {6, "Q5_0"}, {7, "Q5_1"}, {10, "Q2_K"}, {11, "Q3_K"}, {20, "IQ4_NL"}, {23, "IQ4_XS"}};
   for (const auto& [id, name] : ids) {
     const std::string type = name;
     CAPTURE(type);
@@ -148,7 +171,8 @@ TEST_CASE("quant: ggml's type ids, the names and the refusals") {
     CHECK(attn::find_weight_type(lower(name)) == attn::weight_type_of_ggml(id));
     CHECK(attn::weight_alignment(*attn::weight_type_of_ggml(id)) == 2);
   }
-  for (std::uint32_t other : {3u, 6u, 7u, 10u, 11u, 15u, 16u, 39u, 1000u})  // Q4_1, Q5_0, ...
+  CHECK(kBlockTypes.size() == std::size(ids));
+  for (std::uint32_t other : {9u, 15u, 16u, 21u, 39u, 1000u})  // Q8_1, Q8_K, IQ2_XXS, ...
     CHECK_FALSE(attn::weight_type_of_ggml(other));
   // Drawing weights needs a quantizer: the K-quants are refused, naming the setting.
   attn::ModelArgs a;
@@ -213,12 +237,9 @@ std::vector<std::uint8_t> draw_row(WeightType t, std::int64_t cols, float bound,
       p[0] = std::uint8_t(h);
       p[1] = std::uint8_t(h >> 8);
     };
-    if (t == WeightType::q6_k) {
-      put(blk + 208, bound / 4000);
-    } else {  // Q4_K, Q5_K: d * sc * q up to 63 x 31, less dmin * m
-      put(blk, bound / 1000);
-      put(blk + 2, bound / 2000);
-    }
+    // Q4_K, Q5_K: d * sc * q up to 63 x 31, less dmin * m; Q6_K: d * sc * q up to 127 x 32.
+    put(blk + tt.scale_at, t == WeightType::q6_k ? bound / 4000 : bound / 1000);
+    if (tt.min_at >= 0) put(blk + tt.min_at, bound / 2000);
   }
   return row;
 }
@@ -324,16 +345,16 @@ TEST_CASE("quant: a tensor of a ggml type without a row is refused naming tensor
        wide = std::make_unique<test::MemorySource>("memory.gguf");
   make_sources(a, WeightType::q8_0, *quant, *wide);
   test::MemorySource::Held& wq = quant->tensors.at("layers.0.attention.wq.weight");
-  wq.dtype = "Q4_1";  // ggml type 3: no row reads it
+  wq.dtype = "IQ2_XXS";  // ggml type 16: no row reads it
   wq.type = std::nullopt;
   try {
     (void)attn::load_weights(a, {std::move(quant)}, {}, block_ends(a));
-    FAIL("a Q4_1 tensor was loaded");
+    FAIL("an IQ2_XXS tensor was loaded");
   } catch (const attn::InputError& e) {
     const std::string msg = e.what();
     CAPTURE(msg);
     CHECK(msg.find("layers.0.attention.wq.weight") != std::string::npos);
-    CHECK(msg.find("Q4_1") != std::string::npos);
+    CHECK(msg.find("IQ2_XXS") != std::string::npos);
   }
 }
 
@@ -374,4 +395,108 @@ TEST_CASE("quant: a rank's block of a quantized matrix is a view on block bounda
   make_sources(a, WeightType::q4_k, *quant, *wide);
   CHECK_THROWS_WITH_AS(attn::load_weights(a, {std::move(quant)}, {1, 2}),
                        doctest::Contains("Q4_K rows are blocks of 256 weights"), attn::InputError);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// llama.cpp's cached build (bench/llama_cpp.sh), complete when its stamp is there.
+fs::path llama_cpp_cache() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path cache = xdg && *xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache";
+  return cache / "attn-cli" / "llama.cpp" / "3.22.1";
+}
+
+// tests/golden/make_quant_models.py's files, made once per test process; empty (and a message
+// why) without llama.cpp's build or gguf-py's numpy.
+const fs::path& quant_models() {
+  static const fs::path dir = [] {
+    const fs::path cache = llama_cpp_cache();
+    if (!fs::exists(cache / "build" / ".built")) {
+      MESSAGE("SKIP: no llama.cpp build at " << cache.string() << "/build (bench/llama_cpp.sh)");
+      return fs::path();
+    }
+    const fs::path out = test::temp_path("quant_models");
+    const test::CliResult r = test::run_shell(
+        "/usr/bin/python3 " + (test::golden_dir() / "make_quant_models.py").string() + " " +
+        out.string());
+    if (r.status != 0) {
+      MESSAGE("make_quant_models.py failed (" << r.status << "): " << r.err);
+      return fs::path();
+    }
+    return out;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("quant: llama-quantize's files of each type give the bits of their gguf-py F32 twins") {
+  const fs::path& dir = quant_models();
+  if (dir.empty()) return;
+  // The type each llama-quantize type is about (its mixture keeps F32 norms, may put Q6_K in
+  // output.weight and, for the K mixtures, other K-quants in some matrices).
+  const std::pair<const char*, const char*> types[] = {
+      {"q4_1", "Q4_1"},     {"q5_0", "Q5_0"}, {"q5_1", "Q5_1"},
+      {"q3_k_m", "Q3_K"},   {"q2_k", "Q2_K"}, {"iq4_nl", "IQ4_NL"},
+      {"iq4_xs", "IQ4_XS"}, {"f16", "F16"},   {"bf16", "BF16"}};
+  std::vector<std::int32_t> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::int32_t(3 + (i * 37) % 317);
+  constexpr std::int64_t kVocab = 320;
+  for (const auto& [file, type_name] : types) {
+    const std::string type = type_name;
+    CAPTURE(type);
+    std::ifstream held(dir / (std::string(file) + ".types"));
+    const std::string held_types((std::istreambuf_iterator<char>(held)), {});
+    REQUIRE(held_types.find(type + "\n") != std::string::npos);
+    const std::optional<WeightType> wt = attn::find_weight_type(type);
+    REQUIRE(wt);
+    bool seen = false;
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      attn::ModelSpec qs = test::spec_of(dir / (std::string(file) + ".gguf"), {}, threads);
+      attn::ModelSpec fs = test::spec_of(dir / (std::string(file) + "-f32.gguf"), {}, threads);
+      attn::Session q = attn::open_session(qs, {1, 64, 8});
+      attn::Session f = attn::open_session(fs, {1, 64, 8});
+      for (const attn::LayerWeights& l : q.model.weights.layers)
+        for (const attn::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3})
+          seen |= m->type == *wt;
+      REQUIRE(f.model.weights.layers[0].wq.type == WeightType::f32);
+      // Prefill of 40 (the GEMM on widened tiles), of 5 (the batched kernel), then decode (gemv).
+      std::vector<float> a(40 * kVocab), b(40 * kVocab);
+      for (std::int64_t n : {40, 5}) {
+        attn::reset(q);
+        attn::reset(f);
+        attn::forward_tokens(q, prompt.data(), 1, n, 0, a.data(), true);
+        attn::forward_tokens(f, prompt.data(), 1, n, 0, b.data(), true);
+        CHECK(std::memcmp(a.data(), b.data(), std::size_t(n * kVocab) * 4) == 0);
+      }
+      float spread = 0;  // logits over several units: a wrong weight would move them
+      for (std::int64_t i = 0; i < kVocab; ++i) spread = std::max(spread, std::fabs(a[i]));
+      CHECK(spread > 2.0f);
+      for (std::int32_t t : {11, 300, 1, 7}) {
+        const std::int64_t pos = q.filled;
+        attn::forward_tokens(q, &t, 1, 1, pos, a.data(), false);
+        attn::forward_tokens(f, &t, 1, 1, pos, b.data(), false);
+        CHECK(std::memcmp(a.data(), b.data(), kVocab * 4) == 0);
+      }
+    }
+    CHECK(seen);  // the layers hold the type, read in place
+  }
+}
+
+TEST_CASE("quant: a GGUF tensor of a ggml type without a row is refused naming tensor and type") {
+  const fs::path& dir = quant_models();
+  if (dir.empty()) return;
+  try {
+    (void)attn::open_session(test::spec_of(dir / "other.gguf"), {1, 64, 8});
+    FAIL("a Q8_1 tensor was loaded");
+  } catch (const attn::InputError& e) {
+    const std::string msg = e.what();
+    CAPTURE(msg);
+    CHECK(msg.find("attn_q") != std::string::npos);
+    CHECK(msg.find("Q8_1") != std::string::npos);
+  }
 }

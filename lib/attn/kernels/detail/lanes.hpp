@@ -24,10 +24,13 @@ struct F16 {
 
 // ggml's quantized blocks (quant_blocks.hpp) of the rows after the element types, in their order:
 // each set's widening of them (define_kernels.hpp) is instantiated from this list, X(B, args...).
-#define ATTN_BLOCK_TYPES(X, ...) \
-  X(quant::Q8_0, __VA_ARGS__)    \
-  X(quant::Q4_0, __VA_ARGS__)    \
-  X(quant::Q4_K, __VA_ARGS__) X(quant::Q5_K, __VA_ARGS__) X(quant::Q6_K, __VA_ARGS__)
+// clang-format off
+#define ATTN_BLOCK_TYPES(X, ...)                                                                \
+  X(quant::Q8_0, __VA_ARGS__) X(quant::Q4_0, __VA_ARGS__) X(quant::Q4_K, __VA_ARGS__)           \
+  X(quant::Q5_K, __VA_ARGS__) X(quant::Q6_K, __VA_ARGS__) X(quant::Q4_1, __VA_ARGS__)           \
+  X(quant::Q5_0, __VA_ARGS__) X(quant::Q5_1, __VA_ARGS__) X(quant::Q2_K, __VA_ARGS__)           \
+  X(quant::Q3_K, __VA_ARGS__) X(quant::IQ4_NL, __VA_ARGS__) X(quant::IQ4_XS, __VA_ARGS__)
+// clang-format on
 
 constexpr bool blocks_match_traits() {
   std::size_t i = kElementTypeCount;

@@ -136,7 +136,71 @@ template <int V, typename F>
   }
 }
 
-// Any other block (Q4_0, Q5_K): widened by B::widen into the stack, then read back.
+// The 32-weight blocks of nibbles (Q4_0, Q4_1, Q5_0, Q5_1), lane-wise as Q8_0's: weight p's
+// quant is byte p % 16 of qs, its low nibble for p < 16 and its high one after, and for Q5_0 and
+// Q5_1 bit p of qh as its fifth bit; then (q - 8) * d, q * d + m, (q - 16) * d or q * d + m, the
+// widening's exact product and (Q4_1, Q5_1) its one rounded addition, written q * d - (-m): the
+// same sum, so the same bits, fused or not.
+template <int V, typename B, typename F>
+[[gnu::always_inline]] inline void nibble_chunks(const std::uint8_t* b, F&& f, int from, int to) {
+  constexpr bool kMin = B::kMinAt >= 0;
+  constexpr bool kFive = std::is_same_v<B, quant::Q5_0> || std::is_same_v<B, quant::Q5_1>;
+  constexpr int kQs = 2 + 2 * kMin + 4 * kFive;  // qs after d, the min, qh
+  constexpr int kOffset = std::is_same_v<B, quant::Q4_0>   ? 8
+                          : std::is_same_v<B, quant::Q5_0> ? 16
+                                                           : 0;
+  using Vt = typename Vec<V>::type;
+  using It = typename Ints<V>::type;
+  Vt d, neg_m{};
+  splat_f16<V>(d, b);
+  if constexpr (kMin) splat<V>(neg_m, -f16_to_f32(quant::le16(b + 2)));
+  const int qh = kFive ? int(quant::le32(b + 2 + 2 * kMin)) : 0;
+#pragma GCC unroll 8
+  for (int c = from / V; c < to / V; ++c) {
+    const int p0 = c * V;
+    It u;
+    load_bytes<V>(u, b + kQs + p0 % 16);
+    It q = p0 < 16 ? (u & 0xF) : (u >> 4);
+    if constexpr (kFive) {
+      It lane, bits;
+      for (int i = 0; i < V; ++i) {
+        lane[i] = p0 + i;
+        bits[i] = qh;
+      }
+      q |= ((bits >> lane) & 1) << 4;
+    }
+    Vt w;
+    if constexpr (kMin)
+      scaled_less<V>(w, q, d, neg_m);
+    else
+      scaled<V>(w, q - kOffset, d);
+    f(c, w);
+  }
+}
+
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q4_0, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 32) {
+  nibble_chunks<V, quant::Q4_0>(b, f, from, to);
+}
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q4_1, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 32) {
+  nibble_chunks<V, quant::Q4_1>(b, f, from, to);
+}
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q5_0, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 32) {
+  nibble_chunks<V, quant::Q5_0>(b, f, from, to);
+}
+template <int V, typename F>
+[[gnu::always_inline]] inline void block_chunks(quant::Q5_1, const std::uint8_t* b, F&& f,
+                                                int from = 0, int to = 32) {
+  nibble_chunks<V, quant::Q5_1>(b, f, from, to);
+}
+
+// Any other block (Q5_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS): widened by B::widen into the stack, then
+// read back.
 template <int V, typename B, typename F>
 [[gnu::always_inline]] inline void block_chunks(B, const std::uint8_t* b, F&& f, int from = 0,
                                                 int to = int(B::kBlock)) {
