@@ -129,8 +129,14 @@ void check_model_named(const Options& f) {
     throw InputError(escape(w.string()) +
                      ": a folder without config.json; name a GGUF file in it: -m " + names);
   }
-  if (fs::is_regular_file(w, ec) && detect_format(w) == FileFormat::unknown)
-    throw InputError(escape(w.string()) + ": not a model file; -m takes " + kModelKinds);
+  // A file of no format: what it looks like, as the library's "what is this file" step says it
+  // (empty for what may be a damaged safetensors file, whose reader then says what is wrong).
+  if (!fs::is_regular_file(w, ec) || detect_format(w) != FileFormat::unknown) return;
+  const FileHead head = read_head(w, "the model file", kFormatHeadBytes);
+  const std::string look = unknown_look(head.bytes, head.size);
+  if (!look.empty())
+    throw InputError(head.source + ": not a model file: it looks like " + look + "; -m takes " +
+                     kModelKinds);
 }
 
 bool stdout_is_terminal() {
