@@ -3,7 +3,8 @@
 
 Usage: check_chat_templates.py RENDER_PROGRAM [TEMPLATE_DIR_OR_FILES...]
 
-Every template (default: llama.cpp's models/templates/ in the cache bench/llama_cpp.sh fills) is
+Every template (default: llama.cpp's models/templates/ in the cache bench/llama_cpp.sh fills,
+and tests/golden/chat_templates/, which exercises what those leave out) is
 rendered on each conversation below by Debian's python3-jinja2 in transformers' environment
 (apply_chat_template: ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loop controls,
 the {% generation %} tag, tojson with ensure_ascii=False, raise_exception, strftime_now) and by
@@ -31,6 +32,7 @@ except ImportError:
 NOW = 1721952000  # 2024-07-26: strftime_now's time on both sides
 MAX_REFUSED = 5
 CACHE = os.path.expanduser("~/.cache/attn-cli/llama.cpp/3.22.1/src/models/templates")
+OURS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chat_templates")
 
 
 class AssistantTracker(jinja2.ext.Extension):
@@ -106,9 +108,11 @@ def reference(env, source):
 
 def main():
     program = sys.argv[1]
-    paths = sys.argv[2:] or [CACHE]
+    paths = sys.argv[2:] or [CACHE, OURS]
     files = []
     for p in paths:
+        if not os.path.exists(p):
+            print(f"skipped: {p} is absent (bench/llama_cpp.sh --src fetches llama.cpp's templates)")
         files += sorted(glob.glob(os.path.join(p, "*.jinja"))) if os.path.isdir(p) else [p]
     if not files:
         print(f"SKIP: no templates in {' '.join(paths)} (bench/llama_cpp.sh --src fetches them)")

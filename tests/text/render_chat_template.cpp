@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: render_chat_template TEMPLATE CASES.json NOW\n";
     return 2;
   }
-  const auto cases = nlohmann::json::parse(read(argv[2]));
+  const auto cases = nlohmann::ordered_json::parse(read(argv[2]));
   const std::int64_t now = std::stoll(argv[3]);
   nlohmann::json out;
   try {

@@ -99,9 +99,9 @@ class Lexer {
   void skip_comment() {
     const std::size_t end = src_.find("#}", pos_);
     if (end == std::string_view::npos) fail("the comment is not closed");
-    const bool strip = end > pos_ && src_[end - 1] == '-';
+    const char sign = end > pos_ ? src_[end - 1] : 0;  // -#} strips, +#} keeps the newline
     pos_ = end + 2;
-    after_tag(strip, true);
+    after_tag(sign == '-', sign != '+');
   }
 
   void after_tag(bool strip, bool trim_newline) {
@@ -122,10 +122,11 @@ class Lexer {
       const std::string_view rest = src_.substr(pos_);
       const std::string_view close = block ? "%}" : "}}";
       const bool minus = rest.size() > 2 && rest[0] == '-' && rest.substr(1, 2) == close;
-      if ((block || balance == 0) && (minus || rest.substr(0, 2) == close)) {
-        pos_ += minus ? 3 : 2;
+      const bool plus = block && rest.size() > 2 && rest[0] == '+' && rest.substr(1, 2) == close;
+      if ((block || balance == 0) && (minus || plus || rest.substr(0, 2) == close)) {
+        pos_ += minus || plus ? 3 : 2;
         tokens_.push_back({block ? Token::Kind::block_end : Token::Kind::var_end, "", line_, {}});
-        after_tag(minus, block);
+        after_tag(minus, block && !plus);  // trim_blocks, unless +%}
         return;
       }
       Token t = one_token(rest);
@@ -164,6 +165,14 @@ class Lexer {
     if (n + 1 < rest.size() && rest[n] == '.' && is_digit(rest[n + 1])) {
       fraction = true;
       for (++n; n < rest.size() && is_digit(rest[n]);) ++n;
+    }
+    if (n + 1 < rest.size() && (rest[n] == 'e' || rest[n] == 'E')) {  // 1e20, 2.5e-7
+      std::size_t m = n + 1;
+      if (m < rest.size() && (rest[m] == '+' || rest[m] == '-')) ++m;
+      if (m < rest.size() && is_digit(rest[m])) {
+        fraction = true;
+        for (n = m; n < rest.size() && is_digit(rest[n]);) ++n;
+      }
     }
     const std::string text(rest.substr(0, n));
     pos_ += n;

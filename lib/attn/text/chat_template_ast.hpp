@@ -33,6 +33,7 @@ struct Value {
   std::shared_ptr<Dict> dict;  // namespace() objects are dicts that `set ns.x` may change
   std::shared_ptr<Function> fn;
   bool is_namespace = false;
+  bool tuple = false;  // a list made as a tuple: Python prints it in parentheses
 
   static Value none() { return with(Kind::none); }
   static Value boolean(bool v) { Value x = with(Kind::boolean); x.b = v; return x; }

@@ -96,11 +96,67 @@ std::string strip(std::string_view s, bool left, bool right, const Value& chars)
   return std::string(s.substr(cps[a].at, cps[b - 1].at + cps[b - 1].size - cps[a].at));
 }
 
-std::string ascii_case(std::string s, bool upper) {
-  for (char& c : s)
-    if (upper ? (c >= 'a' && c <= 'z') : (c >= 'A' && c <= 'Z')) c = char(c ^ 0x20);
-  return s;
+void append_utf8(std::string& out, std::uint32_t cp);
+
+// Python's case mapping on the scripts chat text mostly holds (Latin, Greek, Cyrillic); other
+// code points are caseless here. 0 when `c` has no mapping that way.
+std::uint32_t other_case(std::uint32_t c, bool upper) {
+  auto in = [&](std::uint32_t lo, std::uint32_t hi) { return c >= lo && c <= hi; };
+  if (upper) {
+    if (in('a', 'z') || (in(0xE0, 0xFE) && c != 0xF7) || (in(0x3B1, 0x3C9) && c != 0x3C2) ||
+        in(0x430, 0x44F))
+      return c - 0x20;
+    if (c == 0xFF) return 0x178;
+    if (c == 0xB5) return 0x39C;
+    if (c == 0x3C2) return 0x3A3;
+    if (in(0x450, 0x45F)) return c - 0x50;
+    if ((in(0x100, 0x137) || in(0x14A, 0x177)) && (c & 1)) return c - 1;
+    if ((in(0x139, 0x148) || in(0x179, 0x17E)) && !(c & 1)) return c - 1;
+    return 0;
+  }
+  if (in('A', 'Z') || (in(0xC0, 0xDE) && c != 0xD7) || (in(0x391, 0x3A9) && c != 0x3A2) ||
+      in(0x410, 0x42F))
+    return c + 0x20;
+  if (c == 0x178) return 0xFF;
+  if (in(0x400, 0x40F)) return c + 0x50;
+  if ((in(0x100, 0x137) || in(0x14A, 0x177)) && !(c & 1)) return c + 1;
+  if ((in(0x139, 0x148) || in(0x179, 0x17E)) && (c & 1)) return c + 1;
+  return 0;
 }
+
+bool cased(std::uint32_t c) { return other_case(c, true) || other_case(c, false) || c == 0xDF; }
+
+void append_case(std::string& out, std::string_view s, const CodePoint& c, bool upper);
+
+// str.upper() / str.lower(); mode 't' title(), 'c' capitalize().
+std::string change_case(std::string_view s, char mode) {
+  std::string out;
+  bool previous_cased = false;
+  bool first = true;
+  for (const CodePoint& c : code_points(s)) {
+    bool upper = mode == 'u';
+    if (mode == 't') upper = !previous_cased;
+    if (mode == 'c') upper = first;
+    append_case(out, s, c, upper);
+    previous_cased = cased(c.cp);
+    first = false;
+  }
+  return out;
+}
+
+void append_case(std::string& out, std::string_view s, const CodePoint& c, bool upper) {
+  if (upper && c.cp == 0xDF) {
+    out += "SS";
+    return;
+  }
+  if (const std::uint32_t m = other_case(c.cp, upper)) {
+    append_utf8(out, m);
+    return;
+  }
+  out.append(s.substr(c.at, c.size));
+}
+
+std::string case_of(std::string_view s, bool upper) { return change_case(s, upper ? 'u' : 'l'); }
 
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
@@ -191,9 +247,9 @@ std::string repr(const Value& v) {
   switch (v.kind) {
     case K::string: return string_repr(v.s);
     case K::list: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (std::size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
-      return out + "]";
+      return out + (!v.tuple ? "]" : v.list->size() == 1 ? ",)" : ")");
     }
     case K::dict: {
       std::string out = v.is_namespace ? "<Namespace {" : "{";
@@ -407,7 +463,7 @@ struct Renderer {
     if (!v.is(K::dict)) fail("items of a " + type_name(v));
     for (const auto& [k, x] : *v.dict) {
       Value pair = Value::of_list({Value::string(k), x});
-      pair.list->shrink_to_fit();
+      pair.tuple = true;
       out.push_back(std::move(pair));
     }
     return list(std::move(out));
@@ -514,7 +570,7 @@ struct Renderer {
   Value string_method(const std::string& s, const std::string& m, Args& a) {
     if (m == "strip" || m == "lstrip" || m == "rstrip")
       return text(strip(s, m != "rstrip", m != "lstrip", a.get(0, "chars")));
-    if (m == "upper" || m == "lower") return text(ascii_case(s, m == "upper"));
+    if (m == "upper" || m == "lower") return text(case_of(s, m == "upper"));
     if (m == "split" || m == "rsplit") return split(s, a.get(0, "sep", Value::none()), a.get(1, "maxsplit", Value::integer(-1)), m == "rsplit");
     if (m == "startswith" || m == "endswith") {
       const Value p = a.get(0, "prefix");
@@ -634,21 +690,8 @@ struct Renderer {
     return text(std::move(out));
   }
 
-  static std::string title(const std::string& s) {
-    std::string out = s;
-    bool start = true;
-    for (char& c : out) {
-      const bool letter = (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-      if (letter) c = start ? char(c & ~0x20) : char(c | 0x20);
-      start = !letter && !(c >= '0' && c <= '9') && !(static_cast<unsigned char>(c) & 0x80);
-    }
-    return out;
-  }
-  static std::string capitalize(const std::string& s) {
-    std::string out = ascii_case(s, false);
-    if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = char(out[0] ^ 0x20);
-    return out;
-  }
+  static std::string title(const std::string& s) { return change_case(s, 't'); }
+  static std::string capitalize(const std::string& s) { return change_case(s, 'c'); }
 
   static std::vector<std::string> split_lines(const std::string& s) {
     std::vector<std::string> lines;
@@ -826,7 +869,9 @@ struct Renderer {
       case Expr::Kind::list: {
         List items;
         for (const ExprPtr& x : e.args) items.push_back(eval(*x));
-        return list(std::move(items));
+        Value v = list(std::move(items));
+        v.tuple = e.tuple;
+        return v;
       }
       case Expr::Kind::dict: {
         Dict d;
@@ -1184,7 +1229,7 @@ struct Renderer {
 using Filter = Value (*)(Renderer&, const Value&, Args&);
 
 bool case_less(Renderer& r, const Value& a, const Value& b, bool case_sensitive) {
-  if (!case_sensitive && a.is(K::string) && b.is(K::string)) return ascii_case(a.s, false) < ascii_case(b.s, false);
+  if (!case_sensitive && a.is(K::string) && b.is(K::string)) return case_of(a.s, false) < case_of(b.s, false);
   return r.less(a, b);
 }
 
@@ -1233,8 +1278,8 @@ Value f_join(Renderer& r, const Value& v, Args& a) {
   return r.text(r.join(items, str(a.get(0, "d", Value::string("")))));
 }
 Value f_items(Renderer& r, const Value& v, Args&) { return r.items(v); }
-Value f_upper(Renderer& r, const Value& v, Args&) { return r.text(ascii_case(str(v), true)); }
-Value f_lower(Renderer& r, const Value& v, Args&) { return r.text(ascii_case(str(v), false)); }
+Value f_upper(Renderer& r, const Value& v, Args&) { return r.text(case_of(str(v), true)); }
+Value f_lower(Renderer& r, const Value& v, Args&) { return r.text(case_of(str(v), false)); }
 Value f_safe(Renderer& r, const Value& v, Args&) { return v.is(K::string) ? v : r.text(str(v)); }
 Value f_dictsort(Renderer& r, const Value& v, Args& a) {
   if (!v.is(K::dict)) r.fail("dictsort of a " + Renderer::type_name(v));
@@ -1323,7 +1368,7 @@ Value f_unique(Renderer& r, const Value& v, Args& a) {
   std::vector<Value> seen;
   for (const Value& x : r.iterate(v)) {
     Value key = attr.is(K::none) ? x : r.path(x, attr);
-    if (!cs && key.is(K::string)) key.s = ascii_case(key.s, false);
+    if (!cs && key.is(K::string)) key.s = case_of(key.s, false);
     r.step(seen.size());
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Renderer::equal(s, key); })) {
       seen.push_back(key);
@@ -1454,7 +1499,7 @@ bool Renderer::test(const std::string& t, const Value& v, const Args& a) {
   }
   if (t == "lower" || t == "upper") {
     const std::string s = str(v);
-    return s == ascii_case(s, t == "upper") && s != ascii_case(s, t != "upper");
+    return s == case_of(s, t == "upper") && s != case_of(s, t != "upper");
   }
   if (t == "sameas") {
     if (v.kind != arg.kind) return false;
