@@ -23,7 +23,7 @@ namespace attn::chat {
 // Bounds on one render: a hostile template stops with an InputError, not a hang or an OOM.
 constexpr std::size_t max_text = std::size_t{8} << 20;  // bytes of output and of any string
 constexpr std::size_t max_items = std::size_t{1} << 20;  // elements of a list
-constexpr std::uint64_t max_steps = 20'000'000;          // nodes, expressions, copied elements
+constexpr std::uint64_t max_steps = 5'000'000;           // nodes, expressions, copied elements
 constexpr int max_calls = 64;                             // nested macro calls
 constexpr std::int64_t max_range = 100'000;               // as Jinja's sandbox (MAX_RANGE)
 
@@ -1157,24 +1157,27 @@ struct Renderer {
       }
       items = std::move(kept);
     }
-    Dict info;
+    // One loop object per loop, its fields updated in place (Jinja's LoopContext is one object).
+    Value info = Value::of_dict({{"index0", {}}, {"index", {}}, {"revindex0", {}}, {"revindex", {}},
+                                 {"first", {}}, {"last", {}}, {"length", {}}, {"previtem", {}},
+                                 {"nextitem", {}}, {"depth", Value::integer(1)},
+                                 {"depth0", Value::integer(0)}});
+    Dict& d = *info.dict;
     for (std::size_t k = 0; k < items.size(); ++k) {
       scopes.resize(depth);
       scopes.back().clear();
       bind(n.targets, items[k]);
       const std::int64_t i = std::int64_t(k), len = std::int64_t(items.size());
-      Value loop_value = Value::of_dict({{"index0", Value::integer(i)},
-                                         {"index", Value::integer(i + 1)},
-                                         {"revindex0", Value::integer(len - i - 1)},
-                                         {"revindex", Value::integer(len - i)},
-                                         {"first", Value::boolean(k == 0)},
-                                         {"last", Value::boolean(k + 1 == items.size())},
-                                         {"length", Value::integer(len)},
-                                         {"previtem", k ? items[k - 1] : Value()},
-                                         {"nextitem", k + 1 < items.size() ? items[k + 1] : Value()},
-                                         {"depth", Value::integer(1)},
-                                         {"depth0", Value::integer(0)}});
-      scopes.back()["loop"] = std::move(loop_value);
+      d[0].second = Value::integer(i);
+      d[1].second = Value::integer(i + 1);
+      d[2].second = Value::integer(len - i - 1);
+      d[3].second = Value::integer(len - i);
+      d[4].second = Value::boolean(k == 0);
+      d[5].second = Value::boolean(k + 1 == items.size());
+      d[6].second = Value::integer(len);
+      d[7].second = k ? items[k - 1] : Value();
+      d[8].second = k + 1 < items.size() ? items[k + 1] : Value();
+      scopes.back()["loop"] = info;
       if (render(n.body) == Flow::break_) break;
     }
     scopes.resize(depth - 1);
