@@ -1211,9 +1211,9 @@ struct Renderer {
         if (v.is(K::undefined) && def) v = eval(*def);
         scopes.back()[param] = std::move(v);
       }
-      for (const auto& [key, v] : a.kw)
-        if (std::none_of(n.params.begin(), n.params.end(), [&](auto& p) { return p.first == key; }))
-          fail("macro " + attn::quoted(n.text) + " has no argument " + attn::quoted(key));
+      for (const auto& kw : a.kw)
+        if (std::none_of(n.params.begin(), n.params.end(), [&](auto& p) { return p.first == kw.first; }))
+          fail("macro " + attn::quoted(n.text) + " has no argument " + attn::quoted(kw.first));
       result = capture(n.body);
     } catch (...) {
       scopes = std::move(saved);
