@@ -3,7 +3,11 @@
 // chat_template_render.cpp.
 #include "attn/text/chat_template.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template_ast.hpp"
+#include "attn/text/tokenizer.hpp"
 
 namespace attn {
 namespace {
@@ -153,7 +158,7 @@ class Lexer {
         return {Token::Kind::op, op, line_, {}};
       }
     if (std::string_view("+-/*%~()[]{},.:|=<>").find(c) == std::string_view::npos)
-      fail("unexpected character " + quoted(rest.substr(0, 1)));
+      fail("unexpected character " + attn::quoted(rest.substr(0, 1)));
     ++pos_;
     return {Token::Kind::op, std::string(1, c), line_, {}};
   }
@@ -276,7 +281,7 @@ class Parser {
     throw InputError(name_ + ": line " + std::to_string(t_[p_].line) + ": " + what);
   }
   [[noreturn]] void unsupported(const std::string& what) const {
-    fail(quoted(what) + " is not supported");
+    fail(attn::quoted(what) + " is not supported");
   }
   const Token& peek(std::size_t ahead = 0) const {
     return t_[std::min(p_ + ahead, t_.size() - 1)];
@@ -294,7 +299,7 @@ class Parser {
     return true;
   }
   void expect_op(std::string_view op) {
-    if (!skip_op(op)) fail("expected " + quoted(op) + ", found " + describe(peek()));
+    if (!skip_op(op)) fail("expected " + attn::quoted(op) + ", found " + describe(peek()));
   }
   std::string expect_name() {
     if (peek().kind != K::name) fail("expected a name, found " + describe(peek()));
@@ -310,7 +315,7 @@ class Parser {
       case K::var_end: return "'}}'";
       case K::end: return "the end of the template";
       case K::string: return "a string";
-      default: return quoted(t.text, 40);
+      default: return attn::quoted(t.text, 40);
     }
   }
 
@@ -372,7 +377,7 @@ class Parser {
     if (word == "filter") return filter_statement();
     if (word == "generation") return generation_statement();
     if (word == "break" || word == "continue") {
-      if (loops_ == 0) fail(quoted(word) + " outside a loop");
+      if (loops_ == 0) fail(attn::quoted(word) + " outside a loop");
       auto n = node(word == "break" ? Node::Kind::break_ : Node::Kind::continue_);
       expect_block_end();
       return n;
@@ -804,6 +809,51 @@ ChatTemplate::ChatTemplate(std::string_view source, std::string name) : name_(st
   const std::string shown = escape(name_);
   program->body = Parser(Lexer(source, shown).run(), shown).parse();
   program_ = std::move(program);
+}
+
+ChatTemplate chat_template_for(const Tokenizer& t, const std::string& choice) {
+  constexpr std::uintmax_t max_file = std::uintmax_t{1} << 20;  // templates are kilobytes
+  std::error_code ec;
+  if (!choice.empty() && std::filesystem::is_regular_file(choice, ec)) {
+    const std::uintmax_t size = std::filesystem::file_size(choice, ec);
+    if (ec || size > max_file)
+      throw InputError(escape(choice) + ": a chat template larger than 1 MiB", "chat_template");
+    std::ifstream in(choice, std::ios::binary);
+    std::string source((std::istreambuf_iterator<char>(in)), {});
+    if (!in && !in.eof()) throw InputError(escape(choice) + ": cannot be read", "chat_template");
+    return ChatTemplate(source, choice);
+  }
+  const std::string name = choice.empty() ? "default" : choice;
+  std::string names;
+  for (const auto& [n, source] : t.chat_templates) {
+    if (n == name) return ChatTemplate(source, t.source + ": chat template " + attn::quoted(n, 60));
+    names += (names.empty() ? "" : ", ") + attn::quoted(n, 60);
+  }
+  if (choice.empty())
+    throw InputError(t.source + ": the tokenizer has no chat template",
+                     "chat_template");
+  throw InputError(attn::quoted(choice) + " is neither a file nor one of the tokenizer's chat templates (" +
+                       (names.empty() ? "it has none" : names) + ")",
+                   "chat_template");
+}
+
+ChatOptions chat_options(const Tokenizer& t, bool add_generation_prompt) {
+  ChatOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  if (t.bos >= 0 && t.bos < t.vocab_size()) o.bos_token = token_bytes(t, t.bos);
+  if (!t.eos.empty() && t.eos[0] >= 0 && t.eos[0] < t.vocab_size()) o.eos_token = token_bytes(t, t.eos[0]);
+  return o;
+}
+
+std::vector<std::int32_t> chat_stop_ids(const Tokenizer& t) {
+  std::vector<std::int32_t> ids = t.eos;
+  static const char* const ends[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>",
+                                     "<|end|>", "<|endoftext|>", "<|end_of_text|>", "</s>"};
+  for (std::size_t id = 0; id < t.pieces.size(); ++id)
+    for (const char* e : ends)
+      if (t.pieces[id] == e && std::find(ids.begin(), ids.end(), std::int32_t(id)) == ids.end())
+        ids.push_back(std::int32_t(id));
+  return ids;
 }
 
 }  // namespace attn

@@ -15,6 +15,8 @@
 
 namespace attn {
 
+struct Tokenizer;
+
 struct ChatMessage {
   std::string role, content;
 };
@@ -50,5 +52,18 @@ class ChatTemplate {
   std::string name_;
   std::shared_ptr<const Program> program_;
 };
+
+// The template that renders a conversation for `t`: `choice` a file holding one, else the name
+// of one of the tokenizer's templates; empty: the tokenizer's default. Throws InputError when
+// there is none (setting "chat_template"), or as ChatTemplate's constructor.
+ChatTemplate chat_template_for(const Tokenizer& t, const std::string& choice);
+
+// The options transformers renders with for `t`: its BOS and EOS tokens' text.
+ChatOptions chat_options(const Tokenizer& t, bool add_generation_prompt);
+
+// The ids that end the assistant's turn: the tokenizer's EOS ids (with GGUF's EOT and EOM) and
+// the end-of-turn tokens templates write (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>, ...)
+// where the vocabulary has them.
+std::vector<std::int32_t> chat_stop_ids(const Tokenizer& t);
 
 }  // namespace attn
