@@ -45,7 +45,8 @@ TEST_CASE("generate --chat renders the prompt as a user turn and encodes the tem
   CHECK(want[0] == 1);  // <s> from the template, as the token
 }
 
-TEST_CASE("generate --chat refuses a model without a template and an unknown name, naming the flag") {
+TEST_CASE(
+    "generate --chat refuses a model without a template and an unknown name, naming the flag") {
   test::CliResult r = test::run_cli("generate" + kModel + " --chat -p hi -n 2");
   CHECK(r.status == 2);
   CHECK(r.err.find("has no chat template") != std::string::npos);
@@ -56,7 +57,8 @@ TEST_CASE("generate --chat refuses a model without a template and an unknown nam
         std::string::npos);
   const auto bad = test::temp_path("chat_bad.jinja");
   std::ofstream(bad) << "{% include 'x' %}";
-  r = test::run_cli("generate" + kModel + " --chat --chat-template " + bad.string() + " -p hi -n 2");
+  r = test::run_cli("generate" + kModel + " --chat --chat-template " + bad.string() +
+                    " -p hi -n 2");
   CHECK(r.status == 2);
   CHECK(r.err.find("line 1: 'include' is not supported") != std::string::npos);
 }

@@ -30,16 +30,33 @@ using chat::Value;
 constexpr int max_depth = 100;
 
 struct Token {
-  enum class Kind { data, block_begin, var_begin, block_end, var_end, name, string, number, op, end };
+  enum class Kind {
+    data,
+    block_begin,
+    var_begin,
+    block_end,
+    var_end,
+    name,
+    string,
+    number,
+    op,
+    end
+  };
   Kind kind;
   std::string text;
   int line;
   Value number;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 class Lexer {
  public:
@@ -86,7 +103,8 @@ class Lexer {
   }
 
   std::size_t next_tag() const {
-    for (std::size_t k = src_.find('{', pos_); k != std::string_view::npos; k = src_.find('{', k + 1))
+    for (std::size_t k = src_.find('{', pos_); k != std::string_view::npos;
+         k = src_.find('{', k + 1))
       if (k + 1 < src_.size() && (src_[k + 1] == '{' || src_[k + 1] == '%' || src_[k + 1] == '#'))
         return k;
     return src_.size();
@@ -202,15 +220,34 @@ class Lexer {
       }
       const char e = rest[++k];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case '\n': break;
-        case 'x': case 'u': case 'U': k = escape_code(rest, k, e, out); break;
-        default: out += '\\'; out += e;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\n':
+          break;
+        case 'x':
+        case 'u':
+        case 'U':
+          k = escape_code(rest, k, e, out);
+          break;
+        default:
+          out += '\\';
+          out += e;
       }
     }
     if (k >= rest.size()) fail("a string is not closed");
@@ -224,15 +261,20 @@ class Lexer {
   // index of the escape's last character.
   std::size_t escape_code(std::string_view rest, std::size_t k, char e, std::string& out) {
     const std::size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-    if (k + digits >= rest.size()) fail("a string has a truncated \\" + std::string(1, e) + " escape");
+    if (k + digits >= rest.size())
+      fail("a string has a truncated \\" + std::string(1, e) + " escape");
     std::uint32_t cp = 0;
     for (std::size_t j = 1; j <= digits; ++j) {
       const char h = rest[k + j];
-      const int v = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      const int v = is_digit(h)              ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
       if (v < 0) fail("a string has a malformed \\" + std::string(1, e) + " escape");
       cp = cp * 16 + std::uint32_t(v);
     }
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) fail("a string escapes an invalid code point");
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
+      fail("a string escapes an invalid code point");
     if (cp < 0x80) {
       out += char(cp);
     } else if (cp < 0x800) {
@@ -283,9 +325,7 @@ class Parser {
   [[noreturn]] void unsupported(const std::string& what) const {
     fail(attn::quoted(what) + " is not supported");
   }
-  const Token& peek(std::size_t ahead = 0) const {
-    return t_[std::min(p_ + ahead, t_.size() - 1)];
-  }
+  const Token& peek(std::size_t ahead = 0) const { return t_[std::min(p_ + ahead, t_.size() - 1)]; }
   bool at_op(std::string_view op) const { return peek().kind == K::op && peek().text == op; }
   bool at_name(std::string_view n) const { return peek().kind == K::name && peek().text == n; }
   bool skip_op(std::string_view op) {
@@ -311,11 +351,16 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.kind) {
-      case K::block_end: return "'%}'";
-      case K::var_end: return "'}}'";
-      case K::end: return "the end of the template";
-      case K::string: return "a string";
-      default: return attn::quoted(t.text, 40);
+      case K::block_end:
+        return "'%}'";
+      case K::var_end:
+        return "'}}'";
+      case K::end:
+        return "the end of the template";
+      case K::string:
+        return "a string";
+      default:
+        return attn::quoted(t.text, 40);
     }
   }
 
@@ -437,7 +482,8 @@ class Parser {
       expect_block_end();
       return n;
     }
-    if (n->attribute_target || n->targets.size() != 1) fail("expected '=', found " + describe(peek()));
+    if (n->attribute_target || n->targets.size() != 1)
+      fail("expected '=', found " + describe(peek()));
     n->kind = Node::Kind::set_block;
     n->text = n->targets[0];
     if (at_op("|")) n->filter_call = filters(literal_of(Value::string("")));
@@ -830,9 +876,9 @@ ChatTemplate chat_template_for(const Tokenizer& t, const std::string& choice) {
     names += (names.empty() ? "" : ", ") + attn::quoted(n, 60);
   }
   if (choice.empty())
-    throw InputError(t.source + ": the tokenizer has no chat template",
-                     "chat_template");
-  throw InputError(attn::quoted(choice) + " is neither a file nor one of the tokenizer's chat templates (" +
+    throw InputError(t.source + ": the tokenizer has no chat template", "chat_template");
+  throw InputError(attn::quoted(choice) +
+                       " is neither a file nor one of the tokenizer's chat templates (" +
                        (names.empty() ? "it has none" : names) + ")",
                    "chat_template");
 }
@@ -841,14 +887,16 @@ ChatOptions chat_options(const Tokenizer& t, bool add_generation_prompt) {
   ChatOptions o;
   o.add_generation_prompt = add_generation_prompt;
   if (t.bos >= 0 && t.bos < t.vocab_size()) o.bos_token = token_bytes(t, t.bos);
-  if (!t.eos.empty() && t.eos[0] >= 0 && t.eos[0] < t.vocab_size()) o.eos_token = token_bytes(t, t.eos[0]);
+  if (!t.eos.empty() && t.eos[0] >= 0 && t.eos[0] < t.vocab_size())
+    o.eos_token = token_bytes(t, t.eos[0]);
   return o;
 }
 
 std::vector<std::int32_t> chat_stop_ids(const Tokenizer& t) {
   std::vector<std::int32_t> ids = t.eos;
-  static const char* const ends[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>",
-                                     "<|end|>", "<|endoftext|>", "<|end_of_text|>", "</s>"};
+  static const char* const ends[] = {"<|eot_id|>",      "<|eom_id|>", "<|im_end|>",
+                                     "<end_of_turn>",   "<|end|>",    "<|endoftext|>",
+                                     "<|end_of_text|>", "</s>"};
   for (std::size_t id = 0; id < t.pieces.size(); ++id)
     for (const char* e : ends)
       if (t.pieces[id] == e && std::find(ids.begin(), ids.end(), std::int32_t(id)) == ids.end())

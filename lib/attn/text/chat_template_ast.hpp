@@ -36,10 +36,26 @@ struct Value {
   bool tuple = false;  // a list made as a tuple: Python prints it in parentheses
 
   static Value none() { return with(Kind::none); }
-  static Value boolean(bool v) { Value x = with(Kind::boolean); x.b = v; return x; }
-  static Value integer(std::int64_t v) { Value x = with(Kind::integer); x.i = v; return x; }
-  static Value floating(double v) { Value x = with(Kind::floating); x.f = v; return x; }
-  static Value string(std::string v) { Value x = with(Kind::string); x.s = std::move(v); return x; }
+  static Value boolean(bool v) {
+    Value x = with(Kind::boolean);
+    x.b = v;
+    return x;
+  }
+  static Value integer(std::int64_t v) {
+    Value x = with(Kind::integer);
+    x.i = v;
+    return x;
+  }
+  static Value floating(double v) {
+    Value x = with(Kind::floating);
+    x.f = v;
+    return x;
+  }
+  static Value string(std::string v) {
+    Value x = with(Kind::string);
+    x.s = std::move(v);
+    return x;
+  }
   static Value of_list(List v) {
     Value x = with(Kind::list);
     x.list = std::make_shared<List>(std::move(v));
@@ -56,7 +72,11 @@ struct Value {
     x.fn = std::make_shared<Function>(std::move(f));
     return x;
   }
-  static Value with(Kind k) { Value x; x.kind = k; return x; }
+  static Value with(Kind k) {
+    Value x;
+    x.kind = k;
+    return x;
+  }
   bool is(Kind k) const { return kind == k; }
 };
 
@@ -67,12 +87,24 @@ using Body = std::vector<std::unique_ptr<Node>>;
 
 struct Expr {
   enum class Kind {
-    literal, name, attr, item, slice, call, filter, test, unary, binary, cond, list, dict
+    literal,
+    name,
+    attr,
+    item,
+    slice,
+    call,
+    filter,
+    test,
+    unary,
+    binary,
+    cond,
+    list,
+    dict
   };
   Kind kind;
   int line = 0;
-  Value value;          // literal
-  std::string name;     // name, attr, filter, test; unary/binary operator
+  Value value;                // literal
+  std::string name;           // name, attr, filter, test; unary/binary operator
   std::vector<ExprPtr> args;  // operands, then call/filter/test positional arguments
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;  // `is not`
@@ -89,9 +121,9 @@ struct Node {
   std::vector<ExprPtr> exprs;        // output, for's iterable and condition, set's value
   std::vector<std::pair<ExprPtr, Body>> branches;  // if/elif; for: {condition-or-null, body}
   Body else_body;
-  Body body;                                             // for, set_block, macro, filter
+  Body body;                                            // for, set_block, macro, filter
   std::vector<std::pair<std::string, ExprPtr>> params;  // macro parameters and defaults
-  ExprPtr filter_call;                                   // filter block, set block's filter
+  ExprPtr filter_call;                                  // filter block, set block's filter
 };
 
 // The filters and tests the renderer knows (their table is in chat_template_render.cpp): the

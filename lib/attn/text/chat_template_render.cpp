@@ -21,11 +21,11 @@
 namespace attn::chat {
 
 // Bounds on one render: a hostile template stops with an InputError, not a hang or an OOM.
-constexpr std::size_t max_text = std::size_t{8} << 20;  // bytes of output and of any string
+constexpr std::size_t max_text = std::size_t{8} << 20;   // bytes of output and of any string
 constexpr std::size_t max_items = std::size_t{1} << 20;  // elements of a list
 constexpr std::uint64_t max_steps = 5'000'000;           // nodes, expressions, copied elements
-constexpr int max_calls = 64;                             // nested macro calls
-constexpr std::int64_t max_range = 100'000;               // as Jinja's sandbox (MAX_RANGE)
+constexpr int max_calls = 64;                            // nested macro calls
+constexpr std::int64_t max_range = 100'000;              // as Jinja's sandbox (MAX_RANGE)
 
 using K = Value::Kind;
 
@@ -54,7 +54,11 @@ std::vector<CodePoint> code_points(std::string_view s) {
   std::vector<CodePoint> out;
   for (std::size_t k = 0; k < s.size();) {
     const auto c = static_cast<unsigned char>(s[k]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    const std::size_t n = c < 0x80         ? 1
+                          : (c >> 5) == 6  ? 2
+                          : (c >> 4) == 14 ? 3
+                          : (c >> 3) == 30 ? 4
+                                           : 1;
     std::uint32_t cp = n == 1 ? c : c & (0x3F >> (n - 1));
     bool ok = k + n <= s.size();
     for (std::size_t j = 1; ok && j < n; ++j) {
@@ -74,9 +78,9 @@ std::vector<CodePoint> code_points(std::string_view s) {
 }
 
 bool py_space(std::uint32_t c) {
-  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // Python's str.strip/lstrip/rstrip: whitespace, or any code point of `chars`.
@@ -124,7 +128,9 @@ std::uint32_t other_case(std::uint32_t c, bool upper) {
   return 0;
 }
 
-bool cased(std::uint32_t c) { return other_case(c, true) || other_case(c, false) || c == 0xDF; }
+bool cased(std::uint32_t c) {
+  return other_case(c, true) || other_case(c, false) || c == 0xDF;
+}
 
 void append_case(std::string& out, std::string_view s, const CodePoint& c, bool upper);
 
@@ -156,7 +162,9 @@ void append_case(std::string& out, std::string_view s, const CodePoint& c, bool 
   out.append(s.substr(c.at, c.size));
 }
 
-std::string case_of(std::string_view s, bool upper) { return change_case(s, upper ? 'u' : 'l'); }
+std::string case_of(std::string_view s, bool upper) {
+  return change_case(s, upper ? 'u' : 'l');
+}
 
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
@@ -208,18 +216,26 @@ std::string repr(const Value& v);
 
 std::string str(const Value& v) {
   switch (v.kind) {
-    case K::undefined: return {};
-    case K::none: return "None";
-    case K::boolean: return v.b ? "True" : "False";
-    case K::integer: return std::to_string(v.i);
-    case K::floating: return float_repr(v.f);
-    case K::string: return v.s;
-    default: return repr(v);
+    case K::undefined:
+      return {};
+    case K::none:
+      return "None";
+    case K::boolean:
+      return v.b ? "True" : "False";
+    case K::integer:
+      return std::to_string(v.i);
+    case K::floating:
+      return float_repr(v.f);
+    case K::string:
+      return v.s;
+    default:
+      return repr(v);
   }
 }
 
 std::string string_repr(std::string_view s) {
-  const char q = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  const char q =
+      s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
   std::string out(1, q);
   for (const CodePoint& c : code_points(s)) {
     char buf[12];
@@ -245,7 +261,8 @@ std::string string_repr(std::string_view s) {
 
 std::string repr(const Value& v) {
   switch (v.kind) {
-    case K::string: return string_repr(v.s);
+    case K::string:
+      return string_repr(v.s);
     case K::list: {
       std::string out = v.tuple ? "(" : "[";
       for (std::size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
@@ -257,9 +274,12 @@ std::string repr(const Value& v) {
         out += (k ? ", " : "") + string_repr((*v.dict)[k].first) + ": " + repr((*v.dict)[k].second);
       return out + (v.is_namespace ? "}>" : "}");
     }
-    case K::function: return "<function " + v.s + ">";
-    case K::undefined: return "Undefined";
-    default: return str(v);
+    case K::function:
+      return "<function " + v.s + ">";
+    case K::undefined:
+      return "Undefined";
+    default:
+      return str(v);
   }
 }
 
@@ -277,14 +297,29 @@ void json_string(std::string& out, std::string_view s, bool ascii) {
   for (const CodePoint& c : code_points(s)) {
     char buf[16];
     switch (c.cp) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c.cp < 0x20 || (ascii && c.cp >= 0x7F)) {
       if (c.cp >= 0x10000) {
@@ -318,7 +353,8 @@ struct Renderer {
 
   void step(std::uint64_t n = 1) {
     steps += n;
-    if (steps > max_steps) fail("rendering takes more than " + std::to_string(max_steps) + " steps");
+    if (steps > max_steps)
+      fail("rendering takes more than " + std::to_string(max_steps) + " steps");
   }
 
   Value text(std::string s) {
@@ -347,7 +383,9 @@ struct Renderer {
     return global(n);
   }
 
-  void assign(const std::string& n, Value v) { (scopes.empty() ? root : scopes.back())[n] = std::move(v); }
+  void assign(const std::string& n, Value v) {
+    (scopes.empty() ? root : scopes.back())[n] = std::move(v);
+  }
 
   Value global(const std::string& n);
 
@@ -355,18 +393,29 @@ struct Renderer {
 
   static bool truthy(const Value& v) {
     switch (v.kind) {
-      case K::undefined: case K::none: return false;
-      case K::boolean: return v.b;
-      case K::integer: return v.i != 0;
-      case K::floating: return v.f != 0;
-      case K::string: return !v.s.empty();
-      case K::list: return !v.list->empty();
-      case K::dict: return !v.dict->empty();
-      case K::function: return true;
+      case K::undefined:
+      case K::none:
+        return false;
+      case K::boolean:
+        return v.b;
+      case K::integer:
+        return v.i != 0;
+      case K::floating:
+        return v.f != 0;
+      case K::string:
+        return !v.s.empty();
+      case K::list:
+        return !v.list->empty();
+      case K::dict:
+        return !v.dict->empty();
+      case K::function:
+        return true;
     }
     return false;
   }
-  static bool numeric(const Value& v) { return v.is(K::integer) || v.is(K::floating) || v.is(K::boolean); }
+  static bool numeric(const Value& v) {
+    return v.is(K::integer) || v.is(K::floating) || v.is(K::boolean);
+  }
   static double number(const Value& v) {
     return v.is(K::floating) ? v.f : v.is(K::boolean) ? double(v.b) : double(v.i);
   }
@@ -380,7 +429,8 @@ struct Renderer {
     }
     if (a.kind != b.kind) return false;
     switch (a.kind) {
-      case K::string: return a.s == b.s;
+      case K::string:
+        return a.s == b.s;
       case K::list:
         if (a.list->size() != b.list->size()) return false;
         for (std::size_t k = 0; k < a.list->size(); ++k)
@@ -394,8 +444,10 @@ struct Renderer {
         }
         return true;
       }
-      case K::function: return a.fn == b.fn;
-      default: return true;  // undefined, none
+      case K::function:
+        return a.fn == b.fn;
+      default:
+        return true;  // undefined, none
     }
   }
 
@@ -406,8 +458,8 @@ struct Renderer {
   }
 
   static std::string type_name(const Value& v) {
-    static const char* const names[] = {"Undefined", "NoneType", "bool", "int", "float",
-                                        "str", "list", "dict", "function"};
+    static const char* const names[] = {"Undefined", "NoneType", "bool", "int",     "float",
+                                        "str",       "list",     "dict", "function"};
     return names[int(v.kind)];
   }
 
@@ -431,8 +483,10 @@ struct Renderer {
 
   std::vector<Value> iterate(const Value& v) {
     switch (v.kind) {
-      case K::undefined: return {};
-      case K::list: return *v.list;
+      case K::undefined:
+        return {};
+      case K::list:
+        return *v.list;
       case K::dict: {
         std::vector<Value> keys;
         for (const auto& kv : *v.dict) keys.push_back(Value::string(kv.first));
@@ -440,20 +494,27 @@ struct Renderer {
       }
       case K::string: {
         std::vector<Value> chars;
-        for (const CodePoint& c : code_points(v.s)) chars.push_back(Value::string(v.s.substr(c.at, c.size)));
+        for (const CodePoint& c : code_points(v.s))
+          chars.push_back(Value::string(v.s.substr(c.at, c.size)));
         return chars;
       }
-      default: fail(attn::quoted(type_name(v)) + " is not iterable");
+      default:
+        fail(attn::quoted(type_name(v)) + " is not iterable");
     }
   }
 
   std::int64_t length(const Value& v) {
     switch (v.kind) {
-      case K::undefined: return 0;
-      case K::string: return std::int64_t(code_points(v.s).size());
-      case K::list: return std::int64_t(v.list->size());
-      case K::dict: return std::int64_t(v.dict->size());
-      default: fail("a " + type_name(v) + " has no length");
+      case K::undefined:
+        return 0;
+      case K::string:
+        return std::int64_t(code_points(v.s).size());
+      case K::list:
+        return std::int64_t(v.list->size());
+      case K::dict:
+        return std::int64_t(v.dict->size());
+      default:
+        fail("a " + type_name(v) + " has no length");
     }
   }
 
@@ -510,7 +571,8 @@ struct Renderer {
     };
     const std::int64_t from = bound(a, st > 0 ? 0 : n - 1), to = bound(b, st > 0 ? n : -1);
     List part;
-    for (std::int64_t k = from; st > 0 ? k < to : k > to; k += st) part.push_back(seq[std::size_t(k)]);
+    for (std::int64_t k = from; st > 0 ? k < to : k > to; k += st)
+      part.push_back(seq[std::size_t(k)]);
     if (!obj.is(K::string)) return list(std::move(part));
     std::string s;
     for (const Value& v : part) s += v.s;
@@ -521,15 +583,18 @@ struct Renderer {
 
   static bool has_method(const Value& obj, std::string_view m) {
     static const std::vector<std::string_view> str_methods = {
-        "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "replace",
-        "upper", "lower", "title", "capitalize", "format", "find", "count", "join",
-        "splitlines", "isdigit", "isspace", "isalpha", "isalnum", "index"};
-    static const std::vector<std::string_view> dict_methods = {"get", "items", "keys", "values",
+        "strip",    "lstrip",  "rstrip",  "split", "rsplit",     "startswith",
+        "endswith", "replace", "upper",   "lower", "title",      "capitalize",
+        "format",   "find",    "count",   "join",  "splitlines", "isdigit",
+        "isspace",  "isalpha", "isalnum", "index"};
+    static const std::vector<std::string_view> dict_methods = {"get", "items",  "keys", "values",
                                                                "pop", "update", "copy"};
-    static const std::vector<std::string_view> list_methods = {"index", "count", "append",
-                                                               "pop", "extend", "insert"};
-    const auto& table = obj.is(K::string) ? str_methods : obj.is(K::dict) ? dict_methods
-                      : obj.is(K::list) ? list_methods : std::vector<std::string_view>();
+    static const std::vector<std::string_view> list_methods = {"index", "count",  "append",
+                                                               "pop",   "extend", "insert"};
+    const auto& table = obj.is(K::string) ? str_methods
+                        : obj.is(K::dict) ? dict_methods
+                        : obj.is(K::list) ? list_methods
+                                          : std::vector<std::string_view>();
     return std::find(table.begin(), table.end(), m) != table.end();
   }
 
@@ -571,19 +636,23 @@ struct Renderer {
     if (m == "strip" || m == "lstrip" || m == "rstrip")
       return text(strip(s, m != "rstrip", m != "lstrip", a.get(0, "chars")));
     if (m == "upper" || m == "lower") return text(case_of(s, m == "upper"));
-    if (m == "split" || m == "rsplit") return split(s, a.get(0, "sep", Value::none()), a.get(1, "maxsplit", Value::integer(-1)), m == "rsplit");
+    if (m == "split" || m == "rsplit")
+      return split(s, a.get(0, "sep", Value::none()), a.get(1, "maxsplit", Value::integer(-1)),
+                   m == "rsplit");
     if (m == "startswith" || m == "endswith") {
       const Value p = a.get(0, "prefix");
       const std::vector<Value> options = p.is(K::list) ? *p.list : std::vector<Value>{p};
       for (const Value& o : options) {
         if (!o.is(K::string)) fail(m + " takes a string");
-        if (o.s.size() <= s.size() && (m == "startswith" ? s.compare(0, o.s.size(), o.s) == 0
-                                                          : s.compare(s.size() - o.s.size(), o.s.size(), o.s) == 0))
+        if (o.s.size() <= s.size() &&
+            (m == "startswith" ? s.compare(0, o.s.size(), o.s) == 0
+                               : s.compare(s.size() - o.s.size(), o.s.size(), o.s) == 0))
           return Value::boolean(true);
       }
       return Value::boolean(false);
     }
-    if (m == "replace") return replace(s, a.get(0, "old"), a.get(1, "new"), a.get(2, "count", Value::integer(-1)));
+    if (m == "replace")
+      return replace(s, a.get(0, "old"), a.get(1, "new"), a.get(2, "count", Value::integer(-1)));
     if (m == "title") return text(title(s));
     if (m == "capitalize") return text(capitalize(s));
     if (m == "format") return text(format(s, a));
@@ -600,7 +669,9 @@ struct Renderer {
       const std::string needle = string_arg(a.get(0, "sub"), m);
       if (needle.empty()) return Value::integer(std::int64_t(code_points(s).size()) + 1);
       std::int64_t n = 0;
-      for (std::size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
+      for (std::size_t at = s.find(needle); at != std::string::npos;
+           at = s.find(needle, at + needle.size()))
+        ++n;
       return Value::integer(n);
     }
     if (m == "join") return text(join(iterate(a.get(0, "iterable")), s));
@@ -613,7 +684,10 @@ struct Renderer {
     for (const CodePoint& c : code_points(s)) {
       const bool digit = c.cp >= '0' && c.cp <= '9';
       const bool alpha = (c.cp | 0x20) >= 'a' && (c.cp | 0x20) <= 'z';
-      all = all && (m == "isdigit" ? digit : m == "isspace" ? py_space(c.cp) : m == "isalpha" ? alpha : digit || alpha);
+      all = all && (m == "isdigit"   ? digit
+                    : m == "isspace" ? py_space(c.cp)
+                    : m == "isalpha" ? alpha
+                                     : digit || alpha);
     }
     return Value::boolean(all);
   }
@@ -639,7 +713,9 @@ struct Renderer {
       if (left >= 0 && std::int64_t(words.size()) > left + 1) {
         if (from_right) fail("rsplit with a limit and no separator is not supported");
         words.resize(std::size_t(left) + 1);
-        words.back().second = std::string(strip(s.substr(words.back().first), false, true, Value())).size() + words.back().first;
+        words.back().second =
+            std::string(strip(s.substr(words.back().first), false, true, Value())).size() +
+            words.back().first;
       }
       for (auto [a, b] : words) parts.push_back(Value::string(s.substr(a, b - a)));
       return list(std::move(parts));
@@ -649,7 +725,9 @@ struct Renderer {
     if (from_right) {
       std::vector<std::string> rev;
       std::size_t end = s.size();
-      for (std::size_t at; left != 0 && end >= d.size() && (at = s.rfind(d, end - d.size())) != std::string::npos; --left) {
+      for (std::size_t at;
+           left != 0 && end >= d.size() && (at = s.rfind(d, end - d.size())) != std::string::npos;
+           --left) {
         rev.push_back(s.substr(at + d.size(), end - at - d.size()));
         end = at;
       }
@@ -674,7 +752,8 @@ struct Renderer {
       const std::vector<CodePoint> cps = code_points(s);
       for (std::size_t k = 0; k <= cps.size(); ++k) {
         if (left-- != 0) out += repl;
-        if (out.size() > max_text) fail("a string longer than " + std::to_string(max_text) + " bytes");
+        if (out.size() > max_text)
+          fail("a string longer than " + std::to_string(max_text) + " bytes");
         if (k < cps.size()) out.append(s, cps[k].at, cps[k].size);
       }
       return text(std::move(out));
@@ -683,7 +762,8 @@ struct Renderer {
     for (std::size_t at; left != 0 && (at = s.find(old, from)) != std::string::npos; --left) {
       out.append(s, from, at - from);
       out += repl;
-      if (out.size() > max_text) fail("a string longer than " + std::to_string(max_text) + " bytes");
+      if (out.size() > max_text)
+        fail("a string longer than " + std::to_string(max_text) + " bytes");
       from = at + old.size();
     }
     out.append(s, from, std::string::npos);
@@ -723,11 +803,13 @@ struct Renderer {
       const std::size_t end = s.find('}', k);
       if (end == std::string::npos) fail("str.format: a single '{'");
       const std::string field = s.substr(k + 1, end - k - 1);
-      if (field.find_first_of(":!.[") != std::string::npos) fail("str.format: " + attn::quoted(field) + " is not supported");
+      if (field.find_first_of(":!.[") != std::string::npos)
+        fail("str.format: " + attn::quoted(field) + " is not supported");
       Value v;
       if (field.empty()) {
         v = a.get(next++, "");
-      } else if (std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      } else if (std::all_of(field.begin(), field.end(),
+                             [](char c) { return c >= '0' && c <= '9'; })) {
         v = a.get(std::size_t(std::stoul(field.substr(0, 6))), "");
       } else {
         v = a.get(SIZE_MAX, field);
@@ -744,7 +826,8 @@ struct Renderer {
     for (std::size_t k = 0; k < items.size(); ++k) {
       if (k) out += sep;
       out += str(items[k]);
-      if (out.size() > max_text) fail("a string longer than " + std::to_string(max_text) + " bytes");
+      if (out.size() > max_text)
+        fail("a string longer than " + std::to_string(max_text) + " bytes");
     }
     return out;
   }
@@ -761,13 +844,23 @@ struct Renderer {
       for (int k = 0; k < l; ++k) out += style.indent;
     };
     switch (v.kind) {
-      case K::none: out += "null"; return;
-      case K::boolean: out += v.b ? "true" : "false"; return;
-      case K::integer: out += std::to_string(v.i); return;
-      case K::floating:
-        out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f < 0 ? "-Infinity" : "Infinity") : float_repr(v.f);
+      case K::none:
+        out += "null";
         return;
-      case K::string: json_string(out, v.s, style.ascii); return;
+      case K::boolean:
+        out += v.b ? "true" : "false";
+        return;
+      case K::integer:
+        out += std::to_string(v.i);
+        return;
+      case K::floating:
+        out += std::isnan(v.f)   ? "NaN"
+               : std::isinf(v.f) ? (v.f < 0 ? "-Infinity" : "Infinity")
+                                 : float_repr(v.f);
+        return;
+      case K::string:
+        json_string(out, v.s, style.ascii);
+        return;
       case K::list: {
         if (v.list->empty()) {
           out += "[]";
@@ -791,7 +884,8 @@ struct Renderer {
         std::vector<const std::pair<std::string, Value>*> entries;
         for (const auto& e : *v.dict) entries.push_back(&e);
         if (style.sort)
-          std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+          std::stable_sort(entries.begin(), entries.end(),
+                           [](auto* a, auto* b) { return a->first < b->first; });
         out += '{';
         for (std::size_t k = 0; k < entries.size(); ++k) {
           if (k) out += style.item;
@@ -804,7 +898,8 @@ struct Renderer {
         out += '}';
         return;
       }
-      default: fail("tojson: a " + type_name(v) + " is not JSON serializable");
+      default:
+        fail("tojson: a " + type_name(v) + " is not JSON serializable");
     }
   }
 
@@ -815,14 +910,16 @@ struct Renderer {
     const Value indent = a.get(1, "indent", Value::none());
     if (is_int(indent)) {
       style.has_indent = true;
-      style.indent = std::string(std::size_t(std::clamp<std::int64_t>(integer(indent), 0, 64)), ' ');
+      style.indent =
+          std::string(std::size_t(std::clamp<std::int64_t>(integer(indent), 0, 64)), ' ');
     } else if (indent.is(K::string)) {
       style.has_indent = true;
       style.indent = indent.s;
     }
     if (style.has_indent) style.item = ",";
     const Value seps = a.get(2, "separators", Value::none());
-    if (seps.is(K::list) && seps.list->size() == 2 && (*seps.list)[0].is(K::string) && (*seps.list)[1].is(K::string)) {
+    if (seps.is(K::list) && seps.list->size() == 2 && (*seps.list)[0].is(K::string) &&
+        (*seps.list)[1].is(K::string)) {
       style.item = (*seps.list)[0].s;
       style.key = (*seps.list)[1].s;
     }
@@ -838,9 +935,12 @@ struct Renderer {
     step();
     line = e.line;
     switch (e.kind) {
-      case Expr::Kind::literal: return e.value;
-      case Expr::Kind::name: return lookup(e.name);
-      case Expr::Kind::attr: return attribute(eval(*e.args[0]), e.name);
+      case Expr::Kind::literal:
+        return e.value;
+      case Expr::Kind::name:
+        return lookup(e.name);
+      case Expr::Kind::attr:
+        return attribute(eval(*e.args[0]), e.name);
       case Expr::Kind::item: {
         Value obj = eval(*e.args[0]);
         return item(obj, eval(*e.args[1]));
@@ -850,7 +950,8 @@ struct Renderer {
         Value a = eval(*e.args[1]), b = eval(*e.args[2]), c = eval(*e.args[3]);
         return slice(obj, a, b, c);
       }
-      case Expr::Kind::call: return call(e);
+      case Expr::Kind::call:
+        return call(e);
       case Expr::Kind::filter: {
         Value v = eval(*e.args[0]);
         Args a = arguments(e);
@@ -863,9 +964,12 @@ struct Renderer {
         line = e.line;
         return Value::boolean(test(e.name, v, a) != e.negated);
       }
-      case Expr::Kind::unary: return unary(e.name, eval(*e.args[0]));
-      case Expr::Kind::binary: return binary(e);
-      case Expr::Kind::cond: return truthy(eval(*e.args[0])) ? eval(*e.args[1]) : eval(*e.args[2]);
+      case Expr::Kind::unary:
+        return unary(e.name, eval(*e.args[0]));
+      case Expr::Kind::binary:
+        return binary(e);
+      case Expr::Kind::cond:
+        return truthy(eval(*e.args[0])) ? eval(*e.args[1]) : eval(*e.args[2]);
       case Expr::Kind::list: {
         List items;
         for (const ExprPtr& x : e.args) items.push_back(eval(*x));
@@ -917,7 +1021,9 @@ struct Renderer {
   }
 
   Value call_value(const Value& f, const Expr& e) {
-    if (!f.is(K::function)) fail(f.is(K::undefined) ? "calls an undefined value" : "a " + type_name(f) + " is not callable");
+    if (!f.is(K::function))
+      fail(f.is(K::undefined) ? "calls an undefined value"
+                              : "a " + type_name(f) + " is not callable");
     Args a = arguments(e);
     line = e.line;
     return (*f.fn)(*this, a);
@@ -954,14 +1060,18 @@ struct Renderer {
 
   bool contains(const Value& container, const Value& v) {
     switch (container.kind) {
-      case K::undefined: return false;
+      case K::undefined:
+        return false;
       case K::string:
         if (!v.is(K::string)) fail("'in <string>' requires a string, not a " + type_name(v));
         return container.s.find(v.s) != std::string::npos;
       case K::list:
-        return std::any_of(container.list->begin(), container.list->end(), [&](const Value& x) { return equal(x, v); });
-      case K::dict: return v.is(K::string) && find(*container.dict, v.s);
-      default: fail("'in' a " + type_name(container));
+        return std::any_of(container.list->begin(), container.list->end(),
+                           [&](const Value& x) { return equal(x, v); });
+      case K::dict:
+        return v.is(K::string) && find(*container.dict, v.s);
+      default:
+        fail("'in' a " + type_name(container));
     }
   }
 
@@ -997,9 +1107,12 @@ struct Renderer {
   Value integer_arithmetic(const std::string& op, std::int64_t a, std::int64_t b) {
     std::int64_t v = 0;
     bool overflow = false;
-    if (op == "+") overflow = __builtin_add_overflow(a, b, &v);
-    else if (op == "-") overflow = __builtin_sub_overflow(a, b, &v);
-    else if (op == "*") overflow = __builtin_mul_overflow(a, b, &v);
+    if (op == "+")
+      overflow = __builtin_add_overflow(a, b, &v);
+    else if (op == "-")
+      overflow = __builtin_sub_overflow(a, b, &v);
+    else if (op == "*")
+      overflow = __builtin_mul_overflow(a, b, &v);
     else if (op == "//" || op == "%") {
       if (b == 0) fail("integer division or modulo by zero");
       if (a == INT64_MIN && b == -1) fail("integer overflow");
@@ -1026,7 +1139,8 @@ struct Renderer {
     n = std::max<std::int64_t>(n, 0);
     const std::size_t unit = v.is(K::string) ? v.s.size() : v.list->size();
     const std::size_t limit = v.is(K::string) ? max_text : max_items;
-    if (unit && std::uint64_t(n) > limit / unit) fail("a repetition longer than " + std::to_string(limit));
+    if (unit && std::uint64_t(n) > limit / unit)
+      fail("a repetition longer than " + std::to_string(limit));
     if (v.is(K::string)) {
       std::string out;
       for (std::int64_t k = 0; k < n; ++k) out += v.s;
@@ -1049,9 +1163,11 @@ struct Renderer {
     std::string p = str(attr);
     for (std::size_t from = 0;;) {
       const std::size_t dot = p.find('.', from);
-      const std::string part = p.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+      const std::string part =
+          p.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
       if (cur.is(K::undefined)) return cur;
-      Value key = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })
+      Value key = !part.empty() && std::all_of(part.begin(), part.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; })
                       ? Value::integer(std::stoll(part.substr(0, 18)))
                       : Value::string(part);
       cur = item(cur, key);
@@ -1074,24 +1190,37 @@ struct Renderer {
     step();
     line = n.line;
     switch (n.kind) {
-      case Node::Kind::text: emit(n.text); return Flow::normal;
-      case Node::Kind::output: emit(str(eval(*n.exprs[0]))); return Flow::normal;
+      case Node::Kind::text:
+        emit(n.text);
+        return Flow::normal;
+      case Node::Kind::output:
+        emit(str(eval(*n.exprs[0])));
+        return Flow::normal;
       case Node::Kind::if_:
         for (const auto& [cond, body] : n.branches)
           if (truthy(eval(*cond))) return render(body);
         return render(n.else_body);
-      case Node::Kind::for_: return loop(n);
-      case Node::Kind::set: set(n, eval(*n.exprs[0])); return Flow::normal;
+      case Node::Kind::for_:
+        return loop(n);
+      case Node::Kind::set:
+        set(n, eval(*n.exprs[0]));
+        return Flow::normal;
       case Node::Kind::set_block: {
         Value v = text(capture(n.body));
         if (n.filter_call) v = apply_filters(*n.filter_call, v);
         assign(n.text, std::move(v));
         return Flow::normal;
       }
-      case Node::Kind::macro: assign(n.text, macro(n)); return Flow::normal;
-      case Node::Kind::break_: return Flow::break_;
-      case Node::Kind::continue_: return Flow::continue_;
-      case Node::Kind::filter: emit(str(apply_filters(*n.filter_call, text(capture(n.body))))); return Flow::normal;
+      case Node::Kind::macro:
+        assign(n.text, macro(n));
+        return Flow::normal;
+      case Node::Kind::break_:
+        return Flow::break_;
+      case Node::Kind::continue_:
+        return Flow::continue_;
+      case Node::Kind::filter:
+        emit(str(apply_filters(*n.filter_call, text(capture(n.body)))));
+        return Flow::normal;
     }
     return Flow::normal;
   }
@@ -1122,7 +1251,8 @@ struct Renderer {
   void set(const Node& n, Value v) {
     if (n.attribute_target) {
       Value ns = lookup(n.targets[0]);
-      if (!ns.is(K::dict) || !ns.is_namespace) fail("cannot assign an attribute of a " + type_name(ns) + " (only of a namespace)");
+      if (!ns.is(K::dict) || !ns.is_namespace)
+        fail("cannot assign an attribute of a " + type_name(ns) + " (only of a namespace)");
       for (auto& kv : *ns.dict)
         if (kv.first == n.targets[1]) {
           kv.second = std::move(v);
@@ -1138,7 +1268,8 @@ struct Renderer {
   void unpack(const std::vector<std::string>& targets, const Value& v) {
     const std::vector<Value> parts = iterate(v);
     if (parts.size() != targets.size())
-      fail("cannot unpack " + std::to_string(parts.size()) + " values into " + std::to_string(targets.size()));
+      fail("cannot unpack " + std::to_string(parts.size()) + " values into " +
+           std::to_string(targets.size()));
     for (std::size_t k = 0; k < parts.size(); ++k) assign(targets[k], parts[k]);
   }
 
@@ -1158,9 +1289,16 @@ struct Renderer {
       items = std::move(kept);
     }
     // One loop object per loop, its fields updated in place (Jinja's LoopContext is one object).
-    Value info = Value::of_dict({{"index0", {}}, {"index", {}}, {"revindex0", {}}, {"revindex", {}},
-                                 {"first", {}}, {"last", {}}, {"length", {}}, {"previtem", {}},
-                                 {"nextitem", {}}, {"depth", Value::integer(1)},
+    Value info = Value::of_dict({{"index0", {}},
+                                 {"index", {}},
+                                 {"revindex0", {}},
+                                 {"revindex", {}},
+                                 {"first", {}},
+                                 {"last", {}},
+                                 {"length", {}},
+                                 {"previtem", {}},
+                                 {"nextitem", {}},
+                                 {"depth", Value::integer(1)},
                                  {"depth0", Value::integer(0)}});
     Dict& d = *info.dict;
     for (std::size_t k = 0; k < items.size(); ++k) {
@@ -1199,7 +1337,9 @@ struct Renderer {
 
   Value call_macro(const Node& n, Args& a) {
     if (++calls > max_calls) fail("macro calls nested deeper than " + std::to_string(max_calls));
-    if (a.pos.size() > n.params.size()) fail("macro " + attn::quoted(n.text) + " takes " + std::to_string(n.params.size()) + " arguments");
+    if (a.pos.size() > n.params.size())
+      fail("macro " + attn::quoted(n.text) + " takes " + std::to_string(n.params.size()) +
+           " arguments");
     std::vector<Scope> saved = std::move(scopes);
     scopes.assign(1, Scope());
     const int saved_line = line;
@@ -1212,7 +1352,8 @@ struct Renderer {
         scopes.back()[param] = std::move(v);
       }
       for (const auto& kw : a.kw)
-        if (std::none_of(n.params.begin(), n.params.end(), [&](auto& p) { return p.first == kw.first; }))
+        if (std::none_of(n.params.begin(), n.params.end(),
+                         [&](auto& p) { return p.first == kw.first; }))
           fail("macro " + attn::quoted(n.text) + " has no argument " + attn::quoted(kw.first));
       result = capture(n.body);
     } catch (...) {
@@ -1232,15 +1373,21 @@ struct Renderer {
 using Filter = Value (*)(Renderer&, const Value&, Args&);
 
 bool case_less(Renderer& r, const Value& a, const Value& b, bool case_sensitive) {
-  if (!case_sensitive && a.is(K::string) && b.is(K::string)) return case_of(a.s, false) < case_of(b.s, false);
+  if (!case_sensitive && a.is(K::string) && b.is(K::string))
+    return case_of(a.s, false) < case_of(b.s, false);
   return r.less(a, b);
 }
 
-Value sorted(Renderer& r, const Value& v, const Value& reverse, const Value& case_sensitive, const Value& attribute) {
+Value sorted(Renderer& r, const Value& v, const Value& reverse, const Value& case_sensitive,
+             const Value& attribute) {
   std::vector<Value> items = r.iterate(v);
   const bool cs = Renderer::truthy(case_sensitive);
-  auto key = [&](const Value& x) { return attribute.is(K::none) || attribute.is(K::undefined) ? x : r.path(x, attribute); };
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) { return case_less(r, key(a), key(b), cs); });
+  auto key = [&](const Value& x) {
+    return attribute.is(K::none) || attribute.is(K::undefined) ? x : r.path(x, attribute);
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
+    return case_less(r, key(a), key(b), cs);
+  });
   if (Renderer::truthy(reverse)) std::reverse(items.begin(), items.end());
   return r.list(std::move(items));
 }
@@ -1258,19 +1405,29 @@ Value select(Renderer& r, const Value& v, Args& a, bool by_attribute, bool keep)
   if (!Renderer::truthy(v)) return r.list({});  // Jinja: `if value: for item in value`
   for (const Value& x : r.iterate(v)) {
     const Value subject = by_attribute ? r.path(x, attr) : x;
-    const bool pass = test.is(K::undefined) ? Renderer::truthy(subject) : r.test(test.s, subject, test_args);
+    const bool pass =
+        test.is(K::undefined) ? Renderer::truthy(subject) : r.test(test.s, subject, test_args);
     if (pass == keep) out.push_back(x);
   }
   return r.list(std::move(out));
 }
 
-Value f_tojson(Renderer& r, const Value& v, Args& a) { return r.tojson(v, a); }
-Value f_length(Renderer& r, const Value& v, Args&) { return Value::integer(r.length(v)); }
-Value f_trim(Renderer& r, const Value& v, Args& a) { return r.text(strip(str(v), true, true, a.get(0, "chars"))); }
-Value f_string(Renderer& r, const Value& v, Args&) { return v.is(K::string) ? v : r.text(str(v)); }
+Value f_tojson(Renderer& r, const Value& v, Args& a) {
+  return r.tojson(v, a);
+}
+Value f_length(Renderer& r, const Value& v, Args&) {
+  return Value::integer(r.length(v));
+}
+Value f_trim(Renderer& r, const Value& v, Args& a) {
+  return r.text(strip(str(v), true, true, a.get(0, "chars")));
+}
+Value f_string(Renderer& r, const Value& v, Args&) {
+  return v.is(K::string) ? v : r.text(str(v));
+}
 Value f_default(Renderer&, const Value& v, Args& a) {
   const bool boolean = Renderer::truthy(a.get(1, "boolean", Value::boolean(false)));
-  if (v.is(K::undefined) || (boolean && !Renderer::truthy(v))) return a.get(0, "default_value", Value::string(""));
+  if (v.is(K::undefined) || (boolean && !Renderer::truthy(v)))
+    return a.get(0, "default_value", Value::string(""));
   return v;
 }
 Value f_join(Renderer& r, const Value& v, Args& a) {
@@ -1280,10 +1437,18 @@ Value f_join(Renderer& r, const Value& v, Args& a) {
     for (Value& x : items) x = r.path(x, attr);
   return r.text(r.join(items, str(a.get(0, "d", Value::string("")))));
 }
-Value f_items(Renderer& r, const Value& v, Args&) { return r.items(v); }
-Value f_upper(Renderer& r, const Value& v, Args&) { return r.text(case_of(str(v), true)); }
-Value f_lower(Renderer& r, const Value& v, Args&) { return r.text(case_of(str(v), false)); }
-Value f_safe(Renderer& r, const Value& v, Args&) { return v.is(K::string) ? v : r.text(str(v)); }
+Value f_items(Renderer& r, const Value& v, Args&) {
+  return r.items(v);
+}
+Value f_upper(Renderer& r, const Value& v, Args&) {
+  return r.text(case_of(str(v), true));
+}
+Value f_lower(Renderer& r, const Value& v, Args&) {
+  return r.text(case_of(str(v), false));
+}
+Value f_safe(Renderer& r, const Value& v, Args&) {
+  return v.is(K::string) ? v : r.text(str(v));
+}
 Value f_dictsort(Renderer& r, const Value& v, Args& a) {
   if (!v.is(K::dict)) r.fail("dictsort of a " + Renderer::type_name(v));
   const bool cs = Renderer::truthy(a.get(0, "case_sensitive", Value::boolean(false)));
@@ -1293,17 +1458,28 @@ Value f_dictsort(Renderer& r, const Value& v, Args& a) {
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     return case_less(r, (*x.list)[pos], (*y.list)[pos], cs);
   });
-  if (Renderer::truthy(a.get(2, "reverse", Value::boolean(false)))) std::reverse(items.begin(), items.end());
+  if (Renderer::truthy(a.get(2, "reverse", Value::boolean(false))))
+    std::reverse(items.begin(), items.end());
   return r.list(std::move(items));
 }
-Value f_list(Renderer& r, const Value& v, Args&) { return r.list(r.iterate(v)); }
+Value f_list(Renderer& r, const Value& v, Args&) {
+  return r.list(r.iterate(v));
+}
 Value f_replace(Renderer& r, const Value& v, Args& a) {
   return r.replace(str(v), a.get(0, "old"), a.get(1, "new"), a.get(2, "count", Value::none()));
 }
-Value f_selectattr(Renderer& r, const Value& v, Args& a) { return select(r, v, a, true, true); }
-Value f_rejectattr(Renderer& r, const Value& v, Args& a) { return select(r, v, a, true, false); }
-Value f_select(Renderer& r, const Value& v, Args& a) { return select(r, v, a, false, true); }
-Value f_reject(Renderer& r, const Value& v, Args& a) { return select(r, v, a, false, false); }
+Value f_selectattr(Renderer& r, const Value& v, Args& a) {
+  return select(r, v, a, true, true);
+}
+Value f_rejectattr(Renderer& r, const Value& v, Args& a) {
+  return select(r, v, a, true, false);
+}
+Value f_select(Renderer& r, const Value& v, Args& a) {
+  return select(r, v, a, false, true);
+}
+Value f_reject(Renderer& r, const Value& v, Args& a) {
+  return select(r, v, a, false, false);
+}
 Value f_map(Renderer& r, const Value& v, Args& a) {
   List out;
   if (!Renderer::truthy(v)) return r.list({});  // Jinja: `if value: for item in value`
@@ -1317,7 +1493,8 @@ Value f_map(Renderer& r, const Value& v, Args& a) {
     return r.list(std::move(out));
   }
   const Value name = a.get(0, "");
-  if (!name.is(K::string) || !is_filter(name.s)) r.fail("map: no filter named " + attn::quoted(str(name)));
+  if (!name.is(K::string) || !is_filter(name.s))
+    r.fail("map: no filter named " + attn::quoted(str(name)));
   Args rest;
   rest.pos.assign(a.pos.begin() + 1, a.pos.end());
   rest.kw = a.kw;
@@ -1326,7 +1503,10 @@ Value f_map(Renderer& r, const Value& v, Args& a) {
 }
 Value f_indent(Renderer& r, const Value& v, Args& a) {
   const Value w = a.get(0, "width", Value::integer(4));
-  const std::string pad = w.is(K::string) ? w.s : std::string(std::size_t(std::clamp<std::int64_t>(Renderer::integer(w), 0, 256)), ' ');
+  const std::string pad =
+      w.is(K::string)
+          ? w.s
+          : std::string(std::size_t(std::clamp<std::int64_t>(Renderer::integer(w), 0, 256)), ' ');
   const bool first = Renderer::truthy(a.get(1, "first", Value::boolean(false)));
   const bool blank = Renderer::truthy(a.get(2, "blank", Value::boolean(false)));
   const std::vector<std::string> lines = Renderer::split_lines(str(v) + "\n");
@@ -1335,21 +1515,26 @@ Value f_indent(Renderer& r, const Value& v, Args& a) {
     if (k) out += '\n';
     if (k && (blank || !lines[k].empty())) out += pad;
     out += lines[k];
-    if (out.size() > max_text) r.fail("a string longer than " + std::to_string(max_text) + " bytes");
+    if (out.size() > max_text)
+      r.fail("a string longer than " + std::to_string(max_text) + " bytes");
   }
   return r.text(first ? pad + out : out);
 }
 Value f_int(Renderer& r, const Value& v, Args& a) {
   if (Renderer::is_int(v)) return Value::integer(Renderer::integer(v));
-  if (v.is(K::floating) && std::isfinite(v.f) && std::fabs(v.f) < 9e18) return Value::integer(std::int64_t(v.f));
+  if (v.is(K::floating) && std::isfinite(v.f) && std::fabs(v.f) < 9e18)
+    return Value::integer(std::int64_t(v.f));
   if (v.is(K::string)) {
     const std::string s = strip(v.s, true, true, Value());
     std::int64_t out = 0;
-    const auto res = std::from_chars(s.data() + (!s.empty() && s[0] == '+'), s.data() + s.size(), out);
-    if (res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty()) return Value::integer(out);
+    const auto res =
+        std::from_chars(s.data() + (!s.empty() && s[0] == '+'), s.data() + s.size(), out);
+    if (res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty())
+      return Value::integer(out);
     double d = 0;
     const auto fres = std::from_chars(s.data(), s.data() + s.size(), d);
-    if (fres.ec == std::errc() && fres.ptr == s.data() + s.size() && std::fabs(d) < 9e18) return Value::integer(std::int64_t(d));
+    if (fres.ec == std::errc() && fres.ptr == s.data() + s.size() && std::fabs(d) < 9e18)
+      return Value::integer(std::int64_t(d));
   }
   (void)r;
   return a.get(0, "default", Value::integer(0));
@@ -1360,7 +1545,8 @@ Value f_float(Renderer&, const Value& v, Args& a) {
     const std::string s = strip(v.s, true, true, Value());
     double d = 0;
     const auto res = std::from_chars(s.data(), s.data() + s.size(), d);
-    if (res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty()) return Value::floating(d);
+    if (res.ec == std::errc() && res.ptr == s.data() + s.size() && !s.empty())
+      return Value::floating(d);
   }
   return a.get(0, "default", Value::floating(0));
 }
@@ -1373,7 +1559,8 @@ Value f_unique(Renderer& r, const Value& v, Args& a) {
     Value key = attr.is(K::none) ? x : r.path(x, attr);
     if (!cs && key.is(K::string)) key.s = case_of(key.s, false);
     r.step(seen.size());
-    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Renderer::equal(s, key); })) {
+    if (std::none_of(seen.begin(), seen.end(),
+                     [&](const Value& s) { return Renderer::equal(s, key); })) {
       seen.push_back(key);
       out.push_back(x);
     }
@@ -1381,16 +1568,23 @@ Value f_unique(Renderer& r, const Value& v, Args& a) {
   return r.list(std::move(out));
 }
 Value f_sort(Renderer& r, const Value& v, Args& a) {
-  return sorted(r, v, a.get(0, "reverse", Value::boolean(false)), a.get(1, "case_sensitive", Value::boolean(false)),
+  return sorted(r, v, a.get(0, "reverse", Value::boolean(false)),
+                a.get(1, "case_sensitive", Value::boolean(false)),
                 a.get(2, "attribute", Value::none()));
 }
 Value extreme(Renderer& r, const Value& v, Args& a, bool largest) {
-  const Value s = sorted(r, v, Value::boolean(false), a.get(0, "case_sensitive", Value::boolean(false)), a.get(1, "attribute", Value::none()));
+  const Value s =
+      sorted(r, v, Value::boolean(false), a.get(0, "case_sensitive", Value::boolean(false)),
+             a.get(1, "attribute", Value::none()));
   if (s.list->empty()) return Value();
   return largest ? s.list->back() : s.list->front();
 }
-Value f_min(Renderer& r, const Value& v, Args& a) { return extreme(r, v, a, false); }
-Value f_max(Renderer& r, const Value& v, Args& a) { return extreme(r, v, a, true); }
+Value f_min(Renderer& r, const Value& v, Args& a) {
+  return extreme(r, v, a, false);
+}
+Value f_max(Renderer& r, const Value& v, Args& a) {
+  return extreme(r, v, a, true);
+}
 Value f_first(Renderer& r, const Value& v, Args&) {
   const std::vector<Value> items = r.iterate(v);
   return items.empty() ? Value() : items.front();
@@ -1399,11 +1593,16 @@ Value f_last(Renderer& r, const Value& v, Args&) {
   const std::vector<Value> items = r.iterate(v);
   return items.empty() ? Value() : items.back();
 }
-Value f_capitalize(Renderer& r, const Value& v, Args&) { return r.text(Renderer::capitalize(str(v))); }
-Value f_title(Renderer& r, const Value& v, Args&) { return r.text(Renderer::title(str(v))); }
+Value f_capitalize(Renderer& r, const Value& v, Args&) {
+  return r.text(Renderer::capitalize(str(v)));
+}
+Value f_title(Renderer& r, const Value& v, Args&) {
+  return r.text(Renderer::title(str(v)));
+}
 Value f_abs(Renderer& r, const Value& v, Args&) {
   if (!Renderer::numeric(v)) r.fail("abs of a " + Renderer::type_name(v));
-  if (Renderer::is_int(v)) return Value::integer(std::abs(std::max(Renderer::integer(v), -INT64_MAX)));
+  if (Renderer::is_int(v))
+    return Value::integer(std::abs(std::max(Renderer::integer(v), -INT64_MAX)));
   return Value::floating(std::fabs(v.f));
 }
 Value f_reverse(Renderer& r, const Value& v, Args&) {
@@ -1415,52 +1614,99 @@ Value f_reverse(Renderer& r, const Value& v, Args&) {
 Value f_sum(Renderer& r, const Value& v, Args& a) {
   const Value attr = a.get(0, "attribute", Value::none());
   Value total = a.get(1, "start", Value::integer(0));
-  for (const Value& x : r.iterate(v)) total = r.arithmetic("+", total, attr.is(K::none) ? x : r.path(x, attr));
+  for (const Value& x : r.iterate(v))
+    total = r.arithmetic("+", total, attr.is(K::none) ? x : r.path(x, attr));
   return total;
 }
 Value f_escape(Renderer& r, const Value& v, Args&) {
   std::string out;
   for (const char c : str(v)) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return r.text(std::move(out));
 }
 Value f_round(Renderer& r, const Value& v, Args& a) {
   if (!Renderer::numeric(v)) r.fail("round of a " + Renderer::type_name(v));
-  const double scale = std::pow(10.0, double(std::clamp<std::int64_t>(Renderer::integer(a.get(0, "precision", Value::integer(0))), -30, 30)));
+  const double scale =
+      std::pow(10.0, double(std::clamp<std::int64_t>(
+                         Renderer::integer(a.get(0, "precision", Value::integer(0))), -30, 30)));
   const std::string method = str(a.get(1, "method", Value::string("common")));
   const double x = Renderer::number(v) * scale;
-  const double y = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+  const double y = method == "ceil"    ? std::ceil(x)
+                   : method == "floor" ? std::floor(x)
+                                       : std::round(x);
   return Value::floating(y / scale);
 }
 Value f_wordcount(Renderer& r, const Value& v, Args&) {
-  return Value::integer(std::int64_t(r.split(str(v), Value::none(), Value::integer(-1), false).list->size()));
+  return Value::integer(
+      std::int64_t(r.split(str(v), Value::none(), Value::integer(-1), false).list->size()));
 }
-Value f_attr(Renderer& r, const Value& v, Args& a) { return r.attribute(v, str(a.get(0, "name"))); }
+Value f_attr(Renderer& r, const Value& v, Args& a) {
+  return r.attribute(v, str(a.get(0, "name")));
+}
 
 struct NamedFilter {
   std::string_view name;
   Filter fn;
 };
 // Jinja's built-in filters that chat templates use, and transformers' tojson.
-const NamedFilter filters[] = {
-    {"tojson", f_tojson}, {"length", f_length}, {"count", f_length}, {"trim", f_trim},
-    {"string", f_string}, {"default", f_default}, {"d", f_default}, {"join", f_join},
-    {"items", f_items}, {"upper", f_upper}, {"lower", f_lower}, {"safe", f_safe},
-    {"dictsort", f_dictsort}, {"list", f_list}, {"replace", f_replace},
-    {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"select", f_select},
-    {"reject", f_reject}, {"map", f_map}, {"indent", f_indent}, {"int", f_int},
-    {"float", f_float}, {"unique", f_unique}, {"sort", f_sort}, {"min", f_min}, {"max", f_max},
-    {"first", f_first}, {"last", f_last}, {"capitalize", f_capitalize}, {"title", f_title},
-    {"abs", f_abs}, {"reverse", f_reverse}, {"sum", f_sum}, {"e", f_escape},
-    {"escape", f_escape}, {"round", f_round}, {"wordcount", f_wordcount}, {"attr", f_attr}};
+const NamedFilter filters[] = {{"tojson", f_tojson},
+                               {"length", f_length},
+                               {"count", f_length},
+                               {"trim", f_trim},
+                               {"string", f_string},
+                               {"default", f_default},
+                               {"d", f_default},
+                               {"join", f_join},
+                               {"items", f_items},
+                               {"upper", f_upper},
+                               {"lower", f_lower},
+                               {"safe", f_safe},
+                               {"dictsort", f_dictsort},
+                               {"list", f_list},
+                               {"replace", f_replace},
+                               {"selectattr", f_selectattr},
+                               {"rejectattr", f_rejectattr},
+                               {"select", f_select},
+                               {"reject", f_reject},
+                               {"map", f_map},
+                               {"indent", f_indent},
+                               {"int", f_int},
+                               {"float", f_float},
+                               {"unique", f_unique},
+                               {"sort", f_sort},
+                               {"min", f_min},
+                               {"max", f_max},
+                               {"first", f_first},
+                               {"last", f_last},
+                               {"capitalize", f_capitalize},
+                               {"title", f_title},
+                               {"abs", f_abs},
+                               {"reverse", f_reverse},
+                               {"sum", f_sum},
+                               {"e", f_escape},
+                               {"escape", f_escape},
+                               {"round", f_round},
+                               {"wordcount", f_wordcount},
+                               {"attr", f_attr}};
 
 Value Renderer::filter(const std::string& f, const Value& v, Args& a) {
   for (const NamedFilter& nf : filters)
@@ -1477,7 +1723,8 @@ bool Renderer::test(const std::string& t, const Value& v, const Args& a) {
   if (t == "none") return v.is(K::none);
   if (t == "string") return v.is(K::string);
   if (t == "mapping") return v.is(K::dict);
-  if (t == "iterable") return v.is(K::string) || v.is(K::list) || v.is(K::dict) || v.is(K::undefined);
+  if (t == "iterable")
+    return v.is(K::string) || v.is(K::list) || v.is(K::dict) || v.is(K::undefined);
   if (t == "sequence") return v.is(K::string) || v.is(K::list) || v.is(K::dict);
   if (t == "number") return numeric(v);
   if (t == "integer") return v.is(K::integer);
@@ -1515,13 +1762,14 @@ bool Renderer::test(const std::string& t, const Value& v, const Args& a) {
 }
 
 const std::string_view test_table[] = {
-    "defined", "undefined", "none", "string", "mapping", "iterable", "sequence", "number",
-    "integer", "float", "boolean", "true", "false", "callable", "equalto", "eq", "==", "ne", "!=",
-    "lt", "gt", "le", "ge", "in", "odd", "even", "divisibleby", "lower", "upper", "sameas",
-    "escaped"};
+    "defined", "undefined", "none",        "string", "mapping", "iterable", "sequence", "number",
+    "integer", "float",     "boolean",     "true",   "false",   "callable", "equalto",  "eq",
+    "==",      "ne",        "!=",          "lt",     "gt",      "le",       "ge",       "in",
+    "odd",     "even",      "divisibleby", "lower",  "upper",   "sameas",   "escaped"};
 
 bool is_filter(std::string_view name) {
-  return std::any_of(std::begin(filters), std::end(filters), [&](const NamedFilter& f) { return f.name == name; });
+  return std::any_of(std::begin(filters), std::end(filters),
+                     [&](const NamedFilter& f) { return f.name == name; });
 }
 bool is_test(std::string_view name) {
   return std::find(std::begin(test_table), std::end(test_table), name) != std::end(test_table);
@@ -1541,7 +1789,8 @@ Value Renderer::global(const std::string& n) {
       if (st == 0) r.fail("range's step is zero");
       List out;
       for (std::int64_t k = start; st > 0 ? k < stop : k > stop; k += st) {
-        if (std::int64_t(out.size()) >= max_range) r.fail("range is longer than " + std::to_string(max_range));
+        if (std::int64_t(out.size()) >= max_range)
+          r.fail("range is longer than " + std::to_string(max_range));
         out.push_back(Value::integer(k));
         if ((st > 0 && k > INT64_MAX - st) || (st < 0 && k < INT64_MIN - st)) break;
       }
@@ -1560,7 +1809,8 @@ Value Renderer::global(const std::string& n) {
       return v;
     });
   if (n == "raise_exception")
-    return Value::function(n, [](Renderer& r, Args& a) -> Value { r.fail(escape(str(a.get(0, "message")), 500)); });
+    return Value::function(
+        n, [](Renderer& r, Args& a) -> Value { r.fail(escape(str(a.get(0, "message")), 500)); });
   if (n == "strftime_now")
     return Value::function(n, [](Renderer& r, Args& a) {
       const std::string fmt = r.string_arg(a.get(0, "format"), "strftime_now");
@@ -1579,14 +1829,20 @@ Value Renderer::global(const std::string& n) {
 Value from_json(const nlohmann::ordered_json& j, int depth) {
   if (depth > 200) throw InputError("chat template variables: nested deeper than 200");
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value::none();
-    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<std::int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return Value::none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value::integer(j.get<std::int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned:
-      if (j.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) return Value::floating(j.get<double>());
+      if (j.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+        return Value::floating(j.get<double>());
       return Value::integer(std::int64_t(j.get<std::uint64_t>()));
-    case nlohmann::ordered_json::value_t::number_float: return Value::floating(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value::floating(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List l;
       for (const auto& x : j) l.push_back(from_json(x, depth + 1));
@@ -1597,11 +1853,13 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
       for (const auto& [k, x] : j.items()) d.emplace_back(k, from_json(x, depth + 1));
       return Value::of_dict(std::move(d));
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 
-std::string render(const ChatTemplate::Program& program, const std::string& name, Scope variables, std::optional<std::int64_t> now) {
+std::string render(const ChatTemplate::Program& program, const std::string& name, Scope variables,
+                   std::optional<std::int64_t> now) {
   Renderer r;
   r.name = escape(name);
   r.root = std::move(variables);
@@ -1616,11 +1874,13 @@ std::string render(const ChatTemplate::Program& program, const std::string& name
 
 namespace attn {
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 const ChatOptions& options) const {
   using chat::Value;
   chat::List list;
   for (const ChatMessage& m : messages)
-    list.push_back(Value::of_dict({{"role", Value::string(m.role)}, {"content", Value::string(m.content)}}));
+    list.push_back(
+        Value::of_dict({{"role", Value::string(m.role)}, {"content", Value::string(m.content)}}));
   chat::Scope vars;
   vars["messages"] = Value::of_list(std::move(list));
   vars["tools"] = Value::none();  // transformers passes tools=None and documents=None
@@ -1631,9 +1891,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
   return chat::render(*program_, name_, std::move(vars), options.now);
 }
 
-std::string ChatTemplate::render_json(std::string_view variables, std::optional<std::int64_t> now) const {
+std::string ChatTemplate::render_json(std::string_view variables,
+                                      std::optional<std::int64_t> now) const {
   const auto j = nlohmann::ordered_json::parse(variables, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw InputError(escape(name_) + ": the variables are not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    throw InputError(escape(name_) + ": the variables are not a JSON object");
   chat::Scope vars;
   for (const auto& [k, x] : j.items()) vars[k] = chat::from_json(x, 0);
   return chat::render(*program_, name_, std::move(vars), now);
