@@ -18,6 +18,7 @@
 #include "attn/version.hpp"
 #include "commands/commands.hpp"
 #include "flags.hpp"
+#include "llama_cpp_flags.hpp"
 #include "ranks.hpp"
 #include "signals.hpp"
 #include "usage.hpp"
@@ -91,6 +92,7 @@ int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& 
                   char** argv) {
   world.open(argc, argv);     // MPI_Init under mpirun, before MPI's flags are parsed away
   install_signal_handlers();  // after MPI_Init, whose SIGBUS handler would hide ours
+  refuse_llama_cpp_flags(argc, argv);  // before CLI11 splits -ngl into -n gl
   app.parse(argc, argv);
   for (Subcommand& s : subs)
     if (s.app->parsed()) {
@@ -124,7 +126,7 @@ int attn_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return world.shard.rank == 0 ? usage_error(app, e, argc, argv) : 2;
   } catch (const attn::InputError& e) {
-    const std::string flag = cli_flag_for(e.setting);
+    const std::string flag = cli_flags_for(e.setting);
     if (flag.empty())
       std::fprintf(stderr, "attn-cli: error: %s\n", e.what());
     else

@@ -7,8 +7,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
+#include <limits>
 #include <system_error>
+#include <type_traits>
 
 #include "attn/engine/lens.hpp"
 
@@ -22,13 +25,43 @@ constexpr Commands kText = Command::generate | Command::tokenize;
 constexpr Commands kView = Command::view;
 constexpr Commands kRunView = kRunLike | kView;  // run's flags view takes with run's meaning
 
-// CLI11 would wrap -1 into 2^64 - 1 and clamp 2^64 to 2^64 - 1 for an unsigned seed.
-std::string seed_in_range(const std::string& value) {
-  if (value.starts_with('-')) return "must not be negative, got " + value;
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec == std::errc::result_out_of_range) return "must be at most 2^64 - 1, got " + value;
+// A type's bound as people read it: 2^63 - 1, not 9223372036854775807.
+template <class T>
+std::string bound_text(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    if (v == std::numeric_limits<T>::max() && v > INT32_MAX)
+      return "2^" + std::to_string(std::numeric_limits<T>::digits) + " - 1";
+    if constexpr (std::is_signed_v<T>)
+      if (v == std::numeric_limits<T>::min() && v < INT32_MIN)
+        return "-2^" + std::to_string(std::numeric_limits<T>::digits);
+  }
+  return CLI::detail::to_string(v);
+}
+
+// Every number a flag takes is read here first, whole and in the type of the field it sets,
+// before any range check: CLI11's own conversion would clamp 99999999999999999999 to 2^63 - 1
+// (a "full cache" later) and wrap -1 into 2^64 - 1. CLI11 prefixes the flag's name.
+template <class T>
+std::string fits(const std::string& value) {
+  T v{};
+  const char* end = value.data() + value.size();
+  const auto [stop, ec] = std::from_chars(value.data(), end, v);
+  const std::string range = "[" + bound_text(std::numeric_limits<T>::lowest()) + ", " +
+                            bound_text(std::numeric_limits<T>::max()) + "]";
+  if (ec == std::errc::result_out_of_range)
+    return std::is_integral_v<T> ? "is out of range " + range + ", got " + value
+                                 : "is out of a double's range, got " + value;
+  if (ec != std::errc() || stop != end)
+    return std::string(std::is_integral_v<T> ? "must be an integer in " + range
+                                             : "must be a number") +
+           ", got " + value;
   return "";
+}
+
+// A flag that takes a number: its text checked by fits<T> before any other check.
+template <class T>
+CLI::Option* number(CLI::App& cmd, const std::string& names, T& field, const std::string& help) {
+  return cmd.add_option(names, field, help)->check(fits<T>);
 }
 
 // An empty path must not quietly mean "no file" (drawn weights, the built-in config).
@@ -77,11 +110,11 @@ CLI::Option* path(CLI::App& cmd, Names n, std::string& field, Help h) {
 
 // The shape of the run: options that show their default.
 CLI::Option* count(CLI::App& cmd, Names n, std::int64_t& field, Help h) {
-  return cmd.add_option(n, field, h)->check(not_negative)->capture_default_str();
+  return number(cmd, n, field, h)->check(not_negative)->capture_default_str();
 }
 
 CLI::Option* capacity(CLI::App& cmd, Names n, std::int64_t& field, Help h) {
-  return cmd.add_option(n, field, h)->check(kCapacity);
+  return number(cmd, n, field, h)->check(kCapacity);
 }
 
 CLI::Option* flag(CLI::App& cmd, Names n, bool& field, Help h) {
@@ -102,7 +135,7 @@ std::vector<Flag> model_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.config, h);
        }},
-      {{"-m,--weights", "weights", 2},
+      {{"-m,--weights,--model", "weights", 2},
        {{kModel | kView,
          "safetensors weights, a Hugging Face model.safetensors.index.json, a folder holding "
          "one, a GGUF file or a llama2.c checkpoint (their own config) (default: drawn from "
@@ -122,7 +155,7 @@ std::vector<Flag> model_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
          return cmd.add_option(n, c == Command::view ? o.shown_layers : o.layers, h);
        }},
-      {{"-c,--max-seq-len", "max_seq_len", 16},
+      {{"-c,--max-seq-len,--ctx-size", "max_seq_len", 16},
        {{kModel | kView, "cache capacity in positions"},
         {Command::generate, "cache capacity in positions (context)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -138,7 +171,7 @@ std::vector<Flag> model_flags() {
          "split every layer across K MPI ranks (default: the config's; for a Hugging Face "
          "config.json, mpirun's number of ranks)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.overrides.model_parallel_size, h)->check(CLI::Range(1, 1024));
+         return number(cmd, n, o.overrides.model_parallel_size, h)->check(CLI::Range(1, 1024));
        }},
       {{"--prefill", "prefill"},
        {{kRunLike, "positions in the prefill P (token input: all but the steps)"},
@@ -147,13 +180,17 @@ std::vector<Flag> model_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.prefill, h);
        }},
-      {{"-n,--steps", "steps", 10},
+      {{"-n,--steps,--n-predict", "steps", 10},
        {{kRunLike, "decode steps N after the prefill"},
         {kView, "decode steps N: tokens chosen after one prompt (several: its last N given)"},
         {Command::bench, "decode steps N after the prefill", "128"},
-        {Command::generate, "tokens to generate at most", "32"}},
-       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return count(cmd, n, o.run.steps, h);
+        {Command::generate,
+         "tokens to generate at most (-1: until the end of text or a full context)", "32"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
+         if (c != Command::generate) return count(cmd, n, o.run.steps, h);
+         return number(cmd, n, o.run.steps, h)
+             ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()))
+             ->capture_default_str();
        }},
       // Seeds the drawn weights and input; in generate, the sampler (and drawn weights).
       {{"-s,--seed", "seed", 15},
@@ -162,12 +199,12 @@ std::vector<Flag> model_flags() {
         {Command::generate, "seed of the sampler (and of drawn weights)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
          std::uint64_t& seed = c == Command::generate ? o.sampling.seed : o.seed;
-         return cmd.add_option(n, seed, h)->check(seed_in_range)->capture_default_str();
+         return number(cmd, n, seed, h)->capture_default_str();
        }},
       {{"-t,--threads", "threads", 17},
        {{kModel | Command::generate | kView, "threads (default: the machine's cores)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.threads, h)->check(kThreads);
+         return number(cmd, n, o.threads, h)->check(kThreads);
        }},
       {{"--compute", "compute", 18},
        {{kModel | Command::generate | kView,
@@ -246,7 +283,7 @@ std::vector<Flag> text_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.text.prompt, h);
        }},
-      {{"-f,--prompt-file", "", 4},
+      {{"-f,--prompt-file,--file", "", 4},
        {{kTokens, "a file holding the prompt's text"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.text.prompt_file, h);
@@ -301,7 +338,7 @@ std::vector<Flag> text_flags() {
          "the lens panel: each layer's K top tokens per position (default: on, K 5, for a "
          "prompt to a token model; at most 100)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.logit_lens, h)
+         return number(cmd, n, o.logit_lens, h)
              ->expected(0, 1)
              ->default_str("5")
              ->type_name("[K]")
@@ -351,21 +388,19 @@ std::vector<Flag> heatmap_and_bench_flags() {
       {{"--bits"},
        {{kView, "bits per probability: 8 (sqrt code) or 16 (linear)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.bits, h)->check(CLI::IsMember({8, 16}))->capture_default_str();
+         return number(cmd, n, o.bits, h)->check(CLI::IsMember({8, 16}))->capture_default_str();
        }},
       {{"--max-size", "max_size"},
        {{kView, "refuse before any work a page that could be larger than this many MB"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.max_size, h)
-             ->check(finite_range(1.0, 1e6))
-             ->capture_default_str();
+         return number(cmd, n, o.max_size, h)->check(finite_range(1.0, 1e6))->capture_default_str();
        }},
       {{"--depth"},
        {{Command::bench,
          "decode at depth D: every sequence's cache filled to D positions, untimed, by "
          "prefills of P positions and copies of the first sequence's (default: P)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.depth, h)->check(kCapacity);
+         return number(cmd, n, o.depth, h)->check(kCapacity);
        }},
       {{"--weight-types", "weight_types"},
        {{Command::bench,
@@ -386,30 +421,59 @@ std::vector<Flag> generate_flags() {
       {{"--temp", "", 11},
        {{kGenerate | kView, "temperature; 0 is greedy"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.sampling.temp, h)
+         return number(cmd, n, o.sampling.temp, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 100.0));
        }},
       {{"--top-k", "", 12},
        {{kGenerate | kView, "sampling: keep the k likeliest (0: all)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.sampling.top_k, h)
+         return number(cmd, n, o.sampling.top_k, h)
              ->capture_default_str()
              ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
        }},
       {{"--top-p", "", 13},
        {{kGenerate | kView, "sampling: the fewest reaching probability p"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.sampling.top_p, h)
+         return number(cmd, n, o.sampling.top_p, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 1.0));
        }},
       {{"--min-p", "", 14},
        {{kGenerate | kView, "sampling: drop below min-p times the likeliest"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.sampling.min_p, h)
+         return number(cmd, n, o.sampling.min_p, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 1.0));
+       }},
+      // llama.cpp's penalties, first in its sampler chain.
+      {{"--repeat-penalty", "repeat_penalty", 26},
+       {{kGenerate | kView, "divide a repeated token's logit by this (1: off)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.sampling.repeat_penalty, h)
+             ->capture_default_str()
+             ->check(finite_range(0.0, 100.0));
+       }},
+      {{"--repeat-last-n", "repeat_last_n", 27},
+       {{kGenerate | kView, "the penalties look at the last N tokens (0: none, -1: all)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.sampling.repeat_last_n, h)
+             ->capture_default_str()
+             ->check(CLI::Range(std::int64_t{-1}, std::int64_t{INT32_MAX}));
+       }},
+      {{"--presence-penalty", "presence_penalty", 28},
+       {{kGenerate | kView, "take this off a repeated token's logit (0: off)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.sampling.presence_penalty, h)
+             ->capture_default_str()
+             ->check(finite_range(-100.0, 100.0));
+       }},
+      {{"--frequency-penalty", "frequency_penalty", 29},
+       {{kGenerate | kView, "take this times its count off a repeated token's logit (0: off)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.sampling.frequency_penalty, h)
+             ->capture_default_str()
+             ->check(finite_range(-100.0, 100.0));
        }},
       {{"--ignore-eos", "", 19},
        {{kGenerate | kView, "do not stop at the end-of-sequence token"}},
@@ -459,12 +523,12 @@ std::vector<Flag> diff_flags() {
       {{"--rtol"},
        {{kDiff, "relative tolerance: |A - B| <= atol + rtol |B| passes (torch.allclose's)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.rtol, h)->check(not_negative_number)->capture_default_str();
+         return number(cmd, n, o.rtol, h)->check(not_negative_number)->capture_default_str();
        }},
       {{"--atol"},
        {{kDiff, "absolute tolerance"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
-         return cmd.add_option(n, o.atol, h)->check(not_negative_number)->capture_default_str();
+         return number(cmd, n, o.atol, h)->check(not_negative_number)->capture_default_str();
        }},
   };
 }

@@ -10,8 +10,11 @@ namespace cli {
 
 namespace {
 
+// The first long name: "--weights" of "-m,--weights,--model" (the others are llama.cpp's).
 std::string_view long_name(const Flag& f) {
-  return f.names.cli.substr(f.names.cli.rfind(',') + 1);
+  const std::string_view n = f.names.cli;
+  const std::size_t start = n.find("--") == std::string_view::npos ? 0 : n.find("--");
+  return n.substr(start, n.find(',', start) - start);
 }
 
 const Use* use_in(const Flag& f, Command c) {
@@ -59,6 +62,21 @@ std::string cli_flag_for(std::string_view setting) {
   for (const Flag& f : flag_table())
     if (f.names.setting == setting) return std::string(long_name(f));
   return "";
+}
+
+}  // namespace cli
+
+namespace cli {
+
+std::string cli_flags_for(std::string_view settings) {
+  std::string flags;
+  while (!settings.empty()) {
+    const std::size_t comma = settings.find(',');
+    const std::string flag = cli_flag_for(settings.substr(0, comma));
+    if (!flag.empty()) flags += (flags.empty() ? "" : " or ") + flag;
+    settings = comma == std::string_view::npos ? "" : settings.substr(comma + 1);
+  }
+  return flags;
 }
 
 }  // namespace cli

@@ -149,6 +149,10 @@ const std::vector<Flag>& flag_table();
 // where no flag of attn-cli sets it: how attn-cli says which of its flags fixes a refusal.
 std::string cli_flag_for(std::string_view setting);
 
+// The flags of a comma list of settings (an InputError's where several fix it), joined by "or":
+// "--max-seq-len or --steps".
+std::string cli_flags_for(std::string_view settings);
+
 // Adds to `cmd` every flag `c` takes, bound to `o`, in the order of its --help.
 void add_flags(CLI::App& cmd, Options& o, Command c);
 

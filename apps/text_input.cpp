@@ -2,8 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "attn/engine/prompt.hpp"
 #include "attn/error.hpp"
@@ -142,7 +146,31 @@ std::vector<std::int32_t> parse_token_ids(const std::string& text, const std::st
   return ids;
 }
 
+namespace {
+
+// `-f -` and `-f /dev/stdin` (as llama.cpp users type them): standard input, read to its end
+// with the files' limit. A pipe is no regular file, which read_small_file requires.
+std::string read_standard_input(const char* what) {
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0)
+      throw InputError(std::string("standard input: cannot read the ") + what + ": " +
+                       std::strerror(errno));
+    if (n == 0) return text;
+    text.append(buf, std::size_t(n));
+    if (text.size() > kMaxTextBytes)
+      throw InputError(std::string("standard input: the ") + what + " is over the limit of " +
+                       std::to_string(kMaxTextBytes) + " bytes");
+  }
+}
+
+}  // namespace
+
 std::string read_text_input(const std::string& path, const char* what) {
+  if (path == "-" || path == "/dev/stdin") return read_standard_input(what);
   return read_small_file(path, what, kMaxTextBytes);
 }
 

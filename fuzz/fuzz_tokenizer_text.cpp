@@ -20,6 +20,7 @@
 #include "attn/text/tokenizer.hpp"
 #include "attn/text/unicode.hpp"
 #include "escaped_message.hpp"
+#include "work_bound.hpp"
 
 namespace {
 
@@ -136,12 +137,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        {"vocab", vocab},
                        {"merges", merges}}}};
   const std::string text = in.ConsumeRemainingBytesAsString();
+  const std::string json_text = dump(file);
+  const WorkBound bound(json_text.size() + text.size());
   try {
-    const attn::Tokenizer t = attn::parse_tokenizer(dump(file), "fuzz/tokenizer.json");
+    const attn::Tokenizer t = attn::parse_tokenizer(json_text, "fuzz/tokenizer.json");
     const std::vector<std::int32_t> ids = attn::encode(t, text);
-    attn::decode(t, ids);
-    attn::decode(t, ids, {true, false});
-    for (const std::int32_t id : ids) attn::token_bytes(t, id);
+    WorkBound::check_size(ids.size(), json_text.size() + text.size());
+    WorkBound::check_decoded(t, ids, attn::decode(t, ids));
+    WorkBound::check_decoded(t, ids, attn::decode(t, ids, {true, false}));
+    for (const std::int32_t id : ids) WorkBound::check_decoded(t, {id}, attn::token_bytes(t, id));
+    bound.check_work();
   } catch (const attn::InputError& e) {
     require_escaped(e.what(), std::string_view(reinterpret_cast<const char*>(data), size));
   }

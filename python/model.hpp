@@ -43,42 +43,51 @@ class Model {
   Model(attn::Session e, bool attention_weights)
       : e_(std::move(e)), keep_probs_(attention_weights), kept_(e_.model.args.n_layers) {}
 
-  static attn::ModelSpec spec(py::handle threads, const std::string& compute, std::uint64_t seed) {
+  static attn::ModelSpec spec(py::handle threads, py::handle compute, std::uint64_t seed) {
     attn::ModelSpec s;
     s.threads = threads_arg(threads);
-    s.compute = attn::parse_compute(compute);
+    s.compute = attn::parse_compute(text_arg(compute, "compute"));
     s.seed = seed;
     return s;
   }
 
   // Model(args, weights=None, ...): the cache sized by args, for calls of up to the whole cache.
-  static std::unique_ptr<Model> from_args(const attn::ModelArgs& args,
-                                          std::optional<std::string> weights, std::uint64_t seed,
-                                          py::object threads, bool attention_weights,
-                                          const std::string& compute) {
-    attn::ModelSpec s = spec(threads, compute, seed);
-    if (weights) s.weights = *weights;
+  static std::unique_ptr<Model> from_args(py::handle args_arg, py::handle weights, py::handle seed,
+                                          py::handle threads, py::handle attention_weights,
+                                          py::handle compute) {
+    if (!py::isinstance<attn::ModelArgs>(args_arg))
+      throw py::type_error("args: expected attn.ModelArgs, got " + type_name(args_arg));
+    const attn::ModelArgs args = args_arg.cast<attn::ModelArgs>();
+    const std::uint64_t draw_seed = std::uint64_t(int_arg(seed, "seed", 0, INT64_MAX));
+    const bool keep_probs = bool_arg(attention_weights, "attention_weights");
+    attn::ModelSpec s = spec(threads, compute, draw_seed);
+    if (const auto w = optional_path_arg(weights, "weights")) s.weights = *w;
     py::gil_scoped_release release;
     return std::make_unique<Model>(attn::open_session(s, {args.max_batch_size, 0, 0}, args),
-                                   attention_weights);
+                                   keep_probs);
   }
 
   // Model.from_pretrained(path): a checkpoint file or folder with config.json and
   // tokenizer.json beside it, found as attn-cli's -m finds them.
-  static std::unique_ptr<Model> from_pretrained(
-      const std::string& path, std::optional<std::string> config,
-      std::optional<std::string> tokenizer, std::int64_t max_seq_len, std::int64_t max_batch_size,
-      py::object threads, const std::string& compute, bool attention_weights) {
+  static std::unique_ptr<Model> from_pretrained(py::handle path, py::handle config,
+                                                py::handle tokenizer, py::handle max_seq_len,
+                                                py::handle max_batch_size, py::handle threads,
+                                                py::handle compute, py::handle attention_weights) {
     attn::ModelSpec s = spec(threads, compute, 42);
-    s.weights = path;
-    if (config) s.config = *config;
-    if (tokenizer) s.tokenizer = *tokenizer;
-    s.overrides.max_seq_len = max_seq_len;
-    s.overrides.max_batch_size = max_batch_size;
-    py::gil_scoped_release release;
-    return std::make_unique<Model>(
-        attn::open_session(s, {std::max<std::int64_t>(1, max_batch_size), 0, 0}),
-        attention_weights);
+    s.weights = path_arg(path, "path");
+    if (const auto c = optional_path_arg(config, "config")) s.config = *c;
+    if (const auto t = optional_path_arg(tokenizer, "tokenizer")) s.tokenizer = *t;
+    s.overrides.max_seq_len = int_arg(max_seq_len, "max_seq_len");
+    s.overrides.max_batch_size = int_arg(max_batch_size, "max_batch_size");
+    const bool keep_probs = bool_arg(attention_weights, "attention_weights");
+    const std::int64_t batch = std::max<std::int64_t>(1, s.overrides.max_batch_size);
+    try {
+      py::gil_scoped_release release;
+      return std::make_unique<Model>(attn::open_session(s, {batch, 0, 0}), keep_probs);
+    } catch (attn::InputError& e) {  // the engine's weights are this function's path
+      if (e.setting == "weights") e.setting = "path";
+      throw;
+    }
   }
 
   const attn::ModelArgs& args() const { return e_.model.args; }
@@ -88,8 +97,25 @@ class Model {
   double last_seconds() const { return last_seconds_; }
   const std::optional<attn::Tokenizer>& tokenizer() const { return e_.tokenizer; }
 
-  py::array_t<float> prefill(py::handle x, std::int64_t start_pos, std::optional<std::string> mask,
-                             py::object attention_mask) {
+  // The tokenizer for a call that needs one (`what`), or a ValueError saying where one comes from.
+  const attn::Tokenizer& text_tokenizer(const char* what) const {
+    if (!e_.tokenizer)
+      throw py::value_error(std::string(what) +
+                            ": this model has no tokenizer (Model.from_pretrained finds "
+                            "tokenizer.json beside config.json, a GGUF holds its own)");
+    return *e_.tokenizer;
+  }
+
+  // A start_pos argument: a position of the cache.
+  std::int64_t position(py::handle v) const {
+    return int_arg(v, "start_pos", 0, args().max_seq_len);
+  }
+
+  py::array_t<float> prefill(py::handle x, py::handle start_arg, py::handle mask_arg,
+                             py::handle attention_mask) {
+    const std::int64_t start_pos = position(start_arg);
+    const std::optional<std::string> mask =
+        mask_arg.is_none() ? std::nullopt : std::optional(text_arg(mask_arg, "mask"));
     const Floats in = floats(x, "x", 3, "[batch, seqlen, dim=" + std::to_string(args().dim) + "]");
     check_dim(in);
     const std::int64_t B = in.info.shape[0], T = in.info.shape[1];
@@ -100,7 +126,7 @@ class Model {
     return run(in, B, T, start_pos);
   }
 
-  py::array_t<float> decode(py::handle x, py::object attention_mask) {
+  py::array_t<float> decode(py::handle x, py::handle attention_mask) {
     const std::int64_t dim = args().dim;
     const Floats in = floats(x, "x", 3, "[batch, 1, dim=" + std::to_string(dim) + "]");
     check_dim(in);
@@ -117,10 +143,11 @@ class Model {
 
   // The filled part of layer l's cache, [batch, n_kv_heads, filled, head_dim]: a view of the
   // cache itself (valid until the next call changes it; copy() to keep it).
-  py::array_t<float> cache(std::int64_t layer, bool values, py::object self) const {
+  py::array_t<float> cache(py::handle layer_arg, bool values, py::object self) const {
+    const std::int64_t layer = int_arg(layer_arg, "layer");
     const attn::KVCache& c = e_.model.cache;
     if (layer < 0 || layer >= c.n_layers)
-      throw py::index_error("layer " + std::to_string(layer) + " out of range 0.." +
+      throw py::index_error("layer: " + std::to_string(layer) + " out of range 0.." +
                             std::to_string(c.n_layers - 1));
     const float* base = values ? c.v(layer, 0, 0, 0) : c.k(layer, 0, 0, 0);
     const py::ssize_t f = sizeof(float);
@@ -132,14 +159,16 @@ class Model {
   }
 
   // The last call's probabilities of layer l: [batch, n_heads, seqlen, start_pos + seqlen].
-  py::array_t<float> attention_weights(std::int64_t layer) const {
+  py::array_t<float> attention_weights(py::handle layer_arg) const {
+    const std::int64_t layer = int_arg(layer_arg, "layer");
     if (!keep_probs_)
       throw py::value_error(
           "attention weights are kept only with Model(..., attention_weights=True)");
     if (probs_.empty())
       throw py::value_error("no forward call has kept attention weights yet (generate keeps none)");
     if (layer < 0 || layer >= std::int64_t(probs_.size()))
-      throw py::index_error("layer " + std::to_string(layer) + " out of range");
+      throw py::index_error("layer: " + std::to_string(layer) + " out of range 0.." +
+                            std::to_string(probs_.size() - 1));
     return probs_[std::size_t(layer)];
   }
 
@@ -185,11 +214,12 @@ class Model {
   // name: array or function}): the logits, and the kept activations by hook name. The kept
   // bytes are checked against max_bytes (None: the memory available) before the run.
   std::pair<py::array_t<float>, py::dict> run_hooked(py::handle tokens, bool keep, py::handle names,
-                                                     std::int64_t start_pos, bool all_positions,
+                                                     py::handle start_arg, bool all_positions,
                                                      py::handle patch, py::handle max_bytes) {
     const attn::ModelArgs& a = args();
     attn::require_token_model(a, "forward(tokens)");
     const auto rows = token_rows(tokens, a.vocab_size);
+    const std::int64_t start_pos = position(start_arg);
     const attn::HookCall call{std::int64_t(rows.size()),
                               rows.empty() ? 0 : std::int64_t(rows[0].size()), start_pos};
     attn::check_fits(a, call.bsz, start_pos, call.seqlen, "tokens");
@@ -221,30 +251,69 @@ class Model {
     return {logits, kept};
   }
 
+  // llama.cpp's penalties, under its names and transformers' (repetition_penalty).
+  struct Penalties {
+    py::handle repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
+        frequency_penalty;
+  };
+
   // Up to `steps` new ids after the prompt (ids, or text when the model has a tokenizer), greedy
   // unless temp > 0, stopping after an id of `stop` (None: the tokenizer's end-of-sequence ids).
   // From position 0, or after a loaded session's tokens. The last id is fed too, so that the
-  // cache can be saved and continued.
-  // Each argument's type is checked here (TypeError naming it), its range by the engine
-  // (ValueError naming it), before any work.
-  std::vector<std::int32_t> generate(py::object prompt, py::object steps_arg, py::object temp,
-                                     py::object top_k, py::object top_p, py::object min_p,
-                                     py::object seed,
-                                     std::optional<std::vector<std::int32_t>> stop) {
-    const std::int64_t steps = int_arg(steps_arg, "steps");
-    const std::int64_t draw_seed = int_arg(seed, "seed");
-    if (draw_seed < 0) throw py::value_error("seed: must not be negative");
-    const attn::Sampling sampling{float_arg(temp, "temp"), int_arg(top_k, "top_k"),
-                                  float_arg(top_p, "top_p"), float_arg(min_p, "min_p"),
-                                  std::uint64_t(draw_seed)};
+  // cache can be saved and continued. transformers' names (max_new_tokens, temperature,
+  // do_sample) set the same settings. Every argument is converted, and the engine has checked
+  // the ranges (ValueError naming the argument given), before any work.
+  std::vector<std::int32_t> generate(py::handle prompt, py::handle steps_arg, py::handle temp_arg,
+                                     py::handle top_k, py::handle top_p, py::handle min_p,
+                                     py::handle seed, py::handle stop, py::handle max_new_tokens,
+                                     py::handle temperature, py::handle do_sample,
+                                     const Penalties& penalties) {
+    attn::require_token_model(args(), "generation");  // before ids are read against its vocabulary
+    const Either steps_given = either(steps_arg, "steps", max_new_tokens, "max_new_tokens");
+    const Either temp_given = either(temp_arg, "temp", temperature, "temperature");
+    const std::int64_t steps =
+        steps_given.value.is_none() ? 32 : int_arg(steps_given.value, steps_given.name);
+    double temp = temp_given.value.is_none() ? 0.0 : float_arg(temp_given.value, temp_given.name);
+    if (const std::optional<bool> sample = optional_bool_arg(do_sample, "do_sample")) {
+      if (!*sample)
+        temp = 0;  // transformers: greedy whatever the temperature
+      else if (temp_given.value.is_none())
+        temp = 1;  // transformers' default temperature
+      else if (!(temp > 0))
+        throw py::value_error(std::string(temp_given.name) +
+                              ": do_sample=True samples at a temperature above 0, got " +
+                              short_text(temp_given.value));
+    }
+    attn::Sampling sampling{temp, int_arg(top_k, "top_k"), float_arg(top_p, "top_p"),
+                            float_arg(min_p, "min_p"),
+                            std::uint64_t(int_arg(seed, "seed", 0, INT64_MAX))};
+    const Either repeat = either(penalties.repeat_penalty, "repeat_penalty",
+                                 penalties.repetition_penalty, "repetition_penalty");
+    if (!repeat.value.is_none()) sampling.repeat_penalty = float_arg(repeat.value, repeat.name);
+    sampling.repeat_last_n = int_arg(penalties.repeat_last_n, "repeat_last_n");
+    sampling.presence_penalty = float_arg(penalties.presence_penalty, "presence_penalty");
+    sampling.frequency_penalty = float_arg(penalties.frequency_penalty, "frequency_penalty");
+    const std::int64_t vocab = args().vocab_size;
+    std::optional<std::vector<std::int32_t>> stops;
+    if (!stop.is_none())  // one id, or a list of them (transformers' eos_token_id)
+      stops = one_id(stop) ? std::vector<std::int32_t>{id_arg(stop, "stop", vocab)}
+                           : ids_arg(stop, "stop", vocab);
     std::vector<std::int32_t> out;
     auto lock = hold();
     const std::vector<std::int32_t> ids = prompt_ids(prompt);  // no BOS when continuing
-    const std::vector<std::int32_t> stops = stop ? *stop : attn::stop_ids(e_, false);
-    attn::check_generation(e_, ids, steps, sampling);  // steps bounded: the sums below hold
+    if (!stops) stops = attn::stop_ids(e_, false);
+    try {
+      attn::check_generation(e_, ids, steps, sampling);  // steps bounded: the sums below hold
+    } catch (const attn::MemoryLimitError&) {
+      throw;
+    } catch (const attn::InputError& e) {  // named as the caller named the setting
+      throw py::value_error(as_given(e, {{"steps", steps_given.name},
+                                         {"temp", temp_given.name},
+                                         {"repeat_penalty", repeat.name}}));
+    }
     drop_probabilities();
     timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
-      attn::generate(e_, ids, steps, sampling, stops, true,
+      attn::generate(e_, ids, steps, sampling, *stops, true,
                      [&](const attn::Generated& t) { out.push_back(t.id); });
     });
     return out;
@@ -252,8 +321,13 @@ class Model {
 
   void save_session(const std::string& path) {
     auto lock = hold();
-    py::gil_scoped_release release;
-    attn::stage_cache_session(e_, path).commit();
+    try {
+      py::gil_scoped_release release;
+      attn::stage_cache_session(e_, path).commit();
+    } catch (attn::InputError& e) {  // "nothing to save": the fix is a call, not an argument
+      if (e.setting == "save_session") e.setting.clear();
+      throw;
+    }
   }
 
   void load_session(const std::string& path) {
@@ -271,11 +345,11 @@ class Model {
                std::vector<std::unique_ptr<float[]>>& scratch) {
     if (!py::isinstance<py::dict>(patch))
       throw py::type_error("patch: expected a dict {hook name: array or function}, got " +
-                           std::string(py::str(patch.get_type().attr("__name__"))));
+                           type_name(patch));
     const attn::ModelArgs& a = args();
     for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(patch)) {
       const attn::HookPoint p = named_point(a, e_.model.ends, key, "patch");
-      const std::string name = key.cast<std::string>();
+      const std::string name = text_arg(key, "patch");
       const std::string where = "patch['" + name + "']";
       const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
       const std::uint64_t n = attn::hook_bytes(a, {p}, call, "patch") / sizeof(float);
@@ -336,22 +410,47 @@ class Model {
     return lock;
   }
 
-  std::vector<std::int32_t> prompt_ids(py::object prompt) const {
-    if (py::isinstance<py::str>(prompt)) {
+  // A setting given under our name or transformers' (both: a TypeError naming both).
+  struct Either {
+    py::handle value;
+    const char* name;
+  };
+  static Either either(py::handle ours, const char* our_name, py::handle theirs,
+                       const char* their_name) {
+    if (!ours.is_none() && !theirs.is_none())
+      throw py::type_error(std::string(our_name) + " and " + their_name +
+                           " are the same setting: give one");
+    return theirs.is_none() ? Either{ours, our_name} : Either{theirs, their_name};
+  }
+
+  // An engine error naming a setting, with the setting as the caller named it.
+  static std::string as_given(const attn::InputError& e,
+                              std::initializer_list<std::pair<const char*, const char*>> names) {
+    std::string what = e.what(), setting = e.setting;
+    for (const auto& [engine, given] : names) {
+      if (e.setting != engine) continue;
+      setting = given;
+      if (what.rfind(engine, 0) == 0) what = given + what.substr(std::strlen(engine));
+    }
+    return setting.empty() ? what : what + " (set with " + setting + "=)";
+  }
+
+  static std::string short_text(py::handle v) { return py::str(py::repr(v)); }
+
+  std::vector<std::int32_t> prompt_ids(py::handle prompt) const {
+    if (PyUnicode_Check(prompt.ptr())) {
       if (!e_.tokenizer)
         throw py::value_error(
             "prompt: text needs a tokenizer (Model.from_pretrained finds "
             "tokenizer.json beside config.json); give ids instead");
       attn::EncodeOptions o;
       o.bos = attn::prompt_bos(e_.resume);
-      return attn::encode(*e_.tokenizer, prompt.cast<std::string>(), o);
+      return attn::encode(*e_.tokenizer, text_arg(prompt, "prompt"), o);
     }
-    try {
-      return prompt.cast<std::vector<std::int32_t>>();
-    } catch (const py::cast_error&) {
-      throw py::type_error("prompt: expected a list of token ids or a str, got " +
-                           std::string(py::str(prompt.get_type())));
-    }
+    if (!py::isinstance<py::iterable>(prompt) || PyBytes_Check(prompt.ptr()))
+      throw py::type_error("prompt: expected a str or token ids (a list of ints), got " +
+                           type_name(prompt));
+    return ids_arg(prompt, "prompt", args().vocab_size);
   }
 
   void check_dim(const Floats& in) const {
@@ -362,9 +461,9 @@ class Model {
 
   // attention_mask [batch, seqlen] (1 = a real position, 0 = padding) for the positions this
   // call writes, read as float32.
-  void padding(py::object mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
+  void padding(py::handle mask, std::int64_t B, std::int64_t T, std::int64_t start_pos) {
     if (mask.is_none()) return attn::set_padding(e_, nullptr, B, T, start_pos);
-    py::array_t<float, py::array::c_style | py::array::forcecast> m(mask);
+    const py::array_t<float> m = float_array(mask, "attention_mask", 2);
     if (m.ndim() != 2 || m.shape(0) != B || m.shape(1) != T)
       throw py::value_error("attention_mask: expected shape [" + std::to_string(B) + ", " +
                             std::to_string(T) + "]");

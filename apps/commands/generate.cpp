@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/text/chat_template.hpp"
@@ -113,8 +115,46 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
              : one_sequence(prompt_sequences(text, tok ? &*tok : nullptr, vocab, a.max_seq_len));
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
-  check_generation_fits(a, 0, std::int64_t(prompt.size()), f.run.steps);
+  check_generation_fits(a, 0, std::int64_t(prompt.size()), std::max<std::int64_t>(f.run.steps, 0));
   return prompt;
+}
+
+// What -m takes, for the first message a new user sees.
+constexpr const char* kModelKinds =
+    "a GGUF file (e.g. weights/stories260K.gguf), safetensors with config.json and "
+    "tokenizer.json beside them, a llama2.c .bin (with --tokenizer tokenizer.bin) or a Hugging "
+    "Face folder";
+
+// The GGUF files a folder holds, sorted, as -m would name them.
+std::vector<std::string> gguf_files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".gguf" && entry.is_regular_file(ec))
+      found.push_back(escape(entry.path().string()));
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// No model, a file that is none, or a folder of GGUF files: said in words that name the fix,
+// before the library's "no config" (which is right, but not what a first user needs to hear).
+void check_model_named(const Options& f) {
+  if (!f.config.empty()) return;  // a config: weights drawn, or the library's checks
+  if (f.weights.empty()) throw InputError(std::string("generate needs a model: -m ") + kModelKinds);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path w = f.weights;
+  if (fs::is_directory(w, ec) && !fs::exists(w / "config.json", ec)) {
+    const std::vector<std::string> ggufs = gguf_files_in(w);
+    if (ggufs.empty()) return;  // the library says what the folder lacks
+    std::string names;
+    for (std::size_t i = 0; i < ggufs.size() && i < 4; ++i)
+      names += (i ? " or -m " : "") + ggufs[i];
+    throw InputError(escape(w.string()) +
+                     ": a folder without config.json; name a GGUF file in it: -m " + names);
+  }
+  if (fs::is_regular_file(w, ec) && detect_format(w) == FileFormat::unknown)
+    throw InputError(escape(w.string()) + ": not a model file; -m takes " + kModelKinds);
 }
 
 bool stdout_is_terminal() {
@@ -170,6 +210,7 @@ int generate_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   if (!std::cout) throw std::runtime_error("stdout is closed: the text has nowhere to go");
   const auto t0 = std::chrono::steady_clock::now();
+  check_model_named(f);
   const ModelSpec spec = generate_spec(f);
   OpenedModel model = open_model(spec);
   std::optional<Tokenizer> tok;
@@ -177,11 +218,17 @@ int generate_command(const Options& f) {
   if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::int64_t rows = std::max<std::int64_t>(1, std::int64_t(prompt.size()));
   Session e =
-      open_session(std::move(model), spec, {1, rows, f.run.steps, std::max(f.logit_lens, 0), {}},
+      open_session(std::move(model), spec,
+                   {1, rows, std::max<std::int64_t>(f.run.steps, 0), std::max(f.logit_lens, 0), {}},
                    std::nullopt, std::move(tok));
   require_token_model(e.model.args, "generate");
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
-  check_generation(e, prompt, f.run.steps, f.sampling);  // before any output
+  // -n -1, as llama.cpp's: until the end of text or the context's last position.
+  const std::int64_t steps = f.run.steps >= 0
+                                 ? f.run.steps
+                                 : std::max<std::int64_t>(0, e.model.args.max_seq_len - e.filled -
+                                                                 std::int64_t(prompt.size()));
+  check_generation(e, prompt, steps, f.sampling);        // before any output
   const std::int64_t before = e.filled;                  // a loaded session's positions
   std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (e.tokenizer) stream.emplace(*e.tokenizer, e.generation.tokens);
@@ -219,14 +266,13 @@ int generate_command(const Options& f) {
       print_lens_text(std::cerr, *lens, prefill ? "prefill" : "decode", step,
                       e.model.args.first_layer, e.tokenizer ? &*e.tokenizer : nullptr);
   };
-  generate(e, prompt, f.run.steps, f.sampling, stop, !f.save_session.empty(),
-           [&](const Generated& t) {
-             if (f.json && t.step == 0)
-               print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
-             print_lens();
-             print_token(f, e, stream, t);
-             std::cout.flush();
-           });
+  generate(e, prompt, steps, f.sampling, stop, !f.save_session.empty(), [&](const Generated& t) {
+    if (f.json && t.step == 0)
+      print_prefill_json(e.model.args, prompt, before, e.generation.prompt_seconds);
+    print_lens();
+    print_token(f, e, stream, t);
+    std::cout.flush();
+  });
   print_lens();  // the last token's call, fed for a session
   attached.reset();
   print_summary(f, e);

@@ -9,7 +9,8 @@ namespace attn {
 // The library's messages name files, config keys and tensors, never a front's words: where one
 // setting fixes the error, `setting` names it as a config key or engine option ("max_seq_len",
 // "max_batch_size", "layers", "threads", ...), and each front says it in its own words
-// (attn-cli: --max-seq-len; Python: max_seq_len=).
+// (attn-cli: --max-seq-len; Python: max_seq_len=). Where several each fix it, a comma list,
+// the likeliest first ("max_seq_len,steps": a larger cache or fewer steps).
 struct InputError : std::runtime_error {
   explicit InputError(const std::string& what, std::string setting = {})
       : std::runtime_error(what), setting(std::move(setting)) {}

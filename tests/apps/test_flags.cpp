@@ -4,8 +4,11 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
+#include "attn/error.hpp"
 #include "flags.hpp"
+#include "llama_cpp_flags.hpp"
 
 TEST_CASE("flags: a setting names one flag, and cli_flag_for finds it") {
   std::set<std::string_view> settings;
@@ -17,6 +20,32 @@ TEST_CASE("flags: a setting names one flag, and cli_flag_for finds it") {
   CHECK(cli::cli_flag_for("tokens_file") == "--tokens-file");
   CHECK(cli::cli_flag_for("no_such_setting").empty());
   CHECK(cli::cli_flag_for("").empty());
+  // llama.cpp's names are aliases after attn-cli's own: messages name attn-cli's.
+  CHECK(cli::cli_flag_for("weights") == "--weights");
+  CHECK(cli::cli_flag_for("steps") == "--steps");
+  CHECK(cli::cli_flag_for("repeat_penalty") == "--repeat-penalty");
+  // Several settings that each fix an error: every flag.
+  CHECK(cli::cli_flags_for("max_seq_len,steps") == "--max-seq-len or --steps");
+  CHECK(cli::cli_flags_for("max_seq_len") == "--max-seq-len");
+  CHECK(cli::cli_flags_for("max_seq_len,no_such_setting") == "--max-seq-len");
+}
+
+TEST_CASE("flags: llama.cpp's flags are refused before CLI11 parses, -no-cnv dropped") {
+  const auto pass = [](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    int argc = int(argv.size());
+    cli::refuse_llama_cpp_flags(argc, argv.data());
+    std::string kept;
+    for (int i = 0; i < argc; ++i) kept += std::string(argv[std::size_t(i)]) + " ";
+    return kept;
+  };
+  CHECK(pass({"attn-cli", "generate", "-no-cnv", "-p", "hi"}) == "attn-cli generate -p hi ");
+  CHECK(pass({"attn-cli", "generate", "-p", "hi", "--", "-ngl"}) ==
+        "attn-cli generate -p hi -- -ngl ");
+  CHECK_THROWS_WITH_AS(pass({"attn-cli", "generate", "-ngl", "99"}),
+                       doctest::Contains("-ngl (llama.cpp's --n-gpu-layers)"), attn::InputError);
+  CHECK_THROWS_AS(pass({"attn-cli", "generate", "-ctk=q8_0"}), attn::InputError);
 }
 
 TEST_CASE("flags: every flag of generate and tokenize has its own place in their help") {

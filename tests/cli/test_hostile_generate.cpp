@@ -209,7 +209,7 @@ TEST_CASE("generate: prompt and steps past the cache are refused before any outp
 }
 
 TEST_CASE("generate: negative steps and NaN sampling settings are refused naming the flag") {
-  refused(golden() + "--tokens 1,2 -n -1", {"--steps", "negative"});
+  refused(golden() + "--tokens 1,2 -n -2", {"--steps", "-2"});  // -1: until a full context
   for (const std::string flag : {"--temp", "--top-p", "--min-p"})
     for (const std::string value : {"nan", "-nan", "inf", "-1"}) {
       CAPTURE(flag);

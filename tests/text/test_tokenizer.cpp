@@ -158,6 +158,11 @@ TEST_CASE("tokenizer: files it cannot read are refused, naming the file and the 
   j = byte_level();
   j["model"]["merges"].push_back("x zz");
   refused(j, {"model.merges[3]", "x zz"});
+  for (const char* m : {"he", "h ", " e", "h e e"}) {  // GGUF's merges by the same rule
+    j = byte_level();
+    j["model"]["merges"].push_back(m);
+    refused(j, {"model.merges[3]", "expected \"left right\""});
+  }
   j = byte_level();
   j["model"].erase("vocab");
   refused(j, {"model.vocab", "missing"});
@@ -445,4 +450,32 @@ TEST_CASE("tokenizer: a tokenizer path that is not a regular file is named once 
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   refused_with([&] { attn::load_tokenizer(fifo); },
                {fifo.string() + ": the tokenizer file is a FIFO, not a regular file"});
+}
+
+TEST_CASE("tokenizer: normalizer and decoder steps lengthen a text at most 16 times") {
+  // A Replace whose content is 1,000 times its pattern, or several in a row, would multiply the
+  // text past any memory (Hugging Face's library tries): refused as it happens, naming the step.
+  const std::string long_content(1000, 'x');
+  json j = sentencepiece_style();
+  j["normalizer"]["normalizers"][1]["content"] = long_content;
+  const attn::Tokenizer t = attn::load_tokenizer(write_json("replace_growth", j));
+  CHECK_THROWS_WITH_AS(
+      attn::encode(t, "h h h"),
+      doctest::Contains("key 'normalizer.normalizers[1]': makes 2006 bytes of 5 (at most 16 a byte)"),
+      attn::InputError);
+  CHECK(attn::encode(t, "hello").size() == 2);  // no space: nothing replaced
+  j = sentencepiece_style();
+  j["decoder"]["decoders"][0]["content"] = long_content;
+  const attn::Tokenizer d = attn::load_tokenizer(write_json("decoder_growth", j));
+  CHECK_THROWS_WITH_AS(attn::decode(d, {259, 260, 259, 260}),
+                       doctest::Contains("key 'decoder.decoders[0]': makes 2002 bytes of 8"),
+                       attn::InputError);
+  CHECK(attn::decode(d, {260}) == "h");
+  // Metaspace's replacement is one character (Hugging Face's is a char): "▁▁" would double each
+  // space, a longer one multiply it.
+  j = sentencepiece_style();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581\u2581"}};
+  CHECK_THROWS_WITH_AS(attn::load_tokenizer(write_json("metaspace_two", j)),
+                       doctest::Contains("key 'pre_tokenizer.replacement': must be one character"),
+                       attn::InputError);
 }

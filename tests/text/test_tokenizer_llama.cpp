@@ -6,6 +6,8 @@
 // (test-tokenizer-1-spm), and files refused with the key or field named.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <sstream>
 
 #include "attn/error.hpp"
+#include "attn/text/added_tokens.hpp"
 #include "attn/text/llama_vocab.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "attn/text/unicode.hpp"
@@ -107,6 +110,39 @@ void fnv(std::uint64_t& h, const std::string& s) {
   for (const char c : s) mix(static_cast<unsigned char>(c));
 }
 
+// llama.cpp's llama_decode_text writes "[UNK_BYTE_0x<hex>" + the whole piece + "]" for each
+// character of a byte-level piece outside GPT-2's map, where attn-cli writes the character
+// itself (the contract): llama.cpp's text of token `id` from ours, `ours` counted in
+// `not_itself` when it is not the piece's mapped bytes with such characters as they are.
+std::string as_llama_cpp(const attn::Tokenizer& t, std::int32_t id, const std::string& ours,
+                         std::size_t& not_itself) {
+  const attn::LlamaVocab& v = *t.llama;
+  if (v.kind != attn::LlamaVocab::Kind::bpe || ours.empty() ||
+      !(v.attrs[std::size_t(id)] & attn::token_attr::normal))
+    return ours;
+  const std::string& piece = v.pieces[std::size_t(id)];
+  std::string itself, theirs;
+  char hex[3];
+  for (std::size_t i = 0; i < piece.size();) {
+    const std::size_t at = i;
+    const int b = attn::unicode_to_byte(attn::next_code_point(piece, i));
+    if (b >= 0) {
+      itself += char(b);
+      theirs += char(b);
+      continue;
+    }
+    itself.append(piece, at, i - at);
+    theirs += "[UNK_BYTE_0x";
+    for (std::size_t k = at; k < i; ++k) {
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(piece[k]));
+      theirs += hex;
+    }
+    theirs += piece + "]";
+  }
+  not_itself += ours != itself;
+  return theirs;
+}
+
 std::string hex64(std::uint64_t h) {
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
@@ -176,12 +212,15 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
     CHECK(differences == 0);
     // Every token's piece, with and without special tokens rendered.
     std::uint64_t h = 14695981039346656037ull, h_plain = h;
+    std::size_t not_itself = 0;
     for (std::int32_t id = 0; id < t.vocab_size(); ++id) {
-      fnv(h, attn::token_bytes(t, id));
-      fnv(h_plain, attn::llama_token_to_piece(*t.llama, id, false));
+      fnv(h, as_llama_cpp(t, id, attn::token_bytes(t, id), not_itself));
+      fnv(h_plain,
+          as_llama_cpp(t, id, attn::llama_token_to_piece(*t.llama, id, false), not_itself));
     }
     CHECK(hex64(h) == v["pieces"].get<std::string>());
     CHECK(hex64(h_plain) == v["pieces_plain"].get<std::string>());
+    CHECK(not_itself == 0);
   }
 }
 
@@ -294,6 +333,11 @@ struct GgufWriter {
     str(kv, v);
     return *this;
   }
+  GgufWriter& flag(std::string_view k, bool v) {
+    key(k, 7);
+    kv += char(v);
+    return *this;
+  }
   GgufWriter& id(std::string_view k, std::uint32_t v) {
     key(k, 4);
     u32(kv, v);
@@ -335,8 +379,9 @@ struct GgufWriter {
 };
 
 // A SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens (3 + byte), then `extra`
-// pieces from id 259 with their scores.
-GgufWriter spm_gguf(const std::vector<std::pair<std::string, float>>& extra) {
+// pieces from id 259 with their scores, and their token types (default normal).
+GgufWriter spm_gguf(const std::vector<std::pair<std::string, float>>& extra,
+                    const std::vector<std::int32_t>& extra_types = {}) {
   std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores(3, 0.0f);
   std::vector<std::int32_t> types = {2, 3, 3};
@@ -348,9 +393,9 @@ GgufWriter spm_gguf(const std::vector<std::pair<std::string, float>>& extra) {
     types.push_back(6);
   }
   for (const auto& [p, s] : extra) {
+    types.push_back(types.size() - 259 < extra_types.size() ? extra_types[types.size() - 259] : 1);
     pieces.push_back(p);
     scores.push_back(s);
-    types.push_back(1);
   }
   GgufWriter w;
   w.text("general.architecture", "llama")
@@ -478,4 +523,162 @@ TEST_CASE("llama tokenizers: attn-cli tokenize -m F.gguf reads the model's token
   const test::CliResult bin = test::run_cli("tokenize -m " + (test::source_dir() / "weights" / "stories260K.bin").string() + " -p x");
   CHECK(bin.status == 2);
   CHECK(bin.err.find("a llama2.c checkpoint, which holds no tokenizer") != std::string::npos);
+}
+
+namespace {
+
+// spm_gguf's vocabulary with `typed` pieces from id 259 of the given types and no space prefix:
+// text outside them is its byte tokens (3 + byte), so the ids show where the text was cut.
+attn::Tokenizer typed_vocab(const std::vector<std::pair<std::string, std::int32_t>>& typed,
+                            const std::string& name) {
+  std::vector<std::pair<std::string, float>> extra;
+  std::vector<std::int32_t> types;
+  for (const auto& [piece, type] : typed) {
+    extra.emplace_back(piece, 0.0f);
+    types.push_back(type);
+  }
+  return attn::load_tokenizer(
+      spm_gguf(extra, types).flag("tokenizer.ggml.add_space_prefix", false).write(name));
+}
+
+Ids bytes_of(std::string_view s) {
+  Ids ids;
+  for (const char c : s) ids.push_back(3 + static_cast<unsigned char>(c));
+  return ids;
+}
+
+Ids cat(std::initializer_list<Ids> parts) {
+  Ids all;
+  for (const Ids& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("llama tokenizers: typed tokens are matched in one pass, work linear in text and pieces") {
+  // 50,000 user-defined pieces and 200 KB of text naming some and cutting others short:
+  // llama.cpp's partition scans the text once per piece (10^10 steps, over a minute); the
+  // matcher's steps are bounded by a small multiple of the bytes of both.
+  std::vector<std::pair<std::string, std::int32_t>> typed;
+  std::size_t piece_bytes = 0;
+  for (int k = 0; k < 50000; ++k) {
+    typed.emplace_back("<u" + std::to_string(k) + ">", 4);
+    piece_bytes += typed.back().first.size();
+  }
+  const std::uint64_t before = attn::text_work();
+  const attn::Tokenizer t = typed_vocab(typed, "many.gguf");
+  std::string text;
+  std::size_t named = 0;
+  for (int k = 0; text.size() < 200000; k = (k + 7919) % 50000, ++named)
+    text += "<u" + std::to_string(k) + "> <u" + std::to_string(k) + "x";
+  attn::EncodeOptions o;
+  o.add_special_tokens = false;
+  const Ids ids = attn::encode(t, text, o);
+  const std::uint64_t work = attn::text_work() - before;
+  CHECK(work <= 4 * (text.size() + piece_bytes));
+  CHECK(std::count_if(ids.begin(), ids.end(), [](std::int32_t id) { return id >= 259; }) ==
+        std::ptrdiff_t(named));
+  CHECK(attn::encode(t, "<u42>-<u42", o) == cat({{259 + 42}, bytes_of("-<u42")}));
+}
+
+TEST_CASE("llama tokenizers: typed tokens nested, overlapping and repeated, as llama.cpp cuts") {
+  // What llama.cpp 3.22.1's llama-tokenize (--ids, with and without --no-parse-special) gives
+  // for this vocabulary written by gguf-py, the second "<a>" made "<d>" (llama.cpp asserts on a
+  // repeated piece): each piece, longest first, takes its leftmost occurrences in what is left.
+  // 259.. as listed; type 3 is control (parse_special only).
+  const attn::Tokenizer t = typed_vocab({{"<a>", 4},
+                                         {"<a><b>", 4},
+                                         {"xyz", 4},
+                                         {"xy", 4},
+                                         {"aa", 4},
+                                         {"<c>", 3},
+                                         {"<a>", 4},
+                                         {"ab", 4},
+                                         {"bcd", 4}},
+                                        "typed.gguf");
+  attn::EncodeOptions o;
+  o.add_special_tokens = false;
+  CHECK(attn::encode(t, "<a><b><a>", o) == Ids{260, 259});
+  CHECK(attn::encode(t, "<a><b", o) == cat({{259}, bytes_of("<b")}));
+  CHECK(attn::encode(t, "xyzxy-xy", o) == cat({{261, 262}, bytes_of("-"), {262}}));
+  CHECK(attn::encode(t, "aaaaa", o) == cat({{263, 263}, bytes_of("a")}));
+  CHECK(attn::encode(t, "<c><a>", o) == Ids{264, 259});
+  o.parse_special = false;  // control tokens are text then; user-defined ones still match
+  CHECK(attn::encode(t, "<c><a>", o) == cat({bytes_of("<c>"), {259}}));
+  // Where two overlap, the shorter starting first, the one starting first is taken; llama.cpp
+  // gives [3 + 'a', 267] ("bcd" first): the one place one pass differs (contract).
+  CHECK(attn::encode(t, "abcd", o) == cat({{266}, bytes_of("cd")}));
+}
+
+TEST_CASE("llama tokenizers: a byte-level piece of characters outside GPT-2's map decodes to them") {
+  // llama.cpp writes "[UNK_BYTE_0x..." + the whole piece + "]" per such character: 3,000 CJK
+  // characters (9 KB) would give 27 MB (30,000: 2.7 GB). Each stands for itself instead.
+  std::string cjk;
+  for (int k = 0; k < 3000; ++k) cjk += "中";
+  GgufWriter w;
+  w.text("tokenizer.ggml.model", "gpt2")
+      .text("tokenizer.ggml.pre", "gpt-2")
+      .strings("tokenizer.ggml.tokens", {"a", "Ġ" + cjk + "a", "Ġ"})
+      .ints("tokenizer.ggml.token_type", {1, 1, 1})
+      .strings("tokenizer.ggml.merges", {});
+  const attn::Tokenizer t = attn::load_tokenizer(w.write("cjk.gguf"));
+  CHECK(attn::token_bytes(t, 1) == " " + cjk + "a");
+  CHECK(attn::decode(t, {0, 1, 1}).size() <= 2 * t.pieces[1].size() + 1);
+  CHECK(attn::decode(t, {0, 1}) == "a " + cjk + "a");
+}
+
+TEST_CASE("llama tokenizers: malformed token types, scores and merges are refused, naming the index") {
+  const auto refused = [](const GgufWriter& w, const std::string& what) {
+    CHECK_THROWS_WITH_AS(attn::load_tokenizer(w.write("bad.gguf")), doctest::Contains(what.c_str()),
+                         attn::InputError);
+  };
+  std::vector<std::string> pieces;
+  for (int k = 0; k < 20; ++k) pieces.push_back("p" + std::to_string(k));
+  for (const std::int32_t bad : {99, 0, -1}) {
+    std::vector<std::int32_t> types(20, 1);
+    types[17] = bad;
+    GgufWriter w;
+    w.text("tokenizer.ggml.model", "llama")
+        .strings("tokenizer.ggml.tokens", pieces)
+        .ints("tokenizer.ggml.token_type", types);
+    refused(w, "bad.gguf: key 'tokenizer.ggml.token_type'[17]: " + std::to_string(bad) +
+                   " is not a token type (1-6)");
+  }
+  std::vector<float> scores(20, 0.0f);
+  scores[3] = std::nanf("");
+  GgufWriter nan;
+  nan.text("tokenizer.ggml.model", "llama")
+      .strings("tokenizer.ggml.tokens", pieces)
+      .floats("tokenizer.ggml.scores", scores);
+  refused(nan, "bad.gguf: key 'tokenizer.ggml.scores'[3]: the score is NaN");
+  const auto gpt2 = [](const std::vector<std::string>& merges) {
+    GgufWriter w;
+    w.text("tokenizer.ggml.model", "gpt2")
+        .strings("tokenizer.ggml.tokens", {"h", "e", "he"})
+        .strings("tokenizer.ggml.merges", merges);
+    return w;
+  };
+  refused(gpt2({"h e", "he"}),
+          "bad.gguf: key 'tokenizer.ggml.merges'[1]: expected \"left right\", got 'he'");
+  refused(gpt2({"h e", " he"}), "key 'tokenizer.ggml.merges'[1]: expected \"left right\"");
+  refused(gpt2({"h e", "h e e"}), "key 'tokenizer.ggml.merges'[1]: expected \"left right\"");
+  refused(gpt2({"h x"}),
+          "key 'tokenizer.ggml.merges'[0]: the merge 'h x' names a piece the vocabulary lacks");
+  CHECK(attn::encode(attn::load_tokenizer(gpt2({"h e"}).write("he.gguf")), "he", {false, {}, true}) ==
+        Ids{2});
+  // llama2.c's tokenizer.bin: token 5's score (after max_token_length and five records).
+  std::string tok = read_file(test::source_dir() / "weights/tok512.bin");
+  std::size_t at = 4;
+  for (int k = 0; k < 5; ++k) {
+    std::int32_t len;
+    std::memcpy(&len, tok.data() + at + 4, 4);
+    at += 8 + std::size_t(len);
+  }
+  const float nan_score = std::nanf("");
+  std::memcpy(tok.data() + at, &nan_score, 4);
+  const fs::path p = test::temp_path("tokenizer.bin");
+  std::ofstream(p, std::ios::binary) << tok;
+  CHECK_THROWS_WITH_AS(attn::load_tokenizer(p),
+                       doctest::Contains("tokenizer.bin: token 5: the score is NaN"),
+                       attn::InputError);
 }

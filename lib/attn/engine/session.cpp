@@ -154,13 +154,22 @@ void check_generation_fits(const ModelArgs& a, std::int64_t before, std::int64_t
                            std::int64_t steps) {
   if (steps < 0)
     throw InputError("steps must be at least 0, got " + std::to_string(steps), "steps");
+  // A larger cache fixes it; fewer steps too where the prompt fits without them: the error
+  // names each (terms compared alone: no sum can overflow).
+  const bool fewer_steps =
+      steps > 0 && before >= 0 && before <= a.max_seq_len && prompt <= a.max_seq_len - before;
+  const std::string fixes = fewer_steps ? "max_seq_len,steps" : "max_seq_len";
+  const std::string what =
+      "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps";
   if (steps > a.max_seq_len)  // alone first: the sum below cannot overflow
-    throw InputError(std::to_string(steps) + " steps cannot fit the cache: max_seq_len is " +
+    throw InputError(what + " cannot fit the cache: max_seq_len is " +
                          std::to_string(a.max_seq_len) + " (" + a.source + ")",
-                     "steps");
-  check_fits(
-      a, 1, before, prompt + steps,
-      "the prompt's " + std::to_string(prompt) + " tokens and " + std::to_string(steps) + " steps");
+                     fixes);
+  try {
+    check_fits(a, 1, before, prompt + steps, what);
+  } catch (const InputError& e) {
+    throw InputError(e.what(), fixes);
+  }
 }
 
 void check_generation(const Session& e, std::span<const std::int32_t> prompt, std::int64_t steps,
@@ -199,7 +208,8 @@ Sampling session_sampling(const Session& e, Sampling s) {
 
 std::int32_t next_token(Session& e, const Sampling& s) {
   Generation& g = e.generation;
-  return sample(g.logits, session_sampling(e, s), std::uint64_t(g.tokens.size()), g.candidates);
+  return sample(g.logits, session_sampling(e, s), std::uint64_t(g.tokens.size()), g.candidates,
+                g.tokens);
 }
 
 std::optional<bool> prompt_bos(bool continues, std::optional<bool> asked) {

@@ -54,8 +54,9 @@ json config_of(const ModelArgs& a) {
   return j;
 }
 
-[[noreturn]] void differs(const std::string& source, const std::string& what) {
-  throw InputError(source + ": the session does not match this run: " + what);
+[[noreturn]] void differs(const std::string& source, const std::string& what,
+                          std::string setting = {}) {
+  throw InputError(source + ": the session does not match this run: " + what, std::move(setting));
 }
 
 std::string meta(const SafetensorsFile& f, const std::string& key) {
@@ -196,8 +197,10 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
   g.tokens = read_tokens(f, m.args);
   const std::int64_t filled = std::int64_t(g.tokens.size());
   if (filled > m.args.max_seq_len)
-    differs(f.path, "it holds " + std::to_string(filled) + " positions, over max_seq_len " +
-                        std::to_string(m.args.max_seq_len));
+    differs(f.path,
+            "it holds " + std::to_string(filled) + " positions, over max_seq_len " +
+                std::to_string(m.args.max_seq_len),
+            "max_seq_len");
   read_cache(f, "cache_k", m, filled);
   read_cache(f, "cache_v", m, filled);
   const TensorInfo& t = f.info("logits");

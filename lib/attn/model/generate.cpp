@@ -59,14 +59,52 @@ void check_sampling(const Sampling& s) {
   check_range(double(s.top_k), 0, double(std::int64_t(1) << 24), "top_k");
   check_range(s.top_p, 0, 1, "top_p");
   check_range(s.min_p, 0, 1, "min_p");
+  check_range(s.repeat_penalty, 0, 100, "repeat_penalty");
+  if (s.repeat_penalty == 0)  // it divides the logits
+    throw InputError("repeat_penalty must be in (0, 100], got 0", "repeat_penalty");
+  check_range(double(s.repeat_last_n), -1, double(INT32_MAX), "repeat_last_n");
+  check_range(s.presence_penalty, -100, 100, "presence_penalty");
+  check_range(s.frequency_penalty, -100, 100, "frequency_penalty");
+}
+
+// In llama.cpp's float arithmetic: a token seen `count` times in the window has its logit
+// divided by repeat_penalty (multiplied, if not positive), then count * frequency_penalty +
+// presence_penalty taken off. The counts are kept in p, which the softmax sets afterwards: no
+// map, no allocation.
+void apply_penalties(std::span<SampleCandidate> c, const Sampling& s,
+                     std::span<const std::int32_t> context) {
+  const std::size_t n =
+      s.repeat_last_n < 0 ? context.size() : std::min(context.size(), std::size_t(s.repeat_last_n));
+  for (const std::int32_t id : context.last(n))
+    if (id >= 0 && std::size_t(id) < c.size()) c[std::size_t(id)].p += 1;
+  const float repeat = float(s.repeat_penalty), freq = float(s.frequency_penalty),
+              present = float(s.presence_penalty);
+  for (SampleCandidate& x : c) {
+    if (x.p == 0) continue;
+    x.logit = x.logit <= 0 ? x.logit * repeat : x.logit / repeat;
+    x.logit -= float(x.p) * freq + present;
+    x.p = 0;
+  }
+}
+
+bool penalties_off(const Sampling& s) {
+  return s.repeat_last_n == 0 ||
+         (s.repeat_penalty == 1 && s.presence_penalty == 0 && s.frequency_penalty == 0);
 }
 
 std::int32_t sample(std::span<const float> all, const Sampling& s, std::uint64_t draw,
-                    std::vector<SampleCandidate>& c) {
+                    std::vector<SampleCandidate>& c, std::span<const std::int32_t> context) {
   const std::span<const float> logits = choosable(all, s);
-  if (s.temp <= 0) return argmax(logits);
+  const bool penalize = !penalties_off(s) && !context.empty();
+  if (s.temp <= 0 && !penalize) return argmax(logits);
   c.resize(logits.size());  // allocates on the first draw only
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = {std::int32_t(i), logits[i]};
+  if (penalize) apply_penalties(c, s, context);
+  if (s.temp <= 0)  // greedy after the penalties, as llama.cpp's chain
+    return std::max_element(
+               c.begin(), c.end(),
+               [](const SampleCandidate& a, const SampleCandidate& b) { return a.logit < b.logit; })
+        ->id;
   const auto higher = [](const SampleCandidate& a, const SampleCandidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
   };
@@ -113,7 +151,7 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
   }
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t pos = std::int64_t(g.tokens.size());
-    const std::int32_t id = sample(g.logits, s, std::uint64_t(pos), g.candidates);
+    const std::int32_t id = sample(g.logits, s, std::uint64_t(pos), g.candidates, g.tokens);
     on_token({id, step, choosable(g.logits, s)});
     const bool last = step + 1 == steps || std::find(stop.begin(), stop.end(), id) != stop.end();
     if (last && !feed_last) break;

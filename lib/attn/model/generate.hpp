@@ -19,10 +19,17 @@ struct Sampling {
   // Ids chosen from [0, n_vocab) only (0: the whole vocabulary): a tokenizer's, when the model's
   // embeddings are padded past it (the logits above are masked, as llama.cpp and HF do).
   std::int64_t n_vocab = 0;
+  // llama.cpp's penalties (penalty_repeat, penalty_last_n, penalty_present, penalty_freq), applied
+  // first, to the tokens of the last repeat_last_n positions (-1: the whole context, 0: none).
+  double repeat_penalty = 1.0;
+  std::int64_t repeat_last_n = 64;
+  double presence_penalty = 0.0, frequency_penalty = 0.0;
 };
 
-// Refuses (InputError naming the setting: temp, top_k, top_p, min_p) a value out of range or NaN:
-// temp in [0, 100], top_k in [0, 2^24], top_p and min_p in [0, 1].
+// Refuses (InputError naming the setting: temp, top_k, top_p, min_p, repeat_penalty, ...) a value
+// out of range or NaN: temp in [0, 100], top_k in [0, 2^24], top_p and min_p in [0, 1],
+// repeat_penalty in (0, 100], repeat_last_n in [-1, 2^31 - 1], presence_penalty and
+// frequency_penalty in [-100, 100].
 void check_sampling(const Sampling& s);
 
 // A token the sampler still considers, with its probability.
@@ -34,9 +41,21 @@ struct SampleCandidate {
 
 // The token to take from logits[vocab]; `draw` numbers the draw (the position it fills), so
 // that a run continued from a saved session draws what one run would have. `scratch` holds the
-// candidates (sized once: a step allocates nothing).
+// candidates (sized once: a step allocates nothing). `context` is the tokens before the one
+// drawn (the prompt's too, as llama.cpp's samplers accept them): the penalties look at its last
+// repeat_last_n.
 std::int32_t sample(std::span<const float> logits, const Sampling& s, std::uint64_t draw,
-                    std::vector<SampleCandidate>& scratch);
+                    std::vector<SampleCandidate>& scratch,
+                    std::span<const std::int32_t> context = {});
+
+// True when s's penalties change no logit (llama.cpp's test: none asked for, or no window).
+bool penalties_off(const Sampling& s);
+
+// llama.cpp's penalties (llama_sampler_penalties_apply) on c, indexed by id, from the last
+// repeat_last_n tokens of `context`: what sample applies before top-k. Uses c's p as counts
+// (left 0).
+void apply_penalties(std::span<SampleCandidate> c, const Sampling& s,
+                     std::span<const std::int32_t> context);
 
 struct Generation {
   std::vector<std::int32_t> tokens;         // every token whose keys and values the cache holds

@@ -18,13 +18,29 @@ bool is_word_byte(unsigned char c) {
 }  // namespace
 
 AddedTokenIndex::AddedTokenIndex(const std::vector<AddedToken>& added) {
+  std::vector<std::string_view> contents;
+  contents.reserve(added.size());
+  for (const AddedToken& a : added) contents.push_back(a.content);
+  single_word_.resize(added.size());
+  for (std::size_t k = 0; k < added.size(); ++k) single_word_[k] = added[k].single_word;
+  build(contents);
+}
+
+AddedTokenIndex::AddedTokenIndex(const std::vector<std::string_view>& contents) {
+  single_word_.resize(contents.size());
+  build(contents);
+}
+
+void AddedTokenIndex::build(const std::vector<std::string_view>& added) {
   // The trie of the contents reversed: node 0 is the root, depth[node] its bytes.
+  std::uint64_t& work = text_work();
   std::vector<std::int32_t> depth{0};
   std::unordered_map<std::uint64_t, std::int32_t> edges;
   std::vector<std::pair<std::int32_t, std::int32_t>> ends;  // (node, token)
   for (std::size_t k = 0; k < added.size(); ++k) {
     std::int32_t node = 0;
-    for (auto it = added[k].content.rbegin(); it != added[k].content.rend(); ++it) {
+    work += added[k].size() + 1;
+    for (auto it = added[k].rbegin(); it != added[k].rend(); ++it) {
       const auto key = std::uint64_t(node) << 8 | static_cast<unsigned char>(*it);
       const auto [at, is_new] = edges.try_emplace(key, std::int32_t(depth.size()));
       if (is_new) depth.push_back(depth[std::size_t(node)] + 1);
@@ -54,8 +70,6 @@ AddedTokenIndex::AddedTokenIndex(const std::vector<AddedToken>& added) {
     edge_child_.push_back(child);
   }
   for (const auto& [node, token] : ends) tokens_.push_back(token);
-  single_word_.resize(added.size());
-  for (std::size_t k = 0; k < added.size(); ++k) single_word_[k] = added[k].single_word;
   std::fill(std::begin(root_), std::end(root_), -1);
   for (std::int32_t e = nodes_[0].first_edge; e < nodes_[1].first_edge; ++e)
     root_[edge_byte_[std::size_t(e)]] = edge_child_[std::size_t(e)];
@@ -72,6 +86,7 @@ AddedTokenIndex::AddedTokenIndex(const std::vector<AddedToken>& added) {
       order.push_back(v);
       std::int32_t fail = 0;
       for (std::int32_t f = u; f != 0;) {
+        ++work;
         f = nodes_[std::size_t(f)].fail;
         if (const std::int32_t w = child(f, c); w >= 0) {
           fail = w;
@@ -109,11 +124,14 @@ std::vector<std::pair<std::size_t, std::int32_t>> AddedTokenIndex::longest_at(
   std::vector<std::pair<std::size_t, std::int32_t>> out;
   if (nodes_.size() <= 2) return out;  // no tokens
   const auto word = [&](std::size_t k) { return is_word_byte(static_cast<unsigned char>(s[k])); };
+  std::uint64_t& work = text_work();
   std::int32_t q = 0;  // the longest text from i on that a reversed content ends with
   for (std::size_t i = s.size(); i-- > 0;) {
     const auto c = static_cast<unsigned char>(s[i]);
+    ++work;
     std::int32_t next = child(q, c);
     while (next < 0 && q != 0) {
+      ++work;
       q = nodes_[std::size_t(q)].fail;
       next = child(q, c);
     }
@@ -126,6 +144,7 @@ std::vector<std::pair<std::size_t, std::int32_t>> AddedTokenIndex::longest_at(
       // Longest first; the walk ends at the latest where a token without single_word ends.
       for (std::int32_t node = nodes_[std::size_t(q)].terminal; node >= 0 && token < 0;
            node = nodes_[std::size_t(nodes_[std::size_t(node)].fail)].terminal) {
+        ++work;
         const std::size_t e = i + std::size_t(nodes_[std::size_t(node)].depth);
         token = taken(node, e >= s.size() || !word(e));
       }

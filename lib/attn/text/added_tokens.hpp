@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "attn/text/work.hpp"
+
 namespace attn {
 
 struct AddedToken;
@@ -17,6 +19,8 @@ class AddedTokenIndex {
  public:
   // added: Tokenizer::added (longest first, then file order), whose indices the matches give.
   explicit AddedTokenIndex(const std::vector<AddedToken>& added);
+  // Plain tokens (no single_word): a GGUF vocabulary's typed pieces, in the order they win.
+  explicit AddedTokenIndex(const std::vector<std::string_view>& contents);
 
   // (start, index into added) at every start where a token can be taken, ascending: the longest
   // token whose content starts there and whose single_word holds (no word character touching it
@@ -33,6 +37,7 @@ class AddedTokenIndex {
     std::int32_t first_edge = 0;   // children: edges [first_edge, next node's first_edge)
     std::int32_t first_token = 0;  // tokens ending here: tokens_[first_token, next's)
   };
+  void build(const std::vector<std::string_view>& contents);
   std::int32_t child(std::int32_t node, unsigned char c) const;         // or -1
   std::int32_t taken(std::int32_t node, bool single_word_holds) const;  // a token, or -1
 
@@ -40,7 +45,7 @@ class AddedTokenIndex {
   std::vector<unsigned char> edge_byte_;
   std::vector<std::int32_t> edge_child_;
   std::vector<std::int32_t> tokens_;  // indices into added, ascending per node
-  std::vector<bool> single_word_;     // [added.size()]
+  std::vector<bool> single_word_;     // [tokens], all false for plain tokens
   std::int32_t root_[256];
 };
 

@@ -3,6 +3,7 @@
 #include <queue>
 
 #include "attn/text/unicode.hpp"
+#include "attn/text/work.hpp"
 
 namespace attn {
 
@@ -71,7 +72,10 @@ void Bpe::encode_word(std::string_view word, std::vector<std::int32_t>& ids) con
       queue.push({it->second.rank, pos, it->second.id});
   };
   for (std::size_t k = 0; k + 1 < syms.size(); ++k) consider(std::int32_t(k));
+  std::uint64_t& work = text_work();
+  work += syms.size();
   while (!queue.empty()) {
+    ++work;
     const Candidate c = queue.top();
     queue.pop();
     Symbol& left = syms[std::size_t(c.pos)];

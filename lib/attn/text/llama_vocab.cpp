@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "attn/text/added_tokens.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/unicode.hpp"
 
@@ -26,42 +27,33 @@ bool is_space(char c) {
   return std::isspace(static_cast<unsigned char>(c)) != 0;
 }
 
-// llama.cpp's tokenizer_st_partition: each typed token in turn (longest first) cuts every text
-// fragment at each of its occurrences, taking the spaces its lstrip/rstrip ask for.
+// The text cut at its typed tokens, each taking the spaces its lstrip/rstrip ask for: in one
+// pass however many there are (AddedTokenIndex), leftmost first and the longest at a start, the
+// lowest id of equal pieces. llama.cpp's tokenizer_st_partition instead lets each token in turn
+// (longest first) cut every fragment, one scan of the text per token: the same cuts unless two
+// tokens overlap in the text, the shorter one starting first ("ab" and "bcd" in "abcd": "ab" here,
+// "bcd" there).
 std::vector<Fragment> partition(const LlamaVocab& v, std::string_view text, bool parse_special) {
   std::vector<Fragment> frags;
-  if (!text.empty()) frags.push_back({0, text.size()});
-  for (const std::int32_t id : v.specials) {
-    const std::uint16_t attr = v.attrs[std::size_t(id)];
-    if (!parse_special && (attr & (A::control | A::unknown))) continue;
-    const std::string& piece = v.pieces[std::size_t(id)];
-    if (piece.empty()) continue;  // would match everywhere (GGUF's empty pieces are renamed)
-    std::vector<Fragment> next;
-    for (const Fragment& f : frags) {
-      if (f.id >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      std::size_t from = f.begin;
-      const std::size_t end = f.begin + f.size;
-      for (;;) {
-        const std::size_t at = text.substr(0, end).find(piece, from);
-        if (at == std::string_view::npos) {
-          if (end > from) next.push_back({from, end - from});
-          break;
-        }
-        std::size_t left = at;
-        if (attr & A::lstrip)
-          while (left > from && is_space(text[left - 1])) --left;
-        if (left > from) next.push_back({from, left - from});
-        next.push_back({at, piece.size(), id});
-        from = at + piece.size();
-        if (attr & A::rstrip)
-          while (from < end && is_space(text[from])) ++from;
-      }
+  const AddedTokenIndex* index = parse_special ? v.special_index.get() : v.user_index.get();
+  const std::vector<std::int32_t>& ids = parse_special ? v.specials : v.user_specials;
+  std::size_t from = 0;
+  if (index) {
+    for (const auto& [at, k] : index->longest_at(text)) {
+      if (at < from) continue;  // inside a token taken, or the spaces it took
+      const std::int32_t id = ids[std::size_t(k)];
+      const std::uint16_t attr = v.attrs[std::size_t(id)];
+      std::size_t left = at;
+      if (attr & A::lstrip)
+        while (left > from && is_space(text[left - 1])) --left;
+      if (left > from) frags.push_back({from, left - from});
+      frags.push_back({at, v.pieces[std::size_t(id)].size(), id});
+      from = at + v.pieces[std::size_t(id)].size();
+      if (attr & A::rstrip)
+        while (from < text.size() && is_space(text[from])) ++from;
     }
-    frags = std::move(next);
   }
+  if (from < text.size()) frags.push_back({from, text.size() - from});
   return frags;
 }
 
@@ -94,7 +86,8 @@ std::vector<std::string> bpe_words(const LlamaVocab& v, const std::string& text)
     std::vector<std::pair<std::size_t, std::size_t>> next;
     for (const auto& [b, e] : spans) {
       std::size_t at = b;
-      for (const auto& [mb, me] : re->find_all(std::string_view(text).substr(b, e - b), budget, v.splits_where)) {
+      for (const auto& [mb, me] :
+           re->find_all(std::string_view(text).substr(b, e - b), budget, v.splits_where)) {
         if (b + mb > at) next.emplace_back(at, b + mb);
         next.emplace_back(b + mb, b + me);
         at = b + me;
@@ -140,23 +133,20 @@ char token_byte(const std::string& piece) {
   return char(b);
 }
 
-// llama_decode_text: GPT-2's printable characters back to bytes.
+// llama_decode_text: GPT-2's printable characters back to bytes. A character outside GPT-2's
+// map stands for itself (its UTF-8 bytes), so the text is never longer than the piece;
+// llama.cpp writes "[UNK_BYTE_0x<hex>" + the whole piece + "]" for each such character instead,
+// which for a piece of n of them is n times the piece (90 KB of CJK: 2.7 GB).
 std::string from_byte_level(const std::string& piece) {
   std::string out;
+  out.reserve(piece.size());
   for (std::size_t i = 0; i < piece.size();) {
     const std::size_t at = i;
     const int b = unicode_to_byte(next_code_point(piece, i));
-    if (b >= 0) {
+    if (b >= 0)
       out += char(b);
-      continue;
-    }
-    out += "[UNK_BYTE_0x";
-    char hex[3];
-    for (std::size_t k = at; k < i; ++k) {
-      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(piece[k]));
-      out += hex;
-    }
-    out += piece + "]";
+    else
+      out.append(piece, at, i - at);
   }
   return out;
 }
@@ -326,6 +316,24 @@ std::int32_t first_named(const LlamaVocab& v, const char* const (&names)[N]) {
   return best;
 }
 
+// The matchers of the typed tokens (empty pieces never match; run.c parses none).
+void make_matchers(LlamaVocab& v) {
+  v.user_specials.clear();
+  v.special_index = v.user_index = nullptr;
+  if (v.kind == Kind::llama2c) return;
+  std::vector<std::string_view> all, user;
+  for (const std::int32_t id : v.specials) {
+    const std::string_view piece = v.pieces[std::size_t(id)];
+    all.push_back(piece);
+    if (!(v.attrs[std::size_t(id)] & (A::control | A::unknown))) {
+      user.push_back(piece);
+      v.user_specials.push_back(id);
+    }
+  }
+  if (!all.empty()) v.special_index = std::make_shared<const AddedTokenIndex>(all);
+  if (!user.empty()) v.user_index = std::make_shared<const AddedTokenIndex>(user);
+}
+
 void add_eog(LlamaVocab& v, std::int32_t id) {
   if (id >= 0 && std::find(v.eog.begin(), v.eog.end(), id) == v.eog.end()) v.eog.push_back(id);
 }
@@ -399,6 +407,7 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
       if (const std::int32_t id = v.spm.find(t); id >= 0)
         v.attrs[std::size_t(id)] &= std::uint16_t(~A::rstrip);
   }
+  make_matchers(v);
 }
 
 namespace {

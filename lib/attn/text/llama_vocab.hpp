@@ -17,6 +17,7 @@
 
 namespace attn {
 
+class AddedTokenIndex;
 class Regex;
 
 // llama.cpp's llama_token_attr bits: a token's type (tokenizer.ggml.token_type 1..6 maps to
@@ -39,10 +40,15 @@ struct LlamaVocab {
   Spm spm;                           // spm and llama2c: every piece, its score, byte tokens
   Bpe bpe;                           // bpe: pieces and merges
   std::vector<std::shared_ptr<const Regex>> splits;  // bpe: applied in turn, matches isolated
-  std::string splits_where;  // the file and key naming them, escaped: for the regex budget's message
+  std::string
+      splits_where;  // the file and key naming them, escaped: for the regex budget's message
   // Typed tokens matched in the text before the model runs (control, user-defined, unknown),
   // longest first: control and unknown ones only when asked to (parse_special).
   std::vector<std::int32_t> specials;
+  // Their matcher with parse_special (all of them) and without (the user-defined ones, in
+  // `user_specials`), made by finish_llama_vocab; a match's index is into the list.
+  std::vector<std::int32_t> user_specials;
+  std::shared_ptr<const AddedTokenIndex> special_index, user_index;
   std::int32_t bos = -1, eos = -1, unk = -1;
   std::vector<std::int32_t> eog;  // the ids that end a generation (EOS, EOT, <|im_end|>, ...)
   bool add_bos = false, add_eos = false;

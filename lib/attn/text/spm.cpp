@@ -2,6 +2,8 @@
 
 #include <queue>
 
+#include "attn/text/work.hpp"
+
 namespace attn {
 
 namespace {
@@ -56,7 +58,10 @@ void Spm::encode(std::string_view text, std::vector<std::int32_t>& ids) const {
       queue.push({scores[std::size_t(id)], left, right, size, id});
   };
   for (std::size_t k = 1; k < syms.size(); ++k) consider(std::int32_t(k - 1), std::int32_t(k));
+  std::uint64_t& work = text_work();
+  work += syms.size();
   while (!queue.empty()) {
+    ++work;
     const Bigram b = queue.top();
     queue.pop();
     Symbol& left = syms[std::size_t(b.left)];

@@ -4,8 +4,8 @@
 #include <unordered_map>
 
 #include "attn/error.hpp"
-#include "attn/text/llama_vocab.hpp"
 #include "attn/text/added_tokens.hpp"
+#include "attn/text/llama_vocab.hpp"
 #include "attn/text/regex.hpp"
 #include "attn/text/unicode.hpp"
 
@@ -62,11 +62,24 @@ std::vector<Segment> split_added(const Tokenizer& t, std::string_view s) {
   return out;
 }
 
+// Normalizer and decoder steps may lengthen a text (Replace " " -> "▁" triples it), but chained,
+// or with a long content, they would multiply it past any memory: what the steps make is
+// bounded by this multiple of the text they start from, plus a little (Prepend's "▁").
+constexpr std::size_t kMaxGrowth = 16, kGrowthSlack = 64;
+
+void check_growth(const TextStep& st, std::size_t made, std::size_t from) {
+  if (made > kMaxGrowth * from + kGrowthSlack)
+    throw InputError(st.where + ": makes " + std::to_string(made) + " bytes of " +
+                     std::to_string(from) + " (at most " + std::to_string(kMaxGrowth) +
+                     " a byte): its content is too long for its pattern");
+}
+
 std::string normalize(const Tokenizer& t, std::string_view text) {
   std::string s(text);
   for (const TextStep& st : t.normalizer) {
     if (st.kind == TextStep::Kind::prepend && !s.empty()) s.insert(0, st.text);
     if (st.kind == TextStep::Kind::replace) replace_all(s, st.text, st.content);
+    check_growth(st, s.size(), text.size());
   }
   return s;
 }
@@ -264,8 +277,15 @@ void strip(const TextStep& st, std::string& tok) {
     tok.erase(tok.size() - c.size());
 }
 
+std::size_t total_size(const Words& tokens) {
+  std::size_t n = 0;
+  for (const std::string& tok : tokens) n += tok.size();
+  return n;
+}
+
 void run_decoder(const Tokenizer& t, Words& tokens, bool repair = true) {
   using K = TextStep::Kind;
+  const std::size_t from = total_size(tokens);
   for (const TextStep& st : t.decoder) {
     if (st.kind == K::replace) {
       for (std::string& tok : tokens) replace_all(tok, st.text, st.content);
@@ -288,6 +308,7 @@ void run_decoder(const Tokenizer& t, Words& tokens, bool repair = true) {
     } else {
       throw InputError(t.source + ": this step cannot be a decoder");
     }
+    check_growth(st, total_size(tokens), from);
   }
 }
 

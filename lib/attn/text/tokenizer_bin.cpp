@@ -7,6 +7,7 @@
 #include "attn/error.hpp"
 #include "attn/text/llama_vocab.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "attn/text/vocab_checks.hpp"
 
 namespace attn {
 
@@ -46,6 +47,8 @@ Tokenizer parse_llama2c_tokenizer(std::string_view bytes, const std::string& sou
     std::int32_t len;
     if (!read_at(bytes, at, score) || !read_at(bytes, at, len))
       throw InputError(source + ": " + token + ": the file ends inside its score and length");
+    if (const std::string what = bad_score(score); !what.empty())
+      throw InputError(source + ": " + token + ": " + what);
     if (len < 0 || len > max_len)
       throw InputError(source + ": " + token + ": length " + std::to_string(len) +
                        " is not in [0, max_token_length " + std::to_string(max_len) + "]");

@@ -4,6 +4,7 @@
 #include "attn/io/gguf.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/llama_vocab.hpp"
+#include "attn/text/vocab_checks.hpp"
 
 namespace attn {
 
@@ -14,6 +15,13 @@ constexpr std::size_t kMaxTokens = std::size_t(1) << 22;
 
 [[noreturn]] void fail(const GgufFile& f, std::string_view key, const std::string& what) {
   throw InputError(f.path + ": key '" + std::string(key) + "': " + what);
+}
+
+// An element's fault, "FILE: key 'K'[i]: what", when `what` is not empty.
+void check_at(const GgufFile& f, std::string_view key, std::size_t i, const std::string& what) {
+  if (!what.empty())
+    throw InputError(f.path + ": key '" + std::string(key) + "'[" + std::to_string(i) +
+                     "]: " + what);
 }
 
 std::vector<float> scores(const GgufFile& f, std::size_t n) {
@@ -29,6 +37,7 @@ std::vector<float> scores(const GgufFile& f, std::size_t n) {
   if (s.size() < n)
     fail(f, key, std::to_string(s.size()) + " scores for " + std::to_string(n) + " tokens");
   s.resize(n);
+  for (std::size_t i = 0; i < n; ++i) check_at(f, key, i, bad_score(s[i]));
   return s;
 }
 
@@ -42,8 +51,10 @@ std::vector<std::uint16_t> attrs(const GgufFile& f, std::size_t n) {
   constexpr std::uint16_t by_type[] = {
       0, A::normal, A::unknown, A::control, A::user_defined, A::unused, A::byte};
   std::vector<std::uint16_t> out(n);
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = types[i] >= 1 && types[i] <= 6 ? by_type[types[i]] : 0;  // else undefined
+  for (std::size_t i = 0; i < n; ++i) {
+    check_at(f, key, i, bad_token_type(types[i]));
+    out[i] = by_type[std::size_t(types[i])];
+  }
   return out;
 }
 
@@ -58,25 +69,17 @@ std::int32_t token_id(const GgufFile& f, std::string_view key, std::int32_t fall
   return id && *id >= 0 && std::uint64_t(*id) < n ? std::int32_t(*id) : fallback;
 }
 
-// tokenizer.ggml.merges ("left right", split at the first space after the first byte) as the
-// Bpe's ranked merges. A merge whose halves or result the vocabulary lacks can never apply to
-// pieces of it, so it is left out.
+// tokenizer.ggml.merges ("left right") as the Bpe's ranked merges, by tokenizer.json's rules.
 void read_merges(const GgufFile& f, LlamaVocab& v) {
   constexpr std::string_view key = "tokenizer.ggml.merges";
   if (!f.find(key)) fail(f, key, "is missing (a \"gpt2\" tokenizer needs its merges)");
   const std::vector<std::string_view> merges = f.strings(key);
   v.bpe.merges.reserve(merges.size());
-  std::string both;
   for (std::size_t r = 0; r < merges.size(); ++r) {
-    const std::string_view m = merges[r];
-    const std::size_t space = m.size() > 1 ? m.find(' ', 1) : std::string_view::npos;
-    const std::string_view left = space == std::string_view::npos ? "" : m.substr(0, space);
-    const std::string_view right = space == std::string_view::npos ? "" : m.substr(space + 1);
-    both.assign(left).append(right);
-    const std::int32_t a = v.bpe.find(left), b = v.bpe.find(right), ab = v.bpe.find(both);
-    if (a < 0 || b < 0 || ab < 0) continue;
-    v.bpe.merges.try_emplace(std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b),
-                             Bpe::Merge{std::int32_t(r), ab});
+    std::string_view left, right;
+    if (!split_merge(merges[r], left, right))
+      check_at(f, key, r, "expected \"left right\", got " + quoted(merges[r], 60));
+    check_at(f, key, r, add_merge(v.bpe, left, right, std::int32_t(r)));
   }
 }
 

@@ -11,6 +11,7 @@
 #include "attn/text/regex.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "attn/text/unicode.hpp"
+#include "attn/text/vocab_checks.hpp"
 
 namespace attn {
 
@@ -127,32 +128,20 @@ bool merge_pair(const json& m, std::string_view& left, std::string_view& right) 
     right = m[1].get_ref<const std::string&>();
     return true;
   }
-  if (!m.is_string()) return false;
-  const std::string_view s = m.get_ref<const std::string&>();
-  const auto space = s.find(' ');
-  if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) return false;
-  left = s.substr(0, space);
-  right = s.substr(space + 1);
-  return true;
+  return m.is_string() && split_merge(m.get_ref<const std::string&>(), left, right);
 }
 
 void read_merges(Tokenizer& t, const Node& model) {
   const Node merges = model.at("merges");
   if (!merges.j.is_array()) merges.fail("expected an array");
   t.bpe.merges.reserve(merges.j.size());
-  std::string both;
   for (std::size_t r = 0; r < merges.j.size(); ++r) {
     std::string_view left, right;
     if (!merge_pair(merges.j[r], left, right))
       merges.at(r).fail("expected \"left right\" or [left, right], got " +
                         quoted(merges.j[r].dump(), 60));
-    both.assign(left).append(right);
-    const std::int32_t a = t.bpe.find(left), b = t.bpe.find(right), ab = t.bpe.find(both);
-    if (a < 0 || b < 0 || ab < 0)
-      merges.at(r).fail("the merge " + quoted(std::string(left) + " " + std::string(right), 60) +
-                        " names a piece the vocabulary lacks");
-    t.bpe.merges.try_emplace(std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b),
-                             Bpe::Merge{std::int32_t(r), ab});
+    if (const std::string what = add_merge(t.bpe, left, right, std::int32_t(r)); !what.empty())
+      merges.at(r).fail(what);
   }
 }
 
@@ -298,6 +287,10 @@ TextStep read_step(const Node& n, List list) {
     s.text = n.at("replacement").text();
     // Hugging Face's replacement is one character; an empty one would never advance a search.
     if (s.text.empty()) n.at("replacement").fail("must be a character, got an empty string");
+    std::size_t end = 0;  // more would multiply the text by its length
+    next_code_point(s.text, end);
+    if (end != s.text.size())
+      n.at("replacement").fail("must be one character, got " + quoted(s.text, 60));
     s.scheme = scheme(n);
     s.split_words = n.flag("split", true);
   } else if (s.kind == K::strip) {
