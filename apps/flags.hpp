@@ -104,6 +104,8 @@ struct Options {
   attn::Sampling sampling;
   bool ignore_eos = false;
   std::string save_session, load_session;
+  bool chat = false;          // --chat: the prompt as a user turn in the chat template
+  std::string chat_template;  // --chat-template: a file, or a name of the tokenizer's templates
 
   // tokenize
   bool decode = false;

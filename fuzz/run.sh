@@ -10,7 +10,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(safetensors config input index hf_config tokenizer tokens session gguf
-  llama2c llama_tokenizer tokenizer_text gguf_config hook_name)
+  llama2c llama_tokenizer tokenizer_text gguf_config hook_name chat_template)
 mkdir -p "$build/fuzz-artifacts"
 for h in "${harnesses[@]}"; do
   corpus=$build/fuzz-corpus/$h
@@ -30,6 +30,9 @@ for h in "${harnesses[@]}"; do
     tokenizer_text) seeds=(fuzz/seeds/tokenizer_text/*) ;;
     gguf_config) seeds=(tests/golden/gguf_config/*.gguf) ;;
     hook_name) seeds=(fuzz/seeds/hook_name/*) ;;
+    # The committed feature template and llama.cpp's templates where the cache holds them.
+    chat_template) seeds=(tests/golden/chat_templates/*.jinja
+                          "$HOME"/.cache/attn-cli/llama.cpp/3.22.1/src/models/templates/*.jinja) ;;
   esac
   if [ "$h" = hf_config ]; then
     for c in tests/golden/hf/*/config.json; do

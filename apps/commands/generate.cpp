@@ -19,6 +19,7 @@
 #include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
+#include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "commands/commands.hpp"
 #include "flags.hpp"
@@ -71,6 +72,28 @@ ModelSpec generate_spec(const Options& f) {
   return spec;
 }
 
+// --chat: the prompt as the one user turn of a conversation, rendered by the chat template with
+// the generation prompt and encoded as transformers' apply_chat_template does (the template
+// writes the special tokens: none added, their text read as the tokens).
+std::vector<std::int32_t> chat_prompt(const Options& f, const std::optional<Tokenizer>& tok,
+                                      std::int64_t vocab) {
+  if (!tok) throw InputError("--chat needs a tokenizer with text (--tokenizer)");
+  if (f.text.prompt.size() != 1 || !f.text.prompt_file.empty() || !f.text.tokens.empty() ||
+      !f.text.tokens_file.empty())
+    throw InputError("--chat takes the user's turn as one --prompt");
+  const ChatTemplate chat = chat_template_for(*tok, f.chat_template);
+  const std::string text = chat.render({{"user", f.text.prompt[0]}}, chat_options(*tok, true));
+  spdlog::debug("chat prompt: {}", escape(text, 2000));
+  EncodeOptions o;
+  o.add_special_tokens = false;
+  std::vector<std::int32_t> ids = encode(*tok, text, o);
+  for (const std::int32_t id : ids)
+    if (id >= vocab)
+      throw InputError("the chat prompt has token " + std::to_string(id) +
+                       ", outside the model's vocabulary of " + std::to_string(vocab));
+  return ids;
+}
+
 // The prompt's ids, read with the tokenizer the model's files name (ids need none), checked
 // against the vocabulary of both and against the cache before the engine is opened. A prompt
 // continuing a loaded session gets no BOS (unless --add-bos): it is not the context's start.
@@ -88,7 +111,8 @@ std::vector<std::int32_t> generate_prompt(const Options& f, const ModelSpec& spe
   text.no_bos = bos == false;
   text.add_bos = bos == true;
   std::vector<std::int32_t> prompt =
-      one_sequence(prompt_sequences(text, tok ? &*tok : nullptr, vocab, a.max_seq_len));
+      f.chat ? chat_prompt(f, tok, vocab)
+             : one_sequence(prompt_sequences(text, tok ? &*tok : nullptr, vocab, a.max_seq_len));
   if (prompt.empty() && f.load_session.empty())
     throw InputError("generate needs a prompt: --prompt, --prompt-file, --tokens or --tokens-file");
   check_generation_fits(a, 0, std::int64_t(prompt.size()), std::max<std::int64_t>(f.run.steps, 0));
@@ -220,7 +244,10 @@ int generate_command(const Options& f) {
     for (const std::int32_t id : prompt) std::cout << for_terminal(stream->next(id));
   }
   std::cout.flush();
-  const std::vector<std::int32_t> stop = stop_ids(e, f.ignore_eos);
+  // --chat stops where the assistant's turn ends, as the template writes it.
+  const std::vector<std::int32_t> stop = f.chat && e.tokenizer && !f.ignore_eos
+                                             ? chat_stop_ids(*e.tokenizer)
+                                             : stop_ids(e, f.ignore_eos);
   // --logit-lens: each forward call's lens, printed before the token it chose (JSON on stdout,
   // text on stderr: stdout is the generated text).
   std::optional<LensRecorder> recorder;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attn/text/bpe.hpp"
@@ -75,6 +76,10 @@ struct Tokenizer {
   // A GGUF file's or llama2.c's tokenizer.bin vocabulary: encode, decode and token_bytes follow
   // llama.cpp's rules through it (text/llama_vocab.hpp) instead of the pipeline above.
   std::shared_ptr<const LlamaVocab> llama;
+  // The chat templates the file carries (Jinja sources, compiled when used: text/chat_template),
+  // the default first as "default": a GGUF file's tokenizer.chat_template, tokenizer_config.json's
+  // chat_template (a string, or a list of {name, template}).
+  std::vector<std::pair<std::string, std::string>> chat_templates;
 
   std::int64_t vocab_size() const { return std::int64_t(pieces.size()); }
 };

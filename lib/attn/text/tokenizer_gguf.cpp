@@ -129,7 +129,9 @@ Tokenizer tokenizer_from_gguf(const GgufFile& f) {
     read_merges(f, *v);
     v->bpe.ignore_merges = ignore_merges;
   }
-  return tokenizer_from_vocab(std::move(v), f.path);
+  Tokenizer t = tokenizer_from_vocab(std::move(v), f.path);
+  if (auto chat = f.string("tokenizer.chat_template")) t.chat_templates.emplace_back("default", *chat);
+  return t;
 }
 
 }  // namespace attn

@@ -358,6 +358,20 @@ std::int32_t named_token(const Tokenizer& t, const Node& cfg, const char* key) {
   return id;
 }
 
+// chat_template: one template, or a list of {"name", "template"} (transformers' named templates).
+void read_chat_templates(Tokenizer& t, const Node& n) {
+  if (!n.j.is_array()) {
+    t.chat_templates.emplace_back("default", n.text());
+    return;
+  }
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const Node entry = n.at(i);
+    std::string name = entry.at("name").text();
+    const auto where = name == "default" ? t.chat_templates.begin() : t.chat_templates.end();
+    t.chat_templates.emplace(where, std::move(name), entry.at("template").text());
+  }
+}
+
 void read_config(Tokenizer& t, const fs::path& dir) {
   const fs::path cfg_path = dir / "tokenizer_config.json";
   if (fs::is_regular_file(cfg_path)) {
@@ -370,6 +384,7 @@ void read_config(Tokenizer& t, const fs::path& dir) {
     t.clean_up_spaces = cfg.flag("clean_up_tokenization_spaces", false);
     if (cfg.has("add_bos_token")) t.add_bos = cfg.flag("add_bos_token", false);
     if (cfg.has("add_eos_token")) t.add_eos = cfg.flag("add_eos_token", false);
+    if (cfg.has("chat_template")) read_chat_templates(t, cfg.at("chat_template"));
   }
   const fs::path gen_path = dir / "generation_config.json";
   if (!fs::is_regular_file(gen_path)) return;
