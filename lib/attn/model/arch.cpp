@@ -26,7 +26,9 @@ constexpr TensorNames kLlamaLayer[] = {
 constexpr TensorNames kLlamaToken[] = {
     {"tok_embeddings.weight", "model.embed_tokens.weight", "token_embd.weight"},
     {"norm.weight", "model.norm.weight", "output_norm.weight"},
-    {"output.weight", "lm_head.weight", "output.weight"}};
+    {"output.weight", "lm_head.weight", "output.weight"},
+    // Llama 3.1's RoPE frequency factors: read by the GGUF config (rope_freq_factors), whole.
+    {"rope_freqs.weight", nullptr, "rope_freqs.weight"}};
 constexpr TensorTable kLlamaTensors{
     {"layers.", "model.layers.", "blk."}, kLlamaLayer, kLlamaToken, {}};
 

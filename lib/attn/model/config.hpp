@@ -45,6 +45,9 @@ struct ModelArgs {
   bool attention_out_bias = true;  // with attention_bias, wo has one too (Qwen2's has none)
   std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
   std::optional<RopeScaling> rope_scaling;
+  // A GGUF's rope_freqs.weight [head_dim/2] (Llama 3.1's scaling as llama.cpp's converter stores
+  // it): frequency i is divided by factor i. Empty: none.
+  std::vector<float> rope_freq_factors;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
   // Where the config came from, for messages: the file (escaped) or "the built-in config". The
   // file's provenance, which every check of the config names: kept with it.

@@ -247,7 +247,8 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                 shard,
                 a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
-                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
+                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0,  // rows as used
+                           a.rope_freq_factors);
   Activations& act = m.act;
   act.plan = plan;
   act.xb = buffer(plan.xb);

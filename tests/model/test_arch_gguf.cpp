@@ -1,0 +1,125 @@
+// The architectures as GGUF files hold them (config_gguf.cpp and the load): what each layer
+// holds is decided per layer, a tensor no block reads is refused naming it, and each
+// architecture's operations on small models written here (gguf_model.hpp).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "gguf_model.hpp"
+
+namespace {
+
+std::string refusal(const test::GgufModel& g) {
+  try {
+    test::config_of(g);
+  } catch (const attn::InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+const std::vector<std::int32_t> kPrompt = {1, 7, 3, 12, 5};
+const std::vector<std::int32_t> kDecoded = {9, 2};
+
+}  // namespace
+
+TEST_CASE("gguf: attention biases are decided per layer, as llama.cpp loads them") {
+  // Biases in layer 1 only (llama.cpp: TENSOR_NOT_REQUIRED in each layer): layer 0 runs
+  // without, exactly as with zero biases there; layer 1 with its own.
+  test::GgufModel only1 = test::tiny_llama();
+  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+    only1.tensor(std::string("blk.1.") + b, {8}, 100 + std::strlen(b), 0.8f);
+  test::GgufModel zeros0 = only1, none = test::tiny_llama();
+  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+    zeros0.tensor(std::string("blk.0.") + b, {8}, std::vector<float>(8, 0.0f));
+  CHECK(test::config_of(only1).attention_bias);
+  CHECK_FALSE(test::config_of(only1).attention_out_bias);
+  const std::vector<float> a = test::gguf_logits(only1, "bias1.gguf", kPrompt, kDecoded);
+  const std::vector<float> b = test::gguf_logits(zeros0, "bias01.gguf", kPrompt, kDecoded);
+  const std::vector<float> c = test::gguf_logits(none, "bias_none.gguf", kPrompt, kDecoded);
+  CHECK(same_bits(a, b));
+  CHECK_FALSE(same_bits(a, c));  // layer 1's biases are read, not ignored
+
+  // An output bias in the last layer only, and q's in the first only.
+  test::GgufModel mixed = test::tiny_llama();
+  mixed.tensor("blk.1.attn_output.bias", {8}, 300, 0.8f);
+  mixed.tensor("blk.0.attn_q.bias", {8}, 301, 0.8f);
+  test::GgufModel mixed_zeros = mixed;
+  mixed_zeros.tensor("blk.0.attn_output.bias", {8}, std::vector<float>(8, 0.0f));
+  mixed_zeros.tensor("blk.1.attn_q.bias", {8}, std::vector<float>(8, 0.0f));
+  CHECK(test::config_of(mixed).attention_out_bias);
+  CHECK(same_bits(test::gguf_logits(mixed, "mixed.gguf", kPrompt, kDecoded),
+                  test::gguf_logits(mixed_zeros, "mixed0.gguf", kPrompt, kDecoded)));
+}
+
+TEST_CASE("gguf: a tensor no block reads is refused naming it, in any layer") {
+  const auto refused = [](const std::string& name, std::vector<std::uint64_t> ne,
+                          const std::string& why) {
+    test::GgufModel g = test::tiny_llama();
+    g.tensor(name, std::move(ne), 7);
+    const std::string msg = refusal(g);
+    CAPTURE(msg);
+    CHECK(msg.find("m.gguf: tensor '" + name + "': " + why) == 0);
+  };
+  refused("blk.1.ffn_up.bias", {16}, "not supported (FFN biases");
+  refused("blk.0.ffn_gate.bias", {16}, "not supported (FFN biases");
+  refused("blk.1.ffn_gate_inp.weight", {8, 4}, "not supported (mixture-of-experts routing");
+  refused("blk.1.attn_qkv.weight", {8, 24}, "not supported (q, k and v fused");
+  refused("blk.1.attn_sinks.weight", {2}, "no llama block reads it");
+  refused("cls.weight", {8}, "no llama block reads it");
+  refused("blk.2.attn_q.weight", {8, 8}, "layer 2 is past llama.block_count 2");
+  refused("blk.7.attn_q.bias", {8}, "layer 7 is past llama.block_count 2");
+}
+
+namespace {
+
+// The logits of `a` (a config of g's file, perhaps changed) on g's weights, prefill then decode.
+std::vector<float> logits_with(const attn::ModelArgs& args, const std::filesystem::path& p,
+                               const std::vector<std::int32_t>& prompt, std::int32_t next) {
+  attn::ModelArgs a = args;
+  a.max_batch_size = 1;
+  attn::Transformer m = attn::make_transformer(
+      a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), std::int64_t(prompt.size()));
+  std::vector<float> out(std::size_t((std::int64_t(prompt.size()) + 1) * a.vocab_size));
+  attn::forward(m, prompt.data(), 1, std::int64_t(prompt.size()), 0, out.data(), true);
+  attn::forward(m, &next, 1, 1, std::int64_t(prompt.size()),
+                out.data() + prompt.size() * std::size_t(a.vocab_size));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: Llama 3.1's rope_freqs.weight divides each frequency by its factor") {
+  // head_dim 4, theta 10000: frequencies 1 and 0.01, wavelengths 6.3 and 628. Llama 3's scaling
+  // (factor 8, low 1, high 4, original context 32) keeps wavelengths under 8 and divides those
+  // over 32 by 8: factors exactly 1 and 8, as llama.cpp's converter writes them. The file's
+  // factors are then the same model as Hugging Face's rope_scaling llama3 (config_hf.cpp), bit
+  // for bit, past the original 32 positions too.
+  test::GgufModel g = test::tiny_llama();
+  g.tensor("rope_freqs.weight", {2}, std::vector<float>{1.0f, 8.0f});
+  const std::filesystem::path p = g.save("rope_freqs.gguf");
+  const attn::ModelArgs a = attn::load_config(p);
+  CHECK(a.rope_freq_factors == std::vector<float>{1.0f, 8.0f});
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 7 + 3) % 16);
+  attn::ModelArgs hf = a;
+  hf.rope_freq_factors.clear();
+  hf.rope_scaling = attn::RopeScaling{8, 1, 4, 32};
+  const std::vector<float> file = logits_with(a, p, prompt, 5);
+  CHECK(same_bits(file, logits_with(hf, p, prompt, 5)));
+  hf.rope_scaling.reset();
+  CHECK_FALSE(same_bits(file, logits_with(hf, p, prompt, 5)));  // the factors are used
+
+  test::GgufModel bad = test::tiny_llama();
+  bad.tensor("rope_freqs.weight", {4}, 3);
+  CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': expected shape [2]") == 0);
+  bad.tensor("rope_freqs.weight", {2}, std::vector<float>{1.0f, -2.0f});
+  CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': factor 1 is -2") == 0);
+}
