@@ -3,8 +3,12 @@
 // architecture's operations on small models written here (gguf_model.hpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -122,4 +126,83 @@ TEST_CASE("gguf: Llama 3.1's rope_freqs.weight divides each frequency by its fac
   CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': expected shape [2]") == 0);
   bad.tensor("rope_freqs.weight", {2}, std::vector<float>{1.0f, -2.0f});
   CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': factor 1 is -2") == 0);
+}
+
+TEST_CASE("gguf: qwen3 RMSNorms each head of q and k before RoPE, key_length its own") {
+  // head_dim 8 from key_length (dim 8 / 2 heads would be 4): q is [2 heads x 8], o reads 16.
+  test::GgufModel g = test::tiny_llama("qwen3", 1);
+  g.u32("qwen3.attention.key_length", 8).u32("qwen3.attention.value_length", 8);
+  g.tensor("blk.0.attn_q.weight", {8, 16}, 40, 0.6f);
+  g.tensor("blk.0.attn_k.weight", {8, 16}, 41, 0.6f);
+  g.tensor("blk.0.attn_v.weight", {8, 16}, 42, 0.6f);
+  g.tensor("blk.0.attn_output.weight", {16, 8}, 43, 0.6f);
+  const std::vector<float> qn = {1.5f, 0.5f, 1.0f, 2.0f, 0.25f, 1.25f, 0.75f, 1.0f};
+  const std::vector<float> kn = {0.5f, 1.0f, 1.5f, 1.0f, 2.0f, 0.5f, 1.0f, 0.75f};
+  g.tensor("blk.0.attn_q_norm.weight", {8}, qn);
+  g.tensor("blk.0.attn_k_norm.weight", {8}, kn);
+  const std::filesystem::path p = g.save("qwen3.gguf");
+  attn::ModelArgs a = attn::load_config(p);
+  REQUIRE(a.arch == "qwen3");
+  CHECK(a.head_dim() == 8);
+  CHECK(a.rope == attn::Rope::half);
+  a.max_batch_size = 1;
+  attn::Transformer m =
+      attn::make_transformer(a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), 5);
+  std::map<attn::Site, std::vector<float>> seen;
+  attn::Observer o;
+  for (attn::Site s : {attn::Site::q_in, attn::Site::k_in, attn::Site::q, attn::Site::k})
+    o.sites |= attn::site_bit(s);
+  o.on_tensor = [&](const attn::Observation& ob) {
+    std::int64_t n = 1;
+    for (int i = 0; i < ob.ndim; ++i) n *= ob.shape[i];
+    seen[ob.site].assign(ob.data, ob.data + n);
+  };
+  attn::observe(m, &o);
+  std::vector<float> logits(std::size_t(5 * a.vocab_size));
+  attn::forward(m, kPrompt.data(), 1, 5, 0, logits.data(), true);
+  // Hugging Face's Qwen3Attention: q_norm(q_proj(x).view(heads, head_dim)), then rotate_half,
+  // here in double from the reported projections.
+  for (const auto& [in, out, w] : {std::tuple{attn::Site::q_in, attn::Site::q, &qn},
+                                   std::tuple{attn::Site::k_in, attn::Site::k, &kn}}) {
+    const std::vector<float>&x = seen.at(in), &y = seen.at(out);
+    REQUIRE(x.size() == 5 * 2 * 8);
+    for (std::size_t t = 0; t < 5; ++t)
+      for (std::size_t h = 0; h < 2; ++h) {
+        const float* v = x.data() + (t * 2 + h) * 8;
+        double ss = 0, n[8];
+        for (int i = 0; i < 8; ++i) ss += double(v[i]) * v[i];
+        for (int i = 0; i < 8; ++i) n[i] = v[i] / std::sqrt(ss / 8 + 1e-5) * (*w)[std::size_t(i)];
+        for (int i = 0; i < 4; ++i) {
+          const double angle = double(t) * std::pow(10000.0, -2.0 * i / 8);
+          const double e0 = n[i] * std::cos(angle) - n[i + 4] * std::sin(angle);
+          const double e1 = n[i] * std::sin(angle) + n[i + 4] * std::cos(angle);
+          CHECK(y[(t * 2 + h) * 8 + std::size_t(i)] == doctest::Approx(e0).epsilon(1e-5));
+          CHECK(y[(t * 2 + h) * 8 + std::size_t(i) + 4] == doctest::Approx(e1).epsilon(1e-5));
+        }
+      }
+  }
+  // A llama file holding q/k norms is refused: its blocks have none.
+  test::GgufModel llama = test::tiny_llama();
+  llama.tensor("blk.0.attn_q_norm.weight", {4}, 5);
+  CHECK(refusal(llama).find("m.gguf: tensor 'blk.0.attn_q_norm.weight': no llama block") == 0);
+}
+
+TEST_CASE("hf: a qwen3 config.json is the qwen3 row, its q_norm and k_norm read per layer") {
+  const attn::ModelArgs a = attn::parse_config(
+      R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+          "intermediate_size": 96, "hidden_act": "silu", "attention_bias": false})",
+      "config.json");
+  CHECK(a.arch == "qwen3");
+  CHECK(a.qk_norm == attn::QkNorm::per_head);
+  CHECK(a.head_dim() == 32);
+  attn::LayerWeights w;
+  const std::vector<attn::TensorSpec> specs = attn::layer_tensor_specs(a, w, 1);
+  const auto has = [&](const std::string& name, std::int64_t n) {
+    return std::any_of(specs.begin(), specs.end(), [&](const attn::TensorSpec& s) {
+      return s.name == name && s.shape == std::vector<std::int64_t>{n};
+    });
+  };
+  CHECK(has("layers.1.attention.q_norm.weight", 32));
+  CHECK(has("layers.1.attention.k_norm.weight", 32));
 }

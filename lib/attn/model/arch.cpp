@@ -1,5 +1,7 @@
 #include "attn/model/arch.hpp"
 
+#include <array>
+
 #include "attn/error.hpp"
 
 namespace attn {
@@ -32,23 +34,46 @@ constexpr TensorNames kLlamaToken[] = {
 constexpr TensorTable kLlamaTensors{
     {"layers.", "model.layers.", "blk."}, kLlamaLayer, kLlamaToken, {}};
 
+// A row's layer tensors: llama's and its own.
+template <std::size_t N, std::size_t M>
+constexpr std::array<TensorNames, N + M> join(const TensorNames (&a)[N],
+                                              const TensorNames (&b)[M]) {
+  std::array<TensorNames, N + M> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = a[i];
+  for (std::size_t i = 0; i < M; ++i) out[N + i] = b[i];
+  return out;
+}
+
+// Each head's RMSNorm of q and k ([head_dim] weights).
+constexpr TensorNames kQkNorms[] = {
+    {"attention.q_norm.weight", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"attention.k_norm.weight", "self_attn.k_norm.weight", "attn_k_norm.weight"}};
+constexpr auto kQwen3Layer = join(kLlamaLayer, kQkNorms);
+constexpr TensorTable kQwen3Tensors{
+    {"layers.", "model.layers.", "blk."}, kQwen3Layer, kLlamaToken, {}};
+
 constexpr const char* kLlamaTypes[] = {"llama"};
 constexpr const char* kLlamaClasses[] = {"LlamaForCausalLM"};
 constexpr const char* kMistralTypes[] = {"mistral"};
 constexpr const char* kMistralClasses[] = {"MistralForCausalLM"};
 constexpr const char* kQwen2Types[] = {"qwen2"};
 constexpr const char* kQwen2Classes[] = {"Qwen2ForCausalLM"};
+constexpr const char* kQwen3Types[] = {"qwen3"};
+constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
 
 // The first row with a Meta block name is that block's row for configs that name no
 // architecture (architecture_of), so llama comes before the rows that share its block.
 constexpr Architecture kArchitectures[] = {
     {"llama", true, true, kLlamaTypes, kLlamaClasses, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::interleaved, false, true, &kLlamaTensors},
+     Rope::half, Rope::interleaved, false, true, &kLlamaTensors, QkNorm::none},
     {"mistral", false, true, kMistralTypes, kMistralClasses, Block::llama, Norm::rms,
-     Rope::interleaved, Rope::half, Rope::interleaved, false, true, &kLlamaTensors},
+     Rope::interleaved, Rope::half, Rope::interleaved, false, true, &kLlamaTensors, QkNorm::none},
     // q, k and v biases, none on o; llama.cpp keeps Hugging Face's rows (NEOX).
     {"qwen2", false, true, kQwen2Types, kQwen2Classes, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::half, true, false, &kLlamaTensors},
+     Rope::half, Rope::half, true, false, &kLlamaTensors, QkNorm::none},
+    // Each head's q and k RMSNormed before RoPE; no biases; halves as Hugging Face's.
+    {"qwen3", false, true, kQwen3Types, kQwen3Classes, Block::llama, Norm::rms, Rope::interleaved,
+     Rope::half, Rope::half, false, false, &kQwen3Tensors, QkNorm::per_head},
     // The seed notebooks' blocks: attention alone, and torch's TransformerEncoderLayer (biases
     // and no RoPE unless the config says otherwise). Meta's keys only.
     {"attention",
@@ -63,7 +88,8 @@ constexpr Architecture kArchitectures[] = {
      Rope::interleaved,
      false,
      true,
-     &kLlamaTensors},
+     &kLlamaTensors,
+     QkNorm::none},
     {"encoder",
      true,
      false,
@@ -76,7 +102,8 @@ constexpr Architecture kArchitectures[] = {
      Rope::none,
      true,
      true,
-     &kLlamaTensors},
+     &kLlamaTensors,
+     QkNorm::none},
 };
 
 // The norm each block runs: a row claiming another would be run with its block's.

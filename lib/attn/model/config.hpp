@@ -15,6 +15,10 @@ namespace attn {
 
 enum class Block { llama, attention, encoder };
 
+// A norm of q and k before RoPE (the architecture row's): none, RMSNorm of each head with one
+// head_dim weight (qwen3, gemma3).
+enum class QkNorm { none, per_head };
+
 // The kind of file a config was read from, which names the keys its messages say (config_key):
 // Meta's ModelArgs keys (JSON), Hugging Face's config.json, a GGUF's "{arch}.*" metadata, a
 // llama2.c checkpoint's header fields. All but Meta's leave the batch and the model-parallel
@@ -48,6 +52,7 @@ struct ModelArgs {
   // A GGUF's rope_freqs.weight [head_dim/2] (Llama 3.1's scaling as llama.cpp's converter stores
   // it): frequency i is divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
+  QkNorm qk_norm = QkNorm::none;    // the architecture row's (arch.hpp)
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
   // Where the config came from, for messages: the file (escaped) or "the built-in config". The
   // file's provenance, which every check of the config names: kept with it.

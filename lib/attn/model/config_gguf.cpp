@@ -221,6 +221,7 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.arch = m.arch;
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::gguf);
+  a.qk_norm = row.qk_norm;
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");
   a.n_layers = m.required("block_count");

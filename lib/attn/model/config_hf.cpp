@@ -106,6 +106,7 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.arch = row.name;
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::hugging_face);
+  a.qk_norm = row.qk_norm;
   a.attention_bias = row.qkv_bias;
   a.attention_out_bias = row.out_bias;
   a.attention_bias = r.flag("attention_bias", a.attention_bias);

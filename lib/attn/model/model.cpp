@@ -73,6 +73,10 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
   report(at, Site::q_in, act.xq(), {bsz, seqlen, a.n_heads, hd});
   report(at, Site::k_in, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
+  if (a.qk_norm == QkNorm::per_head) {  // each head's RMSNorm, in place, before RoPE
+    rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows * a.n_heads, hd, float(a.norm_eps));
+    rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows * a.n_kv_heads, hd, float(a.norm_eps));
+  }
   apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
   report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it

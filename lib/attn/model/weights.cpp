@@ -33,6 +33,10 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "attention.wk.weight", {kv, a.dim}, &w.wk});
   s.push_back({p + "attention.wv.weight", {kv, a.dim}, &w.wv});
   s.push_back({p + "attention.wo.weight", {a.dim, q}, &w.wo});
+  if (a.qk_norm == QkNorm::per_head) {  // one weight for every head: not sliced by rank
+    s.push_back({p + "attention.q_norm.weight", {a.head_dim()}, &w.q_norm});
+    s.push_back({p + "attention.k_norm.weight", {a.head_dim()}, &w.k_norm});
+  }
   if (!a.attention_bias) return;
   // A GGUF's biases are per layer (llama.cpp loads each as not required); other files state
   // them for every layer, and a missing one is refused.

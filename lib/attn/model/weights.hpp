@@ -32,6 +32,8 @@ struct LayerWeights {
   const float* bk = nullptr;              // [n_kv_heads * head_dim]
   const float* bv = nullptr;              // [n_kv_heads * head_dim]
   const float* bo = nullptr;              // [dim]
+  const float* q_norm = nullptr;          // [head_dim]: each head's RMSNorm (QkNorm::per_head)
+  const float* k_norm = nullptr;          // [head_dim]
   const float* ffn_norm = nullptr;        // [dim], block llama
   Matrix w1;                              // [ffn_hidden, dim]
   Matrix w2;                              // [dim, ffn_hidden]
