@@ -206,3 +206,36 @@ TEST_CASE("hf: a qwen3 config.json is the qwen3 row, its q_norm and k_norm read 
   CHECK(has("layers.1.attention.q_norm.weight", 32));
   CHECK(has("layers.1.attention.k_norm.weight", 32));
 }
+
+TEST_CASE("gguf: granite's four multipliers, each where llama.cpp applies it") {
+  // Powers of two keep every product exact: granite with embedding_scale 2, residual_scale 0.5,
+  // attention.scale 0.5 (= 1/sqrt(head_dim 4), so scores as llama's) and logit_scale 2 is llama
+  // with the embeddings doubled and wo, ffn_down and the head halved, bit for bit.
+  test::GgufModel llama = test::tiny_llama();
+  test::GgufModel granite = test::tiny_llama("granite");
+  granite.tensors = llama.tensors;
+  granite.f32("granite.embedding_scale", 2.0f)
+      .f32("granite.residual_scale", 0.5f)
+      .f32("granite.attention.scale", 0.5f)
+      .f32("granite.logit_scale", 2.0f);
+  const auto times = [&](const std::string& name, float s) {
+    for (float& v : llama.tensors.at(name).values) v *= s;
+  };
+  times("token_embd.weight", 2.0f);
+  times("output.weight", 0.5f);
+  for (const char* t : {"blk.0.attn_output.weight", "blk.1.attn_output.weight",
+                        "blk.0.ffn_down.weight", "blk.1.ffn_down.weight"})
+    times(t, 0.5f);
+  const attn::ModelArgs a = test::config_of(granite);
+  CHECK(a.embedding_scale == 2.0);
+  CHECK(a.residual_scale == 0.5);
+  CHECK(a.attention_scale == 0.5);
+  CHECK(a.logit_scale == 2.0);
+  CHECK(a.rope == attn::Rope::interleaved);
+  CHECK(same_bits(test::gguf_logits(granite, "granite.gguf", kPrompt, kDecoded),
+                  test::gguf_logits(llama, "granite_llama.gguf", kPrompt, kDecoded)));
+  test::GgufModel bad = test::tiny_llama("granite");
+  bad.f32("granite.logit_scale", -1.0f);
+  CHECK(refusal(bad).find("key 'granite.logit_scale': must be finite and positive") !=
+        std::string::npos);
+}

@@ -58,6 +58,8 @@ constexpr const char* kMistralTypes[] = {"mistral"};
 constexpr const char* kMistralClasses[] = {"MistralForCausalLM"};
 constexpr const char* kQwen2Types[] = {"qwen2"};
 constexpr const char* kQwen2Classes[] = {"Qwen2ForCausalLM"};
+constexpr const char* kGraniteTypes[] = {"granite"};
+constexpr const char* kGraniteClasses[] = {"GraniteForCausalLM"};
 constexpr const char* kQwen3Types[] = {"qwen3"};
 constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
 
@@ -74,6 +76,10 @@ constexpr Architecture kArchitectures[] = {
     // Each head's q and k RMSNormed before RoPE; no biases; halves as Hugging Face's.
     {"qwen3", false, true, kQwen3Types, kQwen3Classes, Block::llama, Norm::rms, Rope::interleaved,
      Rope::half, Rope::half, false, false, &kQwen3Tensors, QkNorm::per_head},
+    // llama's block with four multipliers (ModelArgs' embedding_scale, ...); llama.cpp's
+    // converter permutes q/k rows to pairs as for llama.
+    {"granite", false, true, kGraniteTypes, kGraniteClasses, Block::llama, Norm::rms,
+     Rope::interleaved, Rope::half, Rope::interleaved, false, false, &kLlamaTensors, QkNorm::none},
     // The seed notebooks' blocks: attention alone, and torch's TransformerEncoderLayer (biases
     // and no RoPE unless the config says otherwise). Meta's keys only.
     {"attention",

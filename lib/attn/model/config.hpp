@@ -52,7 +52,11 @@ struct ModelArgs {
   // A GGUF's rope_freqs.weight [head_dim/2] (Llama 3.1's scaling as llama.cpp's converter stores
   // it): frequency i is divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
-  QkNorm qk_norm = QkNorm::none;    // the architecture row's (arch.hpp)
+  QkNorm qk_norm = QkNorm::none;  // the architecture row's (arch.hpp)
+  // Granite's multipliers: the embeddings times embedding_scale, attention scores times
+  // attention_scale (0: 1/sqrt(head_dim)), each block's attention and FFN output times
+  // residual_scale before the residual add, the logits divided by logit_scale.
+  double embedding_scale = 1, attention_scale = 0, residual_scale = 1, logit_scale = 1;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
   // Where the config came from, for messages: the file (escaped) or "the built-in config". The
   // file's provenance, which every check of the config names: kept with it.

@@ -121,6 +121,23 @@ void read_rope_scaling(const Meta& m) {
     m.fail(key, "linear RoPE scaling by " + std::to_string(*factor) + " is not supported");
 }
 
+// Granite's multipliers ({arch}.embedding_scale, residual_scale, attention.scale, logit_scale);
+// llama.cpp reads them for granite only, 0 meaning none. Each finite and positive.
+void read_scales(const Meta& m, ModelArgs& a) {
+  if (std::string_view(m.row.name) != "granite") return;
+  const auto read = [&](const char* suffix, double& out) {
+    const std::optional<double> v = m.f.number(m.key(suffix));
+    if (!v || *v == 0) return;
+    if (!(*v > 0 && std::isfinite(*v)))
+      m.fail(m.key(suffix), "must be finite and positive, got " + std::to_string(*v));
+    out = *v;
+  };
+  read("embedding_scale", a.embedding_scale);
+  read("residual_scale", a.residual_scale);
+  read("attention.scale", a.attention_scale);
+  read("logit_scale", a.logit_scale);
+}
+
 // {arch}.vocab_size, else the tokenizer's token count (llama.cpp's order).
 std::int64_t vocab_size(const Meta& m) {
   if (const std::optional<std::int64_t> n = m.f.integer(m.key("vocab_size"))) return *n;
@@ -222,6 +239,7 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::gguf);
   a.qk_norm = row.qk_norm;
+  read_scales(m, a);
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");
   a.n_layers = m.required("block_count");

@@ -37,6 +37,11 @@ void report(const At& at, Site s, float* data, std::initializer_list<std::int64_
   at.observer->on_tensor(o);
 }
 
+// x[n] *= s: Granite's multipliers.
+void scale_in_place(float* x, std::int64_t n, float s) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 // h[n] += x[n]: a patched attn_out or mlp_out joining the residual.
 void add_into(float* h, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) h[i] += x[i];
@@ -82,6 +87,11 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it
   report(at, Site::k, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
   report(at, Site::v, act.xv(), {bsz, seqlen, a.n_kv_heads, hd});
+  // Granite's attention.scale replaces the kernel's 1/sqrt(head_dim): q is scaled by their ratio
+  // after its report (the probabilities are then softmax(scale q k^T + mask)).
+  if (a.attention_scale > 0)
+    scale_in_place(act.xq(), rows * a.n_heads * hd,
+                   float(a.attention_scale * std::sqrt(double(hd))));
   store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
   // [bsz, n_heads, seqlen, keys], in the observer's buffer: the fused kernel keeps none.
   float* probs = at.wants(Site::attn_probs) && at.observer->probs
@@ -95,6 +105,10 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   // Edited probabilities: each head's output anew from them, over the cache's values.
   if (at.patches(Site::attn_probs))
     mix_probs(m.rt, act.xq(), probs, m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos);
+  // Granite's residual_scale on the heads' output: wo (no bias in granite) is linear, so attn_out
+  // is the scaled contribution the residual receives.
+  if (a.residual_scale != 1)
+    scale_in_place(act.xq(), rows * a.n_heads * hd, float(a.residual_scale));
   // attn_out goes to xb [rows, dim], free once q, k, v are made.
   float* attn_out = at.wants(Site::attn_out) ? act.xb.data() : nullptr;
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
@@ -143,6 +157,7 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    if (a.residual_scale != 1) scale_in_place(act.h1(), rows * n, float(a.residual_scale));
     if (apart) {
       const std::array<Projection, 1> w2 = {
           Projection{apart, w.w2.columns(j0, hidden), nullptr, a.dim}};
@@ -325,6 +340,7 @@ void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, 
   check_token_ids({tokens, std::size_t(rows)}, a.vocab_size, "tokens");
   for (std::int64_t r = 0; r < rows; ++r)
     widen_to_f32(m.rt, e.row(tokens[r], a.dim), 1, a.dim, h + r * a.dim);
+  if (a.embedding_scale != 1) scale_in_place(h, rows * a.dim, float(a.embedding_scale));
 }
 
 namespace {
@@ -335,6 +351,8 @@ void head(Transformer& m, const float* xn, std::int64_t rows, float* logits) {
   const std::array<Projection, 1> out = {
       Projection{logits, m.weights.tokens.output, nullptr, a.vocab_size}};
   linear(m.rt, out, xn, rows, a.dim, m.act.pack.data());
+  if (a.logit_scale != 1)  // Granite's logits_scaling divides them
+    scale_in_place(logits, rows * a.vocab_size, float(1 / a.logit_scale));
 }
 
 // Each sequence's last position of h [bsz, seqlen, dim], packed into rows [bsz, dim].
