@@ -238,4 +238,7 @@ TEST_CASE("gguf: granite's four multipliers, each where llama.cpp applies it") {
   bad.f32("granite.logit_scale", -1.0f);
   CHECK(refusal(bad).find("key 'granite.logit_scale': must be finite and positive") !=
         std::string::npos);
+  granite.tensor("blk.1.attn_output.bias", {8}, 9);
+  CHECK(refusal(granite).find("tensor 'blk.{l}.attn_output.bias': not supported beside "
+                              "granite.residual_scale") != std::string::npos);
 }

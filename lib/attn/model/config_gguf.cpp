@@ -267,6 +267,11 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.attention_out_bias = any_layer_has(m, "attention.wo.bias");
   a.attention_bias = a.attention_out_bias || any_layer_has(m, "attention.wq.bias") ||
                      any_layer_has(m, "attention.wk.bias") || any_layer_has(m, "attention.wv.bias");
+  // Granite's residual_scale is applied to the heads' output before wo (linear without a bias):
+  // an output bias would escape it. Granite's files have none.
+  if (a.attention_out_bias && a.residual_scale != 1)
+    throw InputError(f.path + ": tensor 'blk.{l}.attn_output.bias': not supported beside " +
+                     m.key("residual_scale"));
   a.tie_word_embeddings = !m.has_tensor(gguf_name(row, "output.weight", false));
   a.max_seq_len = std::min(a.max_position_embeddings, kDefaultSeqLen);
   finish_file_config(a);
