@@ -17,7 +17,7 @@ enum class Block { llama, attention, encoder };
 
 // A norm of q and k before RoPE (the architecture row's): none, RMSNorm of each head with one
 // head_dim weight (qwen3, gemma3).
-enum class QkNorm { none, per_head };
+enum class QkNorm { none, per_head, whole };  // whole: over all heads' q (k), olmo2
 
 // The kind of file a config was read from, which names the keys its messages say (config_key):
 // Meta's ModelArgs keys (JSON), Hugging Face's config.json, a GGUF's "{arch}.*" metadata, a
@@ -53,6 +53,9 @@ struct ModelArgs {
   // it): frequency i is divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
   QkNorm qk_norm = QkNorm::none;  // the architecture row's (arch.hpp)
+  // OLMo 2's block: no norm before attention or the FFN, an RMSNorm of each one's output before
+  // the residual add (post_attention_norm, post_ffn_norm). The row's.
+  bool post_norms = false;
   // Granite's multipliers: the embeddings times embedding_scale, attention scores times
   // attention_scale (0: 1/sqrt(head_dim)), each block's attention and FFN output times
   // residual_scale before the residual add, the logits divided by logit_scale.

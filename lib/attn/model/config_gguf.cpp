@@ -239,6 +239,7 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::gguf);
   a.qk_norm = row.qk_norm;
+  a.post_norms = row.post_norms;
   read_scales(m, a);
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");

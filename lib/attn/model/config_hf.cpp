@@ -108,6 +108,7 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::hugging_face);
   a.qk_norm = row.qk_norm;
+  a.post_norms = row.post_norms;
   if (std::string_view(row.name) == "granite") {  // GraniteConfig's multipliers
     r.number("embedding_multiplier", a.embedding_scale);
     r.number("residual_multiplier", a.residual_scale);

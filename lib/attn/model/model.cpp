@@ -81,6 +81,9 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   if (a.qk_norm == QkNorm::per_head) {  // each head's RMSNorm, in place, before RoPE
     rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows * a.n_heads, hd, float(a.norm_eps));
     rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows * a.n_kv_heads, hd, float(a.norm_eps));
+  } else if (a.qk_norm == QkNorm::whole) {  // OLMo 2: all heads' q (k) as one vector
+    rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows, a.n_heads * hd, float(a.norm_eps));
+    rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows, a.n_kv_heads * hd, float(a.norm_eps));
   }
   apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
@@ -139,7 +142,7 @@ float* mlp_out_buffer(Transformer& m, std::int64_t rows) {
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
 // small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
-void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h) {
+void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const float* x, float* h) {
   const ModelArgs& a = m.local;
   const std::int64_t rows = at.bsz * at.seqlen;
   const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
@@ -150,7 +153,10 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
-  rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  if (w.ffn_norm)
+    rmsnorm(m.rt, act.xb.data(), x, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  else  // OLMo 2: no norm before the FFN
+    std::memcpy(act.xb.data(), x, std::size_t(rows * a.dim) * sizeof(float));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
@@ -176,6 +182,26 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
     report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
     if (patched) add_into(h, apart, rows * a.dim);
   }
+}
+
+// OLMo 2's block: h += norm(attention(h)), then h += norm(ffn(h)), each output summed apart in
+// `partial` (its attn_out and mlp_out sites are the outputs before their norms).
+void post_norm_block(Transformer& m, const LayerWeights& w, const At& at, float* h) {
+  const ModelArgs& a = m.local;
+  if (m.shard.size > 1)
+    throw InputError("olmo2's post-norms are not supported under model parallel",
+                     "model_parallel_size");
+  const std::int64_t rows = at.bsz * at.seqlen, n = rows * a.dim;
+  float* apart = m.act.partial.data();
+  std::fill(apart, apart + n, 0.0f);
+  attention_block(m, w, at, h, apart);
+  rmsnorm(m.rt, apart, apart, w.post_attention_norm, rows, a.dim, float(a.norm_eps));
+  add_into(h, apart, n);
+  report(at, Site::resid_mid, h, {at.bsz, at.seqlen, a.dim});
+  std::fill(apart, apart + n, 0.0f);
+  feed_forward(m, w, at, h, apart);
+  rmsnorm(m.rt, apart, apart, w.post_ffn_norm, rows, a.dim, float(a.norm_eps));
+  add_into(h, apart, n);
 }
 
 // Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
@@ -307,10 +333,14 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     report(at, Site::resid_pre, out, {bsz, seqlen, a.dim});
     switch (a.block) {  // the architecture row's block (arch.hpp): a new kind is a new case
       case Block::llama:
+        if (a.post_norms) {
+          post_norm_block(m, w, at, out);
+          break;
+        }
         rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
         attention_block(m, w, at, m.act.xb.data(), out);
         report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
-        feed_forward(m, w, at, out);
+        feed_forward(m, w, at, out, out);
         break;
       case Block::encoder:
         encoder_block(m, w, at, out);

@@ -36,6 +36,9 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
   if (a.qk_norm == QkNorm::per_head) {  // one weight for every head: not sliced by rank
     s.push_back({p + "attention.q_norm.weight", {a.head_dim()}, &w.q_norm});
     s.push_back({p + "attention.k_norm.weight", {a.head_dim()}, &w.k_norm});
+  } else if (a.qk_norm == QkNorm::whole) {
+    s.push_back({p + "attention.q_norm.weight", {q}, &w.q_norm});
+    s.push_back({p + "attention.k_norm.weight", {kv}, &w.k_norm});
   }
   if (!a.attention_bias) return;
   // A GGUF's biases are per layer (llama.cpp loads each as not required); other files state
@@ -51,8 +54,13 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
 void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
                       std::vector<TensorSpec>& s) {
   const std::int64_t h = a.ffn_hidden();
-  s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
-  s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  if (a.post_norms) {
+    s.push_back({p + "post_attention_norm.weight", {a.dim}, &w.post_attention_norm});
+    s.push_back({p + "post_ffn_norm.weight", {a.dim}, &w.post_ffn_norm});
+  } else {
+    s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+    s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  }
   s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
   s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
