@@ -143,7 +143,7 @@ TEST_CASE("arch: llama, mistral and qwen2 are rows, and the tool's blocks are Me
     CHECK(attn::find_architecture(name) != nullptr);
   CHECK(attn::find_architecture("phi3") == nullptr);
   CHECK(attn::architecture_names([](const attn::Architecture& a) { return a.gguf; }) ==
-        "llama, mistral or qwen2");
+        "llama, mistral, qwen2, qwen3, olmo2 or granite");
   CHECK(attn::architecture_names([](const attn::Architecture& a) { return a.meta_block; }) ==
         "llama, attention or encoder");
   // RoPE by file format: Meta's and llama.cpp's llama rows rotate pairs, Hugging Face's halves.

@@ -100,12 +100,14 @@ void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
 }
 
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
-                          double theta, const RopeScaling* scaling, std::int64_t filled) {
+                          double theta, const RopeScaling* scaling, std::int64_t filled,
+                          std::span<const float> freq_factors) {
   RopeTable t{layout, head_dim, {}, {}, 0};
   if (layout == Rope::none) return t;
   const std::int64_t half = head_dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    const double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+    double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+    if (!freq_factors.empty()) freq /= double(freq_factors[std::size_t(i)]);
     t.freq.push_back(scaling ? scaled_frequency(freq, *scaling) : freq);
   }
   t.cos_sin = FloatBuffer(std::size_t(max_seq_len * half * 2));

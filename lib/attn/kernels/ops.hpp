@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "attn/kernels/buffer.hpp"
@@ -35,9 +36,11 @@ struct RopeTable {
   std::int64_t filled = 0;
 };
 // The table for max_seq_len positions, with `filled` of them computed (all by default).
+// freq_factors (empty, or head_dim/2 of them): each frequency divided by its factor, as
+// llama.cpp's rope with freq_factors (Llama 3.1's rope_freqs.weight).
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
                           double theta, const RopeScaling* scaling = nullptr,
-                          std::int64_t filled = -1);
+                          std::int64_t filled = -1, std::span<const float> freq_factors = {});
 // Computes the rows up to `positions` (at most the table's max_seq_len).
 void extend_rope(RopeTable& t, std::int64_t positions);
 

@@ -1,5 +1,7 @@
 #include "attn/model/arch.hpp"
 
+#include <array>
+
 #include "attn/error.hpp"
 
 namespace attn {
@@ -26,9 +28,45 @@ constexpr TensorNames kLlamaLayer[] = {
 constexpr TensorNames kLlamaToken[] = {
     {"tok_embeddings.weight", "model.embed_tokens.weight", "token_embd.weight"},
     {"norm.weight", "model.norm.weight", "output_norm.weight"},
-    {"output.weight", "lm_head.weight", "output.weight"}};
+    {"output.weight", "lm_head.weight", "output.weight"},
+    // Llama 3.1's RoPE frequency factors: read by the GGUF config (rope_freq_factors), whole.
+    {"rope_freqs.weight", nullptr, "rope_freqs.weight"}};
 constexpr TensorTable kLlamaTensors{
     {"layers.", "model.layers.", "blk."}, kLlamaLayer, kLlamaToken, {}};
+
+// A row's layer tensors: llama's and its own.
+template <std::size_t N, std::size_t M>
+constexpr std::array<TensorNames, N + M> join(const TensorNames (&a)[N],
+                                              const TensorNames (&b)[M]) {
+  std::array<TensorNames, N + M> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = a[i];
+  for (std::size_t i = 0; i < M; ++i) out[N + i] = b[i];
+  return out;
+}
+
+// Each head's RMSNorm of q and k ([head_dim] weights).
+constexpr TensorNames kQkNorms[] = {
+    {"attention.q_norm.weight", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"attention.k_norm.weight", "self_attn.k_norm.weight", "attn_k_norm.weight"}};
+constexpr auto kQwen3Layer = join(kLlamaLayer, kQkNorms);
+
+// OLMo 2: llama's attention and FFN, q/k norms over all heads, norms after each (no pre-norms).
+constexpr TensorNames kOlmo2Layer[] = {
+    {"attention.wq.weight", "self_attn.q_proj.weight", "attn_q.weight"},
+    {"attention.wk.weight", "self_attn.k_proj.weight", "attn_k.weight"},
+    {"attention.wv.weight", "self_attn.v_proj.weight", "attn_v.weight"},
+    {"attention.wo.weight", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"attention.q_norm.weight", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"attention.k_norm.weight", "self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"post_ffn_norm.weight", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight", "ffn_down.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight", "ffn_up.weight"}};
+constexpr TensorTable kOlmo2Tensors{
+    {"layers.", "model.layers.", "blk."}, kOlmo2Layer, kLlamaToken, {}};
+constexpr TensorTable kQwen3Tensors{
+    {"layers.", "model.layers.", "blk."}, kQwen3Layer, kLlamaToken, {}};
 
 constexpr const char* kLlamaTypes[] = {"llama"};
 constexpr const char* kLlamaClasses[] = {"LlamaForCausalLM"};
@@ -36,17 +74,35 @@ constexpr const char* kMistralTypes[] = {"mistral"};
 constexpr const char* kMistralClasses[] = {"MistralForCausalLM"};
 constexpr const char* kQwen2Types[] = {"qwen2"};
 constexpr const char* kQwen2Classes[] = {"Qwen2ForCausalLM"};
+constexpr const char* kGraniteTypes[] = {"granite"};
+constexpr const char* kGraniteClasses[] = {"GraniteForCausalLM"};
+constexpr const char* kOlmo2Types[] = {"olmo2"};
+constexpr const char* kOlmo2Classes[] = {"Olmo2ForCausalLM"};
+constexpr const char* kQwen3Types[] = {"qwen3"};
+constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
 
 // The first row with a Meta block name is that block's row for configs that name no
 // architecture (architecture_of), so llama comes before the rows that share its block.
 constexpr Architecture kArchitectures[] = {
     {"llama", true, true, kLlamaTypes, kLlamaClasses, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::interleaved, false, true, &kLlamaTensors},
+     Rope::half, Rope::interleaved, false, true, &kLlamaTensors, false, QkNorm::none},
     {"mistral", false, true, kMistralTypes, kMistralClasses, Block::llama, Norm::rms,
-     Rope::interleaved, Rope::half, Rope::interleaved, false, true, &kLlamaTensors},
+     Rope::interleaved, Rope::half, Rope::interleaved, false, true, &kLlamaTensors, false,
+     QkNorm::none},
     // q, k and v biases, none on o; llama.cpp keeps Hugging Face's rows (NEOX).
     {"qwen2", false, true, kQwen2Types, kQwen2Classes, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::half, true, false, &kLlamaTensors},
+     Rope::half, Rope::half, true, false, &kLlamaTensors, false, QkNorm::none},
+    // Each head's q and k RMSNormed before RoPE; no biases; halves as Hugging Face's.
+    {"qwen3", false, true, kQwen3Types, kQwen3Classes, Block::llama, Norm::rms, Rope::interleaved,
+     Rope::half, Rope::half, false, false, &kQwen3Tensors, false, QkNorm::per_head},
+    // Norms after attention and FFN only, q and k RMSNormed whole; halves (llama.cpp's NEOX).
+    {"olmo2", false, true, kOlmo2Types, kOlmo2Classes, Block::llama, Norm::rms, Rope::interleaved,
+     Rope::half, Rope::half, false, false, &kOlmo2Tensors, true, QkNorm::whole},
+    // llama's block with four multipliers (ModelArgs' embedding_scale, ...); llama.cpp's
+    // converter permutes q/k rows to pairs as for llama.
+    {"granite", false, true, kGraniteTypes, kGraniteClasses, Block::llama, Norm::rms,
+     Rope::interleaved, Rope::half, Rope::interleaved, false, false, &kLlamaTensors, false,
+     QkNorm::none},
     // The seed notebooks' blocks: attention alone, and torch's TransformerEncoderLayer (biases
     // and no RoPE unless the config says otherwise). Meta's keys only.
     {"attention",
@@ -61,7 +117,9 @@ constexpr Architecture kArchitectures[] = {
      Rope::interleaved,
      false,
      true,
-     &kLlamaTensors},
+     &kLlamaTensors,
+     false,
+     QkNorm::none},
     {"encoder",
      true,
      false,
@@ -74,7 +132,9 @@ constexpr Architecture kArchitectures[] = {
      Rope::none,
      true,
      true,
-     &kLlamaTensors},
+     &kLlamaTensors,
+     false,
+     QkNorm::none},
 };
 
 // The norm each block runs: a row claiming another would be run with its block's.

@@ -66,6 +66,8 @@ struct Architecture {
   // The attention's biases unless the config says otherwise: q, k and v's; o's beside them.
   bool qkv_bias, out_bias;
   const TensorTable* tensors;
+  bool post_norms = false;        // the llama block with its norms after attention and FFN (olmo2)
+  QkNorm qk_norm = QkNorm::none;  // q and k normed before RoPE (their norms' tensors in `tensors`)
 
   Rope rope(ConfigFormat f) const {
     return f == ConfigFormat::hugging_face ? hf_rope

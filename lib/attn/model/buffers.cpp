@@ -101,7 +101,8 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
   floats({std::min(max_rows, kBatchRows), k_max, rt.threads, 16}, "packed rows");
   p.pack = scratch_floats(max_rows, k_max, rt.threads, halves, blocks, *rt.kernels, rt.compute);
-  p.partial = shard.size > 1 ? floats({max_rows, a.dim}, "partial sums") : 0;
+  // Also OLMo 2's attention and FFN outputs, normed before the residual add.
+  p.partial = shard.size > 1 || a.post_norms ? floats({max_rows, a.dim}, "partial sums") : 0;
   return p;
 }
 

@@ -15,6 +15,10 @@ namespace attn {
 
 enum class Block { llama, attention, encoder };
 
+// A norm of q and k before RoPE (the architecture row's): none, RMSNorm of each head with one
+// head_dim weight (qwen3, gemma3).
+enum class QkNorm { none, per_head, whole };  // whole: over all heads' q (k), olmo2
+
 // The kind of file a config was read from, which names the keys its messages say (config_key):
 // Meta's ModelArgs keys (JSON), Hugging Face's config.json, a GGUF's "{arch}.*" metadata, a
 // llama2.c checkpoint's header fields. All but Meta's leave the batch and the model-parallel
@@ -45,6 +49,17 @@ struct ModelArgs {
   bool attention_out_bias = true;  // with attention_bias, wo has one too (Qwen2's has none)
   std::int64_t first_layer = 0;    // the checkpoint's index of block 0 (--layers A:B)
   std::optional<RopeScaling> rope_scaling;
+  // A GGUF's rope_freqs.weight [head_dim/2] (Llama 3.1's scaling as llama.cpp's converter stores
+  // it): frequency i is divided by factor i. Empty: none.
+  std::vector<float> rope_freq_factors;
+  QkNorm qk_norm = QkNorm::none;  // the architecture row's (arch.hpp)
+  // OLMo 2's block: no norm before attention or the FFN, an RMSNorm of each one's output before
+  // the residual add (post_attention_norm, post_ffn_norm). The row's.
+  bool post_norms = false;
+  // Granite's multipliers: the embeddings times embedding_scale, attention scores times
+  // attention_scale (0: 1/sqrt(head_dim)), each block's attention and FFN output times
+  // residual_scale before the residual add, the logits divided by logit_scale.
+  double embedding_scale = 1, attention_scale = 0, residual_scale = 1, logit_scale = 1;
   std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
   // Where the config came from, for messages: the file (escaped) or "the built-in config". The
   // file's provenance, which every check of the config names: kept with it.

@@ -2,6 +2,8 @@
 // its llama/qwen2 models read, with llama.cpp's defaults where a key is absent, and the tensor
 // list for what no key says (biases, a tied head).
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,13 +20,19 @@ namespace attn {
 
 namespace {
 
-// Tensors of blocks this engine does not run: present, the file is refused naming them rather
-// than run without them.
-constexpr const char* kUnsupportedTensors[] = {
-    "rope_freqs.weight",          // Llama 3.1's frequency factors
-    "blk.0.attn_qkv.weight",      // q, k and v fused
-    "blk.0.ffn_gate_inp.weight",  // mixture of experts
-    "blk.0.ffn_gate.bias",       "blk.0.ffn_down.bias", "blk.0.ffn_up.bias"};
+// Tensors of blocks this engine does not run, by their name in a layer (or the whole name): the
+// reason a file holding one is refused. Any other tensor no row reads is refused too (llama.cpp
+// refuses a file with tensors its model did not take).
+struct Unsupported {
+  const char* name;
+  const char* what;
+};
+constexpr Unsupported kUnsupportedTensors[] = {
+    {"attn_qkv.weight", "q, k and v fused"},
+    {"ffn_gate_inp.weight", "mixture-of-experts routing"},
+    {"ffn_gate.bias", "FFN biases"},
+    {"ffn_down.bias", "FFN biases"},
+    {"ffn_up.bias", "FFN biases"}};
 
 struct Meta {
   const GgufFile& f;
@@ -78,6 +86,27 @@ void read_head(const Meta& m, ModelArgs& a) {
                " dimensions rotated: partial rotary embeddings are not supported");
 }
 
+// rope_freqs.weight: Llama 3.1's frequency factors, one per rotated pair, F32 as llama.cpp's
+// converter writes them (llama.cpp reads them as F32 too), each finite and positive.
+void read_rope_freqs(const Meta& m, ModelArgs& a) {
+  const GgufTensorInfo* t = m.f.find_tensor("rope_freqs.weight");
+  if (!t) return;
+  const std::int64_t half = a.head_dim() / 2;
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(m.f.path + ": tensor 'rope_freqs.weight': " + why);
+  };
+  if (t->ggml_type != 0) refuse("expected F32, got " + ggml_type_name(t->ggml_type));
+  if (t->shape != std::vector<std::int64_t>{half})
+    refuse("expected shape [" + std::to_string(half) + "] (half the head's " +
+           std::to_string(a.head_dim()) + " dimensions)");
+  a.rope_freq_factors.resize(std::size_t(half));
+  std::memcpy(a.rope_freq_factors.data(), m.f.bytes.data() + t->offset, std::size_t(half) * 4);
+  for (std::size_t i = 0; i < a.rope_freq_factors.size(); ++i)
+    if (!(a.rope_freq_factors[i] > 0 && std::isfinite(a.rope_freq_factors[i])))
+      refuse("factor " + std::to_string(i) + " is " + std::to_string(a.rope_freq_factors[i]) +
+             ": each must be finite and positive");
+}
+
 // llama.cpp's default type is "linear", with factor 0 (or 1) meaning no scaling.
 void read_rope_scaling(const Meta& m) {
   const std::string type = m.f.string(m.key("rope.scaling.type")).value_or("linear");
@@ -92,6 +121,23 @@ void read_rope_scaling(const Meta& m) {
     m.fail(key, "linear RoPE scaling by " + std::to_string(*factor) + " is not supported");
 }
 
+// Granite's multipliers ({arch}.embedding_scale, residual_scale, attention.scale, logit_scale);
+// llama.cpp reads them for granite only, 0 meaning none. Each finite and positive.
+void read_scales(const Meta& m, ModelArgs& a) {
+  if (std::string_view(m.row.name) != "granite") return;
+  const auto read = [&](const char* suffix, double& out) {
+    const std::optional<double> v = m.f.number(m.key(suffix));
+    if (!v || *v == 0) return;
+    if (!(*v > 0 && std::isfinite(*v)))
+      m.fail(m.key(suffix), "must be finite and positive, got " + std::to_string(*v));
+    out = *v;
+  };
+  read("embedding_scale", a.embedding_scale);
+  read("residual_scale", a.residual_scale);
+  read("attention.scale", a.attention_scale);
+  read("logit_scale", a.logit_scale);
+}
+
 // {arch}.vocab_size, else the tokenizer's token count (llama.cpp's order).
 std::int64_t vocab_size(const Meta& m) {
   if (const std::optional<std::int64_t> n = m.f.integer(m.key("vocab_size"))) return *n;
@@ -100,17 +146,13 @@ std::int64_t vocab_size(const Meta& m) {
   m.fail(m.key("vocab_size"), "missing, and no tokenizer.ggml.tokens to count");
 }
 
-// A name the row reads (a fused tensor's, say) is not refused.
-bool row_reads(const Architecture& row, std::string_view name) {
-  const TensorTable& t = *row.tensors;
-  const std::string_view prefix = t.layer_prefix[int(Naming::gguf)];
-  if (name.starts_with(prefix)) name.remove_prefix(name.find('.', prefix.size()) + 1);
-  for (const TensorNames& n : t.layer)
+// Does the row read `name` (a layer's after "blk.{l}.", or a whole one)? A fused tensor's name
+// counts.
+bool row_reads(const TensorTable& t, std::string_view name, bool layer) {
+  for (const TensorNames& n : layer ? t.layer : t.token)
     if (n.gguf && name == n.gguf) return true;
-  for (const FusedTensor& f : t.fused)
+  for (const FusedTensor& f : layer ? t.fused : std::span<const FusedTensor>{})
     if (f.names.gguf && name == f.names.gguf) return true;
-  for (const TensorNames& n : t.token)
-    if (n.gguf && name == n.gguf) return true;
   return false;
 }
 
@@ -127,13 +169,62 @@ std::string gguf_name(const Architecture& row, std::string_view meta, bool layer
   return "";
 }
 
-void check_tensors(const Meta& m) {
-  for (const char* name : kUnsupportedTensors)
-    if (m.has_tensor(name) && !row_reads(m.row, name))
-      throw InputError(m.f.path + ": tensor " + quoted(name) + ": not supported (" + m.arch +
-                       " blocks with it are not this engine's)");
+[[noreturn]] void refuse_tensor(const Meta& m, const std::string& name, const std::string& why) {
+  throw InputError(m.f.path + ": tensor " + attn::quoted(name) + ": " + why);
+}
+
+// The layer index of "blk.{l}.rest" and rest; nullopt for a name outside the layers.
+std::optional<std::pair<std::int64_t, std::string_view>> layer_of(const TensorTable& t,
+                                                                  std::string_view name) {
+  const std::string_view prefix = t.layer_prefix[int(Naming::gguf)];
+  if (!name.starts_with(prefix)) return std::nullopt;
+  name.remove_prefix(prefix.size());
+  std::int64_t l = 0;
+  std::size_t i = 0;
+  for (; i < name.size() && i < 9 && name[i] >= '0' && name[i] <= '9'; ++i)
+    l = l * 10 + (name[i] - '0');
+  if (i == 0 || i >= name.size() || name[i] != '.') return std::nullopt;
+  return std::pair{l, name.substr(i + 1)};
+}
+
+// Every tensor of the file is one the row reads, in a layer the file has: a tensor no block here
+// uses is refused naming it (what each layer holds of the optional ones is decided per layer
+// by the load), never run without.
+void check_tensors(const Meta& m, std::int64_t n_layers) {
+  const TensorTable& t = *m.row.tensors;
+  for (const GgufTensorInfo& info : m.f.tensors) {
+    const auto layer = layer_of(t, info.name);
+    const std::string_view rest = layer ? layer->second : std::string_view(info.name);
+    if (row_reads(t, rest, bool(layer))) {
+      if (layer && n_layers > 0 && layer->first >= n_layers)  // a bad count: finish_file_config
+        refuse_tensor(m, info.name,
+                      "layer " + std::to_string(layer->first) + " is past " + m.key("block_count") +
+                          " " + std::to_string(n_layers));
+      continue;
+    }
+    for (const Unsupported& u : kUnsupportedTensors)
+      if (rest == u.name)
+        refuse_tensor(m, info.name,
+                      std::string("not supported (") + u.what + ": " + m.arch +
+                          " blocks with it are not this engine's)");
+    refuse_tensor(
+        m, info.name,
+        "no " + m.arch + " block reads it (not a tensor of this engine's " + m.arch + " blocks)");
+  }
   if (m.f.integer(m.key("expert_count")).value_or(0) > 0)
     m.fail(m.key("expert_count"), "mixture-of-experts blocks are not supported");
+}
+
+// Does any layer hold the row's tensor `meta`? llama.cpp loads the attention biases of each
+// layer as not required: the model holds one where its layer does (the load's optional specs).
+bool any_layer_has(const Meta& m, std::string_view meta) {
+  const TensorTable& t = *m.row.tensors;
+  for (const TensorNames& n : t.layer)
+    if (meta == n.meta && n.gguf)
+      for (const GgufTensorInfo& info : m.f.tensors)
+        if (const auto layer = layer_of(t, info.name); layer && layer->second == n.gguf)
+          return true;
+  return false;
 }
 
 }  // namespace
@@ -147,6 +238,9 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.arch = m.arch;
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::gguf);
+  a.qk_norm = row.qk_norm;
+  a.post_norms = row.post_norms;
+  read_scales(m, a);
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");
   a.n_layers = m.required("block_count");
@@ -166,11 +260,19 @@ ModelArgs gguf_config(const GgufFile& f) {
            "must be at least 1, got " + std::to_string(a.max_position_embeddings));
   read_head(m, a);
   read_rope_scaling(m);
-  check_tensors(m);
-  // llama.cpp treats the attention biases as optional (qwen2's are always there, with none on
-  // the output projection), and the head as the embeddings when output.weight is absent.
-  a.attention_bias = m.has_tensor(gguf_name(row, "attention.wq.bias", true));
-  a.attention_out_bias = m.has_tensor(gguf_name(row, "attention.wo.bias", true));
+  if (a.n_heads > 0 && a.dim > 0) read_rope_freqs(m, a);
+  check_tensors(m, a.n_layers);
+  // llama.cpp treats the attention biases as optional in each layer (qwen2's are always there,
+  // with none on the output projection), and the head as the embeddings when output.weight is
+  // absent. The biases are the model's when some layer has one; a layer without is run so.
+  a.attention_out_bias = any_layer_has(m, "attention.wo.bias");
+  a.attention_bias = a.attention_out_bias || any_layer_has(m, "attention.wq.bias") ||
+                     any_layer_has(m, "attention.wk.bias") || any_layer_has(m, "attention.wv.bias");
+  // Granite's residual_scale is applied to the heads' output before wo (linear without a bias):
+  // an output bias would escape it. Granite's files have none.
+  if (a.attention_out_bias && a.residual_scale != 1)
+    throw InputError(f.path + ": tensor 'blk.{l}.attn_output.bias': not supported beside " +
+                     m.key("residual_scale"));
   a.tie_word_embeddings = !m.has_tensor(gguf_name(row, "output.weight", false));
   a.max_seq_len = std::min(a.max_position_embeddings, kDefaultSeqLen);
   finish_file_config(a);

@@ -17,14 +17,15 @@ namespace {
 // Keys of Hugging Face's LlamaConfig, MistralConfig and Qwen2Config that describe the token
 // model around the layers (embedding, head, generation) or training: not the layers' arithmetic.
 const std::set<std::string> kHfIgnoredKeys = {
-    "architectures",       "model_type",        "torch_dtype",         "transformers_version",
-    "vocab_size",          "bos_token_id",      "eos_token_id",        "pad_token_id",
-    "tie_word_embeddings", "use_cache",         "initializer_range",   "pretraining_tp",
-    "attention_dropout",   "mlp_bias",          "max_window_layers",   "use_sliding_window",
-    "sliding_window",      "hidden_act",        "rope_scaling",        "_name_or_path",
-    "hidden_size",         "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "intermediate_size",   "rms_norm_eps",      "rope_theta",          "max_position_embeddings",
-    "attention_bias",      "head_dim"};
+    "architectures",        "model_type",        "torch_dtype",          "transformers_version",
+    "vocab_size",           "bos_token_id",      "eos_token_id",         "pad_token_id",
+    "tie_word_embeddings",  "use_cache",         "initializer_range",    "pretraining_tp",
+    "attention_dropout",    "mlp_bias",          "max_window_layers",    "use_sliding_window",
+    "sliding_window",       "hidden_act",        "rope_scaling",         "_name_or_path",
+    "hidden_size",          "num_hidden_layers", "num_attention_heads",  "num_key_value_heads",
+    "intermediate_size",    "rms_norm_eps",      "rope_theta",           "max_position_embeddings",
+    "attention_bias",       "head_dim",          "embedding_multiplier", "residual_multiplier",
+    "attention_multiplier", "logits_scaling"};
 
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
@@ -106,6 +107,17 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.arch = row.name;
   a.block = row.block;
   a.rope = row.rope(ConfigFormat::hugging_face);
+  a.qk_norm = row.qk_norm;
+  a.post_norms = row.post_norms;
+  if (std::string_view(row.name) == "granite") {  // GraniteConfig's multipliers
+    r.number("embedding_multiplier", a.embedding_scale);
+    r.number("residual_multiplier", a.residual_scale);
+    r.number("attention_multiplier", a.attention_scale);
+    r.number("logits_scaling", a.logit_scale);
+    if (!(a.embedding_scale > 0 && a.residual_scale > 0 && a.attention_scale >= 0 &&
+          a.logit_scale > 0))
+      r.fail("logits_scaling", "granite's multipliers must be positive");
+  }
   a.attention_bias = row.qkv_bias;
   a.attention_out_bias = row.out_bias;
   a.attention_bias = r.flag("attention_bias", a.attention_bias);

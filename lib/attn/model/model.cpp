@@ -37,6 +37,11 @@ void report(const At& at, Site s, float* data, std::initializer_list<std::int64_
   at.observer->on_tensor(o);
 }
 
+// x[n] *= s: Granite's multipliers.
+void scale_in_place(float* x, std::int64_t n, float s) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 // h[n] += x[n]: a patched attn_out or mlp_out joining the residual.
 void add_into(float* h, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) h[i] += x[i];
@@ -73,11 +78,23 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   linear(m.rt, qkv, x, rows, a.dim, act.pack.data());
   report(at, Site::q_in, act.xq(), {bsz, seqlen, a.n_heads, hd});
   report(at, Site::k_in, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
+  if (a.qk_norm == QkNorm::per_head) {  // each head's RMSNorm, in place, before RoPE
+    rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows * a.n_heads, hd, float(a.norm_eps));
+    rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows * a.n_kv_heads, hd, float(a.norm_eps));
+  } else if (a.qk_norm == QkNorm::whole) {  // OLMo 2: all heads' q (k) as one vector
+    rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows, a.n_heads * hd, float(a.norm_eps));
+    rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows, a.n_kv_heads * hd, float(a.norm_eps));
+  }
   apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
   apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
   report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it
   report(at, Site::k, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
   report(at, Site::v, act.xv(), {bsz, seqlen, a.n_kv_heads, hd});
+  // Granite's attention.scale replaces the kernel's 1/sqrt(head_dim): q is scaled by their ratio
+  // after its report (the probabilities are then softmax(scale q k^T + mask)).
+  if (a.attention_scale > 0)
+    scale_in_place(act.xq(), rows * a.n_heads * hd,
+                   float(a.attention_scale * std::sqrt(double(hd))));
   store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
   // [bsz, n_heads, seqlen, keys], in the observer's buffer: the fused kernel keeps none.
   float* probs = at.wants(Site::attn_probs) && at.observer->probs
@@ -91,6 +108,10 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   // Edited probabilities: each head's output anew from them, over the cache's values.
   if (at.patches(Site::attn_probs))
     mix_probs(m.rt, act.xq(), probs, m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos);
+  // Granite's residual_scale on the heads' output: wo (no bias in granite) is linear, so attn_out
+  // is the scaled contribution the residual receives.
+  if (a.residual_scale != 1)
+    scale_in_place(act.xq(), rows * a.n_heads * hd, float(a.residual_scale));
   // attn_out goes to xb [rows, dim], free once q, k, v are made.
   float* attn_out = at.wants(Site::attn_out) ? act.xb.data() : nullptr;
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
@@ -121,7 +142,7 @@ float* mlp_out_buffer(Transformer& m, std::int64_t rows) {
 
 // h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
 // small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
-void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h) {
+void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const float* x, float* h) {
   const ModelArgs& a = m.local;
   const std::int64_t rows = at.bsz * at.seqlen;
   const bool split = m.shard.size > 1;  // w2 sums into partial, then over the ranks
@@ -132,13 +153,17 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
-  rmsnorm(m.rt, act.xb.data(), h, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  if (w.ffn_norm)
+    rmsnorm(m.rt, act.xb.data(), x, w.ffn_norm, rows, a.dim, float(a.norm_eps));
+  else  // OLMo 2: no norm before the FFN
+    std::memcpy(act.xb.data(), x, std::size_t(rows * a.dim) * sizeof(float));
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    if (a.residual_scale != 1) scale_in_place(act.h1(), rows * n, float(a.residual_scale));
     if (apart) {
       const std::array<Projection, 1> w2 = {
           Projection{apart, w.w2.columns(j0, hidden), nullptr, a.dim}};
@@ -157,6 +182,26 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, float* h)
     report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});
     if (patched) add_into(h, apart, rows * a.dim);
   }
+}
+
+// OLMo 2's block: h += norm(attention(h)), then h += norm(ffn(h)), each output summed apart in
+// `partial` (its attn_out and mlp_out sites are the outputs before their norms).
+void post_norm_block(Transformer& m, const LayerWeights& w, const At& at, float* h) {
+  const ModelArgs& a = m.local;
+  if (m.shard.size > 1)
+    throw InputError("olmo2's post-norms are not supported under model parallel",
+                     "model_parallel_size");
+  const std::int64_t rows = at.bsz * at.seqlen, n = rows * a.dim;
+  float* apart = m.act.partial.data();
+  std::fill(apart, apart + n, 0.0f);
+  attention_block(m, w, at, h, apart);
+  rmsnorm(m.rt, apart, apart, w.post_attention_norm, rows, a.dim, float(a.norm_eps));
+  add_into(h, apart, n);
+  report(at, Site::resid_mid, h, {at.bsz, at.seqlen, a.dim});
+  std::fill(apart, apart + n, 0.0f);
+  feed_forward(m, w, at, h, apart);
+  rmsnorm(m.rt, apart, apart, w.post_ffn_norm, rows, a.dim, float(a.norm_eps));
+  add_into(h, apart, n);
 }
 
 // Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
@@ -247,7 +292,8 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                 shard,
                 a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
-                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0);  // rows as used
+                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0,  // rows as used
+                           a.rope_freq_factors);
   Activations& act = m.act;
   act.plan = plan;
   act.xb = buffer(plan.xb);
@@ -287,10 +333,14 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
     report(at, Site::resid_pre, out, {bsz, seqlen, a.dim});
     switch (a.block) {  // the architecture row's block (arch.hpp): a new kind is a new case
       case Block::llama:
+        if (a.post_norms) {
+          post_norm_block(m, w, at, out);
+          break;
+        }
         rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
         attention_block(m, w, at, m.act.xb.data(), out);
         report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
-        feed_forward(m, w, at, out);
+        feed_forward(m, w, at, out, out);
         break;
       case Block::encoder:
         encoder_block(m, w, at, out);
@@ -320,6 +370,7 @@ void embed(const Transformer& m, const std::int32_t* tokens, std::int64_t rows, 
   check_token_ids({tokens, std::size_t(rows)}, a.vocab_size, "tokens");
   for (std::int64_t r = 0; r < rows; ++r)
     widen_to_f32(m.rt, e.row(tokens[r], a.dim), 1, a.dim, h + r * a.dim);
+  if (a.embedding_scale != 1) scale_in_place(h, rows * a.dim, float(a.embedding_scale));
 }
 
 namespace {
@@ -330,6 +381,8 @@ void head(Transformer& m, const float* xn, std::int64_t rows, float* logits) {
   const std::array<Projection, 1> out = {
       Projection{logits, m.weights.tokens.output, nullptr, a.vocab_size}};
   linear(m.rt, out, xn, rows, a.dim, m.act.pack.data());
+  if (a.logit_scale != 1)  // Granite's logits_scaling divides them
+    scale_in_place(logits, rows * a.vocab_size, float(1 / a.logit_scale));
 }
 
 // Each sequence's last position of h [bsz, seqlen, dim], packed into rows [bsz, dim].

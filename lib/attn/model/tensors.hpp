@@ -28,6 +28,9 @@ struct TensorSpec {
   // (wo, w2).
   std::vector<std::int64_t> full = {};
   std::int64_t row0 = 0, col0 = 0;
+  // Decided per layer by the file (llama.cpp's TENSOR_NOT_REQUIRED): absent, the slot stays null
+  // and the block runs without it (a GGUF's attention biases, which a layer may lack).
+  bool optional = false;
 };
 
 }  // namespace attn

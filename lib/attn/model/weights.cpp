@@ -33,18 +33,34 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "attention.wk.weight", {kv, a.dim}, &w.wk});
   s.push_back({p + "attention.wv.weight", {kv, a.dim}, &w.wv});
   s.push_back({p + "attention.wo.weight", {a.dim, q}, &w.wo});
+  if (a.qk_norm == QkNorm::per_head) {  // one weight for every head: not sliced by rank
+    s.push_back({p + "attention.q_norm.weight", {a.head_dim()}, &w.q_norm});
+    s.push_back({p + "attention.k_norm.weight", {a.head_dim()}, &w.k_norm});
+  } else if (a.qk_norm == QkNorm::whole) {
+    s.push_back({p + "attention.q_norm.weight", {q}, &w.q_norm});
+    s.push_back({p + "attention.k_norm.weight", {kv}, &w.k_norm});
+  }
   if (!a.attention_bias) return;
-  s.push_back({p + "attention.wq.bias", {q}, &w.bq});
-  s.push_back({p + "attention.wk.bias", {kv}, &w.bk});
-  s.push_back({p + "attention.wv.bias", {kv}, &w.bv});
-  if (a.attention_out_bias) s.push_back({p + "attention.wo.bias", {a.dim}, &w.bo});
+  // A GGUF's biases are per layer (llama.cpp loads each as not required); other files state
+  // them for every layer, and a missing one is refused.
+  const bool optional = a.format == ConfigFormat::gguf;
+  s.push_back({p + "attention.wq.bias", {q}, &w.bq, {}, 0, 0, optional});
+  s.push_back({p + "attention.wk.bias", {kv}, &w.bk, {}, 0, 0, optional});
+  s.push_back({p + "attention.wv.bias", {kv}, &w.bv, {}, 0, 0, optional});
+  if (a.attention_out_bias)
+    s.push_back({p + "attention.wo.bias", {a.dim}, &w.bo, {}, 0, 0, optional});
 }
 
 void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
                       std::vector<TensorSpec>& s) {
   const std::int64_t h = a.ffn_hidden();
-  s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
-  s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  if (a.post_norms) {
+    s.push_back({p + "post_attention_norm.weight", {a.dim}, &w.post_attention_norm});
+    s.push_back({p + "post_ffn_norm.weight", {a.dim}, &w.post_ffn_norm});
+  } else {
+    s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+    s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  }
   s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
   s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
   s.push_back({p + "feed_forward.w3.weight", {h, a.dim}, &w.w3});
@@ -143,7 +159,8 @@ Naming naming_of(const TensorTable& t, const TensorSource& c) {
 void check_last_layer(const ModelArgs& args, const TensorTable& t, const TensorSource& c) {
   LayerWeights unused;
   for (const TensorSpec& s : layer_tensor_specs(args, unused, args.n_layers - 1))
-    if (!c.contains(locate(t, c, s.name).name)) missing_tensor(t, c, s.name, s.shape, args);
+    if (!s.optional && !c.contains(locate(t, c, s.name).name))
+      missing_tensor(t, c, s.name, s.shape, args);
 }
 
 // torch's TransformerEncoderLayer: norm1, norm2, linear1, linear2 (CONTRACT section 2).
@@ -387,6 +404,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const std::vector<std::int64_t>& stored = s.full.empty() ? s.shape : s.full;
     const Stored at = locate(names, c, s.name);
     const std::string& name = at.name;
+    if (s.optional && !c.contains(name)) continue;  // this layer has none: the slot stays null
     if (!c.contains(name)) missing_tensor(names, c, s.name, stored, args);
     SourceTensor t = c.tensor(name);
     if (at.fused) t = fused_part(t, at, s, stored, rows, c.source());

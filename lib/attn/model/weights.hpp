@@ -32,10 +32,15 @@ struct LayerWeights {
   const float* bk = nullptr;              // [n_kv_heads * head_dim]
   const float* bv = nullptr;              // [n_kv_heads * head_dim]
   const float* bo = nullptr;              // [dim]
-  const float* ffn_norm = nullptr;        // [dim], block llama
-  Matrix w1;                              // [ffn_hidden, dim]
-  Matrix w2;                              // [dim, ffn_hidden]
-  Matrix w3;                              // [ffn_hidden, dim]
+  const float* q_norm = nullptr;          // [head_dim]: each head's RMSNorm (QkNorm::per_head)
+  const float* k_norm = nullptr;          // [head_dim]
+  // OLMo 2 (post_norms): the attention's and FFN's outputs' RMSNorms, [dim] each.
+  const float* post_attention_norm = nullptr;
+  const float* post_ffn_norm = nullptr;
+  const float* ffn_norm = nullptr;  // [dim], block llama
+  Matrix w1;                        // [ffn_hidden, dim]
+  Matrix w2;                        // [dim, ffn_hidden]
+  Matrix w3;                        // [ffn_hidden, dim]
   // Block encoder (torch's norm1, norm2, linear1.bias, linear2.bias); attention_norm, ffn_norm,
   // w1 and w2 above are its other halves.
   const float* attention_norm_bias = nullptr;  // [dim]

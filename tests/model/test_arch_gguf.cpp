@@ -1,0 +1,244 @@
+// The architectures as GGUF files hold them (config_gguf.cpp and the load): what each layer
+// holds is decided per layer, a tensor no block reads is refused naming it, and each
+// architecture's operations on small models written here (gguf_model.hpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "gguf_model.hpp"
+
+namespace {
+
+std::string refusal(const test::GgufModel& g) {
+  try {
+    test::config_of(g);
+  } catch (const attn::InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+const std::vector<std::int32_t> kPrompt = {1, 7, 3, 12, 5};
+const std::vector<std::int32_t> kDecoded = {9, 2};
+
+}  // namespace
+
+TEST_CASE("gguf: attention biases are decided per layer, as llama.cpp loads them") {
+  // Biases in layer 1 only (llama.cpp: TENSOR_NOT_REQUIRED in each layer): layer 0 runs
+  // without, exactly as with zero biases there; layer 1 with its own.
+  test::GgufModel only1 = test::tiny_llama();
+  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+    only1.tensor(std::string("blk.1.") + b, {8}, 100 + std::strlen(b), 0.8f);
+  test::GgufModel zeros0 = only1, none = test::tiny_llama();
+  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+    zeros0.tensor(std::string("blk.0.") + b, {8}, std::vector<float>(8, 0.0f));
+  CHECK(test::config_of(only1).attention_bias);
+  CHECK_FALSE(test::config_of(only1).attention_out_bias);
+  const std::vector<float> a = test::gguf_logits(only1, "bias1.gguf", kPrompt, kDecoded);
+  const std::vector<float> b = test::gguf_logits(zeros0, "bias01.gguf", kPrompt, kDecoded);
+  const std::vector<float> c = test::gguf_logits(none, "bias_none.gguf", kPrompt, kDecoded);
+  CHECK(same_bits(a, b));
+  CHECK_FALSE(same_bits(a, c));  // layer 1's biases are read, not ignored
+
+  // An output bias in the last layer only, and q's in the first only.
+  test::GgufModel mixed = test::tiny_llama();
+  mixed.tensor("blk.1.attn_output.bias", {8}, 300, 0.8f);
+  mixed.tensor("blk.0.attn_q.bias", {8}, 301, 0.8f);
+  test::GgufModel mixed_zeros = mixed;
+  mixed_zeros.tensor("blk.0.attn_output.bias", {8}, std::vector<float>(8, 0.0f));
+  mixed_zeros.tensor("blk.1.attn_q.bias", {8}, std::vector<float>(8, 0.0f));
+  CHECK(test::config_of(mixed).attention_out_bias);
+  CHECK(same_bits(test::gguf_logits(mixed, "mixed.gguf", kPrompt, kDecoded),
+                  test::gguf_logits(mixed_zeros, "mixed0.gguf", kPrompt, kDecoded)));
+}
+
+TEST_CASE("gguf: a tensor no block reads is refused naming it, in any layer") {
+  const auto refused = [](const std::string& name, std::vector<std::uint64_t> ne,
+                          const std::string& why) {
+    test::GgufModel g = test::tiny_llama();
+    g.tensor(name, std::move(ne), 7);
+    const std::string msg = refusal(g);
+    CAPTURE(msg);
+    CHECK(msg.find("m.gguf: tensor '" + name + "': " + why) == 0);
+  };
+  refused("blk.1.ffn_up.bias", {16}, "not supported (FFN biases");
+  refused("blk.0.ffn_gate.bias", {16}, "not supported (FFN biases");
+  refused("blk.1.ffn_gate_inp.weight", {8, 4}, "not supported (mixture-of-experts routing");
+  refused("blk.1.attn_qkv.weight", {8, 24}, "not supported (q, k and v fused");
+  refused("blk.1.attn_sinks.weight", {2}, "no llama block reads it");
+  refused("cls.weight", {8}, "no llama block reads it");
+  refused("blk.2.attn_q.weight", {8, 8}, "layer 2 is past llama.block_count 2");
+  refused("blk.7.attn_q.bias", {8}, "layer 7 is past llama.block_count 2");
+}
+
+namespace {
+
+// The logits of `a` (a config of g's file, perhaps changed) on g's weights, prefill then decode.
+std::vector<float> logits_with(const attn::ModelArgs& args, const std::filesystem::path& p,
+                               const std::vector<std::int32_t>& prompt, std::int32_t next) {
+  attn::ModelArgs a = args;
+  a.max_batch_size = 1;
+  attn::Transformer m = attn::make_transformer(
+      a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), std::int64_t(prompt.size()));
+  std::vector<float> out(std::size_t((std::int64_t(prompt.size()) + 1) * a.vocab_size));
+  attn::forward(m, prompt.data(), 1, std::int64_t(prompt.size()), 0, out.data(), true);
+  attn::forward(m, &next, 1, 1, std::int64_t(prompt.size()),
+                out.data() + prompt.size() * std::size_t(a.vocab_size));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: Llama 3.1's rope_freqs.weight divides each frequency by its factor") {
+  // head_dim 4, theta 10000: frequencies 1 and 0.01, wavelengths 6.3 and 628. Llama 3's scaling
+  // (factor 8, low 1, high 4, original context 32) keeps wavelengths under 8 and divides those
+  // over 32 by 8: factors exactly 1 and 8, as llama.cpp's converter writes them. The file's
+  // factors are then the same model as Hugging Face's rope_scaling llama3 (config_hf.cpp), bit
+  // for bit, past the original 32 positions too.
+  test::GgufModel g = test::tiny_llama();
+  g.tensor("rope_freqs.weight", {2}, std::vector<float>{1.0f, 8.0f});
+  const std::filesystem::path p = g.save("rope_freqs.gguf");
+  const attn::ModelArgs a = attn::load_config(p);
+  CHECK(a.rope_freq_factors == std::vector<float>{1.0f, 8.0f});
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 7 + 3) % 16);
+  attn::ModelArgs hf = a;
+  hf.rope_freq_factors.clear();
+  hf.rope_scaling = attn::RopeScaling{8, 1, 4, 32};
+  const std::vector<float> file = logits_with(a, p, prompt, 5);
+  CHECK(same_bits(file, logits_with(hf, p, prompt, 5)));
+  hf.rope_scaling.reset();
+  CHECK_FALSE(same_bits(file, logits_with(hf, p, prompt, 5)));  // the factors are used
+
+  test::GgufModel bad = test::tiny_llama();
+  bad.tensor("rope_freqs.weight", {4}, 3);
+  CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': expected shape [2]") == 0);
+  bad.tensor("rope_freqs.weight", {2}, std::vector<float>{1.0f, -2.0f});
+  CHECK(refusal(bad).find("m.gguf: tensor 'rope_freqs.weight': factor 1 is -2") == 0);
+}
+
+TEST_CASE("gguf: qwen3 RMSNorms each head of q and k before RoPE, key_length its own") {
+  // head_dim 8 from key_length (dim 8 / 2 heads would be 4): q is [2 heads x 8], o reads 16.
+  test::GgufModel g = test::tiny_llama("qwen3", 1);
+  g.u32("qwen3.attention.key_length", 8).u32("qwen3.attention.value_length", 8);
+  g.tensor("blk.0.attn_q.weight", {8, 16}, 40, 0.6f);
+  g.tensor("blk.0.attn_k.weight", {8, 16}, 41, 0.6f);
+  g.tensor("blk.0.attn_v.weight", {8, 16}, 42, 0.6f);
+  g.tensor("blk.0.attn_output.weight", {16, 8}, 43, 0.6f);
+  const std::vector<float> qn = {1.5f, 0.5f, 1.0f, 2.0f, 0.25f, 1.25f, 0.75f, 1.0f};
+  const std::vector<float> kn = {0.5f, 1.0f, 1.5f, 1.0f, 2.0f, 0.5f, 1.0f, 0.75f};
+  g.tensor("blk.0.attn_q_norm.weight", {8}, qn);
+  g.tensor("blk.0.attn_k_norm.weight", {8}, kn);
+  const std::filesystem::path p = g.save("qwen3.gguf");
+  attn::ModelArgs a = attn::load_config(p);
+  REQUIRE(a.arch == "qwen3");
+  CHECK(a.head_dim() == 8);
+  CHECK(a.rope == attn::Rope::half);
+  a.max_batch_size = 1;
+  attn::Transformer m =
+      attn::make_transformer(a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), 5);
+  std::map<attn::Site, std::vector<float>> seen;
+  attn::Observer o;
+  for (attn::Site s : {attn::Site::q_in, attn::Site::k_in, attn::Site::q, attn::Site::k})
+    o.sites |= attn::site_bit(s);
+  o.on_tensor = [&](const attn::Observation& ob) {
+    std::int64_t n = 1;
+    for (int i = 0; i < ob.ndim; ++i) n *= ob.shape[i];
+    seen[ob.site].assign(ob.data, ob.data + n);
+  };
+  attn::observe(m, &o);
+  std::vector<float> logits(std::size_t(5 * a.vocab_size));
+  attn::forward(m, kPrompt.data(), 1, 5, 0, logits.data(), true);
+  // Hugging Face's Qwen3Attention: q_norm(q_proj(x).view(heads, head_dim)), then rotate_half,
+  // here in double from the reported projections.
+  for (const auto& [in, out, w] : {std::tuple{attn::Site::q_in, attn::Site::q, &qn},
+                                   std::tuple{attn::Site::k_in, attn::Site::k, &kn}}) {
+    const std::vector<float>&x = seen.at(in), &y = seen.at(out);
+    REQUIRE(x.size() == 5 * 2 * 8);
+    for (std::size_t t = 0; t < 5; ++t)
+      for (std::size_t h = 0; h < 2; ++h) {
+        const float* v = x.data() + (t * 2 + h) * 8;
+        double ss = 0, n[8];
+        for (int i = 0; i < 8; ++i) ss += double(v[i]) * v[i];
+        for (int i = 0; i < 8; ++i) n[i] = v[i] / std::sqrt(ss / 8 + 1e-5) * (*w)[std::size_t(i)];
+        for (int i = 0; i < 4; ++i) {
+          const double angle = double(t) * std::pow(10000.0, -2.0 * i / 8);
+          const double e0 = n[i] * std::cos(angle) - n[i + 4] * std::sin(angle);
+          const double e1 = n[i] * std::sin(angle) + n[i + 4] * std::cos(angle);
+          CHECK(y[(t * 2 + h) * 8 + std::size_t(i)] == doctest::Approx(e0).epsilon(1e-5));
+          CHECK(y[(t * 2 + h) * 8 + std::size_t(i) + 4] == doctest::Approx(e1).epsilon(1e-5));
+        }
+      }
+  }
+  // A llama file holding q/k norms is refused: its blocks have none.
+  test::GgufModel llama = test::tiny_llama();
+  llama.tensor("blk.0.attn_q_norm.weight", {4}, 5);
+  CHECK(refusal(llama).find("m.gguf: tensor 'blk.0.attn_q_norm.weight': no llama block") == 0);
+}
+
+TEST_CASE("hf: a qwen3 config.json is the qwen3 row, its q_norm and k_norm read per layer") {
+  const attn::ModelArgs a = attn::parse_config(
+      R"({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+          "intermediate_size": 96, "hidden_act": "silu", "attention_bias": false})",
+      "config.json");
+  CHECK(a.arch == "qwen3");
+  CHECK(a.qk_norm == attn::QkNorm::per_head);
+  CHECK(a.head_dim() == 32);
+  attn::LayerWeights w;
+  const std::vector<attn::TensorSpec> specs = attn::layer_tensor_specs(a, w, 1);
+  const auto has = [&](const std::string& name, std::int64_t n) {
+    return std::any_of(specs.begin(), specs.end(), [&](const attn::TensorSpec& s) {
+      return s.name == name && s.shape == std::vector<std::int64_t>{n};
+    });
+  };
+  CHECK(has("layers.1.attention.q_norm.weight", 32));
+  CHECK(has("layers.1.attention.k_norm.weight", 32));
+}
+
+TEST_CASE("gguf: granite's four multipliers, each where llama.cpp applies it") {
+  // Powers of two keep every product exact: granite with embedding_scale 2, residual_scale 0.5,
+  // attention.scale 0.5 (= 1/sqrt(head_dim 4), so scores as llama's) and logit_scale 2 is llama
+  // with the embeddings doubled and wo, ffn_down and the head halved, bit for bit.
+  test::GgufModel llama = test::tiny_llama();
+  test::GgufModel granite = test::tiny_llama("granite");
+  granite.tensors = llama.tensors;
+  granite.f32("granite.embedding_scale", 2.0f)
+      .f32("granite.residual_scale", 0.5f)
+      .f32("granite.attention.scale", 0.5f)
+      .f32("granite.logit_scale", 2.0f);
+  const auto times = [&](const std::string& name, float s) {
+    for (float& v : llama.tensors.at(name).values) v *= s;
+  };
+  times("token_embd.weight", 2.0f);
+  times("output.weight", 0.5f);
+  for (const char* t : {"blk.0.attn_output.weight", "blk.1.attn_output.weight",
+                        "blk.0.ffn_down.weight", "blk.1.ffn_down.weight"})
+    times(t, 0.5f);
+  const attn::ModelArgs a = test::config_of(granite);
+  CHECK(a.embedding_scale == 2.0);
+  CHECK(a.residual_scale == 0.5);
+  CHECK(a.attention_scale == 0.5);
+  CHECK(a.logit_scale == 2.0);
+  CHECK(a.rope == attn::Rope::interleaved);
+  CHECK(same_bits(test::gguf_logits(granite, "granite.gguf", kPrompt, kDecoded),
+                  test::gguf_logits(llama, "granite_llama.gguf", kPrompt, kDecoded)));
+  test::GgufModel bad = test::tiny_llama("granite");
+  bad.f32("granite.logit_scale", -1.0f);
+  CHECK(refusal(bad).find("key 'granite.logit_scale': must be finite and positive") !=
+        std::string::npos);
+  granite.tensor("blk.1.attn_output.bias", {8}, 9);
+  CHECK(refusal(granite).find("tensor 'blk.{l}.attn_output.bias': not supported beside "
+                              "granite.residual_scale") != std::string::npos);
+}
