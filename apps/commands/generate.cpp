@@ -155,6 +155,10 @@ void check_model_named(const Options& f) {
   }
   // A file of no format: what it looks like, as the library's "what is this file" step says it
   // (empty for what may be a damaged safetensors file, whose reader then says what is wrong).
+  // A model's own extensions are left to the library, which opens the file once and names what
+  // a broken one looks like; other names (README.md) are looked at here, for the hint on -m.
+  const std::string ext = w.extension().string();
+  if (ext == ".gguf" || ext == ".bin" || ext == ".safetensors" || ext == ".json") return;
   if (!fs::is_regular_file(w, ec) || detect_format(w) != FileFormat::unknown) return;
   const FileHead head = read_head(w, "the model file", kFormatHeadBytes);
   const std::string look = unknown_look(head.bytes, head.size);
@@ -234,8 +238,8 @@ int generate_command(const Options& f) {
                                  ? f.run.steps
                                  : std::max<std::int64_t>(0, e.model.args.max_seq_len - e.filled -
                                                                  std::int64_t(prompt.size()));
-  check_generation(e, prompt, steps, f.sampling);        // before any output
-  const std::int64_t before = e.filled;                  // a loaded session's positions
+  check_generation(e, prompt, steps, f.sampling);  // before any output
+  const std::int64_t before = e.filled;            // a loaded session's positions
   std::optional<TextStream> stream;  // a loaded session's text was printed by its own run
   if (e.tokenizer) stream.emplace(*e.tokenizer, e.generation.tokens);
   if (f.json) {

@@ -171,6 +171,11 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
 
   json meta =
       view_meta(se.request.args, rec, page_title(f), pt.tokenizer ? &*pt.tokenizer : nullptr);
+  // Said on the page: a reader of a page made from a seed must not take its heads for a model's.
+  const bool drawn_weights = spec.weights.empty(),
+             drawn_input = pt.sequences.empty() && f.input.empty();
+  if (drawn_weights || drawn_input)
+    meta["drawn"] = {{"weights", drawn_weights}, {"input", drawn_input}};
   json tokens = json::array();
   const std::vector<std::int32_t>* ids =
       pt.sequences.empty() ? nullptr : &pt.sequences[std::size_t(v.batch_row)];

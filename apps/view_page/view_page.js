@@ -892,6 +892,12 @@ async function main() {
     (m.rows[0] > 0 || m.rows[1] < m.positions ? `; rows ${m.rows[0]} .. ${m.rows[1] - 1} shown` : '') +
     `; batch row ${m.batch_row}; ${m.encoding.bits}-bit ${m.encoding.code}` +
     (m.generated_by ? '; ' + shown(m.generated_by, 40) : '');
+  const drawn = m.drawn || {};
+  if (drawn.weights || drawn.input)
+    $('summary').textContent =
+      `Drawn from a seed, not a trained model's: ${drawn.weights ? 'random weights' : ''}` +
+      `${drawn.weights && drawn.input ? ' and ' : ''}${drawn.input ? 'random input' : ''}. ` +
+      $('summary').textContent;
   const probs = await readProbs(m);
   body.dataset.decodedMs = performance.now().toFixed(1);  // base64 and inflate done
   setup(m, probs);

@@ -377,6 +377,8 @@ TEST_CASE("view: GQA, MQA and MHA, causal and no mask, drawn input labelled by i
       CHECK(p.meta["chosen"].is_null());
       CHECK(p.meta["lens"].is_null());  // hidden states: no head
       CHECK(p.meta["heads"].size() == p.meta["model"]["n_heads"]);
+      // The page says its weights and input are drawn (view_page.js puts it before the summary).
+      CHECK(p.meta["drawn"] == json{{"weights", true}, {"input", true}});
     }
 }
 
@@ -482,6 +484,7 @@ TEST_CASE("view: a prompt's </script>, ESC and U+2028 stay inside META's JSON st
   // so each token's text holds U+FFFD (script_json's own test keeps a whole one escaped).
   CHECK(p.meta["title"] == "stories260K.gguf");
   CHECK(p.meta["lens"]["k"] == 5);
+  CHECK(p.meta["drawn"].is_null());  // a trained model's weights and a prompt
   const test::CliResult off =
       test::run_cli("view -m " + (test::source_dir() / "weights" / "stories260K.gguf").string() +
                     " -p hi -n 1 --no-logit-lens --out " + html.string());
