@@ -65,6 +65,25 @@ TEST_CASE("rope: each layout rotates its own pairs by pos * theta^(-2i/head_dim)
   }
 }
 
+TEST_CASE("rope: partial rotary turns the leading rot_dims only, factors and magnitude scale") {
+  // head_dim 6, rot_dims 4 (halves within them: pairs (x0, x2), (x1, x3)), theta 10000:
+  // frequencies 10000^(-2i/4) = 1 and 0.01, divided by factors 2 and 4; cos and sin times 0.5.
+  const float factors[2] = {2, 4};
+  const auto table =
+      attn::make_rope_table(attn::Rope::half, 6, 8, 10000, nullptr, -1, factors, 4, 0.5);
+  float x[12] = {1, 0, 0, 1, 7, 9, 1, 0, 0, 1, 7, 9};  // two heads at position 3
+  attn::apply_rope(attn::Runtime{}, table, x, 1, 1, 2, 3);
+  for (int h = 0; h < 2; ++h) {
+    const float* v = x + 6 * h;
+    CHECK(v[0] == Approx(0.5 * std::cos(1.5)));
+    CHECK(v[2] == Approx(0.5 * std::sin(1.5)));
+    CHECK(v[1] == Approx(-0.5 * std::sin(0.0075)));
+    CHECK(v[3] == Approx(0.5 * std::cos(0.0075)));
+    CHECK(v[4] == 7.0f);  // past rot_dims: passed through
+    CHECK(v[5] == 9.0f);
+  }
+}
+
 TEST_CASE("exp_lanes: within 1.5 ulp of exp over the float range it computes, limits outside") {
   // Every 4099th float in [-86.5, 88.7], against exp in double, in an array loop as softmax and
   // swiglu run it (vectorized).

@@ -43,7 +43,7 @@ import arch_models  # noqa: E402
 import arch_reference as ref  # noqa: E402
 
 # The models attn-cli is held to (names of arch_models.MODELS); harch adds rows as it implements.
-CHECKED = ["llama", "llama3", "qwen2", "qwen3", "granite", "olmo2"]
+CHECKED = ["llama", "llama3", "qwen2", "qwen3", "granite", "olmo2", "phi3", "phi4mini"]
 # ATTN_ARCH_CHECK=qwen3,gemma2: more models held to the reference (while implementing them)
 CHECKED += [n for n in os.environ.get("ATTN_ARCH_CHECK", "").split(",") if n and n not in CHECKED]
 QUICK_TYPES = ["Q8_0", "Q4_K_M"]

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <tuple>
@@ -241,4 +242,76 @@ TEST_CASE("gguf: granite's four multipliers, each where llama.cpp applies it") {
   granite.tensor("blk.1.attn_output.bias", {8}, 9);
   CHECK(refusal(granite).find("tensor 'blk.{l}.attn_output.bias': not supported beside "
                               "granite.residual_scale") != std::string::npos);
+}
+
+namespace {
+
+// tiny_llama's weights as `arch` stores them; phi3: q, k and v stacked into attn_qkv and gate
+// then up into ffn_up, as llama.cpp's converter writes Phi-3's qkv_proj and gate_up_proj.
+test::GgufModel tiny_fused(const std::string& arch) {
+  test::GgufModel g = test::tiny_llama(arch);
+  if (arch != "phi3") return g;
+  const auto stack = [&](const std::string& into, std::initializer_list<std::string> parts) {
+    std::vector<float> v;
+    for (const std::string& part : parts) {
+      const std::vector<float>& p = g.tensors.at(part).values;
+      v.insert(v.end(), p.begin(), p.end());
+      g.tensors.erase(part);
+    }
+    const std::uint64_t rows = v.size() / 8;
+    g.tensor(into, {8, rows}, std::move(v));
+  };
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    stack(p + "attn_qkv.weight", {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+    stack(p + "ffn_up.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: phi3's fused attn_qkv and gate/up ffn_up run as their parts, as views") {
+  // qwen2's row rotates halves as phi3's does and has no biases here: the same model.
+  const test::GgufModel phi3 = tiny_fused("phi3"), qwen2 = tiny_fused("qwen2");
+  CHECK(same_bits(test::gguf_logits(phi3, "phi3_fused.gguf", kPrompt, kDecoded),
+                  test::gguf_logits(qwen2, "phi3_parts.gguf", kPrompt, kDecoded)));
+  const std::filesystem::path p = phi3.save("phi3_views.gguf");
+  const attn::ModelArgs a = attn::load_config(p);
+  const attn::TransformerWeights w = attn::load_weights(a, p);
+  // Views into the fused tensor: k right after q's rows, up right after gate's, nothing owned.
+  const auto at = [](const attn::Matrix& m) { return static_cast<const char*>(m.data); };
+  CHECK(at(w.layers[0].wk) == at(w.layers[0].wq) + 8 * 8 * 4);
+  CHECK(at(w.layers[0].wv) == at(w.layers[0].wk) + 8 * 8 * 4);
+  CHECK(at(w.layers[0].w3) == at(w.layers[0].w1) + 16 * 8 * 4);
+  CHECK(w.owned.empty());
+}
+
+TEST_CASE("gguf: phi3's LongRoPE factors by context, magnitude, partial rotary") {
+  test::GgufModel g = tiny_fused("phi3");
+  g.u32("phi3.rope.dimension_count", 2)  // of the head's 4
+      .u32("phi3.rope.scaling.original_context_length", 256)
+      .f32("phi3.rope.scaling.attn_factor", 1.25f)
+      .string("phi3.rope.scaling.type", "longrope")
+      .tensor("rope_factors_short.weight", {1}, std::vector<float>{2.0f})
+      .tensor("rope_factors_long.weight", {1}, std::vector<float>{8.0f});
+  attn::ModelArgs a = test::config_of(g);
+  CHECK(a.rotary_dims() == 2);
+  CHECK(a.rope_attn_factor == doctest::Approx(1.25));
+  // llama.cpp's choice: long when n_ctx, padded to a multiple of 256, exceeds the original.
+  a.max_seq_len = 256;
+  CHECK(attn::rope_factors(a)[0] == 2.0f);
+  a.max_seq_len = 257;
+  CHECK(attn::rope_factors(a)[0] == 8.0f);
+
+  // Only one of the pair, and factors not one per rotated pair, are refused naming them.
+  test::GgufModel one = g;
+  one.tensors.erase("rope_factors_long.weight");
+  CHECK(refusal(one).find("m.gguf: tensor 'rope_factors_long.weight' is missing") == 0);
+  test::GgufModel wide = g;
+  wide.tensor("rope_factors_long.weight", {2}, std::vector<float>{1.0f, 1.0f});
+  CHECK(refusal(wide).find("m.gguf: tensor 'rope_factors_long.weight': expected shape [1]") == 0);
+  test::GgufModel odd = tiny_fused("phi3");
+  odd.u32("phi3.rope.dimension_count", 3);
+  CHECK(refusal(odd).find("m.gguf: key 'phi3.rope.dimension_count': 3: RoPE rotates an even") == 0);
 }

@@ -101,12 +101,13 @@ void activate(const Runtime& rt, Activation act, float* x, std::int64_t n) {
 
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
                           double theta, const RopeScaling* scaling, std::int64_t filled,
-                          std::span<const float> freq_factors) {
-  RopeTable t{layout, head_dim, {}, {}, 0};
+                          std::span<const float> freq_factors, std::int64_t rot_dims,
+                          double magnitude) {
+  RopeTable t{layout, head_dim, rot_dims ? rot_dims : head_dim, magnitude, {}, {}, 0};
   if (layout == Rope::none) return t;
-  const std::int64_t half = head_dim / 2;
+  const std::int64_t half = t.rot_dims / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    double freq = std::pow(theta, -double(2 * i) / double(head_dim));
+    double freq = std::pow(theta, -double(2 * i) / double(t.rot_dims));
     if (!freq_factors.empty()) freq /= double(freq_factors[std::size_t(i)]);
     t.freq.push_back(scaling ? scaled_frequency(freq, *scaling) : freq);
   }
@@ -121,8 +122,8 @@ void extend_rope(RopeTable& t, std::int64_t positions) {
     for (std::int64_t i = 0; i < half; ++i) {
       // Angles in double: at position 2047 an f32 angle is already off by ~1e-4 rad.
       const double angle = double(pos) * t.freq[std::size_t(i)];
-      t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle));
-      t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle));
+      t.cos_sin[std::size_t((pos * half + i) * 2)] = float(std::cos(angle) * t.magnitude);
+      t.cos_sin[std::size_t((pos * half + i) * 2 + 1)] = float(std::sin(angle) * t.magnitude);
     }
   t.filled = std::max(t.filled, positions);
 }
@@ -130,7 +131,8 @@ void extend_rope(RopeTable& t, std::int64_t positions) {
 namespace {
 
 // Rotates one head vector. Interleaved pairs are (x[2i], x[2i+1]) as Meta's complex view;
-// half pairs are (x[i], x[i + head_dim/2]) as Hugging Face's rotate_half.
+// half pairs are (x[i], x[i + rot_dims/2]) as Hugging Face's rotate_half, within the rotated
+// dims.
 void rotate(Rope layout, float* v, const float* cs, std::int64_t half) {
   const std::int64_t stride = layout == Rope::interleaved ? 1 : half;
   const std::int64_t step = layout == Rope::interleaved ? 2 : 1;
@@ -149,7 +151,7 @@ void rotate(Rope layout, float* v, const float* cs, std::int64_t half) {
 void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t bsz,
                 std::int64_t seqlen, std::int64_t n_heads, std::int64_t start_pos) {
   if (rope.layout == Rope::none) return;
-  const std::int64_t hd = rope.head_dim, half = hd / 2;
+  const std::int64_t hd = rope.head_dim, half = rope.rot_dims / 2;
   ranges(rt, rt.worth_parallel(bsz * seqlen * n_heads * hd * kElementFlops), bsz * seqlen, 1,
          [&](std::int64_t r0, std::int64_t r1) {
            for (std::int64_t r = r0; r < r1; ++r) {  // row r: batch r / seqlen, position r % seqlen

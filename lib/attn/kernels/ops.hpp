@@ -31,16 +31,21 @@ void activate(const Runtime& rt, Activation act, float* x, std::int64_t n);
 struct RopeTable {
   Rope layout = Rope::none;
   std::int64_t head_dim = 0;
-  std::vector<double> freq;  // [head_dim/2]: theta^(-2i/head_dim), scaled
-  FloatBuffer cos_sin;       // [max_seq_len, head_dim/2, 2]
+  std::int64_t rot_dims = 0;  // each head's leading dims rotated (partial rotary); the rest pass
+  double magnitude = 1;       // cos and sin both times it (Phi-3's rope.scaling.attn_factor)
+  std::vector<double> freq;   // [rot_dims/2]: theta^(-2i/rot_dims), scaled
+  FloatBuffer cos_sin;        // [max_seq_len, rot_dims/2, 2]
   std::int64_t filled = 0;
 };
 // The table for max_seq_len positions, with `filled` of them computed (all by default).
-// freq_factors (empty, or head_dim/2 of them): each frequency divided by its factor, as
-// llama.cpp's rope with freq_factors (Llama 3.1's rope_freqs.weight).
+// freq_factors (empty, or rot_dims/2 of them): each frequency divided by its factor, as
+// llama.cpp's rope with freq_factors (Llama 3.1's rope_freqs.weight, Phi-3's LongRoPE factors).
+// rot_dims (0: head_dim): the leading dims of each head rotated, pairs and frequencies taken
+// within them (llama.cpp's n_rot); magnitude multiplies cos and sin (its attn_factor).
 RopeTable make_rope_table(Rope layout, std::int64_t head_dim, std::int64_t max_seq_len,
                           double theta, const RopeScaling* scaling = nullptr,
-                          std::int64_t filled = -1, std::span<const float> freq_factors = {});
+                          std::int64_t filled = -1, std::span<const float> freq_factors = {},
+                          std::int64_t rot_dims = 0, double magnitude = 1);
 // Computes the rows up to `positions` (at most the table's max_seq_len).
 void extend_rope(RopeTable& t, std::int64_t positions);
 

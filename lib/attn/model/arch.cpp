@@ -68,6 +68,34 @@ constexpr TensorTable kOlmo2Tensors{
 constexpr TensorTable kQwen3Tensors{
     {"layers.", "model.layers.", "blk."}, kQwen3Layer, kLlamaToken, {}};
 
+// Phi-3: llama's block with q, k and v fused by rows into attn_qkv (q, k, v) and the FFN's gate
+// and up into ffn_up (gate then up); the parts have no names of their own in its files. The
+// LongRoPE factors are read by the GGUF config (rope_long_factors), whole.
+constexpr TensorNames kPhi3Layer[] = {
+    {"attention.wq.weight", nullptr, nullptr},
+    {"attention.wk.weight", nullptr, nullptr},
+    {"attention.wv.weight", nullptr, nullptr},
+    {"attention.wo.weight", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"attention_norm.weight", "input_layernorm.weight", "attn_norm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"feed_forward.w1.weight", nullptr, nullptr},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight", "ffn_down.weight"},
+    {"feed_forward.w3.weight", nullptr, nullptr}};
+constexpr TensorNames kPhi3Token[] = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight", "token_embd.weight"},
+    {"norm.weight", "model.norm.weight", "output_norm.weight"},
+    {"output.weight", "lm_head.weight", "output.weight"},
+    {"rope_factors_long.weight", nullptr, "rope_factors_long.weight"},
+    {"rope_factors_short.weight", nullptr, "rope_factors_short.weight"}};
+constexpr const char* kPhi3Qkv[] = {"attention.wq.weight", "attention.wk.weight",
+                                    "attention.wv.weight"};
+constexpr const char* kPhi3GateUp[] = {"feed_forward.w1.weight", "feed_forward.w3.weight"};
+constexpr FusedTensor kPhi3Fused[] = {
+    {{"attention.wqkv.weight", "self_attn.qkv_proj.weight", "attn_qkv.weight"}, kPhi3Qkv},
+    {{"feed_forward.w13.weight", "mlp.gate_up_proj.weight", "ffn_up.weight"}, kPhi3GateUp}};
+constexpr TensorTable kPhi3Tensors{
+    {"layers.", "model.layers.", "blk."}, kPhi3Layer, kPhi3Token, kPhi3Fused};
+
 constexpr const char* kLlamaTypes[] = {"llama"};
 constexpr const char* kLlamaClasses[] = {"LlamaForCausalLM"};
 constexpr const char* kMistralTypes[] = {"mistral"};
@@ -98,6 +126,23 @@ constexpr Architecture kArchitectures[] = {
     // Norms after attention and FFN only, q and k RMSNormed whole; halves (llama.cpp's NEOX).
     {"olmo2", false, true, kOlmo2Types, kOlmo2Classes, Block::llama, Norm::rms, Rope::interleaved,
      Rope::half, Rope::half, false, false, &kOlmo2Tensors, true, QkNorm::whole},
+    // Fused q/k/v and gate/up, LongRoPE factors, partial rotary; halves (llama.cpp's NEOX).
+    // Its config.json is not read yet (no Hugging Face model type).
+    {"phi3",
+     false,
+     true,
+     {},
+     {},
+     Block::llama,
+     Norm::rms,
+     Rope::interleaved,
+     Rope::half,
+     Rope::half,
+     false,
+     false,
+     &kPhi3Tensors,
+     false,
+     QkNorm::none},
     // llama's block with four multipliers (ModelArgs' embedding_scale, ...); llama.cpp's
     // converter permutes q/k rows to pairs as for llama.
     {"granite", false, true, kGraniteTypes, kGraniteClasses, Block::llama, Norm::rms,

@@ -204,6 +204,12 @@ std::int64_t ModelArgs::ffn_hidden() const {
   return multiple_of * ((h + multiple_of - 1) / multiple_of);
 }
 
+std::span<const float> rope_factors(const ModelArgs& a) {
+  const std::int64_t padded = (a.max_seq_len + 255) / 256 * 256;
+  if (!a.rope_long_factors.empty() && padded > a.rope_original_context) return a.rope_long_factors;
+  return a.rope_freq_factors;
+}
+
 ModelArgs seed_args() {
   ModelArgs a;
   a.dim = 18;

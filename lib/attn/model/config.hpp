@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,15 @@ struct ModelArgs {
   // A GGUF's rope_freqs.weight [head_dim/2] (Llama 3.1's scaling as llama.cpp's converter stores
   // it): frequency i is divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
+  // Phi-3's LongRoPE (GGUF rope_factors_short/long.weight, [rope_dims/2] each): the short ones in
+  // rope_freq_factors, the long ones here, run instead when the run's context (max_seq_len rounded
+  // up to 256, as llama.cpp pads n_ctx) exceeds rope_original_context (rope_factors()).
+  std::vector<float> rope_long_factors;
+  std::int64_t rope_original_context = 0;
+  // RoPE's magnitude (Phi-3's rope.scaling.attn_factor): cos and sin both times it.
+  double rope_attn_factor = 1;
+  // The leading dims of each head RoPE rotates (rope.dimension_count); the rest pass. 0: all.
+  std::int64_t rope_dims = 0;
   QkNorm qk_norm = QkNorm::none;  // the architecture row's (arch.hpp)
   // OLMo 2's block: no norm before attention or the FFN, an RMSNorm of each one's output before
   // the residual add (post_attention_norm, post_ffn_norm). The row's.
@@ -84,6 +94,7 @@ struct ModelArgs {
 
   std::int64_t head_dim() const { return head_dim_set ? head_dim_set : dim / n_heads; }
   std::int64_t n_rep() const { return n_heads / n_kv_heads; }
+  std::int64_t rotary_dims() const { return rope_dims ? rope_dims : head_dim(); }
   std::int64_t ffn_hidden() const;  // ffn_hidden if set, else Meta's FeedForward hidden size
   bool has_first_layer() const { return first_layer == 0; }
   bool has_last_layer() const {
@@ -100,6 +111,11 @@ struct ModelEnds {
   bool tokens_in = false;   // tok_embeddings before block 0
   bool logits_out = false;  // norm and output after the last block
 };
+
+// The frequency factors a run divides RoPE's frequencies by: the long ones when its context
+// (max_seq_len rounded up to 256, llama.cpp's padded n_ctx) exceeds rope_original_context, else
+// rope_freq_factors (empty: none).
+std::span<const float> rope_factors(const ModelArgs& a);
 
 // The seed notebook's ModelArgs, run as the notebook runs it (block attention, rope none).
 ModelArgs seed_args();

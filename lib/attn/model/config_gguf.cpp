@@ -79,38 +79,70 @@ void read_head(const Meta& m, ModelArgs& a) {
     m.fail(m.key("attention.key_length"), "must be at least 1, got " + std::to_string(k));
   if (k < 1) return;  // a bad embedding_length or head_count: check_config names it
   if (k != whole) a.head_dim_set = k;
+  // Partial rotary (Phi-4-mini's 0.75): the leading rot dims of each head rotate, in pairs.
   const std::int64_t rot = m.f.integer(m.key("rope.dimension_count")).value_or(k);
-  if (rot != k)
+  if (rot < 2 || rot > k || rot % 2 != 0)
+    m.fail(m.key("rope.dimension_count"), std::to_string(rot) +
+                                              ": RoPE rotates an even number of the head's " +
+                                              std::to_string(k) + " dimensions, at least 2");
+  // llama.cpp's llama rotates whole heads (it refuses another n_rot): so does its row here.
+  if (rot != k && std::string_view(m.row.name) == "llama")
     m.fail(m.key("rope.dimension_count"),
            std::to_string(rot) + " of the head's " + std::to_string(k) +
-               " dimensions rotated: partial rotary embeddings are not supported");
+               " dimensions rotated: partial rotary is not llama's (llama.cpp refuses it too)");
+  if (rot != k) a.rope_dims = rot;
 }
 
-// rope_freqs.weight: Llama 3.1's frequency factors, one per rotated pair, F32 as llama.cpp's
-// converter writes them (llama.cpp reads them as F32 too), each finite and positive.
-void read_rope_freqs(const Meta& m, ModelArgs& a) {
-  const GgufTensorInfo* t = m.f.find_tensor("rope_freqs.weight");
-  if (!t) return;
-  const std::int64_t half = a.head_dim() / 2;
+// RoPE frequency factors, one per rotated pair, F32 as llama.cpp's converter writes them
+// (llama.cpp reads them as F32 too), each finite and positive: Llama 3.1's rope_freqs.weight,
+// Phi-3's rope_factors_short/long.weight. False if the file has no tensor `name`.
+bool read_factors(const Meta& m, const ModelArgs& a, const char* name, std::vector<float>& out) {
+  const GgufTensorInfo* t = m.f.find_tensor(name);
+  if (!t) return false;
+  const std::int64_t half = a.rotary_dims() / 2;
   const auto refuse = [&](const std::string& why) {
-    throw InputError(m.f.path + ": tensor 'rope_freqs.weight': " + why);
+    throw InputError(m.f.path + ": tensor " + attn::quoted(name) + ": " + why);
   };
   if (t->ggml_type != 0) refuse("expected F32, got " + ggml_type_name(t->ggml_type));
   if (t->shape != std::vector<std::int64_t>{half})
     refuse("expected shape [" + std::to_string(half) + "] (half the head's " +
-           std::to_string(a.head_dim()) + " dimensions)");
-  a.rope_freq_factors.resize(std::size_t(half));
-  std::memcpy(a.rope_freq_factors.data(), m.f.bytes.data() + t->offset, std::size_t(half) * 4);
-  for (std::size_t i = 0; i < a.rope_freq_factors.size(); ++i)
-    if (!(a.rope_freq_factors[i] > 0 && std::isfinite(a.rope_freq_factors[i])))
-      refuse("factor " + std::to_string(i) + " is " + std::to_string(a.rope_freq_factors[i]) +
+           std::to_string(a.rotary_dims()) + " rotated dimensions)");
+  out.resize(std::size_t(half));
+  std::memcpy(out.data(), m.f.bytes.data() + t->offset, std::size_t(half) * 4);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (!(out[i] > 0 && std::isfinite(out[i])))
+      refuse("factor " + std::to_string(i) + " is " + std::to_string(out[i]) +
              ": each must be finite and positive");
+  return true;
+}
+
+// Llama 3.1's rope_freqs.weight; Phi-3's LongRoPE factors, both or neither, with the original
+// context that chooses between them (rope_factors()) and the magnitude of cos and sin.
+void read_rope_freqs(const Meta& m, ModelArgs& a) {
+  read_factors(m, a, "rope_freqs.weight", a.rope_freq_factors);
+  const bool has_short = read_factors(m, a, "rope_factors_short.weight", a.rope_freq_factors);
+  const bool has_long = read_factors(m, a, "rope_factors_long.weight", a.rope_long_factors);
+  if (has_short != has_long)
+    throw InputError(m.f.path + ": tensor " +
+                     (has_short ? "'rope_factors_long.weight'" : "'rope_factors_short.weight'") +
+                     " is missing beside the other LongRoPE factors");
+  if (!has_long) return;
+  const std::string orig = m.key("rope.scaling.original_context_length");
+  a.rope_original_context = m.f.integer(orig).value_or(a.max_position_embeddings);
+  if (a.rope_original_context < 1)
+    m.fail(orig, "must be at least 1, got " + std::to_string(a.rope_original_context));
+  const std::string factor = m.key("rope.scaling.attn_factor");
+  a.rope_attn_factor = m.f.number(factor).value_or(1.0);
+  if (!(a.rope_attn_factor > 0 && std::isfinite(a.rope_attn_factor)))
+    m.fail(factor, "must be finite and positive, got " + std::to_string(a.rope_attn_factor));
 }
 
 // llama.cpp's default type is "linear", with factor 0 (or 1) meaning no scaling.
 void read_rope_scaling(const Meta& m) {
   const std::string type = m.f.string(m.key("rope.scaling.type")).value_or("linear");
   if (type == "none") return;
+  // Phi-3's: its factors and magnitude are read with rope_freqs (read_rope_freqs).
+  if (type == "longrope" && std::string_view(m.row.name) == "phi3") return;
   if (type != "linear")
     m.fail(m.key("rope.scaling.type"),
            quoted(type, 40) + " is not supported (none, or linear with factor 1)");

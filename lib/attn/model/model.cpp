@@ -293,7 +293,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                 a};
   m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
                            a.rope_scaling ? &*a.rope_scaling : nullptr, 0,  // rows as used
-                           a.rope_freq_factors);
+                           rope_factors(a), a.rotary_dims(), a.rope_attn_factor);
   Activations& act = m.act;
   act.plan = plan;
   act.xb = buffer(plan.xb);
