@@ -15,6 +15,7 @@
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template_ast.hpp"
+#include "attn/text/unicode.hpp"
 #include "attn/text/tokenizer.hpp"
 
 namespace attn {
@@ -275,21 +276,7 @@ class Lexer {
     }
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
       fail("a string escapes an invalid code point");
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
+    append_utf8(out, char32_t(cp));
     return k + digits;
   }
 

@@ -17,6 +17,7 @@
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template.hpp"
 #include "attn/text/chat_template_ast.hpp"
+#include "attn/text/unicode.hpp"
 
 namespace attn::chat {
 
@@ -100,7 +101,6 @@ std::string strip(std::string_view s, bool left, bool right, const Value& chars)
   return std::string(s.substr(cps[a].at, cps[b - 1].at + cps[b - 1].size - cps[a].at));
 }
 
-void append_utf8(std::string& out, std::uint32_t cp);
 
 // Python's case mapping on the scripts chat text mostly holds (Latin, Greek, Cyrillic); other
 // code points are caseless here. 0 when `c` has no mapping that way.
@@ -156,7 +156,7 @@ void append_case(std::string& out, std::string_view s, const CodePoint& c, bool 
     return;
   }
   if (const std::uint32_t m = other_case(c.cp, upper)) {
-    append_utf8(out, m);
+    append_utf8(out, char32_t(m));
     return;
   }
   out.append(s.substr(c.at, c.size));
@@ -164,24 +164,6 @@ void append_case(std::string& out, std::string_view s, const CodePoint& c, bool 
 
 std::string case_of(std::string_view s, bool upper) {
   return change_case(s, upper ? 'u' : 'l');
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
 }
 
 // ---- Python's str() and repr() ----
