@@ -37,7 +37,7 @@ struct Subcommand {
 };
 
 // In the order `attn-cli --help` lists them.
-std::array<Subcommand, 8> subcommands() {
+std::array<Subcommand, 9> subcommands() {
   return {{
       {Command::run, "run", "prefill P positions, then N decode steps"},
       {Command::decode, "decode", "the token-by-token loop, the cache after every step"},
@@ -48,6 +48,8 @@ std::array<Subcommand, 8> subcommands() {
       {Command::bench, "bench", "time prefill and decode against the machine's limits"},
       {Command::generate, "generate",
        "from a prompt to text: the tokenizer and the whole model, token by token"},
+      {Command::chat, "chat",
+       "a conversation on stdin and stdout in the model's chat template, the cache kept"},
       {Command::tokenize, "tokenize",
        "text to token ids and back with a tokenizer (tokenizer.json, GGUF, tokenizer.bin)"},
       {Command::diff, "diff",
@@ -78,6 +80,8 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
       return generate_command(s.options);
     case Command::tokenize:
       return tokenize_command(s.options);
+    case Command::chat:
+      return chat_command(s.options);
     case Command::view:
       return view_command(s.options);
     case Command::diff:
@@ -88,7 +92,7 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
 }
 
 // Parses the command line and runs the command it names; errors go to main's handlers.
-int parse_and_run(CLI::App& app, std::array<Subcommand, 8>& subs, ranks::World& world, int argc,
+int parse_and_run(CLI::App& app, std::array<Subcommand, 9>& subs, ranks::World& world, int argc,
                   char** argv) {
   world.open(argc, argv);     // MPI_Init under mpirun, before MPI's flags are parsed away
   install_signal_handlers();  // after MPI_Init, whose SIGBUS handler would hide ours
@@ -111,7 +115,7 @@ int attn_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-cli ") + ATTN_VERSION);
   app.require_subcommand(1);
   add_main_footer(app);
-  std::array<Subcommand, 8> subs = subcommands();
+  std::array<Subcommand, 9> subs = subcommands();
   for (Subcommand& s : subs) {
     s.app = app.add_subcommand(s.name, s.about);
     add_flags(*s.app, s.options, s.command);

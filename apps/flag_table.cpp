@@ -24,6 +24,7 @@ constexpr Commands kModel = kRunLike | Command::bench;
 constexpr Commands kText = Command::generate | Command::tokenize;
 constexpr Commands kView = Command::view;
 constexpr Commands kRunView = kRunLike | kView;  // run's flags view takes with run's meaning
+constexpr Commands kChat = Command::chat;
 
 // A type's bound as people read it: 2^63 - 1, not 9223372036854775807.
 template <class T>
@@ -144,7 +145,9 @@ std::vector<Flag> model_flags() {
          "safetensors weights, a Hugging Face index, or a folder holding one with config.json "
          "and tokenizer.json; a GGUF file (its own config and tokenizer) or a llama2.c "
          "checkpoint (with --tokenizer tokenizer.bin) (default: drawn from --seed)"},
-        {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"}},
+        {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"},
+        {kChat,
+         "a GGUF file, or a Hugging Face folder with its tokenizer (and its chat template)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
        }},
@@ -157,7 +160,7 @@ std::vector<Flag> model_flags() {
        }},
       {{"-c,--max-seq-len,--ctx-size", "max_seq_len", 16},
        {{kModel | kView, "cache capacity in positions"},
-        {Command::generate, "cache capacity in positions (context)"}},
+        {Command::generate | kChat, "cache capacity in positions (context)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return capacity(cmd, n, o.overrides.max_seq_len, h);
        }},
@@ -185,9 +188,10 @@ std::vector<Flag> model_flags() {
         {kView, "decode steps N: tokens chosen after one prompt (several: its last N given)"},
         {Command::bench, "decode steps N after the prefill", "128"},
         {Command::generate,
-         "tokens to generate at most (-1: until the end of text or a full context)", "32"}},
+         "tokens to generate at most (-1: until the end of text or a full context)", "32"},
+        {kChat, "tokens per reply at most (-1: until the turn ends or the context is full)", "-1"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
-         if (c != Command::generate) return count(cmd, n, o.run.steps, h);
+         if (c != Command::generate && c != Command::chat) return count(cmd, n, o.run.steps, h);
          return number(cmd, n, o.run.steps, h)
              ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()))
              ->capture_default_str();
@@ -196,18 +200,19 @@ std::vector<Flag> model_flags() {
       {{"-s,--seed", "seed", 15},
        {{kModel, "seed for weights and input"},
         {kView, "seed of drawn weights and input, and of the sampler"},
-        {Command::generate, "seed of the sampler (and of drawn weights)"}},
+        {Command::generate | kChat, "seed of the sampler (and of drawn weights)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
-         std::uint64_t& seed = c == Command::generate ? o.sampling.seed : o.seed;
+         std::uint64_t& seed =
+             c == Command::generate || c == Command::chat ? o.sampling.seed : o.seed;
          return number(cmd, n, seed, h)->capture_default_str();
        }},
       {{"-t,--threads", "threads", 17},
-       {{kModel | Command::generate | kView, "threads (default: the machine's cores)"}},
+       {{kModel | Command::generate | kView | kChat, "threads (default: the machine's cores)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.threads, h)->check(kThreads);
        }},
       {{"--compute", "compute", 18},
-       {{kModel | Command::generate | kView,
+       {{kModel | Command::generate | kView | kChat,
          "f32: exact (default); bf16: BF16 weights times activations rounded to BF16 "
          "(vdpbf16ps, AVX512-BF16; see docs/perf/bf16-compute.md)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -216,7 +221,7 @@ std::vector<Flag> model_flags() {
              ->capture_default_str();
        }},
       {{"--log-level", "", 25},
-       {{kRunView | Command::generate, "trace, debug, info, warn, error, off"},
+       {{kRunView | Command::generate | kChat, "trace, debug, info, warn, error, off"},
         {Command::bench, "trace, debug, info, warn, error, off", "info"},
         {Command::tokenize, "info: the encoding's speed on stderr"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -302,7 +307,7 @@ std::vector<Flag> text_flags() {
        {{kTokens,
          "Hugging Face tokenizer.json, a GGUF file (its tokenizer) or llama2.c's tokenizer.bin "
          "(default: beside the config)"},
-        {Command::tokenize,
+        {Command::tokenize | kChat,
          "Hugging Face tokenizer.json, a GGUF file (its tokenizer) or llama2.c's tokenizer.bin"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.text.tokenizer, h);
@@ -419,28 +424,28 @@ std::vector<Flag> generate_flags() {
   constexpr Commands kGenerate = Command::generate;
   return {
       {{"--temp", "", 11},
-       {{kGenerate | kView, "temperature; 0 is greedy"}},
+       {{kGenerate | kView | kChat, "temperature; 0 is greedy"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.temp, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 100.0));
        }},
       {{"--top-k", "", 12},
-       {{kGenerate | kView, "sampling: keep the k likeliest (0: all)"}},
+       {{kGenerate | kView | kChat, "sampling: keep the k likeliest (0: all)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.top_k, h)
              ->capture_default_str()
              ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
        }},
       {{"--top-p", "", 13},
-       {{kGenerate | kView, "sampling: the fewest reaching probability p"}},
+       {{kGenerate | kView | kChat, "sampling: the fewest reaching probability p"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.top_p, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 1.0));
        }},
       {{"--min-p", "", 14},
-       {{kGenerate | kView, "sampling: drop below min-p times the likeliest"}},
+       {{kGenerate | kView | kChat, "sampling: drop below min-p times the likeliest"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.min_p, h)
              ->capture_default_str()
@@ -448,28 +453,29 @@ std::vector<Flag> generate_flags() {
        }},
       // llama.cpp's penalties, first in its sampler chain.
       {{"--repeat-penalty", "repeat_penalty", 26},
-       {{kGenerate | kView, "divide a repeated token's logit by this (1: off)"}},
+       {{kGenerate | kView | kChat, "divide a repeated token's logit by this (1: off)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.repeat_penalty, h)
              ->capture_default_str()
              ->check(finite_range(0.0, 100.0));
        }},
       {{"--repeat-last-n", "repeat_last_n", 27},
-       {{kGenerate | kView, "the penalties look at the last N tokens (0: none, -1: all)"}},
+       {{kGenerate | kView | kChat, "the penalties look at the last N tokens (0: none, -1: all)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.repeat_last_n, h)
              ->capture_default_str()
              ->check(CLI::Range(std::int64_t{-1}, std::int64_t{INT32_MAX}));
        }},
       {{"--presence-penalty", "presence_penalty", 28},
-       {{kGenerate | kView, "take this off a repeated token's logit (0: off)"}},
+       {{kGenerate | kView | kChat, "take this off a repeated token's logit (0: off)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.presence_penalty, h)
              ->capture_default_str()
              ->check(finite_range(-100.0, 100.0));
        }},
       {{"--frequency-penalty", "frequency_penalty", 29},
-       {{kGenerate | kView, "take this times its count off a repeated token's logit (0: off)"}},
+       {{kGenerate | kView | kChat,
+         "take this times its count off a repeated token's logit (0: off)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.sampling.frequency_penalty, h)
              ->capture_default_str()
@@ -494,9 +500,15 @@ std::vector<Flag> generate_flags() {
        {{kGenerate, "the prompt as one user turn in the model's chat template, until its turn ends"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) { return flag(cmd, n, o.chat, h); }},
       {{"--chat-template", "chat_template", 31},
-       {{kGenerate, "with --chat: a template file, or the name of one of the tokenizer's"}},
+       {{kGenerate, "with --chat: a template file, or the name of one of the tokenizer's"},
+        {kChat, "a template file, or the name of one of the tokenizer's (default: the model's)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.chat_template, h)->check(non_empty);
+       }},
+      {{"--system-prompt", "system_prompt"},
+       {{kChat, "the conversation's system message (llama.cpp's -sys TEXT too)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.system_prompt, h);
        }},
       {{"--decode", "", 24},
        {{Command::tokenize, "print the text of --tokens / --tokens-file"}},

@@ -45,7 +45,8 @@ enum class Command : unsigned {
   generate = 16,
   tokenize = 32,
   view = 64,
-  diff = 128
+  diff = 128,
+  chat = 256
 };
 
 // A set of commands; a Command is the set of itself.
@@ -106,6 +107,7 @@ struct Options {
   std::string save_session, load_session;
   bool chat = false;          // --chat: the prompt as a user turn in the chat template
   std::string chat_template;  // --chat-template: a file, or a name of the tokenizer's templates
+  std::string system_prompt;  // chat's -sys / --system-prompt: the conversation's system message
 
   // tokenize
   bool decode = false;

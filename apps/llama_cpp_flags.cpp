@@ -1,7 +1,9 @@
 // The table of llama.cpp's flags attn-cli refuses (llama_cpp_flags.hpp), and the pass over argv.
 #include "llama_cpp_flags.hpp"
 
+#include <algorithm>
 #include <array>
+#include <deque>
 #include <string>
 
 #include "attn/error.hpp"
@@ -14,6 +16,7 @@ namespace {
 constexpr std::string_view kGpu =
     "a GPU flag; attn-cli runs on the CPU only and needs none: leave it out";
 constexpr std::string_view kChat = "conversation: use attn-cli chat";
+constexpr std::string_view kSystem = "a system prompt: use attn-cli chat -sys TEXT";
 constexpr std::string_view kDownload =
     "attn-cli reads local files only: download the model, then name it with -m FILE";
 
@@ -30,7 +33,7 @@ constexpr std::array<LlamaCppFlag, 23> kRefused = {{
     {"-ot", "--override-tensor", kGpu},
     {"-fa", "--flash-attn", "attn-cli's attention is its own kernel, with no switch: leave it out"},
     {"-cnv", "--conversation", kChat},
-    {"-sys", "--system-prompt", kChat},
+    {"-sys", "--system-prompt", kSystem},
     {"-st", "--single-turn", kChat},
     {"-i", "--interactive", kChat},
     {"-tb", "--threads-batch", "--threads sets the threads of the prompt and of each token"},
@@ -51,10 +54,29 @@ bool named(std::string_view word, const LlamaCppFlag& f) {
   return (!f.dash.empty() && word == f.dash) || (!f.name.empty() && word == f.name);
 }
 
+// In attn-cli chat, what llama.cpp's conversation flags become: -sys is --system-prompt (CLI11
+// would split it), the flags asking for a conversation are what chat is already.
+constexpr std::array<std::string_view, 4> kChatAlready = {"-cnv", "--conversation", "-i",
+                                                          "--interactive"};
+
+// -sys TEXT or -sys=TEXT as --system-prompt; argv keeps pointing at strings that live on.
+const char* chat_spelling(std::string_view arg) {
+  static std::deque<std::string> spelled;
+  return spelled.emplace_back("--system-prompt" + std::string(arg.substr(4))).c_str();
+}
+
+// The subcommand: argv's first word that is not a flag (attn-cli's top level takes no values).
+bool in_chat(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return std::string_view(argv[i]) == "chat";
+  return false;
+}
+
 }  // namespace
 
 void refuse_llama_cpp_flags(int& argc, char** argv) {
   int kept = 1;
+  const bool chat = in_chat(argc, argv);
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") {  // the rest are values
@@ -63,6 +85,20 @@ void refuse_llama_cpp_flags(int& argc, char** argv) {
     }
     const std::string_view word = arg.substr(0, arg.find('='));
     if (word == "-no-cnv" || word == "--no-conversation") continue;  // generate never converses
+    if (chat && word == "-sys") {
+      argv[kept++] = const_cast<char*>(chat_spelling(arg));
+      continue;
+    }
+    if (chat && word == "--system-prompt") {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    if (chat && std::find(kChatAlready.begin(), kChatAlready.end(), word) != kChatAlready.end())
+      continue;
+    if (chat && (word == "-st" || word == "--single-turn"))
+      throw attn::InputError(attn::escape(std::string(word)) +
+                             " (llama.cpp's): attn-cli chat converses until /exit or the end of "
+                             "input; for one turn in a script use attn-cli generate --chat");
     for (const LlamaCppFlag& f : kRefused)
       if (named(word, f))
         throw attn::InputError(

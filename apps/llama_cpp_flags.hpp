@@ -14,7 +14,8 @@ struct LlamaCppFlag {
 };
 
 // Throws attn::InputError naming the first argv entry (before "--") that is one of them, with
-// what to use instead; "-no-cnv" (generate never converses) is dropped from argv.
+// what to use instead; "-no-cnv" (generate never converses) is dropped from argv. In attn-cli
+// chat, -sys is --system-prompt and -cnv, -i (a conversation: chat is one) are dropped.
 void refuse_llama_cpp_flags(int& argc, char** argv);
 
 }  // namespace cli

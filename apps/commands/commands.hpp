@@ -2,6 +2,8 @@
 // Every command, from its flags (flags.hpp): one file each in commands/ (run.cpp: run, decode and
 // heatmap, one loop printed and drawn three ways). The ones that run the model on every rank take
 // the shard; the others run in one process.
+#include "attn/engine/open.hpp"
+#include "attn/model/generate.hpp"
 #include "attn/model/parallel.hpp"
 #include "flags.hpp"
 
@@ -18,5 +20,12 @@ int view_command(const Options& f);
 int diff_command(const Options& f);
 int generate_command(const Options& f);
 int tokenize_command(const Options& f);
+// A conversation: a user turn per line of stdin, each reply streamed to stdout (chat.cpp).
+int chat_command(const Options& f);
+
+// generate's, shared with chat: the model generate opens, and its timing lines on stderr as
+// llama.cpp prints them.
+attn::ModelSpec generate_spec(const Options& f);
+void print_timing(const attn::Generation& g, double total_seconds);
 
 }  // namespace cli

@@ -46,32 +46,6 @@ void print_prefill_json(const ModelArgs& a, const std::vector<std::int32_t>& pro
             << '\n';
 }
 
-void print_timing(const Generation& g, double total) {
-  const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
-    std::fprintf(stderr,
-                 "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
-                 what, s * 1e3, static_cast<long long>(n), unit, n ? s * 1e3 / double(n) : 0.0,
-                 s > 0 ? double(n) / s : 0.0);
-  };
-  line("prompt eval time", g.prompt_seconds, g.prompt_tokens, "tokens");
-  line("eval time", g.eval_seconds, g.eval_tokens, "runs");
-  std::fprintf(stderr, "%18s = %10.2f ms / %5lld tokens\n", "total time", total * 1e3,
-               static_cast<long long>(g.tokens.size()));
-}
-
-ModelSpec generate_spec(const Options& f) {
-  ModelSpec spec;
-  spec.weights = f.weights;
-  spec.config = f.config;
-  spec.tokenizer = f.text.tokenizer;
-  spec.overrides.max_seq_len = f.overrides.max_seq_len;
-  spec.overrides.max_batch_size = 1;
-  spec.seed = f.sampling.seed;
-  spec.threads = f.threads;
-  spec.compute = parse_compute(f.compute);
-  return spec;
-}
-
 // --chat: the prompt as the one user turn of a conversation, rendered by the chat template with
 // the generation prompt and encoded as transformers' apply_chat_template does (the template
 // writes the special tokens: none added, their text read as the tokens).
@@ -215,6 +189,32 @@ void print_summary(const Options& f, const Session& e) {
 }
 
 }  // namespace
+
+void print_timing(const Generation& g, double total) {
+  const auto line = [](const char* what, double s, std::int64_t n, const char* unit) {
+    std::fprintf(stderr,
+                 "%18s = %10.2f ms / %5lld %-6s (%8.2f ms per token, %8.2f tokens per second)\n",
+                 what, s * 1e3, static_cast<long long>(n), unit, n ? s * 1e3 / double(n) : 0.0,
+                 s > 0 ? double(n) / s : 0.0);
+  };
+  line("prompt eval time", g.prompt_seconds, g.prompt_tokens, "tokens");
+  line("eval time", g.eval_seconds, g.eval_tokens, "runs");
+  std::fprintf(stderr, "%18s = %10.2f ms / %5lld tokens\n", "total time", total * 1e3,
+               static_cast<long long>(g.tokens.size()));
+}
+
+ModelSpec generate_spec(const Options& f) {
+  ModelSpec spec;
+  spec.weights = f.weights;
+  spec.config = f.config;
+  spec.tokenizer = f.text.tokenizer;
+  spec.overrides.max_seq_len = f.overrides.max_seq_len;
+  spec.overrides.max_batch_size = 1;
+  spec.seed = f.sampling.seed;
+  spec.threads = f.threads;
+  spec.compute = parse_compute(f.compute);
+  return spec;
+}
 
 int generate_command(const Options& f) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));

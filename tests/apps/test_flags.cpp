@@ -60,3 +60,25 @@ TEST_CASE("flags: every flag of generate and tokenize has its own place in their
       CHECK_MESSAGE(places.insert(f.names.text_place).second, std::string(f.names.cli));
   }
 }
+
+TEST_CASE("flags: in chat -sys is --system-prompt and -cnv and -i are what chat is") {
+  const auto pass = [](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    int argc = int(argv.size());
+    cli::refuse_llama_cpp_flags(argc, argv.data());
+    std::string kept;
+    for (int i = 0; i < argc; ++i) kept += std::string(argv[std::size_t(i)]) + " ";
+    return kept;
+  };
+  CHECK(pass({"attn-cli", "chat", "-cnv", "-sys", "Be brief", "-i"}) ==
+        "attn-cli chat --system-prompt Be brief ");
+  CHECK(pass({"attn-cli", "chat", "-sys=hi", "--system-prompt", "x"}) ==
+        "attn-cli chat --system-prompt=hi --system-prompt x ");
+  CHECK_THROWS_WITH_AS(pass({"attn-cli", "chat", "-st"}), doctest::Contains("generate --chat"),
+                       attn::InputError);
+  CHECK_THROWS_WITH_AS(pass({"attn-cli", "generate", "-sys", "hi"}),
+                       doctest::Contains("use attn-cli chat -sys TEXT"), attn::InputError);
+  CHECK_THROWS_WITH_AS(pass({"attn-cli", "generate", "-cnv"}),
+                       doctest::Contains("use attn-cli chat"), attn::InputError);
+}

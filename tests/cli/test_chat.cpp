@@ -62,3 +62,120 @@ TEST_CASE(
   CHECK(r.status == 2);
   CHECK(r.err.find("line 1: 'include' is not supported") != std::string::npos);
 }
+
+// attn-cli chat: a conversation fed through a pipe, each turn checked against an independent
+// path: the template rendered here (tests/golden/chat_templates/turns.jinja is this loop),
+// tokenized by `tokenize` and continued greedily by `generate --tokens` from a fresh cache.
+namespace {
+
+const std::string kTurns = (test::golden_dir() / "chat_templates" / "turns.jinja").string();
+
+std::string file_with(const std::string& name, const std::string& text) {
+  const auto path = test::temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+std::string ids_text(const nlohmann::json& ids) {
+  std::string s;
+  for (const auto& id : ids) s += (s.empty() ? "" : ",") + std::to_string(id.get<int>());
+  return s;
+}
+
+// The tokens each turn prefilled, from the "prompt eval time" lines on stderr.
+std::vector<long> prefilled(const std::string& err) {
+  std::vector<long> counts;
+  for (std::size_t at = 0; (at = err.find("prompt eval time", at)) != std::string::npos; ++at) {
+    const std::size_t slash = err.find('/', at);
+    counts.push_back(std::stol(err.substr(slash + 1)));
+  }
+  return counts;
+}
+
+std::string chat_cli(const std::string& input, const std::string& flags) {
+  return "cat " + file_with("chat_input.txt", input) + " | " + std::string(ATTN_CLI) + " chat" +
+         kModel + " --chat-template " + kTurns + " --temp 0 " + flags;
+}
+
+}  // namespace
+
+TEST_CASE("chat: five turns through a pipe prefill only their new tokens, replies as generate's") {
+  const std::vector<std::string> lines = {"Once upon a time", "The cat sat", "Lily said hi",
+                                          "They went home", "The end"};
+  std::string input;
+  for (const auto& l : lines) input += l + "\n";
+  const test::CliResult r = test::run_shell("(" + chat_cli(input, "-n 8") + ")");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::vector<long> counts = prefilled(r.err);
+  REQUIRE(counts.size() == lines.size());
+  std::string conversation = "<s>", want_out;
+  nlohmann::json cache = nlohmann::json::array();  // what chat's cache holds after a turn
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    conversation += "<|user|>" + lines[k] + "</s><|assistant|>";
+    const test::CliResult t = test::run_cli("tokenize" + kModel + " --no-bos --json -f " +
+                                            file_with("chat_render.txt", conversation));
+    REQUIRE_MESSAGE(t.status == 0, t.err);
+    const auto ids = nlohmann::json::parse(t.out)["ids"];
+    std::size_t common = 0;
+    while (common < cache.size() && common + 1 < ids.size() && cache[common] == ids[common])
+      ++common;
+    CHECK_MESSAGE(counts[k] == long(ids.size() - common), "turn " << k + 1);
+    if (k > 0) CHECK(counts[k] < long(ids.size()) / 2);  // the earlier turns were kept
+    const std::string g = "generate" + kModel + " --no-bos --temp 0 --tokens " + ids_text(ids);
+    const test::CliResult full = test::run_cli(g + " -n 8"), none = test::run_cli(g + " -n 0");
+    const test::CliResult json = test::run_cli(g + " -n 8 --json");
+    REQUIRE_MESSAGE(full.status == 0, full.err);
+    REQUIRE(full.out.starts_with(none.out.substr(0, none.out.size() - 1)));
+    const std::string reply = full.out.substr(none.out.size() - 1);  // ends with its '\n'
+    want_out += reply;
+    conversation += reply.substr(0, reply.size() - 1) + "</s>";
+    cache = ids;
+    for (std::size_t from = 0, end; (end = json.out.find('\n', from)) != std::string::npos;
+         from = end + 1) {
+      const auto j = nlohmann::json::parse(json.out.substr(from, end - from));
+      if (j.value("event", "") == "token") cache.push_back(j["id"]);
+    }
+  }
+  CHECK(r.out == want_out);
+}
+
+TEST_CASE("chat: /exit and the end of input end the conversation, -sys is the system message") {
+  test::CliResult r = test::run_shell("(" + chat_cli("Once\n/exit\nnever read\n", "-n 2") + ")");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(prefilled(r.err).size() == 1);
+  r = test::run_shell("(" + chat_cli("Once\nTwice", "-n 2") + ")");  // no final newline
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(prefilled(r.err).size() == 2);
+  r = test::run_shell("(" + chat_cli("Once\n", "-n 2 -sys 'Be brief'") + ")");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const test::CliResult t =
+      test::run_cli("tokenize" + kModel +
+                    " --no-bos --json -p '<s><|system|>Be brief</s><|user|>Once</s><|assistant|>'");
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  CHECK(prefilled(r.err) == std::vector<long>{long(nlohmann::json::parse(t.out)["ids"].size())});
+}
+
+TEST_CASE("chat: a conversation past the context is refused naming --max-seq-len") {
+  const std::string long_line(400, 'a');
+  const test::CliResult r =
+      test::run_shell("(" + chat_cli("Once\n" + long_line + "\n", "-n 2 -c 64") + ")");
+  CHECK(r.status == 2);
+  CHECK(prefilled(r.err).size() == 1);
+  CHECK(r.err.find("the context holds 64 positions") != std::string::npos);
+  CHECK(r.err.find("--max-seq-len") != std::string::npos);
+  // A reply that fills the context stops there, said on stderr; the conversation ends well.
+  const test::CliResult full = test::run_shell("(" + chat_cli("Once\n", "-c 40") + ")");
+  CHECK_MESSAGE(full.status == 0, full.err);
+  CHECK(full.err.find("the context is full (40 positions)") != std::string::npos);
+}
+
+TEST_CASE("chat: on a pseudo-terminal, a prompt before each turn and /exit") {
+  const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
+  const test::CliResult r =
+      test::run_shell("/usr/bin/python3 " + script.string() + " " + std::string(ATTN_CLI) + " " +
+                      kModel.substr(4) + " " + kTurns);
+  CHECK_MESSAGE(r.status == 0, r.out << r.err);
+  CHECK(r.out.starts_with("> "));
+  CHECK(r.out.find("prompt eval time") != std::string::npos);  // stderr is the terminal too
+  CHECK(r.out.find("\n> ") != std::string::npos);
+}
