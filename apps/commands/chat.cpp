@@ -126,7 +126,7 @@ std::string reply(const Options& f, Session& e, const std::vector<std::int32_t>&
   } catch (const Interrupted&) {
     e.filled = std::int64_t(e.generation.tokens.size());  // the cache holds what was fed
     e.resume = true;
-    std::fputs("\n[reply stopped]", stderr);
+    std::fputs("\n[reply stopped]\n", stderr);
     ended = true;
   }
   std::cout << '\n' << std::flush;
@@ -136,6 +136,20 @@ std::string reply(const Options& f, Session& e, const std::vector<std::int32_t>&
                  "next turn needs a larger --max-seq-len\n",
                  static_cast<long long>(max));
   return text;
+}
+
+// One line of standard input, without its newline; false at the end of input. A line is a user
+// turn, so it is bounded like a prompt: an endless line is refused, not held in memory.
+bool read_turn(std::istream& in, std::string& line) {
+  constexpr std::size_t kMaxTurnBytes = std::size_t(1) << 20;
+  line.clear();
+  for (int c; (c = in.get()) != std::char_traits<char>::eof();) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxTurnBytes)
+      throw InputError("chat: a line of standard input is longer than 1 MiB; a turn is one line");
+    line += char(c);
+  }
+  return !line.empty();
 }
 
 }  // namespace
@@ -161,7 +175,7 @@ int chat_command(const Options& f) {
   const bool terminal = ::isatty(STDIN_FILENO) != 0;
   for (std::string line;;) {
     if (terminal) std::cout << "> " << std::flush;
-    if (!std::getline(std::cin, line)) break;
+    if (!read_turn(std::cin, line)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line == "/exit") break;
     if (line.empty()) continue;

@@ -169,6 +169,15 @@ TEST_CASE("chat: a conversation past the context is refused naming --max-seq-len
   CHECK(full.err.find("the context is full (40 positions)") != std::string::npos);
 }
 
+TEST_CASE("chat: a line of standard input past 1 MiB is refused, not held") {
+  // No newline at all: the line would otherwise grow with the input.
+  const test::CliResult r =
+      test::run_shell("(head -c 2000000 /dev/zero | tr '\\0' a | " + std::string(ATTN_CLI) +
+                      " chat" + kModel + " --chat-template " + kTurns + " -n 2)");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("longer than 1 MiB") != std::string::npos);
+}
+
 TEST_CASE("chat: on a pseudo-terminal, a prompt before each turn and /exit") {
   const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
   const test::CliResult r =
