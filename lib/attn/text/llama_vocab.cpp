@@ -349,7 +349,8 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
   for (std::size_t i = 0; i < n; ++i) {
     if (v.pieces[i].empty() && v.kind != Kind::llama2c)
       v.pieces[i] = "[EMPTY_" + std::to_string(i) + "]";
-    v.spm.vocab[v.pieces[i]] = std::int32_t(i);  // a repeated piece: the last id (llama.cpp aborts on one)
+    // A repeated piece keeps the last id (llama.cpp aborts on one).
+    v.spm.vocab[v.pieces[i]] = std::int32_t(i);
   }
   char name[8];
   for (int b = 0; b < 256; ++b) {
