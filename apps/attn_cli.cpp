@@ -94,8 +94,8 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
 // Parses the command line and runs the command it names; errors go to main's handlers.
 int parse_and_run(CLI::App& app, std::array<Subcommand, 9>& subs, ranks::World& world, int argc,
                   char** argv) {
-  world.open(argc, argv);     // MPI_Init under mpirun, before MPI's flags are parsed away
-  install_signal_handlers();  // after MPI_Init, whose SIGBUS handler would hide ours
+  world.open(argc, argv);              // MPI_Init under mpirun, before MPI's flags are parsed away
+  install_signal_handlers();           // after MPI_Init, whose SIGBUS handler would hide ours
   refuse_llama_cpp_flags(argc, argv);  // before CLI11 splits -ngl into -n gl
   app.parse(argc, argv);
   for (Subcommand& s : subs)

@@ -497,7 +497,8 @@ std::vector<Flag> generate_flags() {
          return path(cmd, n, o.load_session, h);
        }},
       {{"--chat", "", 30},
-       {{kGenerate, "the prompt as one user turn in the model's chat template, until its turn ends"}},
+       {{kGenerate,
+         "the prompt as one user turn in the model's chat template, until its turn ends"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) { return flag(cmd, n, o.chat, h); }},
       {{"--chat-template", "chat_template", 31},
        {{kGenerate, "with --chat: a template file, or the name of one of the tokenizer's"},

@@ -30,16 +30,22 @@ TEST_CASE("flags: a setting names one flag, and cli_flag_for finds it") {
   CHECK(cli::cli_flags_for("max_seq_len,no_such_setting") == "--max-seq-len");
 }
 
+namespace {
+
+// argv after refuse_llama_cpp_flags, its words joined by spaces.
+std::string pass(std::vector<std::string> words) {
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  int argc = int(argv.size());
+  cli::refuse_llama_cpp_flags(argc, argv.data());
+  std::string kept;
+  for (int i = 0; i < argc; ++i) kept += std::string(argv[std::size_t(i)]) + " ";
+  return kept;
+}
+
+}  // namespace
+
 TEST_CASE("flags: llama.cpp's flags are refused before CLI11 parses, -no-cnv dropped") {
-  const auto pass = [](std::vector<std::string> words) {
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(w.data());
-    int argc = int(argv.size());
-    cli::refuse_llama_cpp_flags(argc, argv.data());
-    std::string kept;
-    for (int i = 0; i < argc; ++i) kept += std::string(argv[std::size_t(i)]) + " ";
-    return kept;
-  };
   CHECK(pass({"attn-cli", "generate", "-no-cnv", "-p", "hi"}) == "attn-cli generate -p hi ");
   CHECK(pass({"attn-cli", "generate", "-p", "hi", "--", "-ngl"}) ==
         "attn-cli generate -p hi -- -ngl ");
@@ -62,15 +68,6 @@ TEST_CASE("flags: every flag of generate and tokenize has its own place in their
 }
 
 TEST_CASE("flags: in chat -sys is --system-prompt and -cnv and -i are what chat is") {
-  const auto pass = [](std::vector<std::string> words) {
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(w.data());
-    int argc = int(argv.size());
-    cli::refuse_llama_cpp_flags(argc, argv.data());
-    std::string kept;
-    for (int i = 0; i < argc; ++i) kept += std::string(argv[std::size_t(i)]) + " ";
-    return kept;
-  };
   CHECK(pass({"attn-cli", "chat", "-cnv", "-sys", "Be brief", "-i"}) ==
         "attn-cli chat --system-prompt Be brief ");
   CHECK(pass({"attn-cli", "chat", "-sys=hi", "--system-prompt", "x"}) ==
