@@ -1,7 +1,6 @@
 // attn-cli chat: a conversation on stdin and stdout. Each line is a user turn; the whole
 // conversation is rendered by the chat template every turn and only what the cache does not
-// hold already is prefilled (the rendered ids' common prefix with the cache is kept: a template
-// that re-renders earlier turns differently is re-prefilled from the first differing position).
+// hold already is prefilled (engine/chat's keep_common_prefix).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "attn/engine/chat.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
@@ -48,6 +48,7 @@ class InterruptReply {
     g_interrupted = 0;
     struct sigaction stop {};
     stop.sa_handler = on_interrupt;
+    stop.sa_flags = SA_RESTART;  // a write blocked on a paused terminal (Ctrl-S) goes on after
     sigemptyset(&stop.sa_mask);
     ::sigaction(SIGINT, &stop, &old_);
   }
@@ -60,37 +61,6 @@ class InterruptReply {
 };
 
 struct Interrupted {};  // thrown from the token callback: generate has no other way out
-
-// The conversation rendered with the generation prompt, as transformers' apply_chat_template
-// encodes it (the template writes the special tokens: none added).
-std::vector<std::int32_t> render_ids(const ChatTemplate& chat, const Tokenizer& tok,
-                                     const std::vector<ChatMessage>& messages, std::int64_t vocab) {
-  EncodeOptions o;
-  o.add_special_tokens = false;
-  std::vector<std::int32_t> ids = encode(tok, chat.render(messages, chat_options(tok, true)), o);
-  if (ids.empty()) throw InputError(chat.name() + ": the conversation renders to no tokens");
-  for (const std::int32_t id : ids)
-    if (id >= vocab)
-      throw InputError("the chat prompt has token " + std::to_string(id) +
-                       ", outside the model's vocabulary of " + std::to_string(vocab));
-  return ids;
-}
-
-// Keeps the cache's positions that hold the rendered ids' common prefix (one short of the whole:
-// a prefill needs a token), and returns how many are kept.
-std::size_t keep_common_prefix(Session& e, const std::vector<std::int32_t>& ids) {
-  std::vector<std::int32_t>& held = e.generation.tokens;
-  const std::size_t n = std::min({held.size(), ids.size() - 1});
-  std::size_t common = 0;
-  while (common < n && held[common] == ids[common]) ++common;
-  held.resize(common);
-  e.filled = std::int64_t(common);
-  e.resume = common > 0;
-  Generation& g = e.generation;
-  g.prompt_seconds = g.eval_seconds = 0;  // the timings are the turn's
-  g.prompt_tokens = g.eval_tokens = 0;
-  return common;
-}
 
 // One reply: the new ids prefilled after the kept prefix, tokens streamed until the template's
 // end of turn, the reply's text returned. The context full: the reply stops, said on stderr.
@@ -181,7 +151,7 @@ int chat_command(const Options& f) {
     if (line.empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     messages.push_back({"user", line});
-    const std::vector<std::int32_t> ids = render_ids(chat, *e.tokenizer, messages, vocab);
+    const std::vector<std::int32_t> ids = chat_prompt_ids(chat, *e.tokenizer, messages, vocab);
     messages.push_back({"assistant", reply(f, e, ids, stop)});
     print_timing(e.generation,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

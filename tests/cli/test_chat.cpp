@@ -181,10 +181,41 @@ TEST_CASE("chat: a line of standard input past 1 MiB is refused, not held") {
 TEST_CASE("chat: on a pseudo-terminal, a prompt before each turn and /exit") {
   const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
   const test::CliResult r =
-      test::run_shell("/usr/bin/python3 " + script.string() + " " + std::string(ATTN_CLI) + " " +
-                      kModel.substr(4) + " " + kTurns);
+      test::run_shell("/usr/bin/python3 " + script.string() + " exit " + std::string(ATTN_CLI) +
+                      " " + kModel.substr(4) + " " + kTurns);
   CHECK_MESSAGE(r.status == 0, r.out << r.err);
   CHECK(r.out.starts_with("> "));
   CHECK(r.out.find("prompt eval time") != std::string::npos);  // stderr is the terminal too
   CHECK(r.out.find("\n> ") != std::string::npos);
+}
+
+TEST_CASE("chat: on a pseudo-terminal, Ctrl-C stops a reply and the conversation goes on") {
+  // chat_pty.py pauses the terminal (Ctrl-S), sends a turn, waits until attn-cli is blocked
+  // writing the reply, then Ctrl-C; a second turn; Ctrl-C at the prompt (killed by SIGINT) and,
+  // in a second process, Ctrl-D at the prompt (exit 0): the script checks those endings.
+  const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
+  const test::CliResult r =
+      test::run_shell("/usr/bin/python3 " + script.string() + " interrupt " +
+                      std::string(ATTN_CLI) + " " + kModel.substr(4) + " " + kTurns);
+  REQUIRE_MESSAGE(r.status == 0, r.out << r.err);
+  CHECK(r.err.find("[reply stopped]") != std::string::npos);
+  const std::vector<long> counts = prefilled(r.err);
+  REQUIRE(counts.size() == 2);
+  // The terminal showed "> ", the stopped reply, "\n", "> ", the second reply, "\n", "> ".
+  REQUIRE(r.out.starts_with("> "));
+  const std::size_t end = r.out.find('\n');
+  REQUIRE(end != std::string::npos);
+  const std::string stopped = r.out.substr(2, end - 2);
+  CHECK(!stopped.empty());
+  CHECK(r.out.find("\n> ", end) != std::string::npos);
+  // The second turn renders the stopped reply as the assistant's message and prefills only what
+  // follows the first turn (its prompt, at most its last token again, and the new ids).
+  const test::CliResult t = test::run_cli(
+      "tokenize" + kModel + " --no-bos --json -f " +
+      file_with("chat_stopped.txt", "<s><|user|>Once upon a time</s><|assistant|>" + stopped +
+                                        "</s><|user|>The end</s><|assistant|>"));
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  const long second = long(nlohmann::json::parse(t.out)["ids"].size());
+  CHECK(counts[1] > 0);
+  CHECK(counts[1] <= second - counts[0] + 1);
 }
