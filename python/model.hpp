@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "attn/engine/chat.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/kernels/runtime.hpp"
@@ -317,6 +318,13 @@ class Model {
                      [&](const attn::Generated& t) { out.push_back(t.id); });
     });
     return out;
+  }
+
+  // Model.chat (chat.cpp): keeps the cache's common prefix with a turn's rendered ids
+  // (engine/chat); the next generate continues after it. Returns how many positions are kept.
+  std::size_t keep_prefix(std::span<const std::int32_t> ids) {
+    auto lock = hold();
+    return attn::keep_common_prefix(e_, ids);
   }
 
   void save_session(const std::string& path) {
