@@ -147,3 +147,29 @@ def test_named_chat_templates_of_a_gguf(instruct):
         render(tok.chat_templates["tool_use"], messages)
     with pytest.raises(ValueError, match="chat template tool_use"):
         instruct.chat(messages, chat_template="tool_use")
+
+
+def test_chat_prefills_only_the_ids_after_the_kept_prefix(stories):
+    """A marker written into the cache (layer 0's K) survives at the positions a turn keeps and is
+    overwritten from the first id the new rendering changes."""
+    mark = 12345.0
+    tok = stories.tokenizer
+    messages = [{"role": "user", "content": "Once upon a time"}]
+    stories.reset()
+    reply = stories.chat(messages, chat_template=TURNS, max_new_tokens=8)
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "The end"}]
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, chat_template=TURNS)
+    before = tok.apply_chat_template(messages[:1], add_generation_prompt=True, chat_template=TURNS)
+    assert ids[:len(before)] == before
+    stories.cache_k(0)[0, 0, len(before) - 1, 0] = mark
+    stories.chat(messages, chat_template=TURNS, max_new_tokens=8)
+    assert stories.cache_k(0)[0, 0, len(before) - 1, 0] == mark  # kept: not prefilled again
+    # The first turn edited: positions from the first differing id are prefilled again.
+    edited = [dict(messages[0], content="Once upon a day")] + messages[1:]
+    again = tok.apply_chat_template(edited, add_generation_prompt=True, chat_template=TURNS)
+    common = next(k for k, (a, b) in enumerate(zip(ids, again)) if a != b)
+    cache = stories.cache_k(0)
+    cache[0, 0, 0, 0] = cache[0, 0, common, 0] = mark
+    stories.chat(edited, chat_template=TURNS, max_new_tokens=8)
+    assert stories.cache_k(0)[0, 0, 0, 0] == mark
+    assert stories.cache_k(0)[0, 0, common, 0] != mark
