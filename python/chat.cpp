@@ -95,48 +95,130 @@ py::dict named_templates(const attn::Tokenizer& t) {
   return named;
 }
 
+// Model.chat's sampling arguments, held for a stream's later steps.
 struct Sampling {
-  py::handle max_new_tokens, temperature, do_sample, top_k, top_p, min_p, seed;
+  py::object max_new_tokens, temperature, do_sample, top_k, top_p, min_p, seed;
+  py::object repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty;
 };
 
-// Model.chat: one turn of the conversation `messages` (ending with the user's message).
-std::string chat(Model& m, py::handle messages, py::handle chat_template, const Sampling& s,
-                 const Model::Penalties& penalties) {
+// One turn: the rendered conversation's ids, the ids that end the turn and the most to generate.
+struct Turn {
+  std::vector<std::int32_t> ids, stop;
+  std::int64_t steps = 0;
+};
+
+Turn prepare(Model& m, py::handle messages, py::handle chat_template, const Sampling& s) {
   const attn::Tokenizer& t = m.text_tokenizer("chat");
   const py::object given = messages_arg(messages);
-  const std::vector<std::int32_t> ids =
-      chat_ids(t, render(chosen_template(t, chat_template), t, given, true));
+  Turn turn;
+  turn.ids = chat_ids(t, render(chosen_template(t, chat_template), t, given, true));
   const std::int64_t max = m.args().max_seq_len;
-  if (ids.empty()) throw py::value_error("messages: the conversation renders to no tokens");
-  if (std::int64_t(ids.size()) >= max)
-    throw py::value_error("messages: the conversation is " + std::to_string(ids.size()) +
+  if (turn.ids.empty()) throw py::value_error("messages: the conversation renders to no tokens");
+  if (std::int64_t(turn.ids.size()) >= max)
+    throw py::value_error("messages: the conversation is " + std::to_string(turn.ids.size()) +
                           " tokens, and the context holds " + std::to_string(max) +
                           " positions (set with max_seq_len= in Model.from_pretrained)");
-  std::vector<std::int32_t> stop;
   for (const std::int32_t id : attn::chat_stop_ids(t))
-    if (id < m.args().vocab_size) stop.push_back(id);
+    if (id < m.args().vocab_size) turn.stop.push_back(id);
   // Until the end of the turn or of the context, unless max_new_tokens says fewer.
-  const std::int64_t room = max - std::int64_t(ids.size());
-  const std::int64_t steps =
-      s.max_new_tokens.is_none()
-          ? room
-          : std::min(int_arg(s.max_new_tokens, "max_new_tokens", 0, INT64_MAX), room);
-  const std::size_t kept = m.keep_prefix(ids);
-  const std::vector<std::int32_t> fresh(ids.begin() + std::ptrdiff_t(kept), ids.end());
-  std::vector<std::int32_t> out;
+  const std::int64_t room = max - std::int64_t(turn.ids.size());
+  turn.steps = s.max_new_tokens.is_none()
+                   ? room
+                   : std::min(int_arg(s.max_new_tokens, "max_new_tokens", 0, INT64_MAX), room);
+  return turn;
+}
+
+// generate(prompt, steps) with the chat's sampling; a refused or stopped call leaves no
+// conversation to continue (the next generate starts afresh, not after a kept prefix).
+std::vector<std::int32_t> generate(Model& m, const std::vector<std::int32_t>& prompt,
+                                   std::int64_t steps, const Turn& turn, const Sampling& s) {
   try {
-    out = m.generate(py::cast(fresh), py::int_(steps), py::none(), s.top_k, s.top_p, s.min_p,
-                     s.seed, py::cast(stop), py::none(), s.temperature, s.do_sample, penalties);
+    return m.generate(py::cast(prompt), py::int_(steps), py::none(), s.top_k, s.top_p, s.min_p,
+                      s.seed, py::cast(turn.stop), py::none(), s.temperature, s.do_sample,
+                      {s.repetition_penalty, s.repeat_penalty, s.repeat_last_n, s.presence_penalty,
+                       s.frequency_penalty});
   } catch (...) {
-    m.keep_prefix({});  // refused or stopped: the next generate starts afresh, not after the prefix
+    m.keep_prefix({});
     throw;
   }
+}
+
+bool ends_turn(const Turn& turn, std::int32_t id) {
+  return std::find(turn.stop.begin(), turn.stop.end(), id) != turn.stop.end();
+}
+
+// The ids after the cache's common prefix with the rendered conversation, which the cache then
+// continues.
+std::vector<std::int32_t> fresh_ids(Model& m, const Turn& turn) {
+  const std::size_t kept = m.keep_prefix(turn.ids);
+  return {turn.ids.begin() + std::ptrdiff_t(kept), turn.ids.end()};
+}
+
+// Model.chat(stream=True): the reply's text piece by piece, one generate step per token (the
+// draws are by position, so the pieces join to chat's reply); the first step prefills.
+class ChatStream {
+ public:
+  ChatStream(py::object model, Turn turn, Sampling sampling)
+      : model_(std::move(model)),
+        turn_(std::move(turn)),
+        s_(std::move(sampling)),
+        text_(model_.cast<Model&>().text_tokenizer("chat"), turn_.ids) {}
+
+  std::string next() {
+    Model& m = model_.cast<Model&>();
+    for (;;) {
+      if (done_ || std::int64_t(out_.size()) >= turn_.steps) throw py::stop_iteration();
+      std::vector<std::int32_t> prompt;
+      if (!started_) {
+        prompt = fresh_ids(m, turn_);
+        started_ = true;
+      } else if (!m.continue_after(held())) {
+        done_ = true;
+        throw py::value_error(
+            "chat stream: the model ran another call since this stream's last piece; call chat "
+            "again to go on");
+      }
+      const std::vector<std::int32_t> one = generate(m, prompt, 1, turn_, s_);
+      if (one.empty() || ends_turn(turn_, one[0])) {
+        done_ = true;
+        continue;
+      }
+      out_.push_back(one[0]);
+      if (std::string piece = text_.next(one[0]); !piece.empty()) return piece;
+    }
+  }
+
+ private:
+  // The ids the cache holds after the steps so far: the conversation and the reply's ids.
+  std::vector<std::int32_t> held() const {
+    std::vector<std::int32_t> ids = turn_.ids;
+    ids.insert(ids.end(), out_.begin(), out_.end());
+    return ids;
+  }
+
+  py::object model_;  // keeps the Model alive while the stream is
+  Turn turn_;
+  Sampling s_;
+  attn::TextStream text_;
+  std::vector<std::int32_t> out_;
+  bool started_ = false, done_ = false;
+};
+
+// Model.chat: one turn of the conversation `messages` (ending with the user's message), its
+// reply as text, or a ChatStream of it.
+py::object chat(py::object self, py::handle messages, py::handle chat_template, py::handle stream,
+                Sampling s) {
+  Model& m = self.cast<Model&>();
+  const bool pieces = bool_arg(stream, "stream");
+  Turn turn = prepare(m, messages, chat_template, s);
+  if (pieces) return py::cast(ChatStream(std::move(self), std::move(turn), std::move(s)));
+  const std::vector<std::int32_t> out = generate(m, fresh_ids(m, turn), turn.steps, turn, s);
   // The reply as the pipeline has it: the text past the prompt's, special tokens printing nothing.
-  attn::TextStream stream(t, ids);
-  std::string text;
+  attn::TextStream text(m.text_tokenizer("chat"), turn.ids);
+  std::string reply;
   for (const std::int32_t id : out)
-    if (std::find(stop.begin(), stop.end(), id) == stop.end()) text += stream.next(id);
-  return text;
+    if (!ends_turn(turn, id)) reply += text.next(id);
+  return py::str(reply);
 }
 
 }  // namespace
@@ -160,18 +242,25 @@ void bind_chat(py::module_& mod) {
       "the chat templates the file carries, {name: source}: 'default' (a GGUF's "
       "tokenizer.chat_template, tokenizer_config.json's chat_template) and the named ones "
       "(tokenizer.chat_template.NAME, a list of {name, template}); chat_template= takes a name");
+  py::class_<ChatStream>(mod, "ChatStream",
+                         "Model.chat(..., stream=True): the reply's text pieces as they are made")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &ChatStream::next);
   py::object model = mod.attr("Model");
   model.attr("chat") = py::cpp_function(
       [](Model& m, Arg<Messages> messages, Arg<s::OptText> chat_template,
          Arg<s::OptInt> max_new_tokens, Arg<s::OptFloat> temperature, Arg<s::OptBool> do_sample,
          Arg<s::Int> top_k, Arg<s::Float> top_p, Arg<s::Float> min_p, Arg<s::Int> seed,
          Arg<s::OptFloat> repetition_penalty, Arg<s::OptFloat> repeat_penalty,
-         Arg<s::Int> repeat_last_n, Arg<s::Float> presence_penalty,
-         Arg<s::Float> frequency_penalty) {
-        return chat(m, messages, chat_template,
-                    {max_new_tokens, temperature, do_sample, top_k, top_p, min_p, seed},
-                    {repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
-                     frequency_penalty});
+         Arg<s::Int> repeat_last_n, Arg<s::Float> presence_penalty, Arg<s::Float> frequency_penalty,
+         Arg<s::Bool> stream) {
+        const auto own = [](py::handle h) { return py::reinterpret_borrow<py::object>(h); };
+        // The Python object of m, which a stream keeps alive (pybind11 finds the registered one).
+        py::object self = py::cast(&m, py::return_value_policy::reference);
+        return chat(std::move(self), messages, chat_template, stream,
+                    {own(max_new_tokens), own(temperature), own(do_sample), own(top_k), own(top_p),
+                     own(min_p), own(seed), own(repetition_penalty), own(repeat_penalty),
+                     own(repeat_last_n), own(presence_penalty), own(frequency_penalty)});
       },
       py::name("chat"), py::is_method(model), py::arg("messages"), py::kw_only(),
       py::arg("chat_template") = py::none(), py::arg("max_new_tokens") = py::none(),
@@ -179,14 +268,15 @@ void bind_chat(py::module_& mod) {
       py::arg("top_p") = 0.95, py::arg("min_p") = 0.05, py::arg("seed") = 42,
       py::arg("repetition_penalty") = py::none(), py::arg("repeat_penalty") = py::none(),
       py::arg("repeat_last_n") = 64, py::arg("presence_penalty") = 0.0,
-      py::arg("frequency_penalty") = 0.0,
+      py::arg("frequency_penalty") = 0.0, py::arg("stream") = false,
       "the assistant's reply to messages ([{'role': 'user', 'content': ...}, ...]) as text: the "
       "conversation rendered by the chat template (chat_template: a name of "
       "tokenizer.chat_templates or a template's text; None: the tokenizer's default) with the "
       "generation prompt, and generated until the template's end-of-turn token, max_new_tokens, "
       "or the context's end. The cache keeps the conversation: the next call (the reply "
       "appended, then the next user message) prefills only its new tokens. Sampling as "
-      "generate's (greedy unless temperature > 0)");
+      "generate's (greedy unless temperature > 0). stream=True: an iterator of the reply's "
+      "text pieces as they are made (llama-cpp-python's stream=True), joined the same text");
 }
 
 }  // namespace attn_py

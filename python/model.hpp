@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -325,6 +326,17 @@ class Model {
   std::size_t keep_prefix(std::span<const std::int32_t> ids) {
     auto lock = hold();
     return attn::keep_common_prefix(e_, ids);
+  }
+
+  // Model.chat's stream (chat.cpp): whether the cache holds exactly `ids` and their next logits
+  // (no other call ran since the stream's last step); if so the next generate continues them.
+  bool continue_after(std::span<const std::int32_t> ids) {
+    auto lock = hold();
+    const attn::Generation& g = e_.generation;
+    if (g.logits.empty() || !std::equal(g.tokens.begin(), g.tokens.end(), ids.begin(), ids.end()))
+      return false;
+    e_.resume = true;
+    return true;
   }
 
   void save_session(const std::string& path) {

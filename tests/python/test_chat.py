@@ -173,3 +173,31 @@ def test_chat_prefills_only_the_ids_after_the_kept_prefix(stories):
     stories.chat(edited, chat_template=TURNS, max_new_tokens=8)
     assert stories.cache_k(0)[0, 0, 0, 0] == mark
     assert stories.cache_k(0)[0, 0, common, 0] != mark
+
+
+def test_chat_stream_yields_the_reply_in_pieces(stories):
+    messages = [{"role": "user", "content": "Once upon a time"}]
+    for sampling in [{}, {"temperature": 1.0, "seed": 3}]:
+        stories.reset()
+        whole = stories.chat(messages, chat_template=TURNS, max_new_tokens=16, **sampling)
+        stories.reset()
+        stream = stories.chat(messages, chat_template=TURNS, max_new_tokens=16, stream=True,
+                              **sampling)
+        assert not isinstance(stream, str)
+        pieces = list(stream)
+        assert len(pieces) > 1 and "".join(pieces) == whole
+    # The stream's turn is the conversation's: the next call keeps it, as after chat.
+    messages += [{"role": "assistant", "content": whole}, {"role": "user", "content": "The end"}]
+    fresh = attn.Model.from_pretrained(STORIES, threads=1)
+    assert "".join(stories.chat(messages, chat_template=TURNS, max_new_tokens=8, stream=True)) \
+        == fresh.chat(messages, chat_template=TURNS, max_new_tokens=8)
+    # Another call between two pieces: the stream stops, saying so.
+    stream = stories.chat(messages, chat_template=TURNS, max_new_tokens=8, stream=True)
+    next(stream)
+    stories.generate([1, 403], max_new_tokens=2)
+    with pytest.raises(ValueError, match="another call"):
+        next(stream)
+    with pytest.raises(StopIteration):
+        next(stream)
+    with pytest.raises(TypeError, match="stream"):
+        stories.chat(messages, chat_template=TURNS, stream="yes")
