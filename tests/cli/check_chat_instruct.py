@@ -10,10 +10,12 @@ tests/golden/chat_model.py with llama.cpp's gguf-py.
   llama-tokenize (special tokens parsed, no BOS added).
 - The named templates: --chat-template NAME chooses one; an unknown name lists them; `tool_use`
   (Hermes 2 Pro's) raises without tools, as in transformers, naming the template.
-- A five-turn conversation on a pseudo-terminal (tests/cli/chat_pty.py): each turn prefills only
-  the ids after the cache's common prefix with the turn's rendering (jinja2 + llama-tokenize, the
-  replies as the terminal showed them), counted from the timings on stderr; each reply is greedy
-  generation from a fresh cache on those ids, ended at the template's end-of-turn token.
+- A five-turn conversation on a pseudo-terminal (tests/cli/chat_pty.py), on this model and on
+  stories260K with tests/golden/chat_templates/turns.jinja: each turn prefills only the ids after
+  the cache's common prefix with the turn's rendering (jinja2 + llama-tokenize, the replies as
+  the terminal showed them), counted from the timings on stderr; each reply is greedy generation
+  from a fresh cache on those ids, the Instruct model's ended at the template's end-of-turn
+  token.
 
 Exit 77 (skip) when llama.cpp's sources or llama-tokenize, or python3-jinja2, are absent.
 """
@@ -67,9 +69,10 @@ def events(out, kind):
 
 
 def render(env, template, messages):
+    # Both models' BOS and EOS texts (Qwen2.5's template writes neither).
     return env.from_string(template).render(messages=messages, tools=None, documents=None,
                                             add_generation_prompt=True, bos_token="<s>",
-                                            eos_token="<s>")
+                                            eos_token="</s>")
 
 
 def check_prompts(cli, model, env, templates, tmp):
@@ -105,9 +108,14 @@ def greedy(cli, model, ids, stops):
     return out, text[len(prompt) - 1:-1]
 
 
-def check_conversation(cli, model, env, templates, tmp):
+def check_conversation(cli, model, env, template, flags, tmp):
+    """Five turns of `attn-cli chat -m model flags` on a pseudo-terminal, each against its
+    rendering by jinja2 (`template`'s source) tokenized by llama-tokenize. Returns how many
+    replies ended at <|im_end|>."""
+    name = os.path.basename(model)
     err = os.path.join(tmp, "stderr")
-    pid, fd = chat_pty.spawn([cli, "chat", "-m", model, "--temp", "0", "-n", str(MAX_REPLY)], err)
+    argv = [cli, "chat", "-m", model, "--temp", "0", "-n", str(MAX_REPLY)] + flags
+    pid, fd = chat_pty.spawn(argv, err)
     shown = chat_pty.read_until(fd, b"> ")
     for line in LINES:
         os.write(fd, line.encode() + b"\n")
@@ -115,30 +123,31 @@ def check_conversation(cli, model, env, templates, tmp):
     os.write(fd, b"/exit\n")
     _, status = os.waitpid(pid, 0)
     os.close(fd)
-    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "chat ends by /exit with 0")
+    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"{name}: chat ends by /exit")
     replies = shown.decode().split("\n> ")
-    check(replies[0].startswith("> ") and replies[-1] == "", "a prompt before each turn")
+    check(replies[0].startswith("> ") and replies[-1] == "", f"{name}: a prompt before each turn")
     replies = [replies[0][2:]] + replies[1:-1]
     counts = [int(m) for m in re.findall(r"prompt eval time .*?/\s*(\d+) tokens",
                                          open(err).read())]
     check(len(replies) == len(LINES) and len(counts) == len(LINES),
-          f"{len(LINES)} replies and timings: {len(replies)}, {len(counts)}")
-    stops = {1, 2, 513}  # the EOS id, </s> and <|im_end|> (tokenizer.ggml.eot_token_id)
+          f"{name}: {len(LINES)} replies and timings: {len(replies)}, {len(counts)}")
+    stops = {1, 2, 513}  # EOS (<s> in stories260K's metadata), </s>, <|im_end|> (its EOT)
     messages, cache, ended = [], [], 0
-    for k, line in enumerate(LINES[:len(replies)]):
+    for k, line in enumerate(LINES[:min(len(replies), len(counts))]):
         messages.append({"role": "user", "content": line})
-        ids = llama_tokenize(model, render(env, templates["default"], messages), tmp)
+        ids = llama_tokenize(model, render(env, template, messages), tmp)
         common = 0
         while common < min(len(cache), len(ids) - 1) and cache[common] == ids[common]:
             common += 1
         check(counts[k] == len(ids) - common,
-              f"turn {k + 1}: prefilled {counts[k]} of {len(ids)} ids, {len(ids) - common} new")
+              f"{name} turn {k + 1}: prefilled {counts[k]} of {len(ids)} ids, "
+              f"{len(ids) - common} new")
         out, text = greedy(cli, model, ids, stops)
         ended += out[-1] == 513
-        check(replies[k] == text, f"turn {k + 1}: the reply is greedy generation: {text!r}")
+        check(replies[k] == text, f"{name} turn {k + 1}: the reply is greedy generation: {text!r}")
         messages.append({"role": "assistant", "content": replies[k]})
         cache = ids + out
-    check(ended >= 3, f"replies ended at <|im_end|>: {ended} of {len(LINES)}")
+    return ended
 
 
 def main():
@@ -158,7 +167,11 @@ def main():
         model = os.path.join(tmp, "instruct.gguf")
         chat_model.write(pathlib.Path(model))
         check_prompts(cli, model, env, templates, tmp)
-        check_conversation(cli, model, env, templates, tmp)
+        ended = check_conversation(cli, model, env, templates["default"], [], tmp)
+        check(ended >= 3, f"replies ended at <|im_end|>: {ended} of {len(LINES)}")
+        turns = GOLDEN / "chat_templates" / "turns.jinja"
+        check_conversation(cli, str(chat_model.STORIES), env, turns.read_text(),
+                           ["--chat-template", str(turns)], tmp)
     print(f"{len(failures)} failed")
     sys.exit(1 if failures else 0)
 
