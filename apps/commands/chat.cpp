@@ -2,6 +2,7 @@
 // conversation is rendered by the chat template every turn and only what the cache does not
 // hold already is prefilled (engine/chat's keep_common_prefix).
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
+#include "attn/io/output.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -122,6 +124,34 @@ bool read_turn(std::istream& in, std::string& line) {
   return !line.empty();
 }
 
+// The conversation as a session file keeps it: [{"role", "content"}, ...] (text that is not UTF-8
+// replaced, as JSON holds only UTF-8).
+std::string conversation_json(const std::vector<ChatMessage>& messages) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A loaded session's conversation: a chat's session holds one; a generate session none.
+std::vector<ChatMessage> conversation_of(const std::string& json, const std::string& file) {
+  const std::string where = escape(file) + ": metadata 'conversation'";
+  if (json.empty())
+    throw InputError(
+        escape(file) + ": a session of generate, not of chat: it holds no conversation",
+        "load_session");
+  const nlohmann::json list = nlohmann::json::parse(json, nullptr, false);
+  if (!list.is_array()) throw InputError(where + ": not a list of messages");
+  std::vector<ChatMessage> messages;
+  for (const nlohmann::json& m : list) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      throw InputError(where + ": message " + std::to_string(messages.size()) +
+                       " is not {\"role\": text, \"content\": text}");
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  return messages;
+}
+
 }  // namespace
 
 int chat_command(const Options& f) {
@@ -139,8 +169,17 @@ int chat_command(const Options& f) {
   Session e = open_session(std::move(model), spec, {1, std::min(kRows, a.max_seq_len), 0, 0, {}},
                            std::nullopt, std::move(tok));
   require_token_model(e.model.args, "chat");
+  if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::vector<std::int32_t> stop = chat_stop_ids(*e.tokenizer);
   std::vector<ChatMessage> messages;
+  if (!f.load_session.empty()) {
+    std::string json;
+    load_cache_session(e, f.load_session, &json);
+    messages = conversation_of(json, f.load_session);
+    if (!f.system_prompt.empty())
+      throw InputError("the loaded session holds its conversation, its system message too",
+                       "system_prompt");
+  }
   if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
   const bool terminal = ::isatty(STDIN_FILENO) != 0;
   for (std::string line;;) {
@@ -157,6 +196,10 @@ int chat_command(const Options& f) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (!std::cout) throw std::runtime_error("cannot write the replies to stdout");
+  if (!f.save_session.empty()) {
+    stage_cache_session(e, f.save_session, conversation_json(messages)).commit();
+    spdlog::info("session: {} ({} positions)", escape(f.save_session), e.filled);
+  }
   return 0;
 }
 
