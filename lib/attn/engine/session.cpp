@@ -225,8 +225,7 @@ OutputFile stage_cache_session(const Session& e, const std::filesystem::path& pa
   return stage_session(path, e.model, e.generation, conversation);
 }
 
-void load_cache_session(Session& e, const std::filesystem::path& path,
-                        std::string* conversation) {
+void load_cache_session(Session& e, const std::filesystem::path& path, std::string* conversation) {
   require_token_model(e.model.args, "a cache session");
   reset(e);
   try {
