@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attn/engine/lens.hpp"
 #include "attn/error.hpp"
 #include "gguf_model.hpp"
 
@@ -408,4 +409,40 @@ TEST_CASE("hf: gemma2 and gemma3_text config.json: Gemma's keys, norm weights as
   } catch (const attn::InputError& e) {
     CHECK(std::string(e.what()).find("config.json: key 'hidden_activation'") == 0);
   }
+}
+
+TEST_CASE("gguf: gemma2's final soft-cap bounds the logits, and the logit lens applies it too") {
+  test::GgufModel base = test::tiny_llama("gemma2", 2);
+  std::uint64_t seed = 500;
+  for (const char* l : {"blk.0.", "blk.1."})
+    for (const char* n : {"post_attention_norm.weight", "post_ffw_norm.weight"})
+      base.tensor(std::string(l) + n, {8}, seed++, 0.2f, 1.0f);
+  test::GgufModel capped = base, uncapped = base;
+  capped.f32("gemma2.final_logit_softcapping", 0.5f);
+  uncapped.f32("gemma2.final_logit_softcapping", 0);
+  const auto run = [](const test::GgufModel& g, const char* file, bool lens) {
+    const std::filesystem::path p = g.save(file);
+    attn::ModelArgs a = attn::load_config(p);
+    a.max_batch_size = 1;
+    attn::Transformer m =
+        attn::make_transformer(a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), 5);
+    attn::LensRecorder rec(m, 5, /*keep_logits=*/true);
+    if (lens) attn::observe(m, &rec.observer());
+    std::vector<float> logits(std::size_t(5 * a.vocab_size));
+    attn::forward(m, kPrompt.data(), 1, 5, 0, logits.data(), true);
+    if (lens)  // the last block's lens: the logits' bits, soft-capped as they are
+      CHECK(std::memcmp(attn::lens_logits(rec.lens(), a.n_layers - 1), logits.data(),
+                        logits.size() * sizeof(float)) == 0);
+    return logits;
+  };
+  const std::vector<float> c = run(capped, "gemma2_capped.gguf", true);
+  const std::vector<float> u = run(uncapped, "gemma2_uncapped.gguf", false);
+  REQUIRE(c.size() == u.size());
+  float widest = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    widest = std::max(widest, std::fabs(u[i]));
+    CHECK(std::fabs(c[i]) < 0.5f);
+    CHECK(c[i] == doctest::Approx(0.5 * std::tanh(double(u[i]) / 0.5)).epsilon(1e-5));
+  }
+  CHECK(widest > 1.0f);  // the cap bites
 }
