@@ -327,6 +327,10 @@ TEST_CASE("gguf: gemma2 and gemma3 keys as llama.cpp reads them, with its defaul
   CHECK(g2.rope == attn::Rope::half);
   CHECK(g2.embedding_scale == double(std::sqrt(8.0f)));
   CHECK(g2.attention_scale == 0);  // the kernel's 1/sqrt(key_length): not a 27B model
+  // The 27B model (46 layers): 1/sqrt(n_embd / n_head) as llama.cpp, whatever key_length is.
+  test::GgufModel big = test::tiny_llama("gemma2", 46);
+  big.u32("gemma2.attention.key_length", 8).u32("gemma2.attention.value_length", 8);
+  CHECK(test::config_of(big).attention_scale == double(1.0f / std::sqrt(4.0f)));
   CHECK(g2.attn_softcap == 50);
   CHECK(g2.final_softcap == 30);
   CHECK(g2.sliding_window == 4096);
