@@ -114,11 +114,12 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::require_token_model(e.model.args, "view");
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
+  rec.set_tokens(prompt);
   if (k > 0) rec.record_lens(e.model, k);
   {
     const attn::Attached recording(e.model, rec.observer());
     attn::generate(e, prompt, N, sampling, attn::stop_ids(e, f.ignore_eos), true,
-                   [](const attn::Generated&) {});
+                   [&rec](const attn::Generated& g) { rec.add_token(g.id); });
   }
 
   const std::int32_t next = attn::next_token(e, sampling);
@@ -159,6 +160,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   attn::Run se = attn::open_run(std::move(plan));
   const std::int64_t T = v.positions();
   ViewRecorder rec(v);
+  if (!pt.sequences.empty()) rec.set_tokens(pt.sequences[std::size_t(v.batch_row)]);
   if (!se.inspect.attention_mask.empty()) {
     const auto row = se.inspect.attention_mask.begin() + v.batch_row * T;
     rec.set_keep({row, row + T});

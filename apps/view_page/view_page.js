@@ -321,7 +321,10 @@ function buildModel() {
   const hint = { entropy: 'entropy: mean nats of a row (low: sharp)',
                  first: 'first: mean weight on the first key (the sink)',
                  prev: 'prev: mean weight on the previous token',
-                 diag: 'diag: mean weight on the token itself' };
+                 diag: 'diag: mean weight on the token itself',
+                 previous_token_head: 'previous_token_head: TransformerLens detect_head: weight on t-1 / all weight',
+                 duplicate_token_head: 'duplicate_token_head: weight on earlier copies of the token / all weight',
+                 induction_head: 'induction_head: weight on tokens after earlier copies of the token / all weight' };
   sortSel.title = S.m.stats.names.map((n) => hint[n] || n).join('\n');
   const kv = S.m.model.n_kv_heads, H = S.m.model.n_heads;
   $('gqa').textContent = kv === H ? `MHA: ${H} heads, each its own KV head`

@@ -155,8 +155,8 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
   const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
   // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
   // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
-  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer slots (a buffer
-  // and its capacity: KeptProbabilities' constructor).
+  // layer_slot_, keep_ and the observer's layers, ids_, stats_, and probs_'s per-layer slots (a
+  // buffer and its capacity: KeptProbabilities' constructor).
   const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
   const auto kept_slot = std::int64_t(sizeof(float*) + sizeof(std::int64_t));
   const std::uint64_t parts[] = {
@@ -164,6 +164,7 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
       attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
       attn::checked_product({shown_lists + rows + 1 + v.n_layers, 8}, probs),
       std::uint64_t(T + v.n_layers),
+      attn::checked_product({T, std::int64_t(sizeof(std::int32_t))}, probs),  // ids_
       attn::checked_product({shown, std::int64_t(sizeof(attn::HeadStats))}, probs),
       attn::checked_product({v.n_layers, kept_slot}, probs)};
   std::uint64_t total = 0;
@@ -204,6 +205,7 @@ ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v), probs_(v.n_layers) {
     observer_.layers[std::size_t(v.layers[i])] = 1;
   }
   keep_.assign(std::size_t(v.positions()), 1);
+  ids_.reserve(std::size_t(v.positions()));
   scratch_.resize(std::size_t(std::max<std::int64_t>(1, scratch_floats(v))));  // [B, H, rows, keys]
   for (const std::int64_t l : v.layers)
     probs_.set(l, scratch_.data(), std::int64_t(scratch_.size()));
@@ -229,6 +231,15 @@ void ViewRecorder::set_keep(std::vector<std::uint8_t> keep) {
   if (std::int64_t(keep.size()) != v_.positions())
     throw std::logic_error("view: a padding mask of another length");
   keep_ = std::move(keep);
+}
+
+void ViewRecorder::set_tokens(std::span<const std::int32_t> ids) {
+  const auto n = std::min<std::size_t>(ids.size(), std::size_t(v_.positions()));
+  ids_.assign(ids.begin(), ids.begin() + std::ptrdiff_t(n));  // within the constructor's reserve
+}
+
+void ViewRecorder::add_token(std::int32_t id) {
+  if (std::int64_t(ids_.size()) < v_.positions()) ids_.push_back(id);
 }
 
 void ViewRecorder::record_lens(attn::Transformer& m, int k) {
@@ -288,7 +299,7 @@ void ViewRecorder::on_probs(const attn::Observation& o) {
           dst[2 * j + 1] = std::uint8_t(c >> 8);
         }
       }
-      if (keep_[std::size_t(t)]) attn::add_row(stats_[b], {p, std::size_t(n)}, t);
+      if (keep_[std::size_t(t)]) attn::add_row(stats_[b], {p, std::size_t(n)}, t, ids_);
     }
   }
   rows_end_ = std::max(rows_end_, o.start_pos + seqlen);

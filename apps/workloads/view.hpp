@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,11 @@ class ViewRecorder {
 
   // [T]: batch row's padding mask (1: a real position); default all real. Set before the run.
   void set_keep(std::vector<std::uint8_t> keep);
+  // The batch row's tokens so far (the prompt; at most T), for the token-based figures
+  // (duplicate_token_head, induction_head): without them those are null. add_token appends a
+  // chosen one before it is fed, within the room reserved here (no allocation in a step).
+  void set_tokens(std::span<const std::int32_t> ids);
+  void add_token(std::int32_t id);
   // The logit lens of m (lens.hpp) at every layer, its top k of the batch row kept for every
   // position; m must outlive the recording. Refuses a model without the head (InputError).
   void record_lens(attn::Transformer& m, int k);
@@ -125,6 +131,7 @@ class ViewRecorder {
   std::vector<std::int64_t> row_offset_;  // [rows + 1]: cells before row row_begin + r
   std::vector<std::int64_t> layer_slot_;  // [n_layers]: shown index, or -1
   std::vector<std::uint8_t> keep_;
+  std::vector<std::int32_t> ids_;    // capacity T
   std::vector<float> scratch_;       // the largest call's [bsz, n_heads, seqlen, keys]
   attn::KeptProbabilities probs_;    // the shown layers' into scratch_, each coded as it comes
   std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded

@@ -9,7 +9,9 @@ lens table). Each answer is checked against values known without the page's Java
 - the cells: this script's own base64 and raw inflate of the page's attn-probs, the weights
   (c/255)^2 or c/65535 as float32, at (layer, head, row) in META's layout; every row sums to 1;
   for the golden models (tests/golden/view/cases.json, PyTorch's float64) the figures first, prev,
-  diag and entropy recomputed from the decoded weights match the golden ones;
+  diag and entropy recomputed from the decoded weights match the golden ones; TransformerLens's
+  detector scores (previous_token_head, duplicate_token_head, induction_head) are NumPy's, its
+  detect_head patterns built as TransformerLens's code builds them, on the decoded weights;
 - the sort orders and the head opened first: from the golden figures (and META's for stories260K)
   in Python;
 - the lens table: from META's lens, the tokens and the chosen one; for the golden models the last
@@ -33,6 +35,8 @@ import sys
 import tempfile
 import time
 import zlib
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_view import FAILURES, Browser, check, meta_of  # noqa: E402
@@ -159,6 +163,47 @@ def cells_of(page_text, meta, what):
                 i += n
     check(i == len(codes) == meta['cells'], '%s: the page holds META.cells cells (%d, %d decoded here)'
           % (what, meta['cells'], len(codes)))
+    return out
+
+
+DETECTORS = ('previous_token_head', 'duplicate_token_head', 'induction_head')
+
+
+def detection_patterns(ids):
+    """TransformerLens's head_detector patterns for one sequence, as its code builds them."""
+    n = len(ids)
+    prev = np.zeros((n, n))
+    prev[1:, :-1] = np.eye(n - 1)
+    tok = np.array(ids)
+    dup = (tok[None, :] == tok[:, None]).astype(float)
+    np.fill_diagonal(dup, 0)
+    dup = np.tril(dup)
+    ind = np.roll(dup, 1, axis=1)
+    ind[:, 0] = 0
+    return np.tril(prev), dup, np.tril(ind)
+
+
+def detector_scores(meta, cells):
+    """detect_head's "mul" scores [layer][head][3] of the page's rows: sum(A * D) / sum(A), A the
+    decoded pattern of the shown real rows (zero where a row has no cell), D TransformerLens's;
+    None for the token-based two without token ids."""
+    T, (A, B) = meta['positions'], meta['rows']
+    ids = [t['id'] for t in meta['tokens']]
+    rows = [t for t in range(A, B) if meta['keep'][t] == 1]
+    pats = detection_patterns(ids if all(i is not None for i in ids) else list(range(T)))
+    out = []
+    for li in range(len(meta['layers'])):
+        layer = []
+        for hi in range(len(meta['heads'])):
+            a = np.zeros((len(rows), T))
+            for r, t in enumerate(rows):
+                row = cells[li, hi, t]
+                a[r, :len(row)] = row
+            figs = [float((a * d[rows]).sum() / a.sum()) if rows else None for d in pats]
+            if any(i is None for i in ids):
+                figs[1] = figs[2] = None
+            layer.append(figs)
+        out.append(layer)
     return out
 
 
@@ -300,9 +345,26 @@ def check_page(br, path, what, golden=None):
               'within %.0e; %d null where golden has a figure or back)' % (what, worst, tol, nulls))
         check(all(abs((a or 0) - (b or 0)) <= 1e-5 for la, lb in zip(stats, gstats) for ha, hb in zip(la, lb)
                   for a, b in zip(ha, hb)), '%s: META\'s figures are the golden ones' % what)
-        stats_for_order = gstats
+        stats_for_order = [[g + h[len(g):] for g, h in zip(gl, ml)] for gl, ml in zip(gstats, stats)]
     else:
         stats_for_order = stats
+
+    # TransformerLens's detector scores in META: NumPy's from the decoded weights and the tokens.
+    names_in = meta['stats']['names']
+    check(all(n in names_in for n in DETECTORS), '%s: META names the detector scores %s' % (what, DETECTORS))
+    if all(n in names_in for n in DETECTORS):
+        ref, worst, nulls = detector_scores(meta, cells), 0.0, 0
+        tol = 6e-3 if meta['encoding']['bits'] == 8 else 1e-4
+        for li in range(nL):
+            for hi in range(nH):
+                for k, n in enumerate(DETECTORS):
+                    a, b = stats[li][hi][names_in.index(n)], ref[li][hi][k]
+                    if a is None or b is None:
+                        nulls += (a is None) != (b is None)
+                    else:
+                        worst = max(worst, abs(a - b))
+        check(worst <= tol and nulls == 0, '%s: detector scores as NumPy\'s detect_head from the page (worst %.2g '
+              'within %.0e; %d null mismatches)' % (what, worst, tol, nulls))
 
     # The sort orders: headOrder and the model view as drawn, against Python's from the figures.
     names, wrong, wrong_dom, skipped = [''] + meta['stats']['names'], [], [], []
@@ -410,8 +472,9 @@ def main():
         start = time.monotonic()
         # stories260K: GQA 8/4, token texts, the lens on (K 5), 8-bit cells.
         out = os.path.join(tmp, 'stories.html')
-        if run_view(cli, ['-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', 'Once upon a time', '-n', '8'],
-                    out):
+        # A repeated sentence: the duplicate and induction patterns are not empty.
+        if run_view(cli, ['-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', 'Tom had a red ball. Tom had a red',
+                          '-n', '8'], out):
             check_page(br, out, 'stories260K')
         # The golden models: every view in 16 bits, a cut one (rows from 6, heads 2..3) in 8 bits too.
         golden = json.load(open(os.path.join(src, 'tests/golden/view/cases.json')))
