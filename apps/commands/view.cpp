@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <utility>
 
 #include "attn/engine/lens.hpp"
 #include "attn/engine/run.hpp"
@@ -68,18 +70,18 @@ int lens_k(const Options& f, const attn::ModelArgs& a, const attn::ModelEnds& en
   return a.vocab_size > 0 && ends.logits_out ? 5 : 0;
 }
 
-// Writes the page (and --json's figures), then says what it wrote.
-void finish(const Options& f, const ViewRecorder& rec, json meta) {
+// Writes the page (and --json's figures), then says what it wrote; `other`: --compare's
+// corrupted run.
+void finish(const Options& f, const ViewRecorder& rec, json meta,
+            const ViewRecorder* other = nullptr) {
   if (f.json) {
-    std::cout << json{{"layers", meta["layers"]},
-                      {"heads", meta["heads"]},
-                      {"stats", meta["stats"]}}
-                     .dump()
-              << '\n';
+    json out = {{"layers", meta["layers"]}, {"heads", meta["heads"]}, {"stats", meta["stats"]}};
+    if (other) out["compare"] = {{"stats", meta["compare"]["stats"]}};
+    std::cout << out.dump() << '\n';
     std::cout.flush();
     if (!std::cout) throw std::runtime_error("cannot write the figures to stdout");
   }
-  attn::OutputFile out = stage_view_page(f.png, std::move(meta), rec);
+  attn::OutputFile out = stage_view_page(f.png, std::move(meta), rec, other);
   out.commit();
   std::error_code ec;
   const auto size = fs::file_size(f.png, ec);
@@ -87,13 +89,23 @@ void finish(const Options& f, const ViewRecorder& rec, json meta) {
                megabytes(ec ? 0.0 : double(size)).c_str());
 }
 
-// One prompt of a token model: the engine's generate, every decode call recorded.
+// One prompt of a token model: the engine's generate, every decode call recorded. Two (--compare
+// CLEAN CORRUPTED, of one length): each generated from in turn on the same session, neither
+// stopping at an end-of-sequence token, so that both hold P + N positions to compare.
 int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec,
                    attn::OpenedModel model, const attn::ModelArgs& a, PromptTokens& pt) {
   const std::vector<std::int32_t> prompt = pt.sequences[0];
+  const bool compare = pt.sequences.size() == 2;
   const auto P = std::int64_t(prompt.size());
   const std::int64_t N = f.run.steps;
   if (P == 0) throw attn::InputError("view needs a prompt of at least one token", "prompt");
+  if (compare && pt.sequences[1].size() != prompt.size())
+    throw attn::InputError("--compare: the clean prompt is " + std::to_string(P) +
+                               " tokens, the corrupted one " +
+                               std::to_string(pt.sequences[1].size()) +
+                               ": their patterns are compared position by position, so the "
+                               "two must be of one length",
+                           "compare");
   // A prompt generated from is its own prefill and batch; x is its embeddings.
   if (f.prefill_given || f.batch_given || !f.input.empty())
     throw attn::InputError(
@@ -106,32 +118,55 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::ModelEnds whole;  // the engine opens the token model with its head
   whole.logits_out = a.vocab_size > 0;
   const int k = lens_k(f, a, whole);
-  announce(v, view_page_bound(v, longest_token(pt.tokenizer), k), s, k > 0 ? a.vocab_size : 0);
+  std::int64_t bound = view_page_bound(v, longest_token(pt.tokenizer), k);
+  if (compare && __builtin_mul_overflow(bound, 2, &bound))
+    throw attn::InputError("--compare: the page's bound overflows", "compare");
+  announce(v, bound, s, k > 0 ? a.vocab_size : 0);
 
   spec.overrides.max_batch_size = 1;
-  attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, a, k)},
+  std::vector<attn::MemoryPart> memory = view_memory(v, a, k);
+  if (compare)
+    for (attn::MemoryPart part : view_memory(v, a, 0)) {
+      part.name += " (corrupted run)";
+      memory.push_back(std::move(part));
+    }
+  attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, std::move(memory)},
                                        std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
-  attn::check_generation(e, prompt, N, sampling);
+  const std::vector<std::int32_t> stops =
+      compare ? std::vector<std::int32_t>{} : attn::stop_ids(e, f.ignore_eos);
+  // One prompt's run into r: its tokens and the token chosen next as META writes them.
+  const auto record = [&](ViewRecorder& r, const std::vector<std::int32_t>& ids) {
+    attn::check_generation(e, ids, N, sampling);
+    r.set_tokens(ids);
+    {
+      const attn::Attached recording(e.model, r.observer());
+      attn::generate(e, ids, N, sampling, stops, true,
+                     [&r](const attn::Generated& g) { r.add_token(g.id); });
+    }
+    const std::int32_t next = attn::next_token(e, sampling);
+    json tokens = json::array();
+    for (std::size_t t = 0; t < std::size_t(r.positions_seen()); ++t)
+      tokens.push_back(token_json(e.tokenizer, e.generation.tokens[t]));
+    return std::pair{std::move(tokens), token_json(e.tokenizer, next)};
+  };
   ViewRecorder rec(v);
-  rec.set_tokens(prompt);
   if (k > 0) rec.record_lens(e.model, k);
-  {
-    const attn::Attached recording(e.model, rec.observer());
-    attn::generate(e, prompt, N, sampling, attn::stop_ids(e, f.ignore_eos), true,
-                   [&rec](const attn::Generated& g) { rec.add_token(g.id); });
-  }
-
-  const std::int32_t next = attn::next_token(e, sampling);
-  const std::vector<std::int32_t>& ids = e.generation.tokens;
-
+  auto [tokens, chosen] = record(rec, prompt);
   json meta = view_meta(e.model.args, rec, page_title(f), e.tokenizer ? &*e.tokenizer : nullptr);
-  json tokens = json::array();
-  for (std::size_t t = 0; t < std::size_t(rec.positions_seen()); ++t)
-    tokens.push_back(token_json(e.tokenizer, ids[t]));
   meta["tokens"] = std::move(tokens);
-  meta["chosen"] = token_json(e.tokenizer, next);
-  finish(f, rec, std::move(meta));
+  meta["chosen"] = std::move(chosen);
+  // Said on the page: a reader of a page made from a seed must not take its heads for a model's.
+  if (spec.weights.empty()) meta["drawn"] = {{"weights", true}, {"input", false}};
+  std::optional<ViewRecorder> other;
+  if (compare) {
+    other.emplace(v);
+    auto [b_tokens, b_chosen] = record(*other, pt.sequences[1]);
+    meta["compare"] = {{"tokens", std::move(b_tokens)},
+                       {"chosen", std::move(b_chosen)},
+                       {"stats", view_stats_json(*other)}};
+  }
+  finish(f, rec, std::move(meta), other ? &*other : nullptr);
   return 0;
 }
 
@@ -207,6 +242,19 @@ int view_command(const Options& f) {
   attn::OpenedModel model = attn::open_model(spec);
   const attn::ModelArgs a = attn::model_args(spec, model, attn::seed_args);
   PromptTokens pt;
+  if (!f.compare.empty()) {
+    if (f.text.given())
+      throw attn::InputError(
+          "--compare takes the two prompts itself: not -p, -f, --tokens or --tokens-file too",
+          "compare");
+    if (a.vocab_size <= 0)
+      throw attn::InputError("--compare needs a token model (a vocabulary) to read its prompts",
+                             "compare");
+    TextInput t = f.text;
+    t.prompt = f.compare;
+    pt = prompt_tokens(t, model, a.vocab_size);
+    return view_generated(f, s, spec, std::move(model), a, pt);
+  }
   if (f.text.given()) pt = prompt_tokens(f.text, model, std::max<std::int64_t>(0, a.vocab_size));
   if (pt.sequences.size() == 1 && a.vocab_size > 0)
     return view_generated(f, s, spec, std::move(model), a, pt);

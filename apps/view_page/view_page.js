@@ -4,7 +4,9 @@
 // base64Bytes, inflateRaw and decodeCells (the data), cellData, cellWeight and restFactor (where a
 // cell is, its weight), headOrder and defaultHeadOf (the model view's sort orders, the head opened
 // first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep and
-// headLayout. The rest draws with them.
+// headLayout; for --compare pages cellDiff, diffStats and runMeta; colorbarTicks and divergingRgb
+// (the colour bar, the difference's colours); svgOfCanvas (a panel's SVG). The rest draws with
+// them.
 // Grid values where no weight is drawn, below every weight and ordered so that a block's
 // largest value is a weight if it holds one, else padding if it holds padding.
 const MASKED = -2, PADDING = -1;
@@ -22,7 +24,28 @@ const PALETTE = (() => {
   }
   return p;
 })();
-const rgbCss = (i) => `rgb(${PALETTE[i * 3]},${PALETTE[i * 3 + 1]},${PALETTE[i * 3 + 2]})`;
+
+// The difference's colours: red where clean is larger, blue where corrupted is, white at 0; the
+// scale applied to the magnitude.
+function divergingRgb(x, sc) {
+  const f = Math.max(0, Math.min(1, sc(Math.min(Math.abs(x), 1))));
+  const to = x >= 0 ? [178, 24, 43] : [33, 102, 172];
+  return [0, 1, 2].map((c) => Math.round(255 + (to[c] - 255) * f));
+}
+
+// The colour bar's ticks, {p, x}: weights (or differences, diff) and where each sits along the
+// bar as a fraction of its length, the scale applied (the bar's colours are the palette's, evenly
+// along it: a weight p is at scale(p)).
+function colorbarTicks(scale, diff) {
+  const sc = SCALES[scale];
+  const ps = scale === 'log' ? [1e-4, 1e-3, 1e-2, 0.1, 1] : scale === 'sqrt' ? [0, 0.01, 0.05, 0.25, 0.5, 1]
+    : [0, 0.25, 0.5, 0.75, 1];
+  if (!diff) return ps.map((p) => ({ p, x: sc(p) }));
+  // Half the bar each way: fewer ticks, apart from the middle's 0.
+  const pos = (scale === 'log' ? [1e-3, 1e-2, 0.1, 1] : scale === 'sqrt' ? [0.05, 0.25, 1] : [0.5, 1]);
+  return [...pos.slice().reverse().map((p) => ({ p: -p, x: (1 - sc(p)) / 2 })), { p: 0, x: 0.5 },
+          ...pos.map((p) => ({ p, x: (1 + sc(p)) / 2 }))];
+}
 
 const SCALES = {
   linear: (p) => p,
@@ -97,6 +120,13 @@ function checkMeta(m) {
         st.values.every((l) => Array.isArray(l) && l.length === m.heads.length &&
                                l.every((h) => Array.isArray(h) && h.length === st.names.length)),
         'stats: names and values [layers][heads][names]');
+  if (m.compare != null) {
+    const c = m.compare;
+    check(Array.isArray(c.tokens) && c.tokens.length === T, 'compare.tokens (one per position)');
+    check(c.stats && Array.isArray(c.stats.values) && c.stats.values.length === m.layers.length &&
+          c.stats.values.every((l) => Array.isArray(l) && l.length === m.heads.length),
+          'compare.stats: values [layers][heads][names]');
+  }
   if (m.lens != null) {
     const ls = m.lens;
     check(Array.isArray(ls.layers) && Array.isArray(ls.top) && ls.top.length === ls.layers.length &&
@@ -123,9 +153,9 @@ function base64Bytes(text) {
   return out;
 }
 
-async function readProbs(m) {
-  const el = $('attn-probs');
-  check(el, 'no attn-probs element');
+async function readProbs(m, id) {
+  const el = $(id || 'attn-probs');
+  check(el, 'no ' + (id || 'attn-probs') + ' element');
   let bytes = base64Bytes(el.textContent);
   if (m.encoding.compression === 'deflate-raw') bytes = await inflateRaw(bytes);
   return decodeCells(m, bytes);
@@ -169,6 +199,8 @@ const S = {
   rowOff: null, headCells: 0, maxKeys: 0, allKeep: true,
   li: 0, hi: 0, tok: 0, step: 0,
   scale: 'sqrt', sink: false, sort: '', asc: false, only: '',
+  run: 'clean', runs: null,  // --compare: {clean, corrupted, diff} data; diff has vals
+  vals: null,  // the difference's cells, DIFF0 + (clean - corrupted), or null
   thumbs: [],  // per (li, hi): {canvas, grid, g, caption}
 };
 
@@ -195,7 +227,49 @@ const isPadded = (d, t) => d.m.keep[t] !== 1;
 function cellWeight(d, li, hi, t, j) {
   if (j >= keysOf(d, t)) return MASKED;
   if (isPadded(d, t) || isPadded(d, j)) return PADDING;
+  if (d.vals) return d.vals[cellOffset(d, li, hi, t) + j];
   return d.lut[d.codes[cellOffset(d, li, hi, t) + j]];
+}
+
+// ---- --compare: two runs and their difference ------------------------------------------------
+
+// The difference's cells are stored shifted by DIFF0, above MASKED and PADDING, so that a grid
+// keeps its markers; a block shows its difference of largest magnitude (wins).
+const DIFF0 = 2;
+const wins = (v, cur, diff) => (diff ? (cur < 0 ? v > cur : v >= 0 && Math.abs(v - DIFF0) > Math.abs(cur - DIFF0))
+                                     : v > cur);
+// Clean minus corrupted at key j of query t: a number in [-1, 1], or MASKED / PADDING.
+function cellDiff(a, b, li, hi, t, j) {
+  const x = cellWeight(a, li, hi, t, j);
+  return x < 0 ? x : x - cellWeight(b, li, hi, t, j);
+}
+// The figures of clean minus corrupted, null where either is null.
+function diffStats(a, b) {
+  return { names: a.names, values: a.values.map((l, li) => l.map((h, hi) => h.map((x, k) => {
+    const y = b.values[li][hi][k];
+    return typeof x === 'number' && typeof y === 'number' ? x - y : null;
+  }))) };
+}
+// META as one run of a compare page shows it: its tokens, chosen token and figures.
+function runMeta(m, run) {
+  if (run === 'clean' || m.compare == null) return m;
+  if (run === 'corrupted')
+    return Object.assign({}, m, { tokens: m.compare.tokens, chosen: m.compare.chosen, stats: m.compare.stats });
+  return Object.assign({}, m, { stats: diffStats(m.stats, m.compare.stats) });
+}
+function compareData(m, probsA, probsB) {
+  const clean = cellData(m, probsA), corrupted = cellData(runMeta(m, 'corrupted'), probsB);
+  const diff = cellData(runMeta(m, 'diff'), probsA);
+  diff.vals = new Float32Array(clean.codes.length);
+  for (let i = 0; i < diff.vals.length; ++i)
+    diff.vals[i] = DIFF0 + clean.lut[clean.codes[i]] - corrupted.lut[corrupted.codes[i]];
+  return { clean, corrupted, diff };
+}
+function selectRun(run) {
+  S.run = S.runs && S.runs[run] ? run : 'clean';
+  const d = S.runs ? S.runs[S.run] : null;
+  if (d) Object.assign(S, d, { vals: d.vals || null });
+  if (S.vals) S.sink = false;  // nothing to renormalise in a difference
 }
 // The factor of keys 1.. with the first key set apart.
 function restFactor(d, li, hi, t) {
@@ -221,7 +295,17 @@ function blockGrid(li, hi, r0, r1, k0, k1, gh, gw, rest) {
   if (nR <= 0 || nK <= 0) return grid;
   const col = new Int32Array(nK);
   for (let j = 0; j < nK; ++j) col[j] = Math.floor(j * gw / nK);
-  const codes = S.codes, lut = S.lut, keep = S.m.keep;
+  const codes = S.codes, lut = S.lut, keep = S.m.keep, vals = S.vals;
+  if (vals) {  // the difference: each block its value of largest magnitude
+    for (let t = r0; t < r1; ++t) {
+      const end = Math.min(rowKeys(t), k1), base = Math.floor((t - r0) * gh / nR) * gw, o = off(li, hi, t);
+      for (let j = k0; j < end; ++j) {
+        const v = padded(t) || keep[j] !== 1 ? PADDING : vals[o + j], i = base + col[j - k0];
+        if (wins(v, grid[i], true)) grid[i] = v;
+      }
+    }
+    return grid;
+  }
   for (let t = r0; t < r1; ++t) {
     const end = Math.min(rowKeys(t), k1);
     if (end <= k0) continue;
@@ -254,6 +338,7 @@ function gridImage(grid, gh, gw) {
     let r, g, b;
     if (v === MASKED) [r, g, b] = RGB_CAUSAL;
     else if (v === PADDING) [r, g, b] = RGB_PADDING;
+    else if (S.vals) [r, g, b] = divergingRgb(v - DIFF0, sc);
     else {
       const c = Math.max(0, Math.min(255, Math.round(255 * sc(Math.min(v, 1)))));
       r = PALETTE[c * 3]; g = PALETTE[c * 3 + 1]; b = PALETTE[c * 3 + 2];
@@ -530,7 +615,10 @@ function cellLines(li, hi, t, j) {
                  `key   ${j} ${JSON.stringify(tokText(j, 40))}`];
   if (p === MASKED) lines.push('not computed: the query does not see this key (causal mask, or not yet in the cache)');
   else if (p === PADDING) lines.push('padding');
-  else {
+  else if (S.vals) {
+    const a = cellWeight(S.runs.clean, li, hi, t, j), b = cellWeight(S.runs.corrupted, li, hi, t, j);
+    lines.push(`clean ${a.toPrecision(4)}  corrupted ${b.toPrecision(4)}  difference ${(p - DIFF0).toPrecision(4)}`);
+  } else {
     lines.push(`weight ${p.toPrecision(4)}`);
     if (S.sink && j > 0) lines.push(`without the first key ${(p * sinkRenorm(li, hi, t)).toPrecision(4)}`);
   }
@@ -627,10 +715,10 @@ function paintTokens() {
         const x = Math.floor(j * gw / S.T);
         let a = weight(li, hi, t, j);
         if (S.sink && a >= 0) a = j === 0 ? MASKED : a * f;
-        if (a > rowG[x]) rowG[x] = a;
+        if (wins(a, rowG[x], !!S.vals)) rowG[x] = a;
         let b = weight(li, hi, j, t);
         if (S.sink && b >= 0) b = t === 0 ? MASKED : b * sinkRenorm(li, hi, j);
-        if (b > colG[x]) colG[x] = b;
+        if (wins(b, colG[x], !!S.vals)) colG[x] = b;
       }
       drawGrid(ctx, rowG, 1, gw, Lt.left, y, Lt.w, STRIP);
       drawGrid(ctx, colG, 1, gw, Lt.left, y + STRIP + 1, Lt.w, STRIP);
@@ -705,7 +793,7 @@ function paintSteps() {
     const g = new Float32Array(gw).fill(MASKED);
     for (let j = 0; j < S.T; ++j) {
       const x = Math.floor(j * gw / S.T), v = row >= 0 ? weight(li, k, row, j) : MASKED;
-      if (v > g[x]) g[x] = v;
+      if (wins(v, g[x], !!S.vals)) g[x] = v;
     }
     const y = Lt.top + k * (STRIP * 2 + 2);
     drawGrid(ctx, g, 1, gw, Lt.left, y, Lt.w, STRIP * 2);
@@ -849,6 +937,7 @@ function readHash() {
   if (h.has('sink')) S.sink = h.get('sink') === '1';
   if (h.has('sort') && (h.get('sort') === '' || statIndex(h.get('sort')) >= 0)) S.sort = h.get('sort');
   if (h.has('asc')) S.asc = h.get('asc') === '1';
+  if (h.has('run')) S.run = h.get('run');
   S.only = h.get('only') || '';
 }
 function writeHash() {
@@ -860,6 +949,7 @@ function writeHash() {
   if (S.sink) h.set('sink', '1');
   if (S.sort) h.set('sort', S.sort);
   if (S.asc) h.set('asc', '1');
+  if (S.runs) h.set('run', S.run);
   if (S.only) h.set('only', S.only);
   history.replaceState(null, '', '#' + h.toString());
 }
@@ -882,6 +972,104 @@ function defaultHead() {
   if (at) { S.li = at.li; S.hi = at.hi; }
 }
 
+// ---- the colour bar, exports ------------------------------------------------------------------
+
+const CB = { w: 300, h: 36, x0: 12, bar: 276, top: 2, thick: 12 };
+// The colour bar of the current scale (the difference's when the page shows one) on ctx at (x, y).
+function drawColorbar(ctx, x, y) {
+  const diff = !!S.vals;
+  for (let i = 0; i < CB.bar; ++i) {
+    const f = (i + 0.5) / CB.bar;
+    let rgb;
+    if (diff) {  // f = (1 + sign(d) scale(|d|)) / 2: the colour of that scaled magnitude
+      const m = Math.abs(2 * f - 1);
+      rgb = divergingRgb(f >= 0.5 ? 1 : -1, () => m);
+    } else {
+      const c = Math.min(255, Math.floor(f * 256));
+      rgb = [PALETTE[c * 3], PALETTE[c * 3 + 1], PALETTE[c * 3 + 2]];
+    }
+    ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+    ctx.fillRect(x + CB.x0 + i, y + CB.top, 1, CB.thick);
+  }
+  ctx.strokeStyle = '#888';
+  ctx.strokeRect(x + CB.x0 - 0.5, y + CB.top - 0.5, CB.bar + 1, CB.thick + 1);
+  ctx.fillStyle = '#222'; ctx.font = '10px ui-monospace, monospace';
+  ctx.textBaseline = 'top'; ctx.textAlign = 'center';
+  for (const { p, x: f } of colorbarTicks(S.scale, diff)) {
+    const px = x + CB.x0 + f * CB.bar;
+    ctx.fillRect(px, y + CB.top + CB.thick, 1, 3);
+    ctx.fillText(String(p), px, y + CB.top + CB.thick + 4);
+  }
+}
+function colorbarTitle() {
+  const s = { linear: 'linear', sqrt: 'square root: colour at sqrt(p)', log: 'log10, 1e-4 .. 1: colour at (log10 p + 4) / 4' }[S.scale];
+  return (S.vals ? 'clean \u2212 corrupted, scale on |d|: ' : 'weight p, scale ') + s;
+}
+function paintColorbar() {
+  const c = $('colorbar');
+  c.width = CB.w; c.height = CB.h;
+  const ctx = c.getContext('2d');
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, c.width, c.height);
+  drawColorbar(ctx, 0, 0);
+  $('colorbar-title').textContent = colorbarTitle();
+  const r = c.getBoundingClientRect();
+  body.dataset.colorbar = JSON.stringify({ left: r.left + CB.x0, top: r.top + CB.top, width: CB.bar,
+                                           height: CB.thick, diff: !!S.vals });
+}
+
+// A panel's canvas as exported: a title above, the canvas, the colour bar below.
+function exportCanvas(src, title) {
+  const c = document.createElement('canvas');
+  c.width = Math.max(src.width, CB.w + 20); c.height = 24 + src.height + CB.h + 22;
+  const ctx = c.getContext('2d');
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, c.width, c.height);
+  ctx.fillStyle = '#222'; ctx.font = '13px system-ui, sans-serif'; ctx.textBaseline = 'top';
+  ctx.fillText(title, 8, 6);
+  ctx.drawImage(src, 0, 24);
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.fillText(colorbarTitle(), 8, 24 + src.height + 2);
+  drawColorbar(ctx, 0, 24 + src.height + 18);
+  return c;
+}
+const xmlText = (s) => String(s).replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c])
+  .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
+// The SVG of a panel: its raster (the matrix, as drawn, a PNG data URL) under a vector title and
+// a vector colour bar (rects and tick labels), width x height of the raster.
+function svgOfCanvas(title, png, width, height, scale, diff) {
+  const y = 24 + height, W = Math.max(width, CB.w + 20), H = y + CB.h + 22, n = 64, parts = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">`,
+             `<rect width="${W}" height="${H}" fill="#fff"/>`,
+             `<text x="8" y="18" font-family="sans-serif" font-size="13">${xmlText(title)}</text>`,
+             `<image x="0" y="24" width="${width}" height="${height}" href="${png}"/>`);
+  for (let i = 0; i < n; ++i) {
+    const f = (i + 0.5) / n;
+    const rgb = diff ? divergingRgb(f >= 0.5 ? 1 : -1, () => Math.abs(2 * f - 1))
+      : [0, 1, 2].map((k) => PALETTE[Math.min(255, Math.floor(f * 256)) * 3 + k]);
+    parts.push(`<rect x="${(CB.x0 + i * CB.bar / n).toFixed(2)}" y="${y + 18 + CB.top}" width="${(CB.bar / n + 0.3).toFixed(2)}" ` +
+               `height="${CB.thick}" fill="rgb(${rgb.join(',')})"/>`);
+  }
+  for (const { p, x } of colorbarTicks(scale, diff))
+    parts.push(`<text x="${(CB.x0 + x * CB.bar).toFixed(2)}" y="${y + 18 + CB.top + CB.thick + 12}" font-family="monospace" ` +
+               `font-size="10" text-anchor="middle">${p}</text>`);
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob); a.download = name;
+  document.body.appendChild(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+function exportPanel(id, kind) {
+  const src = $(id), title = $(id === 'head' ? 'head-title' : 'step-label').textContent || id;
+  const c = exportCanvas(src, (S.runs ? `[${S.run}] ` : '') + title);
+  const name = `attn-${id}-L${S.m.layers[S.li]}-H${S.m.heads[S.hi]}`;
+  if (kind === 'png') c.toBlob((b) => download(name + '.png', b), 'image/png');
+  else download(name + '.svg', new Blob([svgOfCanvas((S.runs ? `[${S.run}] ` : '') + title, src.toDataURL('image/png'),
+                                                     src.width, src.height, S.scale, !!S.vals)],
+                                        { type: 'image/svg+xml' }));
+}
+
 // ---- start --------------------------------------------------------------------------------
 
 async function main() {
@@ -896,20 +1084,28 @@ async function main() {
     `; batch row ${m.batch_row}; ${m.encoding.bits}-bit ${m.encoding.code}` +
     (m.generated_by ? '; ' + shown(m.generated_by, 40) : '');
   const drawn = m.drawn || {};
-  if (drawn.weights || drawn.input)
-    $('summary').textContent =
+  if (drawn.weights || drawn.input) {
+    $('banner').textContent =
       `Drawn from a seed, not a trained model's: ${drawn.weights ? 'random weights' : ''}` +
       `${drawn.weights && drawn.input ? ' and ' : ''}${drawn.input ? 'random input' : ''}. ` +
-      $('summary').textContent;
+      'Its heads show what the arithmetic does, not what a model has learnt.';
+    $('banner').hidden = false;
+  }
   const probs = await readProbs(m);
+  if (m.compare != null) {
+    S.runs = compareData(m, probs, await readProbs(runMeta(m, 'corrupted'), 'attn-probs-corrupted'));
+    $('run-control').hidden = false;
+  }
   body.dataset.decodedMs = performance.now().toFixed(1);  // base64 and inflate done
   setup(m, probs);
   defaultHead();
   S.tok = S.P > 0 ? S.P - 1 : 0;
   S.step = m.steps;
   readHash();
+  selectRun(S.run);
+  $('run').value = S.run; $('sink').disabled = !!S.vals;
   $('scale').value = S.scale; $('sink').checked = S.sink;
-  $('sw-lo').style.background = rgbCss(0); $('sw-hi').style.background = rgbCss(255);
+  paintColorbar();
 
   const panels = ['model', 'head', 'token', 'steps'];
   if (m.lens != null) panels.push('lens');
@@ -946,8 +1142,17 @@ async function main() {
   });
   sc.addEventListener('mouseleave', hideTip);
   $('scale').addEventListener('change', (e) => {
-    S.scale = e.target.value; paintModel(); paintHead(); paintTokens(); paintSteps(); writeHash();
+    S.scale = e.target.value; paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar(); writeHash();
   });
+  $('run').addEventListener('change', (e) => {
+    selectRun(e.target.value);
+    $('sink').checked = S.sink; $('sink').disabled = !!S.vals;
+    for (const th of S.thumbs) th.rest = null;
+    computeThumbs(); arrangeModel(); paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar();
+    writeHash();
+  });
+  for (const b of document.querySelectorAll('button[data-export]'))
+    b.addEventListener('click', () => exportPanel(b.dataset.export, b.dataset.kind));
   $('sink').addEventListener('change', (e) => {
     S.sink = e.target.checked; paintModel(); paintHead(); paintTokens(); paintSteps(); writeHash();
   });
@@ -955,6 +1160,7 @@ async function main() {
   $('sort-asc').addEventListener('change', (e) => { S.asc = e.target.checked; arrangeModel(); writeHash(); });
 
   body.dataset.panels = panels.join(',');
+  body.dataset.run = S.runs ? S.run : '';
   body.dataset.requests = String(performance.getEntriesByType('resource').length);
   body.dataset.state = 'drawn';
 }

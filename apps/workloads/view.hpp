@@ -165,7 +165,9 @@ std::string base64(const std::string& bytes);
 // The page: the template with its marker replaced by the META and PROBS script elements, the
 // recorded rows [row_begin, rows_end()) of every shown block deflated; staged beside `path`,
 // uncommitted (attn/io/output.hpp). `meta` gets "cells", "rows" and "encoding" here.
+// With `other` (view --compare: the corrupted run, of r's shape and rows), its cells follow in a
+// third element, attn-probs-corrupted, coded and laid out as r's.
 attn::OutputFile stage_view_page(const std::filesystem::path& path, nlohmann::json meta,
-                                 const ViewRecorder& r);
+                                 const ViewRecorder& r, const ViewRecorder* other = nullptr);
 
 }  // namespace cli

@@ -121,6 +121,21 @@ def png_pixels(path):
     return w, h, rows
 
 
+BANNER_BORDER = (232, 89, 12)  # #e8590c, the drawn-weights banner's border (view_page.css)
+
+
+def palette():
+    """viridis at 0, 1/4, 1/2, 3/4, 1 over 256 entries, as the page and the PNG heatmap."""
+    stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]]
+    out = []
+    for i in range(256):
+        t = i / 255 * 4
+        k = min(int(t), 3)
+        f = t - k
+        out.append(tuple(int(stops[k][c] * (1 - f) + stops[k + 1][c] * f + 0.5) for c in range(3)))
+    return out
+
+
 def view(cli, src, out, prompt, *extra, steps=8):
     args = [cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', prompt, '-n', str(steps),
             '--out', out, *extra]
@@ -196,6 +211,58 @@ def main():
             check(len(colours) >= 50 and dark >= 500,
                   'the screenshot is not blank: %d colours, %d dark pixels of a 1/16 sample'
                   % (len(colours), dark))
+
+            # The colour bar: where the page says it is (data-colorbar, laid out in the same
+            # window), its pixels are the palette's, evenly along it (the scale is in its ticks).
+            lay = Page(br.run('file://' + out, '--window-size=1400,1000', '--dump-dom')).body.get('data-colorbar')
+            cb = json.loads(lay) if lay else None
+            pal = palette()
+            if cb:
+                y = int(cb['top'] + cb['height'] / 2)
+                got = [rows[y][int(cb['left'] + f * cb['width'])] for f in (0.05, 0.3, 0.6, 0.95)]
+                want = [pal[min(255, int((int(f * cb['width']) + 0.5) / cb['width'] * 256))] for f in (0.05, 0.3, 0.6, 0.95)]
+                close = all(max(abs(a - b) for a, b in zip(g, w)) <= 2 for g, w in zip(got, want))
+            check(bool(cb) and close, 'the screenshot\'s colour bar is viridis along its length (%s, want %s)'
+                  % (got if cb else None, want if cb else None))
+            check(not any(p == BANNER_BORDER for row in rows for p in row),
+                  'view.html (a trained model): no drawn-weights banner in the screenshot')
+
+        # A page of drawn weights and input says so: the banner in the DOM and in the screenshot.
+        dpath = os.path.join(tmp, 'drawn.html')
+        r = subprocess.run([cli, 'view', '--config', os.path.join(src, 'configs/gqa.json'), '--prefill', '6', '-n', '2',
+                            '--out', dpath], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view of drawn weights (exit %d: %s)' % (r.returncode, r.stderr.decode()[-200:]))
+        if r.returncode == 0:
+            dpage = br.dom(dpath)
+            drawn(dpage, None, 'drawn.html')
+            hidden = [a.get('id') for t, a in dpage.tags if 'hidden' in a]
+            check('banner' not in hidden and dpage.text.get('banner', '').startswith(
+                'Drawn from a seed, not a trained model\'s: random weights and random input'),
+                  'drawn.html: the banner is shown (%r)' % dpage.text.get('banner'))
+            dpng = os.path.join(tmp, 'drawn.png')
+            br.screenshot(dpath, dpng)
+            _, _, drows = png_pixels(dpng)
+            n = sum(1 for row in drows[:200] for p in row if p == BANNER_BORDER)
+            check(n >= 1000, 'drawn.html: the banner\'s orange border in the screenshot\'s top (%d pixels)' % n)
+
+        # A compare page showing the difference: the colour bar runs blue, white, red.
+        cpath = os.path.join(tmp, 'compare.html')
+        r = subprocess.run([cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '--compare',
+                            'Tom had a red ball. Tom had a', 'Tom had a red cat. Tom had a', '-n', '2', '--out', cpath],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view --compare (exit %d: %s)' % (r.returncode, r.stderr.decode()[-200:]))
+        if r.returncode == 0:
+            lay = Page(br.run('file://' + cpath + '#run=diff', '--window-size=1400,1000', '--dump-dom')).body
+            cb = json.loads(lay.get('data-colorbar') or 'null')
+            cpng = os.path.join(tmp, 'compare.png')
+            br.run('file://' + cpath + '#run=diff', '--screenshot=' + cpng, '--window-size=1400,1000')
+            _, _, crows = png_pixels(cpng)
+            if cb:
+                y = int(cb['top'] + cb['height'] / 2)
+                ends = [crows[y][int(cb['left'] + f * cb['width'])] for f in (0.01, 0.5, 0.99)]
+            check(lay.get('data-run') == 'diff' and bool(cb) and cb['diff'] and ends[0][2] > 150 > ends[0][0] and
+                  min(ends[1]) >= 245 and ends[2][0] > 150 > ends[2][2],
+                  'compare.html#run=diff: the colour bar is blue at -1, white at 0, red at 1 (%s)' % (ends if cb else None))
 
         # Browsers without Uint8Array.fromBase64 (before Chromium 140, Firefox 133): the page's
         # own base64 decoding, tried on a copy where a first script takes the native one away.
