@@ -164,7 +164,8 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
     auto [b_tokens, b_chosen] = record(*other, pt.sequences[1]);
     meta["compare"] = {{"tokens", std::move(b_tokens)},
                        {"chosen", std::move(b_chosen)},
-                       {"stats", view_stats_json(*other)}};
+                       {"stats", view_stats_json(*other)},
+                       {"value_norms", value_norms_json(*other)}};
   }
   finish(f, rec, std::move(meta), other ? &*other : nullptr);
   return 0;

@@ -4,9 +4,9 @@
 // base64Bytes, inflateRaw and decodeCells (the data), cellData, cellWeight and restFactor (where a
 // cell is, its weight), headOrder and defaultHeadOf (the model view's sort orders, the head opened
 // first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep and
-// headLayout; for --compare pages cellDiff, diffStats and runMeta; colorbarTicks and divergingRgb
-// (the colour bar, the difference's colours); svgOfCanvas (a panel's SVG). The rest draws with
-// them.
+// headLayout; for --compare pages cellDiff, diffStats and runMeta; decodeNorms and valueWeighted
+// (attention weighted by the value vectors' norms); colorbarTicks and divergingRgb (the colour
+// bar, the difference's colours); svgOfCanvas (a panel's SVG). The rest draws with them.
 // Grid values where no weight is drawn, below every weight and ordered so that a block's
 // largest value is a weight if it holds one, else padding if it holds padding.
 const MASKED = -2, PADDING = -1;
@@ -199,8 +199,10 @@ const S = {
   rowOff: null, headCells: 0, maxKeys: 0, allKeep: true,
   li: 0, hi: 0, tok: 0, step: 0,
   scale: 'sqrt', sink: false, sort: '', asc: false, only: '',
-  run: 'clean', runs: null,  // --compare: {clean, corrupted, diff} data; diff has vals
-  vals: null,  // the difference's cells, DIFF0 + (clean - corrupted), or null
+  run: 'clean', runs: null,  // {clean} or, --compare, {clean, corrupted, diff}; diff has vals
+  vnorm: false, weighted: null,  // weighted by ||v||: the runs' value-weighted data
+  vals: null,  // cells as values (the difference's DIFF0 + (clean - corrupted), or weighted)
+  diff: false,  // the cells are a difference
   thumbs: [],  // per (li, hi): {canvas, grid, g, caption}
 };
 
@@ -257,19 +259,65 @@ function runMeta(m, run) {
     return Object.assign({}, m, { tokens: m.compare.tokens, chosen: m.compare.chosen, stats: m.compare.stats });
   return Object.assign({}, m, { stats: diffStats(m.stats, m.compare.stats) });
 }
-function compareData(m, probsA, probsB) {
-  const clean = cellData(m, probsA), corrupted = cellData(runMeta(m, 'corrupted'), probsB);
-  const diff = cellData(runMeta(m, 'diff'), probsA);
+// The page's runs: {clean}, and for a compare page (probsB: the corrupted run's) corrupted and
+// diff, whose vals are DIFF0 + clean - corrupted.
+function runData(m, probsA, probsB) {
+  const clean = cellData(m, probsA);
+  if (!probsB) return { clean };
+  const corrupted = cellData(runMeta(m, 'corrupted'), probsB);
+  const diff = Object.assign(cellData(runMeta(m, 'diff'), probsA), { diff: true });
   diff.vals = new Float32Array(clean.codes.length);
   for (let i = 0; i < diff.vals.length; ++i)
     diff.vals[i] = DIFF0 + clean.lut[clean.codes[i]] - corrupted.lut[corrupted.codes[i]];
   return { clean, corrupted, diff };
 }
+
+// ---- attention weighted by the value vectors' norms (Kobayashi et al. 2020) ------------------
+
+// META's value_norms (or compare's) as [layer, head, position] floats.
+function decodeNorms(vn, nL, nH, T) {
+  check(vn && vn.layout === 'layer, head, position' && typeof vn.float32 === 'string', 'value_norms');
+  const b = base64Bytes(vn.float32);
+  check(b.length === nL * nH * T * 4, `value_norms: ${b.length} bytes, not layers x heads x positions x 4`);
+  const dv = new DataView(b.buffer, b.byteOffset, b.length), out = new Float32Array(nL * nH * T);
+  for (let i = 0; i < out.length; ++i) out[i] = dv.getFloat32(4 * i, true);
+  return out;
+}
+// Every cell of d weighted by its key's value norm, each row renormalised to sum to 1:
+// w[t][j] = p[t][j] ||v_j|| / sum_k p[t][k] ||v_k||  (0 where the sum is 0).
+function valueWeighted(d, norms) {
+  const vals = new Float32Array(d.codes.length);
+  for (let li = 0; li < d.nL; ++li)
+    for (let hi = 0; hi < d.nH; ++hi) {
+      const nb = (li * d.nH + hi) * d.T;
+      for (let t = d.A; t < d.B; ++t) {
+        const o = cellOffset(d, li, hi, t), n = keysOf(d, t);
+        let sum = 0;
+        for (let j = 0; j < n; ++j) sum += d.lut[d.codes[o + j]] * norms[nb + j];
+        for (let j = 0; j < n; ++j) vals[o + j] = sum > 0 ? d.lut[d.codes[o + j]] * norms[nb + j] / sum : 0;
+      }
+    }
+  return vals;
+}
+function weightedRuns(m, runs) {
+  const nL = m.layers.length, nH = m.heads.length, T = m.positions, out = {};
+  out.clean = Object.assign({}, runs.clean, { vals: valueWeighted(runs.clean, decodeNorms(m.value_norms, nL, nH, T)) });
+  if (runs.corrupted) {
+    out.corrupted = Object.assign({}, runs.corrupted,
+                                  { vals: valueWeighted(runs.corrupted, decodeNorms(m.compare.value_norms, nL, nH, T)) });
+    const v = new Float32Array(out.clean.vals.length);
+    for (let i = 0; i < v.length; ++i) v[i] = DIFF0 + out.clean.vals[i] - out.corrupted.vals[i];
+    out.diff = Object.assign({}, runs.diff, { vals: v });
+  }
+  return out;
+}
 function selectRun(run) {
   S.run = S.runs && S.runs[run] ? run : 'clean';
-  const d = S.runs ? S.runs[S.run] : null;
-  if (d) Object.assign(S, d, { vals: d.vals || null });
-  if (S.vals) S.sink = false;  // nothing to renormalise in a difference
+  if (S.vnorm && !S.runs.clean.m.value_norms) S.vnorm = false;
+  if (S.vnorm && !S.weighted) S.weighted = weightedRuns(S.runs.clean.m, S.runs);
+  const d = (S.vnorm ? S.weighted : S.runs)[S.run];
+  Object.assign(S, d, { vals: d.vals || null, diff: !!d.diff });
+  if (S.vals) S.sink = false;  // nothing to renormalise in a difference or a weighted row
 }
 // The factor of keys 1.. with the first key set apart.
 function restFactor(d, li, hi, t) {
@@ -296,12 +344,12 @@ function blockGrid(li, hi, r0, r1, k0, k1, gh, gw, rest) {
   const col = new Int32Array(nK);
   for (let j = 0; j < nK; ++j) col[j] = Math.floor(j * gw / nK);
   const codes = S.codes, lut = S.lut, keep = S.m.keep, vals = S.vals;
-  if (vals) {  // the difference: each block its value of largest magnitude
+  if (vals) {  // a difference: each block its value of largest magnitude; weights: the largest
     for (let t = r0; t < r1; ++t) {
       const end = Math.min(rowKeys(t), k1), base = Math.floor((t - r0) * gh / nR) * gw, o = off(li, hi, t);
       for (let j = k0; j < end; ++j) {
         const v = padded(t) || keep[j] !== 1 ? PADDING : vals[o + j], i = base + col[j - k0];
-        if (wins(v, grid[i], true)) grid[i] = v;
+        if (wins(v, grid[i], S.diff)) grid[i] = v;
       }
     }
     return grid;
@@ -338,7 +386,7 @@ function gridImage(grid, gh, gw) {
     let r, g, b;
     if (v === MASKED) [r, g, b] = RGB_CAUSAL;
     else if (v === PADDING) [r, g, b] = RGB_PADDING;
-    else if (S.vals) [r, g, b] = divergingRgb(v - DIFF0, sc);
+    else if (S.diff) [r, g, b] = divergingRgb(v - DIFF0, sc);
     else {
       const c = Math.max(0, Math.min(255, Math.round(255 * sc(Math.min(v, 1)))));
       r = PALETTE[c * 3]; g = PALETTE[c * 3 + 1]; b = PALETTE[c * 3 + 2];
@@ -615,8 +663,9 @@ function cellLines(li, hi, t, j) {
                  `key   ${j} ${JSON.stringify(tokText(j, 40))}`];
   if (p === MASKED) lines.push('not computed: the query does not see this key (causal mask, or not yet in the cache)');
   else if (p === PADDING) lines.push('padding');
-  else if (S.vals) {
-    const a = cellWeight(S.runs.clean, li, hi, t, j), b = cellWeight(S.runs.corrupted, li, hi, t, j);
+  else if (S.diff) {
+    const src = S.vnorm ? S.weighted : S.runs;
+    const a = cellWeight(src.clean, li, hi, t, j), b = cellWeight(src.corrupted, li, hi, t, j);
     lines.push(`clean ${a.toPrecision(4)}  corrupted ${b.toPrecision(4)}  difference ${(p - DIFF0).toPrecision(4)}`);
   } else {
     lines.push(`weight ${p.toPrecision(4)}`);
@@ -715,10 +764,10 @@ function paintTokens() {
         const x = Math.floor(j * gw / S.T);
         let a = weight(li, hi, t, j);
         if (S.sink && a >= 0) a = j === 0 ? MASKED : a * f;
-        if (wins(a, rowG[x], !!S.vals)) rowG[x] = a;
+        if (wins(a, rowG[x], S.diff)) rowG[x] = a;
         let b = weight(li, hi, j, t);
         if (S.sink && b >= 0) b = t === 0 ? MASKED : b * sinkRenorm(li, hi, j);
-        if (wins(b, colG[x], !!S.vals)) colG[x] = b;
+        if (wins(b, colG[x], S.diff)) colG[x] = b;
       }
       drawGrid(ctx, rowG, 1, gw, Lt.left, y, Lt.w, STRIP);
       drawGrid(ctx, colG, 1, gw, Lt.left, y + STRIP + 1, Lt.w, STRIP);
@@ -793,7 +842,7 @@ function paintSteps() {
     const g = new Float32Array(gw).fill(MASKED);
     for (let j = 0; j < S.T; ++j) {
       const x = Math.floor(j * gw / S.T), v = row >= 0 ? weight(li, k, row, j) : MASKED;
-      if (wins(v, g[x], !!S.vals)) g[x] = v;
+      if (wins(v, g[x], S.diff)) g[x] = v;
     }
     const y = Lt.top + k * (STRIP * 2 + 2);
     drawGrid(ctx, g, 1, gw, Lt.left, y, Lt.w, STRIP * 2);
@@ -938,6 +987,7 @@ function readHash() {
   if (h.has('sort') && (h.get('sort') === '' || statIndex(h.get('sort')) >= 0)) S.sort = h.get('sort');
   if (h.has('asc')) S.asc = h.get('asc') === '1';
   if (h.has('run')) S.run = h.get('run');
+  if (h.has('vnorm')) S.vnorm = h.get('vnorm') === '1';
   S.only = h.get('only') || '';
 }
 function writeHash() {
@@ -949,7 +999,8 @@ function writeHash() {
   if (S.sink) h.set('sink', '1');
   if (S.sort) h.set('sort', S.sort);
   if (S.asc) h.set('asc', '1');
-  if (S.runs) h.set('run', S.run);
+  if (S.runs && S.runs.diff) h.set('run', S.run);
+  if (S.vnorm) h.set('vnorm', '1');
   if (S.only) h.set('only', S.only);
   history.replaceState(null, '', '#' + h.toString());
 }
@@ -977,7 +1028,7 @@ function defaultHead() {
 const CB = { w: 300, h: 36, x0: 12, bar: 276, top: 2, thick: 12 };
 // The colour bar of the current scale (the difference's when the page shows one) on ctx at (x, y).
 function drawColorbar(ctx, x, y) {
-  const diff = !!S.vals;
+  const diff = S.diff;
   for (let i = 0; i < CB.bar; ++i) {
     const f = (i + 0.5) / CB.bar;
     let rgb;
@@ -1003,7 +1054,8 @@ function drawColorbar(ctx, x, y) {
 }
 function colorbarTitle() {
   const s = { linear: 'linear', sqrt: 'square root: colour at sqrt(p)', log: 'log10, 1e-4 .. 1: colour at (log10 p + 4) / 4' }[S.scale];
-  return (S.vals ? 'clean \u2212 corrupted, scale on |d|: ' : 'weight p, scale ') + s;
+  return (S.diff ? 'clean \u2212 corrupted, scale on |d|: ' : 'weight p, scale ') + s +
+    (S.vnorm ? '; weighted by ||v||: p ||v_j|| / sum_k p ||v_k||' : '');
 }
 function paintColorbar() {
   const c = $('colorbar');
@@ -1014,7 +1066,7 @@ function paintColorbar() {
   $('colorbar-title').textContent = colorbarTitle();
   const r = c.getBoundingClientRect();
   body.dataset.colorbar = JSON.stringify({ left: r.left + CB.x0, top: r.top + CB.top, width: CB.bar,
-                                           height: CB.thick, diff: !!S.vals });
+                                           height: CB.thick, diff: S.diff });
 }
 
 // A panel's canvas as exported: a title above, the canvas, the colour bar below.
@@ -1062,11 +1114,11 @@ function download(name, blob) {
 }
 function exportPanel(id, kind) {
   const src = $(id), title = $(id === 'head' ? 'head-title' : 'step-label').textContent || id;
-  const c = exportCanvas(src, (S.runs ? `[${S.run}] ` : '') + title);
+  const c = exportCanvas(src, (S.runs.diff ? `[${S.run}] ` : '') + title);
   const name = `attn-${id}-L${S.m.layers[S.li]}-H${S.m.heads[S.hi]}`;
   if (kind === 'png') c.toBlob((b) => download(name + '.png', b), 'image/png');
-  else download(name + '.svg', new Blob([svgOfCanvas((S.runs ? `[${S.run}] ` : '') + title, src.toDataURL('image/png'),
-                                                     src.width, src.height, S.scale, !!S.vals)],
+  else download(name + '.svg', new Blob([svgOfCanvas((S.runs.diff ? `[${S.run}] ` : '') + title, src.toDataURL('image/png'),
+                                                     src.width, src.height, S.scale, S.diff)],
                                         { type: 'image/svg+xml' }));
 }
 
@@ -1092,10 +1144,9 @@ async function main() {
     $('banner').hidden = false;
   }
   const probs = await readProbs(m);
-  if (m.compare != null) {
-    S.runs = compareData(m, probs, await readProbs(runMeta(m, 'corrupted'), 'attn-probs-corrupted'));
-    $('run-control').hidden = false;
-  }
+  S.runs = runData(m, probs, m.compare != null ? await readProbs(runMeta(m, 'corrupted'), 'attn-probs-corrupted') : null);
+  $('run-control').hidden = m.compare == null;
+  $('vnorm-control').hidden = m.value_norms == null;
   body.dataset.decodedMs = performance.now().toFixed(1);  // base64 and inflate done
   setup(m, probs);
   defaultHead();
@@ -1103,7 +1154,7 @@ async function main() {
   S.step = m.steps;
   readHash();
   selectRun(S.run);
-  $('run').value = S.run; $('sink').disabled = !!S.vals;
+  $('run').value = S.run; $('sink').disabled = !!S.vals; $('vnorm').checked = S.vnorm;
   $('scale').value = S.scale; $('sink').checked = S.sink;
   paintColorbar();
 
@@ -1144,6 +1195,13 @@ async function main() {
   $('scale').addEventListener('change', (e) => {
     S.scale = e.target.value; paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar(); writeHash();
   });
+  const redraw = () => {
+    $('sink').checked = S.sink; $('sink').disabled = !!S.vals;
+    for (const th of S.thumbs) th.rest = null;
+    computeThumbs(); arrangeModel(); paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar();
+    writeHash();
+  };
+  $('vnorm').addEventListener('change', (e) => { S.vnorm = e.target.checked; selectRun(S.run); redraw(); });
   $('run').addEventListener('change', (e) => {
     selectRun(e.target.value);
     $('sink').checked = S.sink; $('sink').disabled = !!S.vals;
@@ -1160,7 +1218,8 @@ async function main() {
   $('sort-asc').addEventListener('change', (e) => { S.asc = e.target.checked; arrangeModel(); writeHash(); });
 
   body.dataset.panels = panels.join(',');
-  body.dataset.run = S.runs ? S.run : '';
+  body.dataset.run = S.runs.diff ? S.run : '';
+  body.dataset.vnorm = S.vnorm ? '1' : '0';
   body.dataset.requests = String(performance.getEntriesByType('resource').length);
   body.dataset.state = 'drawn';
 }

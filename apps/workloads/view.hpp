@@ -120,12 +120,16 @@ class ViewRecorder {
   std::int64_t positions_seen() const;
   // [shown layer][shown head], over the shown real rows recorded.
   const std::vector<attn::HeadStats>& stats() const { return stats_; }
+  // [shown layer][shown head][T]: ||v_t||, the L2 norm of position t's value vector (of the
+  // head's KV head), for the page's value-weighted attention.
+  const std::vector<float>& value_norms() const { return vnorm_; }
   // The coded cells of layer x head block (i, k), rows [row_begin, row_end) in full.
   const std::uint8_t* block(std::size_t i, std::size_t k) const;
 
  private:
   void on_probs(const attn::Observation& o);
   void on_resid(const attn::Observation& o);
+  void on_values(const attn::Observation& o);
 
   ViewShape v_;
   std::vector<std::int64_t> row_offset_;  // [rows + 1]: cells before row row_begin + r
@@ -136,6 +140,7 @@ class ViewRecorder {
   attn::KeptProbabilities probs_;    // the shown layers' into scratch_, each coded as it comes
   std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded
   std::vector<attn::HeadStats> stats_;
+  std::vector<float> vnorm_;  // [shown layers, shown heads, T]
   std::optional<attn::LensRecorder> lens_;
   std::vector<attn::TopLogit> lens_tops_;  // [n_layers, T, k_used]
   std::int64_t rows_end_ = 0;
@@ -148,6 +153,10 @@ std::uint16_t code_cell(float p, int bits);
 // The per-head figures as JSON: {"names": [...], "values": [[[e, f, p, d], ...], ...]} (NaN:
 // null).
 nlohmann::json view_stats_json(const ViewRecorder& r);
+
+// META's value_norms: {"layout": "layer, head, position", "float32": base64 of the recorded
+// positions' norms, little-endian}.
+nlohmann::json value_norms_json(const ViewRecorder& r);
 
 // META's parts the run does not decide: format, title, the model, what is shown, row_keys and
 // keep of the recorded positions, the figures, the lens (texts from `tok`, or ids),

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -35,6 +36,20 @@ json view_stats_json(const ViewRecorder& r) {
     values.push_back(std::move(layer));
   }
   return {{"names", attn::kHeadStatNames}, {"values", std::move(values)}};
+}
+
+json value_norms_json(const ViewRecorder& r) {
+  const std::int64_t T = r.shape().positions(), seen = r.positions_seen();
+  const std::size_t blocks = r.shape().layers.size() * r.shape().heads.size();
+  std::string bytes;
+  bytes.reserve(blocks * std::size_t(seen) * 4);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (std::int64_t t = 0; t < seen; ++t) {
+      const auto u =
+          std::bit_cast<std::uint32_t>(r.value_norms()[b * std::size_t(T) + std::size_t(t)]);
+      for (int s = 0; s < 32; s += 8) bytes += char(u >> s & 0xff);
+    }
+  return {{"layout", "layer, head, position"}, {"float32", base64(bytes)}};
 }
 
 namespace {
@@ -99,6 +114,7 @@ json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::strin
           {"row_keys", std::move(row_keys)},
           {"keep", std::move(keep)},
           {"stats", view_stats_json(r)},
+          {"value_norms", value_norms_json(r)},
           {"lens", lens_json(a, r, tok)},
           {"generated_by", std::string("attn-cli ") + ATTN_VERSION}};
 }

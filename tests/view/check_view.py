@@ -264,6 +264,18 @@ def main():
                   min(ends[1]) >= 245 and ends[2][0] > 150 > ends[2][2],
                   'compare.html#run=diff: the colour bar is blue at -1, white at 0, red at 1 (%s)' % (ends if cb else None))
 
+        # Weighted by the value vectors' norms (#vnorm=1): the head's matrix drawn anew.
+        shots = []
+        for frag in ('#only=head&head=1.3', '#only=head&head=1.3&vnorm=1'):
+            shot = os.path.join(tmp, 'vnorm%d.png' % len(shots))
+            br.run('file://' + out + frag, '--screenshot=' + shot, '--window-size=1400,1000')
+            shots.append(png_pixels(shot)[2])
+        changed = sum(1 for ra, rb in zip(*shots) for a, b in zip(ra, rb) if a != b)
+        vpage = Page(br.run('file://' + out + '#vnorm=1', '--dump-dom'))
+        check(vpage.body.get('data-vnorm') == '1' and 'weighted by ||v||' in vpage.text.get('colorbar-title', '') and
+              changed >= 1000, 'view.html#vnorm=1: weighted by ||v|| (the colour bar says so; %d pixels of the '
+              'head\'s screenshot change)' % changed)
+
         # Browsers without Uint8Array.fromBase64 (before Chromium 140, Firefox 133): the page's
         # own base64 decoding, tried on a copy where a first script takes the native one away.
         old = os.path.join(tmp, 'old.html')

@@ -102,6 +102,15 @@ HARNESS = r"""<script>
                                .join() === Array.from(ectx.getImageData(src.width >> 1, 24 + (src.height >> 1), 1, 1).data).join(),
                          barPixels: [0.1, 0.5, 0.9].map((f) => Array.from(
                            ectx.getImageData(CB.x0 + Math.floor(f * CB.bar), y0, 1, 1).data).slice(0, 3)) };
+    if (m.value_norms != null) {
+      const norms = decodeNorms(m.value_norms, d.nL, d.nH, d.T), wv = valueWeighted(d, norms), wl = [];
+      for (let li = 0; li < d.nL; ++li)
+        for (let hi = 0; hi < d.nH; ++hi)
+          for (let t = d.A; t < d.B; ++t)
+            for (let j = 0; j < keysOf(d, t); ++j) wl.push(wv[cellOffset(d, li, hi, t) + j]);
+      out.valueWeighted = wl;
+      out.norms = Array.from(norms);
+    }
     out.banner = { hidden: document.getElementById('banner').hidden, text: document.getElementById('banner').textContent };
     if (m.compare != null) {
       const mc = runMeta(m, 'corrupted');
@@ -521,6 +530,7 @@ def check_page(br, path, what, golden=None):
         check(r['lensDom'] == [], '%s: no lens table without lens data' % what)
 
     check_colours(r, what)
+    check_value_weighted(meta, cells, r, what)
     drawn_meta = meta.get('drawn') or {}
     banner = r['banner']
     check(banner['hidden'] == (not (drawn_meta.get('weights') or drawn_meta.get('input'))) and
@@ -539,6 +549,72 @@ def check_page(br, path, what, golden=None):
     check(e[0] is not None and 'cells' in e[0] and e[1] is not None and 'tokens' in e[1] and
           e[2] is not None and 'version 2' in e[2] and e[3] is not None and 'rows' in e[3] and e[4] is None,
           '%s: checkMeta names what is broken: %s' % (what, e))
+
+
+def value_norms_of(meta):
+    """META's value_norms decoded here: [layer, head, position] float32."""
+    vn = meta['value_norms']
+    raw = base64.b64decode(vn['float32'])
+    return np.frombuffer(raw, dtype='<f4').reshape(len(meta['layers']), len(meta['heads']), meta['positions'])
+
+
+def check_value_weighted(meta, cells, r, what):
+    """valueWeighted: NumPy's p ||v_j|| / sum_k p ||v_k|| of every row, from this script's
+    decoding of the cells and of META's norms."""
+    check('valueWeighted' in r, '%s: META has value_norms and the page weights by them' % what)
+    if 'valueWeighted' not in r:
+        return
+    norms = value_norms_of(meta)
+    check(np.array_equal(np.array(r['norms'], dtype=np.float32), norms.reshape(-1)),
+          '%s: decodeNorms gives the float32 norms decoded here' % what)
+    want = []
+    for li in range(len(meta['layers'])):
+        for hi in range(len(meta['heads'])):
+            for t in range(*meta['rows']):
+                a = np.array(cells[li, hi, t], dtype=np.float64)
+                w = a * norms[li, hi, :len(a)]
+                want.extend(w / w.sum() if w.sum() > 0 else np.zeros_like(w))
+    got = np.array(r['valueWeighted'])
+    worst = float(np.max(np.abs(got - np.array(want)))) if got.shape == (len(want),) else -1
+    check(0 <= worst <= 1e-6, '%s: valueWeighted is NumPy\'s p ||v|| renormalised, every cell (worst %.2g)'
+          % (what, worst))
+
+
+def safetensors(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, h in header.items():
+        if name == '__metadata__':
+            continue
+        a, b = h['data_offsets']
+        out[name] = np.frombuffer(data[a:b], dtype='<f4').reshape(h['shape'])
+    return out
+
+
+def check_norms_against_dump(cli, src, page, tmp, what):
+    """META's ||v_t|| against NumPy's norms of the value vectors `attn-cli run --dump` keeps
+    (cache.{l}.v) over the page's tokens, teacher-forced: another path through the engine."""
+    meta = meta_of(open(page, encoding='utf-8').read())
+    ids = ','.join(str(t['id']) for t in meta['tokens'])
+    dump = os.path.join(tmp, 'values.safetensors')
+    r = subprocess.run([cli, 'run', '-m', os.path.join(src, 'weights/stories260K.gguf'), '--tokens', ids,
+                        '-n', '0', '--dump', dump], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    check(r.returncode == 0, '%s: attn-cli run --dump over the page\'s tokens (%s)' % (what, r.stderr.decode()[-200:]))
+    if r.returncode != 0:
+        return
+    ts, norms = safetensors(dump), value_norms_of(meta)
+    n_rep = meta['model']['n_heads'] // meta['model']['n_kv_heads']
+    worst = 0.0
+    for li, layer in enumerate(meta['layers']):
+        v = ts['cache.%d.v' % layer][0].astype(np.float64)  # [n_kv, T, head_dim]
+        for hi, h in enumerate(meta['heads']):
+            want = np.sqrt((v[h // n_rep] ** 2).sum(-1))
+            worst = max(worst, float(np.max(np.abs(norms[li, hi] - want) / np.maximum(want, 1e-6))))
+    check(worst <= 1e-4, '%s: value_norms are NumPy\'s ||v_t|| of the dump\'s cache.{l}.v (worst relative %.2g)'
+          % (what, worst))
 
 
 def check_compare(br, path, clean_path, corrupted_path, what):
@@ -626,6 +702,7 @@ def main():
         if run_view(cli, ['-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', 'Tom had a red ball. Tom had a red',
                           '-n', '8'], out):
             check_page(br, out, 'stories260K')
+            check_norms_against_dump(cli, src, out, tmp, 'stories260K')
         # --compare: two prompts of one length (14 tokens), against each one's own page.
         clean, corrupted = 'Tom had a red ball. Tom had a', 'Tom had a red cat. Tom had a'
         paths = [os.path.join(tmp, n) for n in ('compare.html', 'clean.html', 'corrupted.html')]
