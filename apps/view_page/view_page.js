@@ -3,10 +3,11 @@
 // the page's state S (tests/view/check_view_logic.py calls them in the drawn page): checkMeta,
 // base64Bytes, inflateRaw and decodeCells (the data), cellData, cellWeight and restFactor (where a
 // cell is, its weight), headOrder and defaultHeadOf (the model view's sort orders, the head opened
-// first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep and
-// headLayout; for --compare pages cellDiff, diffStats and runMeta; decodeNorms and valueWeighted
-// (attention weighted by the value vectors' norms); colorbarTicks and divergingRgb (the colour
-// bar, the difference's colours); svgOfCanvas (a panel's SVG). The rest draws with them.
+// first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep,
+// headLayout, zoomWindow and axisLabels (the head view's zoom and labels); for --compare pages
+// cellDiff, diffStats and runMeta; decodeNorms and valueWeighted (attention weighted by the value
+// vectors' norms); colorbarTicks and divergingRgb (the colour bar, the difference's colours);
+// svgOfCanvas (a panel's SVG). The rest draws with them.
 // Grid values where no weight is drawn, below every weight and ordered so that a block's
 // largest value is a weight if it holds one, else padding if it holds padding.
 const MASKED = -2, PADDING = -1;
@@ -203,6 +204,7 @@ const S = {
   vnorm: false, weighted: null,  // weighted by ||v||: the runs' value-weighted data
   vals: null,  // cells as values (the difference's DIFF0 + (clean - corrupted), or weighted)
   diff: false,  // the cells are a difference
+  zoom: null,  // the head view's window {r0, r1, k0, k1}, or null: the whole
   thumbs: [],  // per (li, hi): {canvas, grid, g, caption}
 };
 
@@ -572,64 +574,93 @@ function labelStep(n, px, gap) {
   return nice.find((x) => x >= every) || every;
 }
 
-function drawHead(canvas, li, hi, rowEnd, highlightRow) {
-  const r0 = S.A, r1 = Math.max(S.A, Math.min(S.B, rowEnd)), nR = r1 - r0;
-  const rest = S.sink, k0 = rest ? 1 : 0;
-  const L = headLayout(S.B - S.A, S.maxKeys - k0, rest);
+// The part of a head's matrix drawn: query rows [r0, r1) x keys [k0, k1). The whole (the shown
+// rows, every key; from key 1 with the first apart), or the head view's zoom within it.
+function fullWindow() {
+  return { r0: S.A, r1: S.B, k0: S.sink ? 1 : 0, k1: S.maxKeys };
+}
+// A window zoomed by `factor` (< 1: in) about (row, key), kept inside `full` and at least 4
+// positions a side; factor >= 1 back to `full` once it would cover it.
+function zoomWindow(win, full, factor, row, key) {
+  const side = (a0, a1, f0, f1, at) => {
+    const n = Math.max(Math.min(4, f1 - f0), Math.min(f1 - f0, Math.round((a1 - a0) * factor)));
+    let lo = Math.round(at - (at - a0) * n / Math.max(1, a1 - a0));
+    lo = Math.max(f0, Math.min(f1 - n, lo));
+    return [lo, lo + n];
+  };
+  const [r0, r1] = side(win.r0, win.r1, full.r0, full.r1, row);
+  const [k0, k1] = side(win.k0, win.k1, full.k0, full.k1, key);
+  return { r0, r1, k0, k1 };
+}
+// The positions an axis of [from, to) over px pixels labels: every one with its token when each
+// gets `gap` pixels (the window is small enough), else every labelStep-th by index. Only the
+// window's: a few thousand positions cost nothing more to label than a few.
+function axisLabels(from, to, px, gap) {
+  const n = to - from, out = [];
+  const every = n * gap <= px ? 1 : labelStep(n, px, gap), text = every === 1;
+  for (let t = every === 1 ? from : Math.ceil(from / every) * every; t < to; t += every) out.push(t);
+  return { positions: out, text };
+}
+
+function drawHead(canvas, li, hi, rowEnd, highlightRow, win) {
+  const rest = S.sink, W = win || fullWindow();
+  const R0 = W.r0, R1 = W.r1, k0 = W.k0, K1 = W.k1;
+  const r1 = Math.max(R0, Math.min(R1, rowEnd)), nR = r1 - R0;
+  const L = headLayout(R1 - R0, K1 - k0, rest);
+  L.win = W;
   canvas.width = L.width; canvas.height = L.height;
   const ctx = canvas.getContext('2d');
   ctx.fillStyle = '#fff';
   ctx.fillRect(0, 0, L.width, L.height);
   // The grid covers all shown rows; rows past rowEnd (the decode steps not yet taken) stay blank.
-  const rowsPx = nR * L.h / (S.B - S.A);
-  const ghUsed = Math.max(1, Math.round(L.gh * nR / (S.B - S.A)));
+  const rowsPx = nR * L.h / (R1 - R0);
+  const ghUsed = Math.max(1, Math.round(L.gh * nR / (R1 - R0)));
   if (nR > 0) {
-    const grid = blockGrid(li, hi, r0, r1, k0, S.maxKeys, ghUsed, L.gw, rest);
+    const grid = blockGrid(li, hi, R0, r1, k0, K1, ghUsed, L.gw, rest);
     drawGrid(ctx, grid, ghUsed, L.gw, L.x0, L.y0, L.w, rowsPx);
     if (rest) {  // the first key's column, apart, unrenormalised
-      const g1 = blockGrid(li, hi, r0, r1, 0, 1, ghUsed, 1, false);
+      const g1 = blockGrid(li, hi, R0, r1, 0, 1, ghUsed, 1, false);
       drawGrid(ctx, g1, ghUsed, 1, L.left, L.y0, L.first, rowsPx);
     }
   }
   ctx.strokeStyle = '#999';
   ctx.strokeRect(L.x0 - 0.5, L.y0 - 0.5, L.w + 1, L.h + 1);
-  const rowY = (t) => L.y0 + (t - S.A) * L.h / (S.B - S.A);
-  const colX = (j) => L.x0 + (j - k0) * L.w / (S.maxKeys - k0);
+  const rowY = (t) => L.y0 + (t - R0) * L.h / (R1 - R0);
+  const colX = (j) => L.x0 + (j - k0) * L.w / (K1 - k0);
   // Decode rows: an orange bar on the left, a line where they start.
-  if (S.P > S.A && S.P < S.B) {
+  if (S.P > R0 && S.P < R1) {
     ctx.strokeStyle = '#f08c00';
     ctx.beginPath();
     ctx.moveTo(L.left - 6, rowY(S.P) + 0.5); ctx.lineTo(L.x0 + L.w, rowY(S.P) + 0.5);
     ctx.stroke();
   }
-  if (S.P < S.B) {
+  if (S.P < R1) {
     ctx.fillStyle = '#f08c00';
-    ctx.fillRect(L.left - 6, rowY(Math.max(S.P, S.A)), 4, rowY(S.B) - rowY(Math.max(S.P, S.A)));
+    ctx.fillRect(L.left - 6, rowY(Math.max(S.P, R0)), 4, rowY(R1) - rowY(Math.max(S.P, R0)));
   }
-  if (highlightRow != null && highlightRow >= S.A && highlightRow < S.B) {
+  if (highlightRow != null && highlightRow >= R0 && highlightRow < R1) {
     ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 2;
     ctx.strokeRect(L.left - 1, rowY(highlightRow) - 1, L.x0 - L.left + L.w + 2,
                    Math.max(2, rowY(highlightRow + 1) - rowY(highlightRow)) + 2);
     ctx.lineWidth = 1;
   }
-  // Labels: token texts when the cells are big enough, else positions.
+  // Labels, the window's only: token texts where each position has room, else positions.
   ctx.fillStyle = '#222';
   ctx.font = '11px ui-monospace, monospace';
   ctx.textBaseline = 'middle';
-  const rStep = labelStep(S.B - S.A, L.h, 14), kStep = labelStep(S.maxKeys - k0, L.w, 24);
+  const rl = axisLabels(R0, R1, L.h, 12), kl = axisLabels(k0, K1, L.w, 12);
+  L.labels = { rows: rl.positions.length, keys: kl.positions.length, text: rl.text && kl.text,
+               first: rl.positions.length ? (rl.text ? `${tokText(rl.positions[0], 14)} ${rl.positions[0]}` : String(rl.positions[0])) : '' };
   ctx.textAlign = 'right';
-  for (let t = S.A; t < S.B; t += (L.labels ? Math.max(1, Math.ceil(12 / Math.max(L.cell, 1e-9))) : rStep)) {
-    const y = (rowY(t) + rowY(t + 1)) / 2;
-    ctx.fillText(L.labels ? `${tokText(t, 14)} ${t}` : String(t), L.left - 10, y);
-  }
+  for (const t of rl.positions)
+    ctx.fillText(rl.text ? `${tokText(t, 14)} ${t}` : String(t), L.left - 10, (rowY(t) + rowY(t + 1)) / 2);
   ctx.save();
   ctx.textAlign = 'left';
-  for (let j = k0; j < S.maxKeys; j += (L.labels ? Math.max(1, Math.ceil(12 / Math.max(L.cell, 1e-9))) : kStep)) {
-    const x = (colX(j) + colX(j + 1)) / 2;
+  for (const j of kl.positions) {
     ctx.save();
-    ctx.translate(x, L.top - 6);
+    ctx.translate((colX(j) + colX(j + 1)) / 2, L.top - 6);
     ctx.rotate(-Math.PI / 3);
-    ctx.fillText(L.labels ? `${j} ${tokText(j, 14)}` : String(j), 0, 0);
+    ctx.fillText(kl.text ? `${j} ${tokText(j, 14)}` : String(j), 0, 0);
     ctx.restore();
   }
   if (rest) {
@@ -642,17 +673,19 @@ function drawHead(canvas, li, hi, rowEnd, highlightRow) {
   ctx.restore();
   ctx.textAlign = 'left';
   ctx.fillStyle = '#666';
-  ctx.fillText('queries down, keys across', L.left, L.height - 12);
+  const zoomed = R0 > S.A || R1 < S.B || k0 > (S.sink ? 1 : 0) || K1 < S.maxKeys;
+  ctx.fillText('queries down, keys across' + (zoomed ? `; zoomed: rows ${R0} .. ${R1 - 1}, keys ${k0} .. ${K1 - 1}` : ''),
+               L.left, L.height - 12);
   return L;
 }
 
 function headAt(L, x, y) {  // the query row and key under canvas pixel (x, y), or null
-  const k0 = S.sink ? 1 : 0;
-  const t = S.A + Math.floor((y - L.y0) * (S.B - S.A) / L.h);
-  if (t < S.A || t >= S.B) return null;
+  const W = L.win;
+  const t = W.r0 + Math.floor((y - L.y0) * (W.r1 - W.r0) / L.h);
+  if (t < W.r0 || t >= W.r1) return null;
   if (S.sink && x >= L.left && x < L.left + L.first) return { t, j: 0 };
-  const j = k0 + Math.floor((x - L.x0) * (S.maxKeys - k0) / L.w);
-  if (x < L.x0 || j >= S.maxKeys) return null;
+  const j = W.k0 + Math.floor((x - L.x0) * (W.k1 - W.k0) / L.w);
+  if (x < L.x0 || j >= W.k1) return null;
   return { t, j };
 }
 
@@ -684,7 +717,15 @@ function paintHead() {
             : '') +
     (S.P < S.B ? 'Rows marked orange are decode steps.' : '') +
     (S.B - S.A > HEAD_PX || S.maxKeys > HEAD_PX ? ' Each pixel shows its block\'s largest weight.' : '');
-  headL = drawHead($('head'), li, hi, S.B, null);
+  const full = fullWindow();
+  if (S.zoom) S.zoom = zoomWindow(S.zoom, full, 1 - 1e-9, S.zoom.r0, S.zoom.k0);  // within the data, sink or not
+  headL = drawHead($('head'), li, hi, S.B, null, S.zoom);
+  body.dataset.headLabels = JSON.stringify(headL.labels);
+  const hr = $('head').getBoundingClientRect(), k = hr.width / Math.max(1, $('head').width);
+  // Where the row labels end and the matrix starts, in the page's pixels (for headless checks).
+  body.dataset.headBox = JSON.stringify({ x: hr.left + (headL.left - 10) * k, y: hr.top + headL.y0 * k,
+                                          h: headL.h * k });
+  $('zoom-label').textContent = S.zoom ? `rows ${S.zoom.r0} .. ${S.zoom.r1 - 1}, keys ${S.zoom.k0} .. ${S.zoom.k1 - 1}` : 'whole';
 }
 
 // ---- the token view ---------------------------------------------------------------------
@@ -988,6 +1029,8 @@ function readHash() {
   if (h.has('asc')) S.asc = h.get('asc') === '1';
   if (h.has('run')) S.run = h.get('run');
   if (h.has('vnorm')) S.vnorm = h.get('vnorm') === '1';
+  const z = /^(\d+):(\d+),(\d+):(\d+)$/.exec(h.get('zoom') || '');
+  if (z) S.zoom = { r0: +z[1], r1: +z[2], k0: +z[3], k1: +z[4] };
   S.only = h.get('only') || '';
 }
 function writeHash() {
@@ -1001,6 +1044,7 @@ function writeHash() {
   if (S.asc) h.set('asc', '1');
   if (S.runs && S.runs.diff) h.set('run', S.run);
   if (S.vnorm) h.set('vnorm', '1');
+  if (S.zoom) h.set('zoom', `${S.zoom.r0}:${S.zoom.r1},${S.zoom.k0}:${S.zoom.k1}`);
   if (S.only) h.set('only', S.only);
   history.replaceState(null, '', '#' + h.toString());
 }
@@ -1180,6 +1224,24 @@ async function main() {
     if (hit) showTip(e, cellLines(S.li, S.hi, hit.t, hit.j)); else hideTip();
   });
   hc.addEventListener('mouseleave', hideTip);
+  // Zoom: the wheel about the cell under the pointer, the buttons about the window's centre.
+  const zoomBy = (factor, at) => {
+    const full = fullWindow(), win = S.zoom || full;
+    const c = at || { t: (win.r0 + win.r1) / 2, j: (win.k0 + win.k1) / 2 };
+    const z = zoomWindow(win, full, factor, c.t, c.j);
+    S.zoom = z.r0 === full.r0 && z.r1 === full.r1 && z.k0 === full.k0 && z.k1 === full.k1 ? null : z;
+    paintHead(); writeHash();
+  };
+  hc.addEventListener('wheel', (e) => {
+    const r = hc.getBoundingClientRect();
+    const hit = headL && headAt(headL, (e.clientX - r.left) * hc.width / r.width, (e.clientY - r.top) * hc.height / r.height);
+    if (!hit) return;
+    e.preventDefault();
+    zoomBy(e.deltaY < 0 ? 0.5 : 2, hit);
+  }, { passive: false });
+  $('zoom-in').addEventListener('click', () => zoomBy(0.5));
+  $('zoom-out').addEventListener('click', () => zoomBy(2));
+  $('zoom-reset').addEventListener('click', () => { S.zoom = null; paintHead(); writeHash(); });
   hc.addEventListener('click', (e) => {
     const r = hc.getBoundingClientRect();
     const hit = headL && headAt(headL, (e.clientX - r.left) * hc.width / r.width, (e.clientY - r.top) * hc.height / r.height);

@@ -271,10 +271,33 @@ def main():
             br.run('file://' + out + frag, '--screenshot=' + shot, '--window-size=1400,1000')
             shots.append(png_pixels(shot)[2])
         changed = sum(1 for ra, rb in zip(*shots) for a, b in zip(ra, rb) if a != b)
-        vpage = Page(br.run('file://' + out + '#vnorm=1', '--dump-dom'))
-        check(vpage.body.get('data-vnorm') == '1' and 'weighted by ||v||' in vpage.text.get('colorbar-title', '') and
-              changed >= 1000, 'view.html#vnorm=1: weighted by ||v|| (the colour bar says so; %d pixels of the '
-              'head\'s screenshot change)' % changed)
+        check(changed >= 1000, 'view.html#vnorm=1: weighted by ||v||, %d pixels of the head\'s screenshot change'
+              % changed)
+
+        # 2,000 positions: the head view labels positions sparsely; zoomed (#zoom=rows,keys) to
+        # 24 x 24 it labels each row and key with its token, and the screenshot holds their text.
+        lpath = os.path.join(tmp, 'long.html')
+        r = subprocess.run([cli, 'view', '--config', os.path.join(src, 'configs/gqa.json'), '--prefill', '2000', '-n', '0',
+                            '--heads', '0:2', '--max-seq-len', '2048', '--out', lpath],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view of 2,000 positions (exit %d)' % r.returncode)
+        if r.returncode == 0:
+            zoom = '#only=head&zoom=1000:1024,990:1014'
+            b = Page(br.run('file://' + lpath + zoom, '--window-size=1400,1400', '--dump-dom')).body
+            labels = json.loads(b.get('data-head-labels') or 'null')
+            box = json.loads(b.get('data-head-box') or 'null')
+            check(labels == {'rows': 24, 'keys': 24, 'text': True, 'first': '1000 1000'},
+                  'long.html%s: 24 token labels a side (%s)' % (zoom, labels))
+            shot = os.path.join(tmp, 'long.png')
+            br.run('file://' + lpath + zoom, '--screenshot=' + shot, '--window-size=1400,1400')
+            rows = png_pixels(shot)[2]
+            # Each row's label ends at box.x, centred on its row: dark text in each row's band.
+            inked = 0
+            for i in range(24):
+                y = int(box['y'] + (i + 0.5) * box['h'] / 24) if box else 0
+                band = [p for yy in range(y - 3, y + 4) for p in rows[yy][int(box['x']) - 60:int(box['x'])]] if box else []
+                inked += sum(1 for p in band if max(p) < 110) >= 5
+            check(inked == 24, 'long.html: the zoomed screenshot has text beside each of the 24 rows (%d)' % inked)
 
         # Browsers without Uint8Array.fromBase64 (before Chromium 140, Firefox 133): the page's
         # own base64 decoding, tried on a copy where a first script takes the native one away.

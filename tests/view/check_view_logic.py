@@ -111,6 +111,11 @@ HARNESS = r"""<script>
       out.valueWeighted = wl;
       out.norms = Array.from(norms);
     }
+    const full = { r0: 0, r1: 2000, k0: 0, k1: 2000 };
+    out.zoom = [zoomWindow(full, full, 0.5, 1000, 1000), zoomWindow(full, full, 0.5, 10, 1990),
+                zoomWindow({ r0: 500, r1: 1500, k0: 500, k1: 1500 }, full, 4, 1000, 1000),
+                zoomWindow({ r0: 0, r1: 8, k0: 0, k1: 8 }, full, 0.1, 4, 4)];
+    out.axisLabels = [axisLabels(1000, 1024, 576, 12), axisLabels(0, 2000, 640, 12)];
     out.banner = { hidden: document.getElementById('banner').hidden, text: document.getElementById('banner').textContent };
     if (m.compare != null) {
       const mc = runMeta(m, 'corrupted');
@@ -545,6 +550,13 @@ def check_page(br, path, what, golden=None):
     check(r['headLayout'] == {'nR': 10, 'nK': 10, 'cell': 40, 'gh': 10, 'gw': 10, 'h': 400, 'w': 400, 'left': 150,
                               'top': 110, 'first': 0, 'gap': 0, 'labels': True, 'x0': 150, 'y0': 110, 'width': 570,
                               'height': 540}, '%s: headLayout(10, 10) %s' % (what, r['headLayout']))
+    check(r['zoom'] == [{'r0': 500, 'r1': 1500, 'k0': 500, 'k1': 1500}, {'r0': 5, 'r1': 1005, 'k0': 995, 'k1': 1995},
+                        {'r0': 0, 'r1': 2000, 'k0': 0, 'k1': 2000}, {'r0': 2, 'r1': 6, 'k0': 2, 'k1': 6}],
+          '%s: zoomWindow halves about the point, stays inside, zooms out to the whole, keeps 4 a side (%s)'
+          % (what, r['zoom']))
+    check(r['axisLabels'] == [{'positions': list(range(1000, 1024)), 'text': True},
+                              {'positions': list(range(0, 2000, 50)), 'text': False}],
+          '%s: axisLabels: every position with its token in a 24-position window, every 50th of 2,000' % what)
     e = r['errors']
     check(e[0] is not None and 'cells' in e[0] and e[1] is not None and 'tokens' in e[1] and
           e[2] is not None and 'version 2' in e[2] and e[3] is not None and 'rows' in e[3] and e[4] is None,
