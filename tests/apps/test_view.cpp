@@ -525,3 +525,27 @@ TEST_CASE("view: a prompt's </script>, ESC and U+2028 stay inside META's JSON st
   REQUIRE(off.status == 0);
   CHECK(read_page(html).meta["lens"].is_null());
 }
+
+TEST_CASE("view --compare: two prompts of one length, refused otherwise naming --compare") {
+  const std::string model =
+      "view -m " + (test::source_dir() / "weights" / "stories260K.gguf").string();
+  const fs::path html = test::temp_path("compare.html");
+  // 14 tokens each ("ball" and "cat" are two tokens each in stories260K's vocabulary).
+  const test::CliResult ok = test::run_cli(model +
+                                           " --compare 'Tom had a red ball. Tom had a' 'Tom had a "
+                                           "red cat. Tom had a' -n 2 --json --out " +
+                                           html.string());
+  REQUIRE(ok.status == 0);
+  const auto p = read_page(html);
+  CHECK(p.meta["compare"]["tokens"].size() == p.meta["tokens"].size());
+  CHECK(p.meta["compare"]["tokens"] != p.meta["tokens"]);
+  CHECK(json::parse(ok.out)["compare"]["stats"] == p.meta["compare"]["stats"]);
+  CHECK(slurp(html).find("id=\"attn-probs-corrupted\"") != std::string::npos);
+  const test::CliResult uneven =
+      test::run_cli(model + " --compare 'Tom had a red ball.' 'Sam' --out " + html.string());
+  CHECK(uneven.status == 2);
+  CHECK(uneven.err.find("--compare") != std::string::npos);
+  const test::CliResult both = test::run_cli(model + " --compare a b -p c --out " + html.string());
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--compare") != std::string::npos);
+}
