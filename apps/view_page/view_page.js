@@ -121,8 +121,13 @@ function checkMeta(m) {
         st.values.every((l) => Array.isArray(l) && l.length === m.heads.length &&
                                l.every((h) => Array.isArray(h) && h.length === st.names.length)),
         'stats: names and values [layers][heads][names]');
+  // ||v|| per shown layer, head and position: float32 in base64, so 4 ceil(n 4 / 3) characters.
+  const normsOk = (vn) => vn == null || (vn.layout === 'layer, head, position' && typeof vn.float32 === 'string' &&
+    vn.float32.length === 4 * Math.ceil(m.layers.length * m.heads.length * T * 4 / 3));
+  check(normsOk(m.value_norms), 'value_norms: layers x heads x positions float32 in base64');
   if (m.compare != null) {
     const c = m.compare;
+    check(normsOk(c.value_norms), 'compare.value_norms: layers x heads x positions float32 in base64');
     check(Array.isArray(c.tokens) && c.tokens.length === T, 'compare.tokens (one per position)');
     check(c.stats && Array.isArray(c.stats.values) && c.stats.values.length === m.layers.length &&
           c.stats.values.every((l) => Array.isArray(l) && l.length === m.heads.length),

@@ -358,6 +358,11 @@ def main():
         b = br.dom(bad).body
         check(b.get('data-state') == 'error' and 'cells' in b.get('data-error', ''),
               'a wrong cell count: data-state error naming cells (%r)' % b.get('data-error'))
+        with open(bad, 'w', encoding='utf-8') as f:
+            f.write(re.sub(r'"float32":"', '"float32":"AAAA', text, 1))
+        b = br.dom(bad).body
+        check(b.get('data-state') == 'error' and 'value_norms' in b.get('data-error', ''),
+              'value_norms of a wrong length: data-state error naming value_norms (%r)' % b.get('data-error'))
         b = br.dom(template).body
         check(b.get('data-state') == 'error' and 'attn-meta' in b.get('data-error', ''),
               'the template without data: data-state error (%r)' % b.get('data-error'))
