@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
+#include "attn/io/safetensors.hpp"
 #include "attn/io/text.hpp"
 #include "commands/commands.hpp"
 #include "commands/setup.hpp"
@@ -231,6 +233,113 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   return 0;
 }
 
+// A dump's F32 tensor, copied out (a safetensors offset need not be aligned for floats).
+std::vector<float> dump_floats(const attn::SafetensorsFile& d, const std::string& name,
+                               const std::vector<std::int64_t>& shape) {
+  const attn::TensorInfo& t = d.info(name);
+  if (t.dtype != attn::Dtype::F32 || t.shape != shape)
+    throw attn::InputError(d.path + ": " + name + " is not F32 of the first dump's shape",
+                           "compare");
+  std::vector<float> out(std::size_t(t.numel()));
+  std::memcpy(out.data(), d.bytes(t), out.size() * sizeof(float));
+  return out;
+}
+
+// --compare A.safetensors B.safetensors: two dumps of `run --attention-weights` (attn.{l}.prefill
+// [B, H, P, P], attn.{l}.decode.{i} [B, H, 1, P+i], cache.{l}.v), fed to a recorder each as the
+// forward would report them; no model runs. Positions are labelled by index.
+int view_dumps(const Options& f, const ViewSettings& s) {
+  const attn::SafetensorsFile da = attn::open_safetensors(f.compare[0]);
+  const attn::SafetensorsFile db = attn::open_safetensors(f.compare[1]);
+  if (!da.contains("attn.0.prefill"))
+    throw attn::InputError(da.path + ": no attn.0.prefill (dump with --attention-weights)",
+                           "compare");
+  const std::vector<std::int64_t> shape = da.info("attn.0.prefill").shape;  // [B, H, P, P]
+  if (shape.size() != 4 || shape[2] != shape[3] || shape[2] < 1)
+    throw attn::InputError(da.path + ": attn.0.prefill is not [B, n_heads, P, P]", "compare");
+  attn::ModelArgs a;
+  a.n_layers = 0;
+  while (da.contains("attn." + std::to_string(a.n_layers) + ".prefill")) ++a.n_layers;
+  std::int64_t N = 0;
+  while (da.contains("attn.0.decode." + std::to_string(N + 1))) ++N;
+  const std::int64_t B = shape[0], H = shape[1], P = shape[2];
+  a.n_heads = H;
+  a.n_kv_heads = H;
+  std::int64_t hd = 1;
+  if (da.contains("cache.0.v")) {  // [B, n_kv_heads, P + N, head_dim]
+    const std::vector<std::int64_t>& v = da.info("cache.0.v").shape;
+    if (v.size() == 4 && v[1] > 0 && H % v[1] == 0) a.n_kv_heads = v[1], hd = v[3];
+  }
+  a.dim = H * hd;
+  a.head_dim_set = hd;
+  a.max_seq_len = P + N;
+  // No mask: a prefill row sees keys past itself.
+  const std::vector<float> p0 = dump_floats(da, "attn.0.prefill", shape);
+  a.mask = attn::Mask::causal;
+  for (std::int64_t t = 0; t + 1 < P && a.mask == attn::Mask::causal; ++t)
+    if (p0[std::size_t(t * P + t + 1)] != 0) a.mask = attn::Mask::none;
+  const ViewShape v = plan_view(a, {B, P, N}, s);
+  std::int64_t bound = view_page_bound(v, 24, 0);
+  if (__builtin_mul_overflow(bound, 2, &bound))
+    throw attn::InputError("--compare: the page's bound overflows", "compare");
+  announce(v, bound, s, 0);
+  const auto feed = [&](const attn::SafetensorsFile& d, ViewRecorder& r) {
+    const attn::Observer& o = r.observer();
+    for (std::int64_t l = 0; l < a.n_layers; ++l) {
+      const std::string cache = "cache." + std::to_string(l) + ".v";
+      if (d.contains(
+              cache)) {  // [B, kv, T, hd] as the v site's [B, T, kv, hd], position by position
+        const std::int64_t kv = a.n_kv_heads;
+        const std::vector<float> c = dump_floats(d, cache, {B, kv, P + N, hd});
+        std::vector<float> x(std::size_t(B * kv * hd));
+        for (std::int64_t t = 0; t < P + N; ++t) {
+          for (std::int64_t b = 0; b < B; ++b)
+            for (std::int64_t k = 0; k < kv; ++k)
+              std::copy_n(c.begin() + ((b * kv + k) * (P + N) + t) * hd, hd,
+                          x.begin() + (b * kv + k) * hd);
+          o.on_tensor({attn::Site::v, l, t, x.data(), {B, 1, kv, hd}, 4});
+        }
+      }
+      for (std::int64_t i = 0; i <= N; ++i) {
+        const std::int64_t rows = i == 0 ? P : 1, keys = i == 0 ? P : P + i;
+        const std::string name =
+            "attn." + std::to_string(l) + (i == 0 ? ".prefill" : ".decode." + std::to_string(i));
+        const std::vector<float> p = dump_floats(d, name, {B, H, rows, keys});
+        float* buf = o.probs(l, B, H, rows, keys);
+        if (!buf) continue;
+        std::copy(p.begin(), p.end(), buf);
+        o.on_tensor(
+            {attn::Site::attn_probs, l, i == 0 ? 0 : P + i - 1, buf, {B, H, rows, keys}, 4});
+      }
+    }
+  };
+  ViewRecorder rec(v), other(v);
+  feed(da, rec);
+  feed(db, other);
+  const std::string title = fs::path(f.compare[0]).filename().string() + " vs " +
+                            fs::path(f.compare[1]).filename().string();
+  json meta = view_meta(a, rec, title, nullptr);
+  json tokens = json::array();
+  for (std::int64_t t = 0; t < P + N; ++t)
+    tokens.push_back({{"id", nullptr}, {"text", std::to_string(t)}});
+  meta["tokens"] = tokens;
+  meta["chosen"] = nullptr;
+  meta["compare"] = {{"tokens", std::move(tokens)},
+                     {"chosen", nullptr},
+                     {"stats", view_stats_json(other)},
+                     {"value_norms", value_norms_json(other)}};
+  finish(f, rec, std::move(meta), &other);
+  return 0;
+}
+
+// Both of --compare's arguments name .safetensors files: two dumps, not two prompts.
+bool compare_dumps(const Options& f) {
+  return f.compare.size() == 2 &&
+         std::all_of(f.compare.begin(), f.compare.end(), [](const std::string& p) {
+           return p.ends_with(".safetensors") && fs::is_regular_file(p);
+         });
+}
+
 }  // namespace
 
 int view_command(const Options& f) {
@@ -239,6 +348,7 @@ int view_command(const Options& f) {
     throw std::runtime_error("stdout is closed: the figures have nowhere to go");
   attn::check_output(f.png, "page");
   const ViewSettings s{f.shown_layers, f.heads, f.positions, f.batch_row, f.bits, f.max_size};
+  if (compare_dumps(f)) return view_dumps(f, s);
   const attn::ModelSpec spec = model_spec(f, attn::Shard{});
   attn::OpenedModel model = attn::open_model(spec);
   const attn::ModelArgs a = attn::model_args(spec, model, attn::seed_args);

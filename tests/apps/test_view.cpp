@@ -545,6 +545,15 @@ TEST_CASE("view --compare: two prompts of one length, refused otherwise naming -
       test::run_cli(model + " --compare 'Tom had a red ball.' 'Sam' --out " + html.string());
   CHECK(uneven.status == 2);
   CHECK(uneven.err.find("--compare") != std::string::npos);
+  // Two dumps without --attention-weights: nothing to show, said naming the tensor.
+  const fs::path dump = test::temp_path("compare_plain.safetensors");
+  REQUIRE(test::run_cli("run -m " + (test::source_dir() / "weights" / "stories260K.gguf").string() +
+                        " -p hi -n 1 --dump " + dump.string())
+              .status == 0);
+  const test::CliResult plain = test::run_cli("view --compare " + dump.string() + " " +
+                                              dump.string() + " --out " + html.string());
+  CHECK(plain.status == 2);
+  CHECK(plain.err.find("attn.0.prefill") != std::string::npos);
   const test::CliResult both = test::run_cli(model + " --compare a b -p c --out " + html.string());
   CHECK(both.status == 2);
   CHECK(both.err.find("--compare") != std::string::npos);

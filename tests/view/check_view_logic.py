@@ -682,6 +682,53 @@ def check_compare(br, path, clean_path, corrupted_path, what):
     check('data-run="diff"' in page and 'data-state="drawn"' in page, '%s: #run=diff draws the difference' % what)
 
 
+def check_compare_dumps(cli, src, br, tmp):
+    """view --compare A.safetensors B.safetensors (two dumps of run --attention-weights): the page's
+    difference is NumPy's difference of the dumps' probabilities (16-bit cells: within two codes'
+    rounding), its value norms NumPy's of cache.{l}.v; no model runs."""
+    stories = os.path.join(src, 'weights/stories260K.gguf')
+    dumps = [os.path.join(tmp, 'dump%d.safetensors' % i) for i in range(2)]
+    for d, prompt in zip(dumps, ('Tom had a red ball. Tom had a', 'Tom had a red cat. Tom had a')):
+        r = subprocess.run([cli, 'run', '-m', stories, '-p', prompt, '-n', '3', '--attention-weights', '--dump', d],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli run --attention-weights --dump %s' % os.path.basename(d))
+    page = os.path.join(tmp, 'dumps.html')
+    if not run_view(cli, ['--compare', *dumps, '--bits', '16'], page):
+        return
+    text = open(page, encoding='utf-8').read()
+    meta = meta_of(text)
+    ts = [safetensors(d) for d in dumps]
+    P, N = meta['prefill'], meta['steps']
+    nL = len(meta['layers'])
+
+    def pattern(t, li):  # [H, T, T] of batch row 0, the decode rows after the prefill's
+        m = np.zeros((meta['model']['n_heads'], P + N, P + N))
+        m[:, :P, :P] = t['attn.%d.prefill' % li][0]
+        for i in range(1, N + 1):
+            m[:, P + i - 1, :P + i] = t['attn.%d.decode.%d' % (li, i)][0, :, 0]
+        return m
+    want = np.stack([pattern(ts[0], li) - pattern(ts[1], li) for li in range(nL)])
+    probe = page[:-5] + '-probe.html'
+    with open(probe, 'w', encoding='utf-8') as f:
+        f.write(text.replace('</body>', HARNESS + '</body>', 1))
+    got = br.dom(probe).text.get('attn-test')
+    r = json.loads(got) if got else {'error': 'no answers'}
+    check('compare' in r, 'dumps.html: the harness ran (%s)' % r.get('error', '')[:300])
+    if 'compare' not in r:
+        return
+    g = np.array(r['compare']['diff']).reshape(want.shape)
+    causal = np.tril(np.ones((P + N, P + N), dtype=bool))
+    worst = float(np.max(np.abs(g - want)[:, :, causal]))
+    check(worst <= 1 / 65535 and np.all(g[:, :, ~causal] == -2),
+          'dumps.html: cellDiff is NumPy\'s difference of the two dumps\' probabilities (worst %.2g, two 16-bit '
+          'codes\' rounding at most)' % worst)
+    norms = value_norms_of(meta)
+    v = np.stack([np.sqrt((ts[0]['cache.%d.v' % li][0].astype(np.float64) ** 2).sum(-1)) for li in range(nL)])
+    n_rep = meta['model']['n_heads'] // meta['model']['n_kv_heads']
+    v = v[:, [h // n_rep for h in meta['heads']]]
+    check(np.allclose(norms, v, rtol=1e-6), 'dumps.html: value_norms are NumPy\'s of the first dump\'s cache.{l}.v')
+
+
 # cases.json's views: the whole page, the last row only (a decode step's), the prefill's last row
 # and the first step's of heads 2..3 (rows from 6: the layout's offsets). Its view 3 (the first row
 # only) has no prev figure and opens no head by default: its captions show a dash for it, and
@@ -724,6 +771,7 @@ def main():
                 run_view(cli, ['-m', stories, '-p', corrupted, '-n', '4', '--ignore-eos', '--bits', '16'], paths[2])):
             check_compare(br, *paths, 'compare')
             check_page(br, paths[0], 'compare page (clean run)')
+        check_compare_dumps(cli, src, br, tmp)
         # The golden models: every view in 16 bits, a cut one (rows from 6, heads 2..3) in 8 bits too.
         golden = json.load(open(os.path.join(src, 'tests/golden/view/cases.json')))
         for case in golden['cases']:
