@@ -716,14 +716,18 @@ let headL = null;
 function paintHead() {
   const li = S.li, hi = S.hi;
   $('head-title').textContent = `Head: layer ${S.m.layers[li]}, head ${S.m.heads[hi]} (kv head ${kvOf(S.m.heads[hi])})`;
-  const figs = S.m.stats.names.map((n, k) => `${n} ${fmt(statOf(li, hi, k))}`).join(', ');
-  $('head-note').textContent = figs + '. ' +
-    (S.sink ? 'The first key is drawn apart (its raw weight); the other keys are renormalised to sum to 1 without it. '
-            : '') +
-    (S.P < S.B ? 'Rows marked orange are decode steps.' : '') +
-    (S.B - S.A > HEAD_PX || S.maxKeys > HEAD_PX ? ' Each pixel shows its block\'s largest weight.' : '');
   const full = fullWindow();
   if (S.zoom) S.zoom = zoomWindow(S.zoom, full, 1 - 1e-9, S.zoom.r0, S.zoom.k0);  // within the data, sink or not
+  const W = S.zoom || full;
+  const figs = S.m.stats.names.map((n, k) => `${n} ${fmt(statOf(li, hi, k))}`).join(', ');
+  $('head-note').textContent = (S.diff ? 'Figures clean \u2212 corrupted: ' : '') + figs + '. ' +
+    (S.sink ? 'The first key is drawn apart (its raw weight); the other keys are renormalised to sum to 1 without it. '
+            : '') +
+    (S.vnorm ? 'Weights times ||v_j||, each row renormalised. ' : '') +
+    (S.P < S.B ? 'Rows marked orange are decode steps.' : '') +
+    (W.r1 - W.r0 > HEAD_PX || W.k1 - W.k0 > HEAD_PX
+      ? (S.diff ? ' Each pixel shows its block\'s difference of largest magnitude.' : ' Each pixel shows its block\'s largest weight.')
+      : '');
   headL = drawHead($('head'), li, hi, S.B, null, S.zoom);
   body.dataset.headLabels = JSON.stringify(headL.labels);
   const hr = $('head').getBoundingClientRect(), k = hr.width / Math.max(1, $('head').width);
