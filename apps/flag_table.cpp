@@ -380,6 +380,11 @@ std::vector<Flag> heatmap_and_bench_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.no_logit_lens, h);
        }},
+      {{"--compare", "compare"},
+       {{kView, "two prompts, CLEAN CORRUPTED, of equal length: both runs and their difference"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.compare, h)->expected(2);
+       }},
       {{"--heads", "heads"},
        {{kView, "show query heads A..B-1 only, as A:B (default: every head)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {

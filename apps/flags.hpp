@@ -95,7 +95,8 @@ struct Options {
   std::string shown_layers, heads, positions;
   int bits = 8;
   double max_size = 256;
-  bool no_logit_lens = false;  // the lens panel is on by default where the model can have it
+  bool no_logit_lens = false;        // the lens panel is on by default where the model can have it
+  std::vector<std::string> compare;  // view --compare CLEAN CORRUPTED: two prompts' texts
 
   // bench
   std::vector<std::string> weight_types = weight_type_flag_names(false);
