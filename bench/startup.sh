@@ -62,7 +62,8 @@ row() {
 row "attn-cli --version" "$cli" --version
 row "attn-cli run (the seed notebook's ModelArgs)" "$cli" run
 row "attn-cli run --config configs/nb004-mha.json (the notebook's config)" "$cli" run --config configs/nb004-mha.json
-row "attn-cli generate -m weights/stories260K.gguf -n 1" "$cli" generate -m weights/stories260K.gguf -n 1
+row "attn-cli generate -m weights/stories260K.gguf -n 1 -p 'Once upon a time'" \
+  "$cli" generate -m weights/stories260K.gguf -n 1 -p 'Once upon a time'
 row "attn-cli run --config configs/mha.json" "$cli" run --config configs/mha.json
 row "attn-cli decode --config configs/mha.json --prefill 1 --steps 1" \
   "$cli" decode --config configs/mha.json --prefill 1 --steps 1
