@@ -252,7 +252,7 @@ TEST_CASE("bench report: a fraction of the FMA peak or the stream above 100% is 
 
 // --quick's plan, and its expected cost at this Zen 4's rates (221 GFLOP/s peak, of which the
 // plan counts half; weights read at 20 GB/s), for the default layer: no timing is measured.
-TEST_CASE("bench --quick: a small plan, expected under 30 s; the full one said to cost more") {
+TEST_CASE("bench --quick: a small plan expected under 30 s, and the full one said to cost more") {
   const cli::BenchPlan full{{512, 128, 512}, {1, 2, 4, 8, 16}, {"F32", "BF16", "F16"}};
   const cli::BenchPlan quick = cli::quick_plan(full);
   CHECK(quick.shape.prefill == 64);
