@@ -223,7 +223,8 @@ for t, f in zip(types, files):
     ok1, ok4 = [c for c in c1 if c], [c for c in c4 if c]
     print(f"| {t.upper()} | {gb} | attn-cli | {cell(med([c[0] for c in ok1]), '.0f')} | "
           f"{cell(med([c[1] for c in ok1]), '.2f')} | {cell(med([c[1] for c in ok4]), '.2f')} | "
-          f"{cell(med([c[2] for c in ok1 + ok4] or [None]), '.0f')} |")
+          f"{cell(med([c[2] for c in ok1]), '.0f')} / {cell(med([c[2] for c in ok4]), '.0f')} "
+          f"(B=1 / B=4) |")
     pp = med([bench_ts(f"{tmp}/llama.{t}.pp.{r}") for r in R])
     tg = med([bench_ts(f"{tmp}/llama.{t}.tg.{r}") for r in R])
     bb = med([batched(f"{tmp}/llama.{t}.bb.{r}", 4) for r in R])
