@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -55,6 +56,17 @@ std::array<Subcommand, 9> subcommands() {
       {Command::diff, "diff",
        "compare two dumps tensor by tensor in forward order: the first past a tolerance"},
   }};
+}
+
+// The subcommand the command line names: its first word that is not a flag (the main command's
+// own flags, --help and --version, take no value, so CLI11 finds the subcommand there too).
+// Only that subcommand's flags are built: building all nine's was half of the CPU time of a
+// small `run` (issue 52, docs/perf/startup.md). nullptr: none named (--help, --version, an
+// empty line); CLI11 then needs no subcommand's flags either.
+const char* named_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return nullptr;
 }
 
 // A closed stdout or stderr (`>&-`) would let the next file opened, an output's temporary file,
@@ -116,9 +128,10 @@ int attn_cli(int argc, char** argv) {
   app.require_subcommand(1);
   add_main_footer(app);
   std::array<Subcommand, 9> subs = subcommands();
+  const char* named = named_command(argc, argv);
   for (Subcommand& s : subs) {
     s.app = app.add_subcommand(s.name, s.about);
-    add_flags(*s.app, s.options, s.command);
+    if (named && std::strcmp(named, s.name) == 0) add_flags(*s.app, s.options, s.command);
   }
   add_examples(app);
   try {

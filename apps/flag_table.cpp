@@ -412,6 +412,13 @@ std::vector<Flag> heatmap_and_bench_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.depth, h)->check(kCapacity);
        }},
+      {{"--quick"},
+       {{Command::bench,
+         "a short run, under 30 s on 2 cores: prefill 64, 16 steps, B up to 4, the first weight "
+         "type only (replaces --prefill, --steps, --depth)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return flag(cmd, n, o.quick, h);
+       }},
       {{"--weight-types", "weight_types"},
        {{Command::bench,
          "the drawn layer's matrices in each of these types, decoded in the same rounds (with "

@@ -101,6 +101,7 @@ struct Options {
   // bench
   std::vector<std::string> weight_types = weight_type_flag_names(false);
   std::int64_t depth = 0;  // decode at this many cached positions; 0: right after the prefill
+  bool quick = false;      // --quick: a short run (quick_plan in workloads/bench.hpp)
 
   // generate
   attn::Sampling sampling;
