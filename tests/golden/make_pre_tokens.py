@@ -12,7 +12,8 @@ makes) then reads: its expressions and flags for that value on GPT-2's pieces an
 --cli: also checks that llama-tokenize gives the same ids on every item (slow: a process per item,
 once per distinct result). Values with the same results share an entry. Also Gemma's
 SentencePiece setting (tokenizer.ggml.add_space_prefix false) in Llama 2's vocabulary file
-(spm_no_space_prefix). Deterministic.
+(spm_no_space_prefix), and the vocabulary files without .inp/.out that attn-cli reads (files:
+aquila, gpt-neox and baichuan). Deterministic.
 """
 import json
 import os
@@ -27,6 +28,7 @@ sys.path.insert(0, HERE)
 from make_llama_tokens import corpus, run, write_corpus  # noqa: E402
 
 BASE = "gpt-2"
+FILES = ["aquila", "gpt-neox", "baichuan"]
 # tokenizer.ggml.pre values with a row in lib/attn/text/llama_vocab.cpp's pre_tokenizers().
 PRES = [
     "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
@@ -119,6 +121,14 @@ def main():
         out["spm_no_space_prefix"] = {"base": os.path.basename(spm),
                                       "items": [json.loads(line) for line in lines[:-1]]}
         assert len(out["spm_no_space_prefix"]["items"]) == len(items)
+        # llama.cpp's vocabulary files without .inp/.out that attn-cli reads (no
+        # tokenizer.ggml.pre: llama.cpp's "default"), as they are.
+        out["files"] = {}
+        for name in FILES:
+            path = os.path.join(src, "models", f"ggml-vocab-{name}.gguf")
+            lines = run([ref, path, corpus_path]).decode().splitlines()
+            out["files"][name] = [json.loads(line) for line in lines[:-1]]
+            assert len(out["files"][name]) == len(items)
     with open(os.path.join(HERE, "llama_pre_tokens.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")

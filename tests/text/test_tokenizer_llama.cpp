@@ -314,6 +314,39 @@ TEST_CASE("llama tokenizers: SentencePiece without the space prefix (Gemma's) as
   CHECK(attn::encode(t, "Hello world", plain()) == Ids{10994, 3186});
 }
 
+// llama.cpp's vocabulary files without .inp/.out (Aquila's and GPT-NeoX's BPE without
+// tokenizer.ggml.pre, Baichuan's SentencePiece) on the same corpus, as they are.
+TEST_CASE("llama tokenizers: llama.cpp's other vocabulary files on the corpus") {
+  const json g = json::parse(read_file(test::golden_dir() / "llama_pre_tokens.json"));
+  for (const auto& entry : g["files"].items()) {
+    const std::string name = entry.key();
+    CAPTURE(name);
+    const fs::path file = vocab_file(name);
+    if (!fs::exists(file)) {
+      MESSAGE("skipped: " << file << " is absent");
+      continue;
+    }
+    const attn::Tokenizer t = attn::load_tokenizer(file);
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
+      const std::string text = unhex(g["corpus"][i]["hex"]);
+      const json& want = entry.value()[i];
+      const Ids ids = attn::encode(t, text, plain());
+      const Ids ids_special = attn::encode(t, text);
+      const bool same =
+          ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+          attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
+          attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
+      if (!same && ++differences <= 3)
+        MESSAGE(g["corpus"][i]["name"].get<std::string>()
+                << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>())
+                << "\n  special " << show(ids_special) << "\n     want "
+                << show(want["ids_special"].get<Ids>()));
+    }
+    CHECK(differences == 0);
+  }
+}
+
 TEST_CASE("llama tokenizers: llama2.c's tokenizer.bin as run.c encodes and decodes") {
   const json& g = golden()["llama2c"];
   const attn::Tokenizer t =
