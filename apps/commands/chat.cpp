@@ -21,6 +21,7 @@
 #include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "commands/commands.hpp"
+#include "commands/setup.hpp"
 #include "flags.hpp"
 #include "text_input.hpp"
 
@@ -169,6 +170,7 @@ int chat_command(const Options& f) {
   Session e = open_session(std::move(model), spec, {1, std::min(kRows, a.max_seq_len), 0, 0, {}},
                            std::nullopt, std::move(tok));
   require_token_model(e.model.args, "chat");
+  apply_control_vectors(f, e);
   const std::vector<std::int32_t> stop = chat_stop_ids(*e.tokenizer);
   std::vector<ChatMessage> messages;
   if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});

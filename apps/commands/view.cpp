@@ -112,6 +112,7 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, view_memory(v, a, k)},
                                        std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
+  apply_control_vectors(f, e);
   attn::check_generation(e, prompt, N, sampling);
   ViewRecorder rec(v);
   if (k > 0) rec.record_lens(e.model, k);
@@ -157,6 +158,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   plan.request.front_parts = nullptr;  // its references end with this function
 
   attn::Run se = attn::open_run(std::move(plan));
+  apply_control_vectors(f, se.session);
   const std::int64_t T = v.positions();
   ViewRecorder rec(v);
   if (!se.inspect.attention_mask.empty()) {
