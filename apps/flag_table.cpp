@@ -26,6 +26,7 @@ constexpr Commands kView = Command::view;
 constexpr Commands kRunView = kRunLike | kView;  // run's flags view takes with run's meaning
 constexpr Commands kChat = Command::chat;
 constexpr Commands kCvector = Command::cvector;
+constexpr Commands kCapture = Command::capture;
 
 // A type's bound as people read it: 2^63 - 1, not 9223372036854775807.
 template <class T>
@@ -148,7 +149,7 @@ std::vector<Flag> model_flags() {
          "checkpoint (with --tokenizer tokenizer.bin) (default: drawn from --seed)"},
         {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"},
         {kChat, "a GGUF file, or a Hugging Face folder with its tokenizer (and its chat template)"},
-        {kCvector, "a GGUF file, or a Hugging Face folder with its tokenizer"}},
+        {kCvector | kCapture, "a GGUF file, or a Hugging Face folder with its tokenizer"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
        }},
@@ -209,7 +210,7 @@ std::vector<Flag> model_flags() {
          return number(cmd, n, seed, h)->capture_default_str();
        }},
       {{"-t,--threads", "threads", 17},
-       {{kModel | Command::generate | kView | kChat | kCvector,
+       {{kModel | Command::generate | kView | kChat | kCvector | kCapture,
          "threads (default: the machine's cores)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.threads, h)->check(kThreads);
@@ -224,7 +225,8 @@ std::vector<Flag> model_flags() {
              ->capture_default_str();
        }},
       {{"--log-level", "", 25},
-       {{kRunView | Command::generate | kChat | kCvector, "trace, debug, info, warn, error, off"},
+       {{kRunView | Command::generate | kChat | kCvector | kCapture,
+         "trace, debug, info, warn, error, off"},
         {Command::bench, "trace, debug, info, warn, error, off", "info"},
         {Command::tokenize, "info: the encoding's speed on stderr"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -242,7 +244,7 @@ std::vector<Flag> run_flags() {
          return path(cmd, n, o.input, h);
        }},
       {{"-b,--batch", "batch"},
-       {{kRunView, "batch size B"}},
+       {{kRunView, "batch size B"}, {kCapture, "rows per forward call", "8"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.batch, h);
        }},
@@ -374,7 +376,9 @@ std::vector<Flag> heatmap_and_bench_flags() {
          return cmd.add_option(n, o.scale, h)->check(CLI::IsMember({"linear", "sqrt", "log"}));
        }},
       {{"--out"},
-       {{kHeatmap, "the PNG to write"}, {kView, "the HTML page to write"}},
+       {{kHeatmap, "the PNG to write"},
+        {kView, "the HTML page to write"},
+        {kCapture, "the folder of the shards and manifest.json (made if absent)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.png, h)->required();
        }},
@@ -587,6 +591,39 @@ std::vector<Flag> cvector_flags() {
   };
 }
 
+// capture's: the sites, the corpus and the shards.
+std::vector<Flag> capture_flags() {
+  return {
+      {{"--hooks", "hooks"},
+       {{kCapture,
+         "hook names, a comma list (blocks.L.hook_resid_pre, _resid_mid, _resid_post, "
+         "hook_attn_out, hook_mlp_out)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.hooks, h)->required();
+       }},
+      {{"--corpus", "corpus"},
+       {{kCapture, "plain text, or JSON Lines of {\"text\": ...} (--jsonl, or a .jsonl name)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return path(cmd, n, o.corpus, h)->required();
+       }},
+      {{"--jsonl"},
+       {{kCapture, "the corpus is JSON Lines"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return flag(cmd, n, o.jsonl, h);
+       }},
+      {{"--row-tokens", "ctx"},
+       {{kCapture, "positions per row: BOS, then the corpus's next ids"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.row_tokens, h)->check(kCapacity)->capture_default_str();
+       }},
+      {{"--shard-size", "shard_size"},
+       {{kCapture, "bytes per shard at most (K, M, G: powers of 1024)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.shard_size, h)->capture_default_str();
+       }},
+  };
+}
+
 // diff's files and tolerance (its --json is run_flags()'s).
 std::vector<Flag> diff_flags() {
   constexpr Commands kDiff = Command::diff;
@@ -618,7 +655,7 @@ std::vector<Flag> make_table() {
   std::vector<Flag> table;
   for (std::vector<Flag> part :
        {model_flags(), run_flags(), text_flags(), heatmap_and_bench_flags(), generate_flags(),
-        diff_flags(), cvector_flags()})
+        diff_flags(), cvector_flags(), capture_flags()})
     std::move(part.begin(), part.end(), std::back_inserter(table));
   return table;
 }

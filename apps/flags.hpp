@@ -47,7 +47,8 @@ enum class Command : unsigned {
   view = 64,
   diff = 128,
   chat = 256,
-  cvector = 512
+  cvector = 512,
+  capture = 1024
 };
 
 // A set of commands; a Command is the set of itself.
@@ -120,6 +121,11 @@ struct Options {
   std::string cvector_method = "pca";
   std::int64_t pca_iterations = 1000, pca_batch = 20;
   std::string output = "control_vector.gguf";
+
+  // capture: hook sites over a corpus into shards
+  std::string hooks, corpus, shard_size = "256MB";
+  bool jsonl = false;
+  std::int64_t row_tokens = 128;
 
   // tokenize
   bool decode = false;

@@ -24,6 +24,8 @@ int tokenize_command(const Options& f);
 int chat_command(const Options& f);
 // A control vector from prompt pairs, written as llama-cvector-generator writes it (cvector.cpp).
 int cvector_command(const Options& f);
+// Hook sites' activations over a corpus into shards, resumable (capture.cpp).
+int capture_command(const Options& f);
 
 // generate's, shared with chat: the model generate opens, and its timing lines on stderr as
 // llama.cpp prints them.
