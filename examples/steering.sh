@@ -5,6 +5,7 @@
 #
 #   sh examples/steering.sh [build/apps/attn-cli]
 set -e
+SCALES=${SCALES:-"0 -1"}
 cli=${1:-build/apps/attn-cli}
 here=$(dirname "$0")
 model=$here/../weights/stories260K.gguf
@@ -16,7 +17,7 @@ printf '%s\n' "Tim was a little boy. He" "The boy said he" "Dad told his son he"
   "Tom smiled. He" > "$dir/negative.txt"
 "$cli" cvector -m "$model" --positive-file "$dir/positive.txt" \
   --negative-file "$dir/negative.txt" --method mean -o "$dir/she.gguf" -t 1 2>/dev/null
-for scale in 0 4 -4; do
+for scale in $SCALES; do
   echo "--- scale $scale"
   "$cli" generate -m "$model" -p "Once upon a time, there was a little" -n 40 -t 1 \
     --control-vector-scaled "$dir/she.gguf:$scale" 2>/dev/null

@@ -42,7 +42,7 @@ fs::path vector_file(const std::string& name, const std::vector<Direction>& dirs
 }
 
 std::vector<float> ramp(std::int64_t n, float k) {
-  std::vector<float> v(std::size_t(n));
+  std::vector<float> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) v[std::size_t(i)] = k * float((i * 7) % 13 - 6);
   return v;
 }

@@ -121,8 +121,8 @@ class Rows {
   Rows(const Tokenizer& t, Corpus& c, std::int64_t ctx) : tok_(t), corpus_(c), ctx_(ctx) {
     prefix_ = encode(t, "");
     if (std::int64_t(prefix_.size()) >= ctx)
-      throw InputError("capture: --ctx " + std::to_string(ctx) + " leaves no room after BOS",
-                       "ctx");
+      throw InputError(
+          "capture: rows of " + std::to_string(ctx) + " positions leave no room after BOS", "ctx");
     raw_.add_special_tokens = false;
     raw_.bos = false;
   }
@@ -191,7 +191,7 @@ Manifest open_manifest(const CaptureSpec& s, std::int64_t rows_per_shard) {
       throw InputError(where + ": '" + key + "' was " +
                        (old.is_object() && old.contains(key) ? old[key].dump() : "absent") +
                        ", this run's is " + value.dump() +
-                       " (the same settings continue it; another --out starts anew)");
+                       " (the same settings continue it; another folder starts anew)");
   if (!old.contains("rows") || !old["rows"].is_number_unsigned() || !old.contains("shards") ||
       !old["shards"].is_array())
     throw InputError(where + ": 'rows' or 'shards' is missing: remove it to start again");
