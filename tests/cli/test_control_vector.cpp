@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -92,8 +93,13 @@ TEST_CASE("control vectors: view and chat take them") {
   refused("view" + kModel + " -p 'Once' -n 1 --control-vector-scaled " + cv + ":x --out " +
               page.string(),
           {"--control-vector-scaled"});
-  refused("chat" + kModel + " --control-vector " + test::temp_path("cv_none.gguf").string() +
-              " < /dev/null",
+  const fs::path tmpl = test::temp_path("cv_chat.jinja");
+  std::ofstream(tmpl) << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  const std::string chat = "chat" + kModel + " -t 1 -n 4 --chat-template " + tmpl.string();
+  const test::CliResult c = test::run_shell("echo 'Once upon' | " + std::string(ATTN_CLI) + " " +
+                                            chat + " --control-vector " + cv);
+  CHECK_MESSAGE(c.status == 0, c.err);
+  refused(chat + " --control-vector " + test::temp_path("cv_none.gguf").string() + " < /dev/null",
           {"cv_none.gguf"});
 }
 
