@@ -519,19 +519,19 @@ std::vector<Flag> generate_flags() {
          return cmd.add_option(n, o.system_prompt, h);
        }},
       // llama.cpp's control vectors (common/arg.cpp), with its spellings.
-      {{"--control-vector", "control_vector"},
+      {{"--control-vector", "control_vector", 32},
        {{kGenerate | kView | kChat,
          "add llama.cpp's control vector F (a comma list adds several) after each layer"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.control_vectors, h)->check(non_empty)->delimiter(',');
        }},
-      {{"--control-vector-scaled", "control_vector_scaled"},
+      {{"--control-vector-scaled", "control_vector_scaled", 33},
        {{kGenerate | kView | kChat,
          "add a control vector times SCALE: F:SCALE (a comma list), or F SCALE"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.control_vectors_scaled, h)->expected(1, 2);
        }},
-      {{"--control-vector-layer-range", "control_vector_layer_range"},
+      {{"--control-vector-layer-range", "control_vector_layer_range", 34},
        {{kGenerate | kView | kChat,
          "the layers the control vectors apply to, START END both inclusive (default: 1 to "
          "the layer count, as llama.cpp)"}},

@@ -8,6 +8,7 @@
 
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
+#include "attn/io/detail/json_checks.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/output.hpp"
 #include "attn/io/safetensors.hpp"
@@ -46,6 +47,28 @@ std::vector<HookPoint> parse_hooks(const std::vector<std::string>& names, const 
     points.push_back(p);
   }
   return points;
+}
+
+// A JSON document of the corpus or the manifest, its depth, keys and size checked before the
+// DOM is built (io/detail/json_checks.hpp: the DOM recurses). `what` names it in messages.
+json checked_json(std::string_view text, const std::string& what) {
+  JsonLimits limits;
+  limits.max_depth = 16;
+  check_json_structure(
+      text, limits,
+      [&](const JsonStructure&) {
+        throw InputError(what + " nests deeper than " + std::to_string(limits.max_depth) +
+                         " levels");
+      },
+      [&](const JsonStructure&, const std::string& k) {
+        throw InputError(what + ": key " + quoted(k, 60) + " twice");
+      },
+      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    throw InputError(what + " is not JSON");
+  }
 }
 
 // The corpus, a line at a time: plain text (each line with its newline) or JSON Lines' "text".
@@ -96,12 +119,7 @@ class Corpus {
   }
   std::string json_text() const {
     const std::string where = source_ + ": line " + std::to_string(line_no_);
-    json j;
-    try {
-      j = json::parse(line_);
-    } catch (const json::exception&) {
-      throw InputError(where + " is not JSON");
-    }
+    const json j = checked_json(line_, where);
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
       throw InputError(where + ": expected an object with a string \"text\"");
     return j["text"].get<std::string>();
@@ -179,12 +197,7 @@ Manifest open_manifest(const CaptureSpec& s, std::int64_t rows_per_shard) {
   std::error_code ec;
   if (!std::filesystem::exists(m.path, ec)) return m;
   const std::string where = escape(m.path.string(), 80);
-  json old;
-  try {
-    old = json::parse(read_small_file(m.path, "manifest", kManifestLimit));
-  } catch (const json::exception&) {
-    throw InputError(where + " is not JSON: remove it to start again");
-  }
+  const json old = checked_json(read_small_file(m.path, "manifest", kManifestLimit), where);
   const json now = settings(s, rows_per_shard);
   for (const auto& [key, value] : now.items())
     if (!old.is_object() || !old.contains(key) || old[key] != value)
