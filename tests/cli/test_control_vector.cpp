@@ -131,11 +131,13 @@ TEST_CASE("control vectors: a wrong file is refused with exit 2 naming it and th
 TEST_CASE("control vectors: bad flags are refused with exit 2 naming the flag") {
   const std::string gen = "generate" + kModel + " -p 'Once' -n 1 ";
   const std::string cv = good_vector().string();
-  refused(gen + "--control-vector-scaled " + cv + ":nan", {"--control-vector-scaled"});
-  refused(gen + "--control-vector-scaled " + cv, {"--control-vector-scaled"});
-  refused(gen + "--control-vector-layer-range 1 2", {"--control-vector-layer-range"});
+  refused(gen + "--control-vector-scaled " + cv + ":nan",
+          {"--control-vector-scaled", "finite number"});
+  refused(gen + "--control-vector-scaled " + cv, {"--control-vector-scaled", "FNAME:SCALE"});
+  refused(gen + "--control-vector-layer-range 1 2",
+          {"--control-vector-layer-range needs --control-vector"});
   refused(gen + "--control-vector " + cv + " --control-vector-layer-range 3 1",
-          {"--control-vector-layer-range"});
+          {"--control-vector-layer-range", "A <= B"});
   refused(gen + "--control-vector " + cv + " --control-vector-layer-range -1 2",
-          {"--control-vector-layer-range"});
+          {"--control-vector-layer-range", "must not be negative"});
 }
