@@ -135,6 +135,7 @@ int view_generated(const Options& f, const ViewSettings& s, attn::ModelSpec spec
   attn::Session e = attn::open_session(std::move(model), spec, {1, P, N, 0, std::move(memory)},
                                        std::nullopt, std::move(pt.tokenizer));
   attn::require_token_model(e.model.args, "view");
+  apply_control_vectors(f, e);
   const std::vector<std::int32_t> stops =
       compare ? std::vector<std::int32_t>{} : attn::stop_ids(e, f.ignore_eos);
   // One prompt's run into r: its tokens and the token chosen next as META writes them.
@@ -196,6 +197,7 @@ int view_run(const Options& f, const ViewSettings& s, const attn::ModelSpec& spe
   plan.request.front_parts = nullptr;  // its references end with this function
 
   attn::Run se = attn::open_run(std::move(plan));
+  apply_control_vectors(f, se.session);
   const std::int64_t T = v.positions();
   ViewRecorder rec(v);
   if (!pt.sequences.empty()) rec.set_tokens(pt.sequences[std::size_t(v.batch_row)]);
