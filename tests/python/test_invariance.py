@@ -97,8 +97,8 @@ def test_greedy_text_and_sessions_do_not_depend_on_threads_or_batch(alone, threa
 
 def test_padded_rows_of_a_drawn_model_have_the_bits_alone():
     """Hidden-state input with a padding mask: each row's real positions as it has them alone."""
-    args = attn.ModelArgs.from_file(str(SOURCE / "configs" / "llama-tiny.json"))
-    args.max_batch_size = 6
+    args = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, n_layers=2, block="llama",
+                          rope="interleaved", max_seq_len=64, max_batch_size=6)
     m = attn.Model(args, seed=3, threads=2)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6, 12, args.dim)).astype(np.float32)
