@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <string>
@@ -447,11 +448,52 @@ struct OneThread {
   std::vector<float> out;
 };
 
+// Every row of the case's x computed alone (M = 1, one thread) on the case's set: the bits each
+// row must have in any company (one order per output: docs/design.md). Kept per set while the
+// case's data lasts; the sets that share the canonical order (avx512, avx2) must agree.
+const std::vector<float>& alone(const Case& c, const Prepared& p) {
+  static std::optional<Case> key;
+  static std::deque<std::pair<std::string, std::vector<float>>> by_set;  // references stay valid
+  if (!key || !same_data(*key, c)) {
+    key = c;
+    by_set.clear();
+  }
+  for (const auto& [set, out] : by_set)
+    if (set == c.set) return out;
+  std::vector<float> rows(std::size_t(c.M * c.n));
+  for (std::int64_t m = 0; m < c.M; ++m) {
+    Case one = c;
+    one.M = 1;
+    one.threads = 1;
+    Inputs in{std::vector<float>(p.in.x.begin() + m * c.K, p.in.x.begin() + (m + 1) * c.K),
+              std::vector<float>(p.in.init.begin() + m * c.n, p.in.init.begin() + (m + 1) * c.n),
+              p.in.bias};
+    const std::vector<float> row = run_linear(one, p.w.matrix(), in);
+    std::copy(row.begin(), row.end(), rows.begin() + m * c.n);
+  }
+  by_set.emplace_back(c.set, std::move(rows));
+  return by_set.back().second;
+}
+
+// The sets whose products share the canonical order's 16 chains: the same bits.
+bool sixteen_chains(const std::string& set) {
+  return set == "avx512" || set == "avx2";
+}
+
 void check_linear(const Case& c) {
   static OneThread one;
   const Prepared& p = prepared(c);
   const std::vector<float> got = run_linear(c, p.w.matrix(), p.in);
   CHECK(failures(got, p.r, c.K) == 0);
+  const std::vector<float>& rows = alone(c, p);
+  CHECK(same_bits(got, rows));  // each row has its bits alone, whatever the rows beside it
+  if (sixteen_chains(c.set))
+    for (const std::string& other : sets())
+      if (other != c.set && sixteen_chains(other)) {
+        Case o = c;
+        o.set = other;
+        CHECK(same_bits(rows, alone(o, p)));
+      }
   if (c.threads == 1)
     one = {c, got};
   else if (one.key && same_data(*one.key, c) && one.key->set == c.set)
@@ -659,11 +701,12 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
   CHECK((lanes > 0) == has_set("avx512"));
 }
 
-TEST_CASE("kernel cases: linear decode (gemv, batched, lanes) against float64 and F32's bits") {
+TEST_CASE(
+    "kernel cases: linear decode (gemv, batched) against float64, F32's and alone rows' bits") {
   CHECK(run_cases(Op::linear, 1, attn::kBatchRows) > 0);
 }
 
-TEST_CASE("kernel cases: linear prefill (GEMM or sgemm) against float64 and F32's bits") {
+TEST_CASE("kernel cases: linear prefill (tiles) against float64, F32's and alone rows' bits") {
   CHECK(run_cases(Op::linear, attn::kBatchRows + 1) > 0);
 }
 

@@ -1,5 +1,5 @@
-// Split attention (flash-decoding, attention.hpp's key_chunk) against plain double loops: depths
-// at and around the split's start and each chunk boundary, B = 1..4, GQA/MQA/MHA, causal, none
+// Attention over long caches against plain double loops: depths at and around 1,024 keys and
+// 256-key multiples (where split attention cut them before), B = 1..4, GQA/MQA/MHA, causal, none
 // and padded keys; the same bits for 1, 2, 3 and 16 threads, with and without probabilities.
 #include <doctest/doctest.h>
 
@@ -151,26 +151,16 @@ void check_case(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("split attention: the chunk follows the keys, from kSplitFrom, for short query blocks") {
-  CHECK(attn::key_chunk(1, attn::kSplitFrom - 1) == 0);
-  CHECK(attn::key_chunk(1, attn::kSplitFrom) == attn::kKeyChunk);
-  CHECK(attn::key_chunk(attn::kSplitRows, attn::kSplitFrom) == attn::kKeyChunk);
-  CHECK(attn::key_chunk(attn::kSplitRows + 1, 100000) == 0);
-  CHECK(attn::key_chunk(1, attn::kKeyChunk * attn::kMaxKeyChunks) == attn::kKeyChunk);
-  CHECK(attn::key_chunk(1, attn::kKeyChunk * attn::kMaxKeyChunks + 1) == 2 * attn::kKeyChunk);
-  CHECK(attn::key_chunk(1, 2 * attn::kKeyChunk * attn::kMaxKeyChunks + 1) == 4 * attn::kKeyChunk);
-}
-
-TEST_CASE("split attention: depths around the split and the chunk boundaries, B = 1..4") {
-  const std::int64_t from = attn::kSplitFrom, chunk = attn::kKeyChunk;
-  const std::int64_t doubled = chunk * attn::kMaxKeyChunks;  // the chunk doubles past this
+TEST_CASE("long attention: depths around 1,024 keys and 256-key multiples, B = 1..4") {
+  const std::int64_t from = 1024, chunk = 256;  // where split attention started and cut
+  const std::int64_t doubled = chunk * 64;      // where its chunk doubled
   struct Heads {
     std::int64_t n_heads, n_kv_heads;
   };
   for (const Heads hs : {Heads{8, 2}, Heads{4, 1}, Heads{3, 3}})  // GQA, MQA, MHA
     for (std::int64_t total :
          {std::int64_t(1), from - 1, from, from + 1, 5 * chunk - 1, 5 * chunk, 5 * chunk + 1})
-      for (std::int64_t seqlen : {std::int64_t(1), attn::kSplitRows, attn::kSplitRows + 1})
+      for (std::int64_t seqlen : {std::int64_t(1), std::int64_t(4), std::int64_t(4) + 1})
         if (seqlen <= total)
           for (std::int64_t bsz : {1, 4})
             check_case({hs.n_heads, hs.n_kv_heads, bsz, seqlen, total});
@@ -179,11 +169,11 @@ TEST_CASE("split attention: depths around the split and the chunk boundaries, B 
   // Large: the chunk doubled, once and twice.
   for (std::int64_t total : {doubled, doubled + 1, 2 * doubled + 1})
     check_case({8, 2, 1, 1, total});
-  check_case({4, 1, 2, attn::kSplitRows, doubled + 1});
+  check_case({4, 1, 2, std::int64_t(4), doubled + 1});
 }
 
-TEST_CASE("split attention: no mask, and padded keys (a whole chunk of them, or every key)") {
-  const std::int64_t from = attn::kSplitFrom, chunk = attn::kKeyChunk;
+TEST_CASE("long attention: no mask, and padded keys (256 of them, or every key)") {
+  const std::int64_t from = 1024, chunk = 256;
   for (std::int64_t seqlen : {std::int64_t(1), std::int64_t(3)}) {
     check_case({8, 2, 2, seqlen, from + 5, attn::Mask::none});
     check_case({8, 2, 2, seqlen, from + 5, attn::Mask::causal, chunk + 7});  // chunk 0 all padded
@@ -192,12 +182,12 @@ TEST_CASE("split attention: no mask, and padded keys (a whole chunk of them, or 
   }
 }
 
-TEST_CASE("split attention: decode steps past kSplitFrom match one prefill of the same positions") {
-  // The prefill runs the whole-row path (more than kSplitRows rows), the decode steps the split
-  // one from kSplitFrom keys on: the same model, so the same values within float rounding.
+TEST_CASE("long attention: decode steps past 1,024 keys have the bits of one prefill") {
+  // One order per output (docs/design.md): the decode steps past 1,024 keys, where split
+  // attention's merge changed their sums before, give the prefill's bits.
   const attn::Runtime rt = attn::make_runtime(2);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");
-  const std::int64_t P = attn::kSplitFrom - 3, N = 6;
+  const std::int64_t P = 1024 - 3, N = 6;
   a.max_seq_len = P + N;
   const attn::RunOptions split{2, P, N}, whole{2, P + N, 0};
   const std::vector<float> x = attn::seeded_input(a, split, 7);
@@ -214,13 +204,16 @@ TEST_CASE("split attention: decode steps past kSplitFrom match one prefill of th
       CAPTURE(b);
       CAPTURE(i);
       CHECK(d.failures == 0);
+      CHECK(std::memcmp(r1.decode_output.data() + ((i - 1) * 2 + b) * dim,
+                        r2.prefill_output.data() + (b * (P + N) + P - 1 + i) * dim,
+                        std::size_t(dim) * sizeof(float)) == 0);
     }
 }
 
-TEST_CASE("split attention: Gemma's sliding window and soft-cap, whole rows and split") {
+TEST_CASE("long attention: Gemma's sliding window and soft-cap, short rows and past 1,024 keys") {
   // Keys at i - j >= window get exactly 0, the scores capped (cap * tanh(s / cap)) before the
-  // mask: on the own kernels, OpenBLAS's rows, and split chunks some of which are wholly hidden.
-  const std::int64_t from = attn::kSplitFrom, chunk = attn::kKeyChunk;
+  // mask: windows shorter and longer than the 256-key chunks split attention cut before.
+  const std::int64_t from = 1024, chunk = 256;
   for (std::int64_t window : {std::int64_t(1), std::int64_t(3), chunk + 5})
     for (float cap : {0.0f, 0.5f})
       for (std::int64_t total : {std::int64_t(9), std::int64_t(300), from + 5}) {

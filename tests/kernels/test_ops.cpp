@@ -276,12 +276,11 @@ TEST_CASE("attention: a decode step of a group wider than a score chunk (130 hea
   }
 }
 
-// Prefill attention runs a head's chunk on the own decode kernels row by row up to
-// attention_on_blas's size, on OpenBLAS sgemm past it: both against double, at and around it.
-TEST_CASE("attention: prefill chunks on the own kernels and on OpenBLAS, at and around the size") {
-  const std::int64_t hd = 64, chunk = attn::kAttentionChunk;
-  CHECK_FALSE(attn::attention_on_blas(chunk, chunk, hd));  // 2^18 multiply-adds: own kernels
-  CHECK(attn::attention_on_blas(chunk, chunk + 1, hd));
+// Prefill attention runs a head's rows on the decode kernels, one row at a time: against double,
+// and each row bit for bit the row's own decode step (one order per output: docs/design.md), at
+// and around a chunk's size (OpenBLAS's sgemm took chunks past 2^18 multiply-adds before).
+TEST_CASE("attention: prefill rows against double and bit for bit their decode steps") {
+  const std::int64_t hd = 64;
   attn::ModelArgs a = attn::seed_args();
   a.n_heads = 2;
   a.n_kv_heads = 1;
@@ -304,6 +303,14 @@ TEST_CASE("attention: prefill chunks on the own kernels and on OpenBLAS, at and 
       mask.kind = kind;
       attn::attention(attn::make_runtime(2, 0), out.data(), xq.data(), c.layer(0), a.n_heads, 1, S,
                       0, scratch.data(), mask);
+      for (std::int64_t t = 0; t < S && kind == attn::Mask::causal; ++t) {
+        std::vector<float> step(std::size_t(a.dim));  // position t alone, its keys 0..t
+        attn::attention(attn::make_runtime(1, 0), step.data(), xq.data() + t * a.dim, c.layer(0),
+                        a.n_heads, 1, 1, t, scratch.data(), mask);
+        CAPTURE(S);
+        CAPTURE(t);
+        CHECK(std::memcmp(step.data(), out.data() + t * a.dim, step.size() * sizeof(float)) == 0);
+      }
       for (std::int64_t t = 0; t < S; ++t)
         for (std::int64_t h = 0; h < a.n_heads; ++h) {
           const std::int64_t keys = kind == attn::Mask::causal ? t + 1 : S;

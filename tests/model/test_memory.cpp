@@ -83,37 +83,23 @@ TEST_CASE("memory: matrices count at their type's bytes, norms and biases at F32
   CHECK(weights_part({WeightType::bf16, WeightType::f16}) == matrices * 2 + vectors * 4);
 }
 
-TEST_CASE("memory: prefill's weight buffers: widening for BF16 and F16 only, or GEMM panels") {
+TEST_CASE("memory: prefill's buffers: x's tiles packed, no widening or panels, any type") {
   const std::vector<std::string> isas = test::kernel_names();
-  const bool avx512 = std::find(isas.begin(), isas.end(), "avx512") != isas.end();
   for (const std::string& isa : isas) {
     CAPTURE(isa);
-    // F32 without AVX-512: only the packed rows, 32 rows of 96 features and some padding.
-    const std::uint64_t packed = 32 * 96 * 4;
-    if (isa == "avx512") {
-      // A prefill of 64 rows (past the 32 the batched kernel packs) on 3 threads: x packed in
-      // 8-row panels (64 rows of k_max = 96 features), then each thread's panels, 256 columns
-      // (the F32 GEMM's chunks, and the compute-bf16 GEMM's 256 pairs) by 192 features
-      // (gemm.hpp), whatever the type.
-      const std::uint64_t panels = 64 * 96 * 4 + 3ull * 256 * 192 * 4;
-      for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16})
-        CHECK(widening_part({t}, 64, isa) == panels);
-    } else {
-      // Without it, sgemm takes F32 only: BF16 and F16 blocks of 2^20 floats (4 MB) per thread
-      // (k_max = 96 features, 16 rows of them, is less).
-      const std::uint64_t widening = 3ull * (1 << 20) * 4;
-      CHECK(widening_part({WeightType::bf16}, 64, isa) == widening);
-      CHECK(widening_part({WeightType::f16}, 64, isa) == widening);
-      CHECK(widening_part({WeightType::f32, WeightType::bf16}, 64, isa) == widening);
-      CHECK(widening_part({WeightType::f32}, 64, isa) == packed);
-    }
+    // A prefill of 64 rows on 3 threads runs the batched kernel over x's tiles (matmul.cpp): x
+    // packed whole, 64 rows of k_max = 96 features; no weight is widened outside the kernels'
+    // registers and L1 buffers, so no per-thread buffer, whatever the type or the set.
+    const std::uint64_t packed = 64 * 96 * 4;
+    for (WeightType t : {WeightType::f32, WeightType::bf16, WeightType::f16})
+      CHECK(widening_part({t}, 64, isa) == packed);
+    CHECK(widening_part({WeightType::f32, WeightType::bf16}, 64, isa) == packed);
     // Decode-sized calls need neither, whatever the type.
     CHECK(widening_part({WeightType::bf16}, 1, isa) == widening_part({WeightType::f32}, 1, isa));
   }
   // "": the best set this CPU runs.
   CHECK(widening_part({WeightType::bf16}, 64, "") ==
         widening_part({WeightType::bf16}, 64, isas[0]));
-  CHECK(avx512 == (isas[0] == "avx512"));
 }
 
 TEST_CASE("memory: a refusal names the limit that applied") {

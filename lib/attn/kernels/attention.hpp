@@ -30,28 +30,10 @@ struct AttentionMask {
   float softcap = 0;
 };
 
-// Whether a head's chunk of `rows` query rows against `keys` keys runs on OpenBLAS sgemm (else
-// on the own decode kernels, a row at a time: small products, where opening OpenBLAS costs more).
-bool attention_on_blas(std::int64_t rows, std::int64_t keys, std::int64_t head_dim);
-
-// Split attention (flash-decoding): a decode step, or a block of up to kSplitRows query rows, at
-// kSplitFrom keys or more cuts each (sequence, KV head)'s keys into chunks of key_chunk(keys)
-// keys, one pool item each, so that B = 1 with 8 KV heads still fills 16 threads and a long
-// cache is read by all of them. Each chunk gives its query heads a partial softmax (max, sum of
-// exps, exps x V), merged per head in chunk order. The chunk follows from the keys alone, never
-// from the threads: the bits are the same for any thread count. Fewer keys: one item per
-// (sequence, KV head), as before (no faster split there, docs/perf/long-context.md).
-inline constexpr std::int64_t kSplitRows = 4;
-inline constexpr std::int64_t kSplitFrom = 1024;
-inline constexpr std::int64_t kKeyChunk = 256;     // the smallest chunk, doubled as keys grow
-inline constexpr std::int64_t kMaxKeyChunks = 64;  // so that a row has at most this many
-// Keys per chunk for `rows` query rows over `keys` keys; 0: no split.
-std::int64_t key_chunk(std::int64_t rows, std::int64_t keys);
-
-// Floats of attention's scratch: per-thread score rows [threads, kAttentionChunk, max_seq_len],
-// then split attention's partials [max_batch, kSplitRows, chunks, n_heads, head_dim + 2] (none
-// when max_seq_len < kSplitFrom). attention() must run with a Runtime of at most `threads`
-// threads and at most max_batch sequences.
+// Floats of attention's scratch: per-thread score rows [threads, kAttentionChunk, max_seq_len].
+// attention() must run with a Runtime of at most `threads` threads. (max_batch, n_heads and
+// head_dim sized split attention's partials, gone: its merge changed a row's sums with the rows
+// computed beside it; docs/design.md, "One order per output".)
 std::int64_t attention_scratch_floats(std::int64_t max_seq_len, int threads, std::int64_t max_batch,
                                       std::int64_t n_heads, std::int64_t head_dim);
 

@@ -44,8 +44,10 @@ Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType)) {
   return k;
 }
 
-std::int64_t lanes_from(bool own_gemm) {
-  return own_gemm && fma512_full_width() ? kLanesFrom : kBatchRows + 1;
+std::int64_t lanes_from(bool) {
+  // Never: batch_lanes sums each output in one chain, not in the canonical order (vectors.hpp's
+  // kChains), so a row's bits would depend on the batch it came in.
+  return kBatchRows + 1;
 }
 
 std::vector<const Kernels*> supported_kernels() {

@@ -1,10 +1,11 @@
 #pragma once
-// Matrix products, threaded one way only: OpenMP threads split the output features. Prefill
-// (M > kBatchRows): each thread takes its half of the rows of w, on the own AVX-512 GEMM
-// (gemm.hpp) where the CPU has it, else on single-threaded OpenBLAS sgemm. Decode (M <=
-// kBatchRows): own kernels over 64-row blocks that threads take as they free up, reading each
-// weight once for all M rows. One thread pool means no hand-over between OpenBLAS's spinning
-// threads and ours.
+// Matrix products, threaded one way only: the pool's threads split the output features, in blocks
+// of weight rows claimed as they finish. Every output is summed in one canonical order (the
+// gemv's chains, then one tree: vectors.hpp, kChains) by every kernel, whatever the number of
+// rows computed together, the row's place among them or the thread: decode (M = 1) on the gemv,
+// batches (M <= kBatchRows) on the batched kernel reading each weight once for all rows, prefill
+// on the same batched kernel over x's rows in tiles of up to kBatchRows (docs/design.md, "One
+// order per output").
 #include <cstdint>
 #include <span>
 #include <string>
@@ -27,36 +28,23 @@ struct Projection {
   std::int64_t n;
 };
 
-// Products with up to this many rows (a decode step of a batch) run the own kernels; more rows
-// go to the prefill GEMM: up to here the batched kernel is the faster (bench_batch_rows;
-// docs/perf/kernels.md).
+// Rows of x per batched product: a decode batch of up to this many rows is one; a prefill is
+// tiles of up to this many rows.
 inline constexpr std::int64_t kBatchRows = 32;
 
-// Without AVX-512, prefill widens BF16 and F16 weights into a buffer per thread (sgemm takes F32
-// only), a block of widen_rows(K) rows (this many floats, or 16 rows if more) at a time: 4 MB, as
-// fast as larger blocks (docs/perf/kernels.md). F32 goes in the same blocks (see prefill_product).
-inline constexpr std::int64_t kWidenFloats = std::int64_t(1) << 20;
-std::int64_t widen_rows(std::int64_t K);
+// Weight rows per item of a prefill (more than kBatchRows rows of x): the item's rows (64 KB per
+// 1024 F32 features of K) stay in L2 while x's tiles pass over them
+// (docs/perf/batch-invariance.md).
+inline constexpr std::int64_t kPrefillRows = 16;
 
-// A quantized matrix (ggml's blocks) is read in place. Decode multiplies the blocks themselves
-// (gemv, batched, lanes kernels); prefill on the own GEMM widens tile_rows(K) of its rows at a
-// time (whole 48-feature panels, up to a 192-feature block, in kWidenFloats) into a tile of the
-// calling thread, exactly as traits' to_f32 does, and runs the GEMM on it, whose bits do not
-// depend on how the rows are split: the bits of the F32 product over the dequantized matrix.
-std::int64_t tile_rows(std::int64_t K);
-// A thread's tile: at least tile_rows(K) * K floats, growing with K.
-std::int64_t tile_floats(std::int64_t K);
-
-// Floats linear() packs x into for M rows of K: the batched kernel's layout (or, from
-// kLanesFrom rows, the larger of it and x's rows in lanes), or for one row x deinterleaved for
-// the BF16 gemv.
+// Floats linear() packs x into for M rows of K: the batched kernel's layout, tile by tile, or for
+// one row x deinterleaved for the BF16 gemv.
 std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
-// on `threads` threads with `kernels`: the packed rows, and
-// the GEMM's panels or, without it and with weights other than F32 (halves), the widening
-// buffers; with compute bf16, x rounded to BF16 besides; with quantized weights (blocks), each
-// thread's tile after all of it.
+// on `threads` threads: the packed rows; with compute bf16, the BF16 GEMM's panels and x rounded
+// to BF16 besides. halves, blocks and kernels no longer change it (no weight is widened outside
+// the kernels' registers and L1 buffers).
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
                             bool blocks, const Kernels& kernels, Compute compute = Compute::f32);
 
@@ -85,11 +73,8 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
 // when no product of this process has needed OpenBLAS, which is opened on first use.
 std::string blas_core();
 
-// OpenBLAS is opened on the first product that needs it, once per process (docs/perf/startup.md).
-// A caller that times a forward pass over `positions` positions of `batch` sequences from
-// start_pos calls this first, so the opening is not timed as part of it: attention over 2 or more
-// rows is an sgemm past a size (attention_on_blas), and so are the products of more than
-// kBatchRows rows without the own GEMM.
+// Kept for its callers: no product or attention opens OpenBLAS any more, so there is nothing to
+// open before a timed pass.
 void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,
                    std::int64_t start_pos, std::int64_t head_dim);
 

@@ -95,9 +95,7 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   p.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, kFfnBlock, max_rows);
   p.work = std::max(sum(p.xv_at, floats({max_rows, kv}, what), what),
                     sum(p.h3_at, p.h3_at, "FFN activations"));
-  sum(floats({rt.threads, kAttentionChunk, a.max_seq_len}, "attention scratch"),
-      floats({a.max_batch_size, kSplitRows, kMaxKeyChunks, a.n_heads, hd + 2}, "attention scratch"),
-      "attention scratch");
+  (void)floats({rt.threads, kAttentionChunk, a.max_seq_len}, "attention scratch");  // checked
   p.scores = attention_scratch_floats(a.max_seq_len, rt.threads, a.max_batch_size, a.n_heads, hd);
   // The widest input of a product: x, the attention output, or h1 (all of it in decode).
   const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});

@@ -20,15 +20,15 @@
 namespace attn {
 namespace {
 
-// rows_block over R rows of blocks B (row_bytes apart) for the columns k0..k1: part[r * M + m] +=.
+// rows_block over R rows of blocks B (row_bytes apart) for the columns k0..k1: their chains
+// acc [R, M, kChains] +=.
 template <int W, int R, int C, bool Exact, typename B>
 [[gnu::always_inline]] inline void block_rows_block(const std::uint8_t* w, std::int64_t row_bytes,
                                                     const float* xp, std::int64_t M,
-                                                    std::int64_t k0, std::int64_t k1, float* part) {
+                                                    std::int64_t k0, std::int64_t k1, float* acc) {
   static_assert(R <= kMaxBlockRows && kStepCols % B::kBlock == 0 && kStepCols % kPart<B> == 0);
-  alignas(64) float buf[R * kStepCols];                    // [R, kStepCols]: a step, widened
-  alignas(64) float acc[kMaxBlockRows * kBatchRows * 16];  // [R, M, W] lane sums
-  std::fill(acc, acc + R * M * W, 0.0f);
+  alignas(64) float buf[R * kStepCols];  // [R, kStepCols]: a step, widened
+  constexpr int N = kChains<W>;
   const std::int64_t groups = (M + C - 1) / C;
   // In bytes: after these columns, the stream goes on with the next R rows.
   const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
@@ -49,18 +49,14 @@ template <int W, int R, int C, bool Exact, typename B>
                                                Stream{0, 0, 0});
       else
         dot_block_upto<W, R, C, false, float, true>(int(m1 - m0), buf, kStepCols, xs + m0 * kPack,
-                                                    M, 0, s1 - s0, acc + m0 * W, Stream{0, 0, 0});
+                                                    M, 0, s1 - s0, acc + m0 * N, Stream{0, 0, 0});
     }
-  }
-  for (std::int64_t i = 0; i < R * M; ++i) {
-    float s = 0;
-    for (int l = 0; l < W; ++l) s += acc[i * W + l];
-    part[i] += s;
   }
 }
 
 // batch_rows (vectors.hpp) over n <= kGemvRows rows of blocks B, ldw weights apart, K whole
-// blocks: the same chunks of columns and row blocks (R, then 4, then 1), so the same sums.
+// blocks: each output's chains in the canonical order, so the bits of the F32 kernels over the
+// dequantized rows.
 template <int W, int R, int C, bool Exact, typename B>
 [[gnu::always_inline]] inline void batch_blocks(const void* w, std::int64_t ldw, const float* xp,
                                                 std::int64_t M, std::int64_t K, float* y,
@@ -68,26 +64,26 @@ template <int W, int R, int C, bool Exact, typename B>
   static_assert(W <= 16 && kPack % W == 0 && B::kBlock % kPack == 0);
   const auto* b = static_cast<const std::uint8_t*>(w);
   const std::int64_t row_bytes = ldw / B::kBlock * B::kBytes;
-  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
-  std::fill(part, part + n * M, 0.0f);
+  constexpr int N = kChains<W>;
+  alignas(64) float acc[kBatchChainFloats];  // [n, M, N]: the chains so far
+  std::fill(acc, acc + n * M * N, 0.0f);
   const std::int64_t kc = batch_chunk_cols(M);
   for (std::int64_t k0 = 0; k0 < K; k0 += kc) {
     const std::int64_t k1 = std::min(K, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
       block_rows_block<W, R, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                          part + r * M);
+                                          acc + r * M * N);
     if constexpr (R > 4)
       for (; r + 4 <= n; r += 4)
         block_rows_block<W, 4, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                            part + r * M);
+                                            acc + r * M * N);
     for (; r < n; ++r)
       block_rows_block<W, 1, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                          part + r * M);
+                                          acc + r * M * N);
   }
-  for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t r = 0; r < n; ++r)
-      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+  const auto none = [](std::int64_t, std::int64_t) { return 0.0f; };  // K: whole blocks
+  finish_chains<W>(acc, none, xp, M, K, K, y, ldy, n, accumulate);
 }
 
 }  // namespace

@@ -117,6 +117,26 @@ inline constexpr int kGemvAccs = W == 16 && sizeof(T) == 4 ? 1 : 2;  // A
 template <typename T>
 inline constexpr bool kEvenOdd = std::is_same_v<T, Bf16>;
 
+// The canonical order of a product's output (docs/design.md, "One order per output"): the B
+// chains of the set's gemv, chain c summing the k with k mod B = c in increasing k with FMAs (the
+// last columns zero-padded), then chains 2i and 2i + 1 added, then those B/2 sums as a tree.
+// Every kernel of a product (gemv, batched, the prefill's tiles, the quantized blocks') sums each
+// output in this order whatever the rows computed with it: B = 16 with AVX-512 and AVX2 (the
+// same bits on both), 8 on the generic set's 4-lane vectors.
+template <int W>
+inline constexpr int kChains = kGemvLanes<W, float>* kGemvAccs<W, float>;
+static_assert(kChains<16> == 16 && kChains<8> == 16 && kChains<4> == 8);
+
+// The chains' sums (c [N]) in the canonical order: the gemv's sum_chains, one output at a time.
+template <int N>
+[[gnu::always_inline]] inline float sum_chains_of(const float* c) {
+  float t[N / 2];
+  for (int i = 0; i < N / 2; ++i) t[i] = c[2 * i] + c[2 * i + 1];
+  for (int h = N / 4; h >= 1; h /= 2)
+    for (int i = 0; i < h; ++i) t[i] = t[i] + t[i + h];
+  return t[0];
+}
+
 // 2V weights from p as two V-lane vectors, in the order above.
 template <int V, typename T>
 [[gnu::always_inline]] inline void load_pair(typename Vec<V>::type& lo, typename Vec<V>::type& hi,
@@ -373,21 +393,24 @@ template <int W, typename T>
   }
 }
 
-// acc[r][c] += w[r] . x[c] lane-wise over k0..k1 (whole kPack blocks), for R rows of w and C
-// rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, W] at
-// the first row. R x C accumulators of W lanes stay in registers: each weight vector loaded
-// serves C input rows, each input vector R weight rows. Ahead: also ask for the weights `stream`
-// reads next into L2 (a template flag for AVX2, where a branch in the loop cost a register; with
-// AVX-512 only where stream.rows > 0). Buffered: w is a buffer in L1 (quant_batch.hpp), asked
-// for nothing.
+// acc[r][c] += w[r] . x[c] chain-wise over k0..k1 (whole kPack blocks), for R rows of w and C
+// rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, kChains]
+// at the first row (the canonical order's chains: kChains / W vectors per output). R x C
+// accumulators of W lanes stay in registers: each weight vector loaded serves C input rows, each
+// input vector R weight rows. Ahead: also ask for the weights `stream` reads next into L2 (a
+// template flag for AVX2, where a branch in the loop cost a register; with AVX-512 only where
+// stream.rows > 0). Buffered: w is a buffer in L1 (quant_batch.hpp), asked for nothing.
 template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
                                              float* acc, Stream stream) {
   using V = typename Vec<W>::type;
-  V a[R][C];
+  constexpr int N = kChains<W>, A = N / W;
+  static_assert(kPack % N == 0);
+  V a[R][C][A];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * W);
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < A; ++i) load<W>(a[r][c][i], acc + (r * M + c) * N + i * W);
   for (std::int64_t k = k0; k < k1; k += kPack) {
     const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
 #pragma GCC unroll 4
@@ -412,12 +435,14 @@ template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
           prefetch_l1_at(w + r * ldw + k + s, kL1PrefetchBytes / std::int64_t(sizeof(T)));
         }
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wv, xv[c]);
+        for (int c = 0; c < C; ++c) fmadd<W>(a[r][c][(s / W) % A], wv, xv[c]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * W, &a[r][c], sizeof(V));
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < A; ++i)
+        std::memcpy(acc + (r * M + c) * N + i * W, &a[r][c][i], sizeof(V));
 }
 
 // dot_block for c (1..C) input rows, the count known only at run time.
@@ -442,25 +467,28 @@ constexpr int kMaxBlockRows = 8;
 // x's packed columns kept hot (L2) across a 64-row block: column chunks of about this many floats.
 constexpr std::int64_t kXChunkFloats = 1 << 16;
 
-// Columns per chunk of batch_rows for M rows of x: each chunk's sums start from 0 in registers
-// and are added to the chunks' before, so this cut is part of the bits.
+// Columns per chunk of batch_rows for M rows of x: x's chunk stays hot while the weight rows pass.
+// The chains are kept, not summed, from one chunk to the next, so the cut is no part of the bits.
 constexpr std::int64_t batch_chunk_cols(std::int64_t M) {
   return std::max(kStepCols, kXChunkFloats / M / kStepCols * kStepCols);
 }
 
-// R rows of w against all M rows of x over k0..k1 (whole kPack blocks): part[r * M + m] +=.
-// x's rows go in groups of at most C, as even as they come (8 rows go as 4 + 4, not 6 + 2).
-// Exact: M == C, one group, and only the kernel for C rows is compiled (each count of rows a
-// kernel serves is a fully unrolled copy; compile time). Stepped: the groups take turns every
-// kStepCols columns (the R rows' step in L1); else each group passes over all of k0..k1 in turn,
-// its accumulators in registers throughout, the later groups reading the R rows from L2.
+// Floats of batch_rows' chains: [kGemvRows, kBatchRows, 16] at most.
+constexpr std::int64_t kBatchChainFloats = kGemvRows * kBatchRows * kPack;
+
+// R rows of w against all M rows of x over k0..k1 (whole kPack blocks): their chains
+// acc [R, M, kChains] +=. x's rows go in groups of at most C, as even as they come (8 rows go as
+// 4 + 4, not 6 + 2). Exact: M == C, one group, and only the kernel for C rows is compiled (each
+// count of rows a kernel serves is a fully unrolled copy; compile time). Stepped: the groups take
+// turns every kStepCols columns (the R rows' step in L1); else each group passes over all of
+// k0..k1 in turn, its accumulators in registers throughout, the later groups reading the R rows
+// from L2. Every output's chains get their products in k order whatever the grouping.
 template <int W, int R, int C, bool Exact, bool Stepped, typename T>
 [[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
-                                              float* part) {
+                                              float* acc) {
   static_assert(R <= kMaxBlockRows);
-  alignas(64) float acc[kMaxBlockRows * kBatchRows * 16];  // [R, M, W] lane sums
-  std::fill(acc, acc + R * M * W, 0.0f);
+  constexpr int N = kChains<W>;
   const std::int64_t groups = (M + C - 1) / C;
   const Stream stream{k0, k1, R};  // the next R rows read the same columns k0..k1
   const std::int64_t step = groups == 1 || !Stepped ? k1 - k0 : kStepCols;
@@ -475,52 +503,63 @@ template <int W, int R, int C, bool Exact, bool Stepped, typename T>
       else if constexpr (W >= 16)  // one copy, the prefetch switched at run time: with every
         // blocking compiled twice, one AVX-512 file took clang's sanitizers over 4 minutes
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                      acc + m0 * W, g == 0 ? stream : Stream{0, 0, 0});
+                                      acc + m0 * N, g == 0 ? stream : Stream{0, 0, 0});
       else if (g == 0)
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                      acc + m0 * W, stream);
+                                      acc + m0 * N, stream);
       else
         dot_block_upto<W, R, C, false>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                       acc + m0 * W, stream);
+                                       acc + m0 * N, stream);
     }
-  }
-  for (std::int64_t i = 0; i < R * M; ++i) {
-    float s = 0;
-    for (int l = 0; l < W; ++l) s += acc[i * W + l];
-    part[i] += s;
   }
 }
 
+// The end of a batched product from its chains acc [n, M, kChains] over K's whole kPack blocks
+// kv: the last K - kv columns into chains 0.. (as the gemv pads them), the chains summed in the
+// canonical order, y[m * ldy + r] (=|+=) the sum.
+template <int W, typename Wt>
+[[gnu::always_inline]] inline void finish_chains(float* acc, const Wt& weight, const float* x,
+                                                 std::int64_t M, std::int64_t K, std::int64_t kv,
+                                                 float* y, std::int64_t ldy, std::int64_t n,
+                                                 bool accumulate) {
+  constexpr int N = kChains<W>;
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t m = 0; m < M; ++m) {
+      float* c = acc + (r * M + m) * N;
+      for (std::int64_t k = kv; k < K; ++k)
+        c[(k - kv) % N] = std::fma(weight(r, k), x[m * K + k], c[(k - kv) % N]);
+      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + sum_chains_of<N>(c);
+    }
+}
+
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
-// rows of x (xp: x packed): every weight is read from memory once for all M rows.
+// rows of x (xp: x packed): every weight is read from memory once for all M rows; each output in
+// the canonical order (the gemv's bits).
 template <int W, int R, int C, bool Exact, bool Stepped, typename T>
 [[gnu::always_inline]] inline void batch_rows(const T* w, std::int64_t ldw, const float* xp,
                                               const float* x, std::int64_t M, std::int64_t K,
                                               float* y, std::int64_t ldy, std::int64_t n,
                                               bool accumulate) {
   static_assert(W <= 16 && kPack % W == 0);
-  float part[kGemvRows * kBatchRows];  // [n, M]: the sums so far
-  std::fill(part, part + n * M, 0.0f);
+  constexpr int N = kChains<W>;
+  alignas(64) float acc[kBatchChainFloats];  // [n, M, N]: the chains so far
+  std::fill(acc, acc + n * M * N, 0.0f);
   const std::int64_t kv = K / kPack * kPack;  // whole packed blocks; the rest from x below
   const std::int64_t kc = batch_chunk_cols(M);
   for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
     const std::int64_t k1 = std::min(kv, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
-      rows_block<W, R, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+      rows_block<W, R, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N);
     if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
       for (; r + 4 <= n; r += 4)
-        rows_block<W, 4, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+        rows_block<W, 4, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N);
     for (; r < n; ++r)
-      rows_block<W, 1, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, part + r * M);
+      rows_block<W, 1, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N);
   }
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = kv; k < K; ++k)
-        part[r * M + m] = std::fma(to_f32(w[r * ldw + k]), x[m * K + k], part[r * M + m]);
-  for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t r = 0; r < n; ++r)
-      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
+  finish_chains<W>(
+      acc, [&](std::int64_t r, std::int64_t k) { return to_f32(w[r * ldw + k]); }, x, M, K, kv, y,
+      ldy, n, accumulate);
 }
 
 }  // namespace

@@ -18,14 +18,15 @@ struct Set {
   static constexpr int W = 4;           // floats per vector
   static constexpr bool kGemm = false;  // prefill on OpenBLAS
   // The batched kernel for M rows, K<R, C, Exact, Stepped> being define_kernels.hpp's of that
-  // register blocking: with 16 vector registers and no FMA, 4 x 3 for every M.
+  // register blocking: each output's 8 chains take two vectors (the canonical order,
+  // vectors.hpp's kChains), so with 16 vector registers 2 x 2 for every M.
   template <template <int, int, bool, bool> class K>
   static constexpr BatchFn batch(std::int64_t, bool) {
-    return K<4, 3, false, true>::run;
+    return K<2, 2, false, true>::run;
   }
-  // The quantized blocks' batched kernels (quant_batch.hpp): 4 weight rows by x's rows in groups
-  // of up to 3, one kernel for every M (the fallback set: one compile of each widening).
-  static constexpr int kBlockRows = 4, kBlockCols = 3;
+  // The quantized blocks' batched kernels (quant_batch.hpp): 2 weight rows by x's rows in groups
+  // of up to 2, one kernel for every M (the fallback set: one compile of each widening).
+  static constexpr int kBlockRows = 2, kBlockCols = 2;
   static constexpr bool kBlockExact = false;
 };
 

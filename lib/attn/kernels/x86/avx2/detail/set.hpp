@@ -16,20 +16,17 @@ namespace {
 struct Set {
   static constexpr int W = 8;
   static constexpr bool kGemm = false;
-  // The batched kernel for M rows (K: define_kernels.hpp's kernel of a blocking), by M: 4 x 2 at
-  // 2 and 4 rows, 3 x 3 otherwise. 4 x 3 (12 accumulators, 3 x vectors and a weight vector: all
-  // 16 registers) leaves no room for the compiler, which then spills accumulators through the
-  // stack in the loop (docs/perf/kernels.md).
+  // The batched kernel for M rows (K: define_kernels.hpp's kernel of a blocking), by M: each
+  // output's 16 chains take two ymm accumulators (the canonical order, vectors.hpp's kChains),
+  // so 2 x 2 (8 accumulators, 2 x vectors, a weight vector, room for the compiler) for every M;
+  // 4 x 2 and 3 x 3 spilled accumulators through the stack.
   template <template <int, int, bool, bool> class K>
   static constexpr BatchFn batch(std::int64_t M, bool) {
-    return M == 2   ? K<4, 2, true, true>::run
-           : M == 3 ? K<3, 3, true, true>::run
-           : M == 4 ? K<4, 2, false, true>::run
-                    : K<3, 3, false, true>::run;
+    return M == 2 ? K<2, 2, true, true>::run : K<2, 2, false, true>::run;
   }
-  // The quantized blocks' batched kernels (quant_batch.hpp): 4 weight rows by up to 2 rows of x
-  // (16 registers: 8 accumulators, 2 vectors of x, a weight vector).
-  static constexpr int kBlockRows = 4, kBlockCols = 2;
+  // The quantized blocks' batched kernels (quant_batch.hpp): 2 weight rows by up to 2 rows of x,
+  // as the F32 kernel.
+  static constexpr int kBlockRows = 2, kBlockCols = 2;
   static constexpr bool kBlockExact = true;
 };
 

@@ -1,0 +1,113 @@
+"""The same bits whatever the batch (issue 50; docs/contract.md, "The same bits whatever the
+batch"): a sequence's logits alone equal its logits in batches of 1..16 with drawn neighbours, in
+any chunking down to all-decode, on 1..4 threads, after a session saved and loaded mid-way, with
+a recorder attached, and greedy text equal for every max_batch_size and thread count. Compared
+with np.array_equal (bits), never a tolerance. Run by ctest (python.pytest)."""
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import attn
+
+SOURCE = pathlib.Path(os.environ.get("ATTN_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+MODELS = [SOURCE / "weights" / "stories260K.gguf",  # F32
+          SOURCE / "tests" / "golden" / "stories260K-q8_0.gguf"]  # Q8_0 matrices
+T = 20
+
+
+def open_model(path, threads=1, batch=1):
+    return attn.Model.from_pretrained(str(path), threads=threads, max_batch_size=batch)
+
+
+def prompt(rng, vocab, n=T):
+    return rng.integers(3, vocab, size=n).tolist()
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=lambda p: p.name)
+def alone(request):
+    """(path, tokens, every position's logits of one prefill on one thread)."""
+    m = open_model(request.param)
+    toks = prompt(np.random.default_rng(5), m.args.vocab_size)
+    return request.param, toks, m.forward([toks], all_positions=True)[0]
+
+
+def test_threads_give_the_bits_alone(alone):
+    path, toks, ref = alone
+    for threads in (2, 3, 4):
+        assert np.array_equal(open_model(path, threads).forward([toks], all_positions=True)[0], ref)
+
+
+@pytest.mark.parametrize("cuts", [[7], [1, 2, 3], list(range(1, T))], ids=["2", "4", "decode"])
+def test_chunks_and_decode_steps_give_the_bits_of_one_prefill(alone, cuts):
+    path, toks, ref = alone
+    m = open_model(path, threads=2)
+    bounds = [0, *cuts, T]
+    got = [m.forward([toks[a:b]], start_pos=a, all_positions=True)[0]
+           for a, b in zip(bounds, bounds[1:])]
+    assert np.array_equal(np.concatenate(got), ref)
+
+
+@pytest.mark.parametrize("B", [2, 3, 5, 8, 12, 16])
+def test_a_row_in_any_batch_has_its_bits_alone(alone, B):
+    """Drawn neighbours; the row first, last and in the middle; 1 and 2 threads."""
+    path, toks, ref = alone
+    rng = np.random.default_rng(B)
+    m = open_model(path, threads=1 + B % 2, batch=B)
+    rows = [prompt(rng, m.args.vocab_size) for _ in range(B)]
+    for at in sorted({0, B // 2, B - 1}):
+        batch = [r for r in rows]
+        batch[at] = toks
+        assert np.array_equal(m.forward(batch, all_positions=True)[at], ref), at
+        m.reset()
+
+
+def test_a_batch_stepped_token_by_token_has_the_bits_alone(alone):
+    path, toks, ref = alone
+    rng = np.random.default_rng(9)
+    m = open_model(path, threads=2, batch=4)
+    batch = [prompt(rng, m.args.vocab_size) for _ in range(4)]
+    batch[2] = toks
+    got = [m.forward([r[i:i + 1] for r in batch], start_pos=i, all_positions=True)[2]
+           for i in range(T)]
+    assert np.array_equal(np.concatenate(got), ref)
+
+
+def test_a_recorder_changes_no_bit(alone):
+    path, toks, ref = alone
+    logits, cache = open_model(path, threads=2).run_with_cache([toks])
+    assert cache and np.array_equal(logits[0], ref)
+
+
+@pytest.mark.parametrize("threads,batch", [(1, 1), (2, 4), (3, 16), (4, 2)])
+def test_greedy_text_and_sessions_do_not_depend_on_threads_or_batch(alone, threads, batch,
+                                                                     tmp_path):
+    path, toks, _ = alone
+    whole = open_model(path).generate(toks[:5], steps=24, temp=0, stop=[])
+    m = open_model(path, threads, batch)
+    assert m.generate(toks[:5], steps=24, temp=0, stop=[]) == whole
+    n = open_model(path, threads, batch)  # a session saved after 7 steps, continued elsewhere
+    head = n.generate(toks[:5], steps=7, temp=0, stop=[])
+    n.save_session(str(tmp_path / "s7"))
+    later = open_model(path, 5 - threads, batch)
+    later.load_session(str(tmp_path / "s7"))
+    assert head + later.generate([], steps=17, temp=0, stop=[]) == whole
+
+
+def test_padded_rows_of_a_drawn_model_have_the_bits_alone():
+    """Hidden-state input with a padding mask: each row's real positions as it has them alone."""
+    args = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, n_layers=2, block="llama",
+                          rope="interleaved", max_seq_len=64, max_batch_size=6)
+    m = attn.Model(args, seed=3, threads=2)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 12, args.dim)).astype(np.float32)
+    keep = np.ones((6, 12), np.float32)
+    for b in range(6):
+        keep[b, 12 - 2 * b:] = 0  # row b padded at its last 2b positions
+    out = m.prefill(x, attention_mask=keep)
+    for b in range(6):
+        m.reset()
+        n = 12 - 2 * b
+        one = m.prefill(np.ascontiguousarray(x[b:b + 1, :n]))
+        assert np.array_equal(out[b, :n], one[0]), b
