@@ -180,10 +180,11 @@ class Model {
   }
 
   // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
-  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
+  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions. observer: the
+  // call's own recorder (hooks, the lens), attached under the call's lock.
   py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
                                     std::int64_t start_pos, bool all_positions,
-                                    attn::Hooks* hooks = nullptr) {
+                                    const attn::Observer* observer = nullptr) {
     attn::require_token_model(args(), "forward(tokens)");
     const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
     std::vector<std::int32_t> flat;
@@ -197,7 +198,7 @@ class Model {
     float* y = out.mutable_data();
     auto lock = hold();
     attn::check_fits(args(), B, start_pos, T, "tokens");
-    if (!hooks) {
+    if (!observer) {
       keep_probabilities(B, T, start_pos);
       timed(B * T, start_pos + T,
             [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
@@ -205,7 +206,7 @@ class Model {
     }
     // The call's own recorder, detached however it ends.
     drop_probabilities();
-    const attn::Attached observed(e_.model, hooks->observer());
+    const attn::Attached observed(e_.model, *observer);
     hook_thread_ = std::this_thread::get_id();
     timed(B * T, start_pos + T,
           [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
@@ -251,7 +252,7 @@ class Model {
     if (!patch.is_none())
       patches(patch, &call, attn::hook_bytes(a, {{attn::Site::attn_probs, 0}}, call, "patch") / 4,
               hooks, held, scratch);
-    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks);
+    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks.observer());
     return {logits, kept};
   }
 
@@ -271,48 +272,7 @@ class Model {
                    py::handle rows_arg, py::object self) const {
     const std::string kind = text_arg(kind_arg, "kind");
     const bool widen = bool_arg(widen_arg, "widen");
-    const attn::ModelArgs& a = args();
-    const attn::TransformerWeights& w = e_.model.weights;
-    const std::int64_t hd = a.head_dim(), H = a.n_heads, KV = a.n_kv_heads;
-    const std::int64_t hidden = a.ffn_hidden(), dim = a.dim;
-    struct Shape {
-      attn::Matrix m;
-      const float* vec = nullptr;
-      std::int64_t rows = 0, cols = 0;
-    };
-    std::optional<Shape> found;
-    if (kind == "tok_embeddings" || kind == "output" || kind == "norm") {
-      if (kind == "norm"
-              ? !w.tokens.norm
-              : !(kind == "output" ? w.tokens.output.data : w.tokens.tok_embeddings.data))
-        throw py::value_error("kind: this model holds no " + kind + " (not a token model)");
-      if (kind == "norm")
-        found = Shape{{}, w.tokens.norm, dim, 0};
-      else
-        found = Shape{kind == "output" ? w.tokens.output : w.tokens.tok_embeddings, nullptr,
-                      a.vocab_size, dim};
-    } else {
-      const std::int64_t layer = int_arg(layer_arg, "layer");
-      if (layer < 0 || layer >= a.n_layers)
-        throw py::index_error("layer: " + std::to_string(layer) + " out of range 0.." +
-                              std::to_string(a.n_layers - 1));
-      const attn::LayerWeights& l = w.layers[std::size_t(layer)];
-      const std::pair<const char*, Shape> table[] = {
-          {"wq", {l.wq, nullptr, H * hd, dim}},  {"wk", {l.wk, nullptr, KV * hd, dim}},
-          {"wv", {l.wv, nullptr, KV * hd, dim}}, {"wo", {l.wo, nullptr, dim, H * hd}},
-          {"w1", {l.w1, nullptr, hidden, dim}},  {"w2", {l.w2, nullptr, dim, hidden}},
-          {"w3", {l.w3, nullptr, hidden, dim}},  {"attention_norm", {{}, l.attention_norm, dim, 0}},
-          {"ffn_norm", {{}, l.ffn_norm, dim, 0}}};
-      for (const auto& [name, shape] : table)
-        if (kind == name) found = shape;
-      if (!found)
-        throw py::value_error(
-            "kind: expected tok_embeddings, output, norm, wq, wk, wv, wo, w1, "
-            "w2, w3, attention_norm or ffn_norm, got '" +
-            kind + "'");
-      if (!found->m.data && !found->vec)
-        throw py::value_error("kind: this model's blocks have no " + kind);
-    }
+    const std::optional<WeightView> found = find_weight(kind, layer_arg);
     if (!rows_arg.is_none()) {  // some rows widened, whatever the type: never the whole matrix
       if (found->vec) throw py::value_error("rows: " + kind + " is a vector, not a matrix");
       const std::vector<std::int32_t> rows = ids_arg(rows_arg, "rows", found->rows);
@@ -369,15 +329,11 @@ class Model {
     attn::check_hook_bytes(attn::logit_lens_bytes(a, e_.model.act.plan.max_rows, 1, true) +
                                attn::checked_product({a.n_layers, B, T, a.vocab_size, 4}, "tokens"),
                            available.bytes, available.limit, "tokens");
-    lock.unlock();
     attn::LensRecorder recorder(e_.model, 1, true);
+    lock.unlock();  // forward_tokens takes it, and attaches the recorder under it
     py::array_t<float> lens(
         {py::ssize_t(a.n_layers), py::ssize_t(B), py::ssize_t(T), py::ssize_t(a.vocab_size)});
-    py::array_t<float> logits;
-    {
-      const attn::Attached on(e_.model, recorder.observer());
-      logits = forward_tokens(rows, start_pos, true);
-    }
+    const py::array_t<float> logits = forward_tokens(rows, start_pos, true, &recorder.observer());
     const std::int64_t n = B * T * a.vocab_size;
     for (std::int64_t l = 0; l < a.n_layers; ++l)
       std::memcpy(lens.mutable_data() + l * n, attn::lens_logits(recorder.lens(), l),
@@ -566,6 +522,53 @@ class Model {
         throw PythonRaised{};
       }
     };
+  }
+
+  // A weight by Meta's name (weight()'s kinds): a matrix and its shape, or a norm's vector.
+  struct WeightView {
+    attn::Matrix m;
+    const float* vec = nullptr;
+    std::int64_t rows = 0, cols = 0;
+  };
+  std::optional<WeightView> find_weight(const std::string& kind, py::handle layer_arg) const {
+    const attn::ModelArgs& a = args();
+    const attn::TransformerWeights& w = e_.model.weights;
+    const std::int64_t hd = a.head_dim(), H = a.n_heads, KV = a.n_kv_heads;
+    const std::int64_t hidden = a.ffn_hidden(), dim = a.dim;
+    std::optional<WeightView> found;
+    if (kind == "tok_embeddings" || kind == "output" || kind == "norm") {
+      if (kind == "norm"
+              ? !w.tokens.norm
+              : !(kind == "output" ? w.tokens.output.data : w.tokens.tok_embeddings.data))
+        throw py::value_error("kind: this model holds no " + kind + " (not a token model)");
+      if (kind == "norm")
+        found = WeightView{{}, w.tokens.norm, dim, 0};
+      else
+        found = WeightView{kind == "output" ? w.tokens.output : w.tokens.tok_embeddings, nullptr,
+                           a.vocab_size, dim};
+    } else {
+      const std::int64_t layer = int_arg(layer_arg, "layer");
+      if (layer < 0 || layer >= a.n_layers)
+        throw py::index_error("layer: " + std::to_string(layer) + " out of range 0.." +
+                              std::to_string(a.n_layers - 1));
+      const attn::LayerWeights& l = w.layers[std::size_t(layer)];
+      const std::pair<const char*, WeightView> table[] = {
+          {"wq", {l.wq, nullptr, H * hd, dim}},  {"wk", {l.wk, nullptr, KV * hd, dim}},
+          {"wv", {l.wv, nullptr, KV * hd, dim}}, {"wo", {l.wo, nullptr, dim, H * hd}},
+          {"w1", {l.w1, nullptr, hidden, dim}},  {"w2", {l.w2, nullptr, dim, hidden}},
+          {"w3", {l.w3, nullptr, hidden, dim}},  {"attention_norm", {{}, l.attention_norm, dim, 0}},
+          {"ffn_norm", {{}, l.ffn_norm, dim, 0}}};
+      for (const auto& [name, shape] : table)
+        if (kind == name) found = shape;
+      if (!found)
+        throw py::value_error(
+            "kind: expected tok_embeddings, output, norm, wq, wk, wv, wo, w1, "
+            "w2, w3, attention_norm or ffn_norm, got '" +
+            kind + "'");
+      if (!found->m.data && !found->vec)
+        throw py::value_error("kind: this model's blocks have no " + kind);
+    }
+    return found;
   }
 
   // The engine for this call: waited for with the GIL released, so that the thread running the
