@@ -131,3 +131,15 @@ def test_an_unhooked_run_keeps_its_bits():
     m.reset()
     hooked, _ = m.run_with_cache(e["tokens"])
     assert np.array_equal(plain, hooked)
+
+
+def test_the_dump_names_what_it_does_not_keep(tmp_path):
+    """attn-cli's --dump-activations keeps issue 38's points; a new one is refused as such."""
+    import os
+    import subprocess
+    r = subprocess.run([os.environ["ATTN_CLI"], "run", "-t", "1", "--dump",
+                        str(tmp_path / "dump.safetensors"),
+                        "--dump-activations", "blocks.0.attn.hook_z"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2
+    assert "activation 'blocks.0.attn.hook_z': the dump keeps the points" in r.stderr

@@ -62,6 +62,11 @@ void add_name(std::string_view name, const ModelArgs& a, const ModelEnds& ends,
            "expected all, a hook name (blocks.0.hook_resid_post, ln_final.hook_normalized) or a "
            "block's hook for every block (hook_resid_post, attn.hook_pattern)");
   }
+  if (std::find(std::begin(kForwardSites), std::end(kForwardSites), site) ==
+      std::end(kForwardSites))  // issue 51's points: Python's alone so far
+    refuse(name,
+           "the dump keeps the points of docs/contract.md section 5; this one is kept by "
+           "Python's run_with_cache and hooks");
   if ((reported & site_bit(site)) == 0)
     refuse(name, "a block of type attention has no MLP: it reports no " +
                      std::string(kHookNames[std::size_t(site)]));
