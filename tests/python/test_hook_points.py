@@ -37,19 +37,14 @@ def reference(ref, call, l, key):
     return ref[f"{call}.{l}.{key}"].astype(np.float64)
 
 
-@pytest.mark.parametrize("case", cases(GOLDEN / "observer"), ids=lambda c: c["name"])
-def test_new_hook_points_match_the_float64_reference(case):
-    m, e = token_model(case["name"])
+def reference_points(case, a, e):
+    """(call, tokens, start_pos, {hook name: float64 reference}) of each call of the case."""
     w = weights(case["name"])
     ref = safetensors_np.load(GOLDEN / "observer" / (case["name"] + ".safetensors"))
-    tol = case["tolerance"]
-    a = m.args
     H, KV, D, eps = a.n_heads, a.n_kv_heads, a.head_dim, a.norm_eps
     keys = {l: [] for l in range(a.n_layers)}  # each layer's k and v after RoPE, call by call
     values = {l: [] for l in range(a.n_layers)}
     for call, tokens, pos in calls(e, case["steps"]):
-        _, cache = m.run_with_cache(tokens, start_pos=pos)
-        B, T = tokens.shape
         want = {"hook_embed": w("embed")[tokens]}
         last = reference(ref, call, a.n_layers - 1, "resid_post")
         want["ln_final.hook_scale"] = rms(last, eps)
@@ -72,6 +67,17 @@ def test_new_hook_points_match_the_float64_reference(case):
             pre = x @ w("w1", l).T
             want[p + "mlp.hook_pre"] = pre
             want[p + "mlp.hook_post"] = pre / (1 + np.exp(-pre)) * (x @ w("w3", l).T)
+        yield call, tokens, pos, want
+
+
+@pytest.mark.parametrize("case", cases(GOLDEN / "observer"), ids=lambda c: c["name"])
+def test_new_hook_points_match_the_float64_reference(case):
+    m, e = token_model(case["name"])
+    tol = case["tolerance"]
+    a = m.args
+    for call, tokens, pos, want in reference_points(case, a, e):
+        _, cache = m.run_with_cache(tokens, start_pos=pos)
+        B, T = tokens.shape
         for name, value in want.items():
             got = cache[name]
             assert got.shape == value.shape, (call, name)
@@ -79,8 +85,8 @@ def test_new_hook_points_match_the_float64_reference(case):
             np.testing.assert_allclose(got, value, rtol=tol["rtol"], atol=tol["atol"],
                                        err_msg=f"{call} {name}")
         # TransformerLens's shapes, by name.
-        assert cache["blocks.0.attn.hook_attn_scores"].shape == (B, H, T, pos + T)
-        assert cache["blocks.0.attn.hook_result"].shape == (B, T, H, a.dim)
+        assert cache["blocks.0.attn.hook_attn_scores"].shape == (B, a.n_heads, T, pos + T)
+        assert cache["blocks.0.attn.hook_result"].shape == (B, T, a.n_heads, a.dim)
         assert cache["blocks.0.mlp.hook_pre"].shape == (B, T, a.ffn_hidden)
         assert cache["blocks.0.ln1.hook_scale"].shape == (B, T, 1)
 
@@ -133,13 +139,42 @@ def test_an_unhooked_run_keeps_its_bits():
     assert np.array_equal(plain, hooked)
 
 
-def test_the_dump_names_what_it_does_not_keep(tmp_path):
-    """attn-cli's --dump-activations keeps issue 38's points; a new one is refused as such."""
+def test_the_clis_dump_keeps_them_by_name(tmp_path):
+    """attn-cli run --dump-activations with the new points (a block's hook for every block, or
+    one block's): the prefill's and each decode step's, against the float64 reference."""
     import os
     import subprocess
-    r = subprocess.run([os.environ["ATTN_CLI"], "run", "-t", "1", "--dump",
-                        str(tmp_path / "dump.safetensors"),
-                        "--dump-activations", "blocks.0.attn.hook_z"], capture_output=True,
-                       text=True)
-    assert r.returncode == 2
-    assert "activation 'blocks.0.attn.hook_z': the dump keeps the points" in r.stderr
+    case = next(c for c in cases(GOLDEN / "observer") if c["name"] == "meta_f32")
+    m, e = token_model("meta_f32")
+    model = next(c for c in cases(GOLDEN / "model") if c["name"] == "meta_f32")
+    d = GOLDEN / "model" / "meta_f32"
+    steps = case["steps"]
+    ids = list(e["tokens"][0]) + list(e["greedy"][0, :steps])
+    dump = tmp_path / "dump.safetensors"
+    names = ("attn.hook_attn_scores,attn.hook_z,attn.hook_result,mlp.hook_pre,mlp.hook_post,"
+             "ln1.hook_scale,blocks.1.ln2.hook_scale")
+    r = subprocess.run([os.environ["ATTN_CLI"], "run", "-t", "1", "-m", str(d / model["weights"]),
+                        "--config", str(d / model["config"]),
+                        "--tokens", ",".join(str(int(i)) for i in ids), "-n", str(steps),
+                        "--dump", str(dump), "--dump-activations", names],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = safetensors_np.load(dump)
+    tol = case["tolerance"]
+    checked = 0
+    for call, _, _, want in reference_points(case, m.args, e):
+        prefix = "" if call == "prefill" else call + "."
+        for name, value in want.items():
+            if name.startswith(("hook_embed", "ln_final", "blocks.0.ln2")):
+                assert prefix + name not in got
+                continue
+            np.testing.assert_allclose(got[prefix + name], value, rtol=tol["rtol"],
+                                       atol=tol["atol"], err_msg=prefix + name)
+            checked += 1
+    assert checked == (1 + steps) * 13
+    # The seed notebook's model (block attention): no MLP, no pre-norms.
+    bad = subprocess.run([os.environ["ATTN_CLI"], "run", "-t", "1", "--dump", str(dump),
+                          "--dump-activations", "blocks.0.mlp.hook_pre"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "activation 'blocks.0.mlp.hook_pre': a block of type attention has no MLP" in bad.stderr
