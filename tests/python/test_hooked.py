@@ -315,3 +315,18 @@ def test_generate_takes_patch_functions_only():
     m.generate(prompt, steps=2,
                patch={"blocks.1.attn.hook_pattern": lambda a, n: calls_seen.append(a.shape)})
     assert calls_seen == [(1, 4, 7, 7), (1, 4, 1, 8), (1, 4, 1, 9)]
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="weights/stories260K.gguf absent")
+def test_the_steering_example_runs():
+    """examples/steering_hooks.py: the steered text differs, the attributions sum to the logit."""
+    import sys
+    from test_hooks import SOURCE
+    r = subprocess.run([sys.executable, str(SOURCE / "examples" / "steering_hooks.py")],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("plain:") and lines[1].startswith("steered:")
+    assert lines[0][len("plain:"):].strip() != lines[1][len("steered:"):].strip()
+    logit, total = lines[2].split("logit ")[1].split(", sum of attributions ")
+    assert abs(float(logit) - float(total)) < 1e-3
