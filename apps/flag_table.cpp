@@ -487,12 +487,14 @@ std::vector<Flag> generate_flags() {
          return flag(cmd, n, o.ignore_eos, h);
        }},
       {{"--save-session", "save_session", 22},
-       {{kGenerate, "write the cache and tokens here at the end"}},
+       {{kGenerate, "write the cache and tokens here at the end"},
+        {kChat, "write the cache and the conversation here when it ends (/exit, end of input)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.save_session, h);
        }},
       {{"--load-session", "load_session", 23},
-       {{kGenerate, "continue from a saved session"}},
+       {{kGenerate, "continue from a saved session"},
+        {kChat, "continue the conversation a chat --save-session wrote"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.load_session, h);
        }},

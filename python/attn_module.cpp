@@ -19,9 +19,9 @@
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/model/config.hpp"
-#include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "attn/version.hpp"
+#include "chat.hpp"
 #include "convert.hpp"
 #include "hooked_py.hpp"  // generated from hooked.py
 #include "model.hpp"
@@ -32,42 +32,6 @@ using namespace attn_py;  // the module's own conversions and Model
 namespace s = attn_py::shown;
 template <class Shown>
 using A = Arg<Shown>;  // an argument converted by convert.hpp, shown to help() as Shown
-
-namespace {
-
-// Tokenizer.apply_chat_template: messages as transformers takes them (a list of dicts, passed to
-// the template through JSON), tools and documents None.
-py::object apply_chat_template(const attn::Tokenizer& t, const py::object& messages,
-                               bool add_generation_prompt, bool tokenize,
-                               const std::optional<std::string>& chat_template) {
-  std::optional<attn::ChatTemplate> chosen;
-  if (chat_template)
-    for (const auto& [name, source] : t.chat_templates)
-      if (name == *chat_template) chosen.emplace(source, t.source + ": chat template " + name);
-  if (!chosen && chat_template) chosen.emplace(*chat_template, "chat_template");
-  if (!chosen) chosen.emplace(attn::chat_template_for(t, ""));
-  const attn::ChatOptions o = attn::chat_options(t, add_generation_prompt);
-  py::dict vars;
-  vars["messages"] = messages;
-  vars["tools"] = py::none();
-  vars["documents"] = py::none();
-  vars["add_generation_prompt"] = add_generation_prompt;
-  vars["bos_token"] = o.bos_token;
-  vars["eos_token"] = o.eos_token;
-  std::string json;
-  try {
-    json = py::module_::import("json").attr("dumps")(vars).cast<std::string>();
-  } catch (const py::error_already_set& e) {
-    throw py::type_error("messages: " + std::string(py::str(e.value())));
-  }
-  const std::string text = chosen->render_json(json);
-  if (!tokenize) return py::str(text);
-  attn::EncodeOptions eo;
-  eo.add_special_tokens = false;
-  return py::cast(attn::encode(t, text, eo));
-}
-
-}  // namespace
 
 PYBIND11_MODULE(attn, mod) {
   mod.doc() = "attn-cli's engine: LLaMA-style transformer blocks on the CPU, with the KV cache.";
@@ -165,13 +129,7 @@ PYBIND11_MODULE(attn, mod) {
       .def_property_readonly("vocab_size", &attn::Tokenizer::vocab_size)
       .def_readonly("bos_id", &attn::Tokenizer::bos)
       .def_readonly("eos_ids", &attn::Tokenizer::eos)
-      .def_readonly("pieces", &attn::Tokenizer::pieces)
-      .def("apply_chat_template", &apply_chat_template, py::arg("messages"),
-           py::arg("add_generation_prompt") = false, py::arg("tokenize") = true,
-           py::arg("chat_template") = py::none(),
-           "the conversation rendered by the tokenizer's chat template as transformers renders "
-           "it (chat_template: one of the tokenizer's template names, or a template's text), "
-           "as ids (tokenize=True: special tokens read from the text, none added) or text");
+      .def_readonly("pieces", &attn::Tokenizer::pieces);
   py::class_<Model>(mod, "Model", py::dynamic_attr())
       .def(py::init([](A<s::Args> args, A<s::OptPath> weights, A<s::Int> seed, A<s::Int> threads,
                        A<s::Bool> attention_weights, A<s::Text> compute) {
@@ -366,6 +324,7 @@ PYBIND11_MODULE(attn, mod) {
                              "the engine's own time in the last call (forward, GIL released)")
       .def_property_readonly("last_input_address", &Model::last_input_address,
                              "the address of the x the engine read last (zero-copy checks)");
+  bind_chat(mod);
   // The TransformerLens layer in Python (hooks(), run_with_hooks, ActivationCache, W_Q...):
   // python/hooked.py, run in this module's namespace.
   py::exec(kHookedPy, mod.attr("__dict__"));

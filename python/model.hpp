@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "attn/engine/chat.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
@@ -422,6 +424,24 @@ class Model {
                      [&](const attn::Generated& t) { out.push_back(t.id); });
     });
     return out;
+  }
+
+  // Model.chat (chat.cpp): keeps the cache's common prefix with a turn's rendered ids
+  // (engine/chat); the next generate continues after it. Returns how many positions are kept.
+  std::size_t keep_prefix(std::span<const std::int32_t> ids) {
+    auto lock = hold();
+    return attn::keep_common_prefix(e_, ids);
+  }
+
+  // Model.chat's stream (chat.cpp): whether the cache holds exactly `ids` and their next logits
+  // (no other call ran since the stream's last step); if so the next generate continues them.
+  bool continue_after(std::span<const std::int32_t> ids) {
+    auto lock = hold();
+    const attn::Generation& g = e_.generation;
+    if (g.logits.empty() || !std::equal(g.tokens.begin(), g.tokens.end(), ids.begin(), ids.end()))
+      return false;
+    e_.resume = true;
+    return true;
   }
 
   void save_session(const std::string& path) {

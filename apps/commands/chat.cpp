@@ -1,8 +1,8 @@
 // attn-cli chat: a conversation on stdin and stdout. Each line is a user turn; the whole
 // conversation is rendered by the chat template every turn and only what the cache does not
-// hold already is prefilled (the rendered ids' common prefix with the cache is kept: a template
-// that re-renders earlier turns differently is re-prefilled from the first differing position).
+// hold already is prefilled (engine/chat's keep_common_prefix).
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -14,9 +14,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "attn/engine/chat.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
+#include "attn/io/output.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
@@ -48,6 +50,7 @@ class InterruptReply {
     g_interrupted = 0;
     struct sigaction stop {};
     stop.sa_handler = on_interrupt;
+    stop.sa_flags = SA_RESTART;  // a write blocked on a paused terminal (Ctrl-S) goes on after
     sigemptyset(&stop.sa_mask);
     ::sigaction(SIGINT, &stop, &old_);
   }
@@ -60,37 +63,6 @@ class InterruptReply {
 };
 
 struct Interrupted {};  // thrown from the token callback: generate has no other way out
-
-// The conversation rendered with the generation prompt, as transformers' apply_chat_template
-// encodes it (the template writes the special tokens: none added).
-std::vector<std::int32_t> render_ids(const ChatTemplate& chat, const Tokenizer& tok,
-                                     const std::vector<ChatMessage>& messages, std::int64_t vocab) {
-  EncodeOptions o;
-  o.add_special_tokens = false;
-  std::vector<std::int32_t> ids = encode(tok, chat.render(messages, chat_options(tok, true)), o);
-  if (ids.empty()) throw InputError(chat.name() + ": the conversation renders to no tokens");
-  for (const std::int32_t id : ids)
-    if (id >= vocab)
-      throw InputError("the chat prompt has token " + std::to_string(id) +
-                       ", outside the model's vocabulary of " + std::to_string(vocab));
-  return ids;
-}
-
-// Keeps the cache's positions that hold the rendered ids' common prefix (one short of the whole:
-// a prefill needs a token), and returns how many are kept.
-std::size_t keep_common_prefix(Session& e, const std::vector<std::int32_t>& ids) {
-  std::vector<std::int32_t>& held = e.generation.tokens;
-  const std::size_t n = std::min({held.size(), ids.size() - 1});
-  std::size_t common = 0;
-  while (common < n && held[common] == ids[common]) ++common;
-  held.resize(common);
-  e.filled = std::int64_t(common);
-  e.resume = common > 0;
-  Generation& g = e.generation;
-  g.prompt_seconds = g.eval_seconds = 0;  // the timings are the turn's
-  g.prompt_tokens = g.eval_tokens = 0;
-  return common;
-}
 
 // One reply: the new ids prefilled after the kept prefix, tokens streamed until the template's
 // end of turn, the reply's text returned. The context full: the reply stops, said on stderr.
@@ -152,6 +124,34 @@ bool read_turn(std::istream& in, std::string& line) {
   return !line.empty();
 }
 
+// The conversation as a session file keeps it: [{"role", "content"}, ...] (text that is not UTF-8
+// replaced, as JSON holds only UTF-8).
+std::string conversation_json(const std::vector<ChatMessage>& messages) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A loaded session's conversation: a chat's session holds one; a generate session none.
+std::vector<ChatMessage> conversation_of(const std::string& json, const std::string& file) {
+  const std::string where = escape(file) + ": metadata 'conversation'";
+  if (json.empty())
+    throw InputError(
+        escape(file) + ": a session of generate, not of chat: it holds no conversation",
+        "load_session");
+  const nlohmann::json list = nlohmann::json::parse(json, nullptr, false);
+  if (!list.is_array()) throw InputError(where + ": not a list of messages");
+  std::vector<ChatMessage> messages;
+  for (const nlohmann::json& m : list) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      throw InputError(where + ": message " + std::to_string(messages.size()) +
+                       " is not {\"role\": text, \"content\": text}");
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  return messages;
+}
+
 }  // namespace
 
 int chat_command(const Options& f) {
@@ -169,8 +169,17 @@ int chat_command(const Options& f) {
   Session e = open_session(std::move(model), spec, {1, std::min(kRows, a.max_seq_len), 0, 0, {}},
                            std::nullopt, std::move(tok));
   require_token_model(e.model.args, "chat");
+  if (!f.save_session.empty()) check_output(f.save_session, "session");
   const std::vector<std::int32_t> stop = chat_stop_ids(*e.tokenizer);
   std::vector<ChatMessage> messages;
+  if (!f.load_session.empty()) {
+    std::string json;
+    load_cache_session(e, f.load_session, &json);
+    messages = conversation_of(json, f.load_session);
+    if (!f.system_prompt.empty())
+      throw InputError("the loaded session holds its conversation, its system message too",
+                       "system_prompt");
+  }
   if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
   const bool terminal = ::isatty(STDIN_FILENO) != 0;
   for (std::string line;;) {
@@ -181,12 +190,16 @@ int chat_command(const Options& f) {
     if (line.empty()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     messages.push_back({"user", line});
-    const std::vector<std::int32_t> ids = render_ids(chat, *e.tokenizer, messages, vocab);
+    const std::vector<std::int32_t> ids = chat_prompt_ids(chat, *e.tokenizer, messages, vocab);
     messages.push_back({"assistant", reply(f, e, ids, stop)});
     print_timing(e.generation,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (!std::cout) throw std::runtime_error("cannot write the replies to stdout");
+  if (!f.save_session.empty()) {
+    stage_cache_session(e, f.save_session, conversation_json(messages)).commit();
+    spdlog::info("session: {} ({} positions)", escape(f.save_session), e.filled);
+  }
   return 0;
 }
 

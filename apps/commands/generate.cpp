@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "attn/engine/chat.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/prompt.hpp"
 #include "attn/engine/session.hpp"
@@ -19,7 +20,6 @@
 #include "attn/io/format.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/runtime.hpp"
-#include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "commands/commands.hpp"
 #include "flags.hpp"
@@ -56,16 +56,7 @@ std::vector<std::int32_t> chat_prompt(const Options& f, const std::optional<Toke
       !f.text.tokens_file.empty())
     throw InputError("--chat takes the user's turn as one --prompt");
   const ChatTemplate chat = chat_template_for(*tok, f.chat_template);
-  const std::string text = chat.render({{"user", f.text.prompt[0]}}, chat_options(*tok, true));
-  spdlog::debug("chat prompt: {}", escape(text, 2000));
-  EncodeOptions o;
-  o.add_special_tokens = false;
-  std::vector<std::int32_t> ids = encode(*tok, text, o);
-  for (const std::int32_t id : ids)
-    if (id >= vocab)
-      throw InputError("the chat prompt has token " + std::to_string(id) +
-                       ", outside the model's vocabulary of " + std::to_string(vocab));
-  return ids;
+  return chat_prompt_ids(chat, *tok, {{"user", f.text.prompt[0]}}, vocab);
 }
 
 // The prompt's ids, read with the tokenizer the model's files name (ids need none), checked

@@ -3,6 +3,7 @@
 // special tokens read as tokens, none added), and the refusals naming the flag.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -181,10 +182,91 @@ TEST_CASE("chat: a line of standard input past 1 MiB is refused, not held") {
 TEST_CASE("chat: on a pseudo-terminal, a prompt before each turn and /exit") {
   const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
   const test::CliResult r =
-      test::run_shell("/usr/bin/python3 " + script.string() + " " + std::string(ATTN_CLI) + " " +
-                      kModel.substr(4) + " " + kTurns);
+      test::run_shell("/usr/bin/python3 " + script.string() + " exit " + std::string(ATTN_CLI) +
+                      " " + kModel.substr(4) + " " + kTurns);
   CHECK_MESSAGE(r.status == 0, r.out << r.err);
   CHECK(r.out.starts_with("> "));
   CHECK(r.out.find("prompt eval time") != std::string::npos);  // stderr is the terminal too
   CHECK(r.out.find("\n> ") != std::string::npos);
+}
+
+TEST_CASE("chat: on a pseudo-terminal, Ctrl-C stops a reply and the conversation goes on") {
+  // chat_pty.py pauses the terminal (Ctrl-S), sends a turn, waits until attn-cli is blocked
+  // writing the reply, then Ctrl-C; a second turn; Ctrl-C at the prompt (killed by SIGINT) and,
+  // in a second process, Ctrl-D at the prompt (exit 0): the script checks those endings.
+  const auto script = test::source_dir() / "tests" / "cli" / "chat_pty.py";
+  const test::CliResult r =
+      test::run_shell("/usr/bin/python3 " + script.string() + " interrupt " +
+                      std::string(ATTN_CLI) + " " + kModel.substr(4) + " " + kTurns);
+  REQUIRE_MESSAGE(r.status == 0, r.out << r.err);
+  CHECK(r.err.find("[reply stopped]") != std::string::npos);
+  const std::vector<long> counts = prefilled(r.err);
+  REQUIRE(counts.size() == 2);
+  // The terminal showed "> ", the stopped reply, "\n", "> ", the second reply, "\n", "> ".
+  REQUIRE(r.out.starts_with("> "));
+  const std::size_t end = r.out.find('\n');
+  REQUIRE(end != std::string::npos);
+  const std::string stopped = r.out.substr(2, end - 2);
+  CHECK(!stopped.empty());
+  CHECK(r.out.find("\n> ", end) != std::string::npos);
+  // The second turn renders the stopped reply as the assistant's message and prefills only what
+  // follows the first turn (its prompt, at most its last token again, and the new ids).
+  const test::CliResult t = test::run_cli(
+      "tokenize" + kModel + " --no-bos --json -f " +
+      file_with("chat_stopped.txt", "<s><|user|>Once upon a time</s><|assistant|>" + stopped +
+                                        "</s><|user|>The end</s><|assistant|>"));
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  const long second = long(nlohmann::json::parse(t.out)["ids"].size());
+  CHECK(counts[1] > 0);
+  CHECK(counts[1] <= second - counts[0] + 1);
+}
+
+TEST_CASE("chat: --save-session and --load-session hold a conversation across processes") {
+  const std::string whole_input = "Once upon a time\nThe cat sat\nLily said hi\n";
+  const test::CliResult whole = test::run_shell("(" + chat_cli(whole_input, "-n 8") + ")");
+  REQUIRE_MESSAGE(whole.status == 0, whole.err);
+  const std::string saved = test::temp_path("chat.session").string();
+  const test::CliResult first = test::run_shell(
+      "(" + chat_cli("Once upon a time\nThe cat sat\n", "-n 8 --save-session " + saved) + ")");
+  REQUIRE_MESSAGE(first.status == 0, first.err);
+  const test::CliResult second =
+      test::run_shell("(" + chat_cli("Lily said hi\n", "-n 8 --load-session " + saved) + ")");
+  REQUIRE_MESSAGE(second.status == 0, second.err);
+  CHECK(first.out + second.out == whole.out);
+  // The loaded turn prefills what the third turn of one process does: the cache was kept.
+  REQUIRE(prefilled(whole.err).size() == 3);
+  CHECK(prefilled(second.err) == std::vector<long>{prefilled(whole.err)[2]});
+}
+
+TEST_CASE("chat: a session without a conversation, or with a broken one, is refused") {
+  const std::string g = test::temp_path("chat_generate.session").string();
+  REQUIRE(test::run_cli("generate" + kModel + " -p hi -n 2 --save-session " + g).status == 0);
+  test::CliResult r = test::run_shell("(" + chat_cli("hi\n", "--load-session " + g) + ")");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("a session of generate, not of chat") != std::string::npos);
+  CHECK(r.err.find("--load-session") != std::string::npos);
+  const std::string c = test::temp_path("chat_saved.session").string();
+  REQUIRE(test::run_shell("(" + chat_cli("hi\n", "-n 2 --save-session " + c) + ")").status == 0);
+  r = test::run_shell("(" + chat_cli("hi\n", "--load-session " + c + " -sys 'Be brief'") + ")");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--system-prompt") != std::string::npos);
+  // The file's conversation replaced by one that is not a list of messages (safetensors: a
+  // u64 header length, the JSON header, then the data its offsets address).
+  std::ifstream in(c, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  for (const std::string bad : {"{\"role\": 1}", "[{\"role\": \"user\"}]", "not json"}) {
+    header["__metadata__"]["conversation"] = bad;
+    const std::string h = header.dump();
+    std::string out(8, '\0');
+    const std::uint64_t size = h.size();
+    std::memcpy(out.data(), &size, 8);
+    out += h + bytes.substr(8 + n);
+    const std::string broken = file_with("chat_broken.session", out);
+    r = test::run_shell("(" + chat_cli("hi\n", "--load-session " + broken) + ")");
+    CHECK(r.status == 2);
+    CHECK_MESSAGE(r.err.find("metadata 'conversation'") != std::string::npos, r.err);
+  }
 }

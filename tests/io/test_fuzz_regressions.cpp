@@ -14,6 +14,7 @@
 #include "attn/io/checkpoint.hpp"
 #include "attn/io/safetensors.hpp"
 #include "attn/model/config.hpp"
+#include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "test_support.hpp"
 #include "text_input.hpp"
@@ -150,4 +151,24 @@ TEST_CASE("fuzz regressions: cache session files") {
     CHECK_THROWS_AS(attn::load_cache_session(e, p), attn::InputError);
     CHECK(e.filled == 0);  // nothing of a refused file stays
   }
+}
+
+TEST_CASE("fuzz regressions: chat templates, read and rendered") {
+  const auto files = regressions("chat_template");
+  CHECK(!files.empty());
+  const std::vector<attn::ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi"}};
+  for (const fs::path& p : files)
+    accepted_or_refused(p, [&] {
+      const attn::ChatTemplate t(slurp(p), p.string());
+      attn::ChatOptions options;
+      options.now = 0;
+      t.render(messages, options);
+    });
+  // Float literals past the double range read as Python reads them (python3-jinja2 prints this).
+  const attn::ChatTemplate t(slurp(test::source_dir() / "fuzz" / "regressions" / "chat_template" /
+                                   "float-literals-past-double.jinja"),
+                             "floats.jinja");
+  attn::ChatOptions options;
+  options.now = 0;
+  CHECK(t.render(messages, options) == "inf|-inf|0.0|2.5e-07");
 }

@@ -24,6 +24,8 @@ struct Case {
   std::int64_t n_heads, n_kv_heads, bsz, seqlen, total;
   attn::Mask kind = attn::Mask::causal;
   std::int64_t padded = 0;  // keys 0 .. padded-1 of batch row 0 are padding (all: padded >= total)
+  std::int64_t window = 0;  // Gemma's sliding window (AttentionMask's), and its soft-cap
+  float softcap = 0;
 };
 
 // A cache [bsz, n_kv_heads, total, kHd] and queries [bsz, seqlen, n_heads, kHd] of smooth values.
@@ -67,6 +69,8 @@ Result run_attention(const Case& c, const Inputs& in, int threads, bool with_pro
   if (with_probs) r.probs.assign(std::size_t(c.bsz * c.n_heads * c.seqlen * c.total), -1.0f);
   attn::AttentionMask mask;
   mask.kind = c.kind;
+  mask.window = c.window;
+  mask.softcap = c.softcap;
   if (c.padded > 0) {
     mask.keep = in.keep.data();
     mask.ld = c.total;
@@ -93,7 +97,9 @@ void check_row(const Case& c, const Inputs& in, const Result& r, std::int64_t b,
     double d = 0;
     for (std::int64_t e = 0; e < kHd; ++e) d += double(q[e]) * k[e];
     p[std::size_t(j)] = d / std::sqrt(double(kHd));
+    if (c.softcap > 0) p[std::size_t(j)] = c.softcap * std::tanh(p[std::size_t(j)] / c.softcap);
     if (any_real && !in.keep[std::size_t(b * c.total + j)]) p[std::size_t(j)] = -1e300;
+    if (c.window > 0 && start_pos + i - j >= c.window) p[std::size_t(j)] = -1e300;
     mx = std::max(mx, p[std::size_t(j)]);
   }
   if (!any_real) mx = 0, std::fill(p.begin(), p.end(), 0.0);
@@ -124,6 +130,8 @@ void check_case(const Case& c) {
   CAPTURE(c.total);
   CAPTURE(int(c.kind));
   CAPTURE(c.padded);
+  CAPTURE(c.window);
+  CAPTURE(c.softcap);
   const Inputs in = make_inputs(c);
   const Result one = run_attention(c, in, 1, true);
   for (std::int64_t b = 0; b < c.bsz; ++b)
@@ -207,4 +215,17 @@ TEST_CASE("split attention: decode steps past kSplitFrom match one prefill of th
       CAPTURE(i);
       CHECK(d.failures == 0);
     }
+}
+
+TEST_CASE("split attention: Gemma's sliding window and soft-cap, whole rows and split") {
+  // Keys at i - j >= window get exactly 0, the scores capped (cap * tanh(s / cap)) before the
+  // mask: on the own kernels, OpenBLAS's rows, and split chunks some of which are wholly hidden.
+  const std::int64_t from = attn::kSplitFrom, chunk = attn::kKeyChunk;
+  for (std::int64_t window : {std::int64_t(1), std::int64_t(3), chunk + 5})
+    for (float cap : {0.0f, 0.5f})
+      for (std::int64_t total : {std::int64_t(9), std::int64_t(300), from + 5}) {
+        check_case({8, 2, 2, 1, total, attn::Mask::causal, 0, window, cap});
+        check_case({4, 1, 1, 3, total, attn::Mask::causal, 0, window, cap});
+        if (total < from) check_case({4, 2, 1, total, total, attn::Mask::causal, 0, window, cap});
+      }
 }

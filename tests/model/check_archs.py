@@ -10,6 +10,11 @@ For every test model of tests/golden/arch_models.py (written once into
   logits of the prompt and STEPS greedy steps within ATTN_TOL relative, and attn-cli's argmax equal
   to the reference's at every step unless the reference's top two logits are nearer than
   TIE (relative to the row's largest magnitude, as the error is: a near-tie).
+- for the Gemma models (HF_MODELS), a Hugging Face folder of the same weights written by
+  tests/golden/arch_hf.py (config.json, model.safetensors, norm weights stored as w - 1): attn-cli
+  on it equal to attn-cli on the F32 GGUF, bit for bit, and so within ATTN_TOL of the reference;
+  and their hook_pattern against the softmax of the capped, windowed scores of their own cached
+  q and k (check_hooks).
 - per type, llama.cpp's distance from the reference on the same quantized file, printed and never
   asserted (llama.cpp rounds activations to Q8_K, Q8_0, F16 or BF16 inside its products).
 
@@ -39,11 +44,14 @@ if not (LLAMA_CPP / "src/gguf-py/gguf").is_dir() or not (LLAMA_CPP / "src/models
     print(f"SKIP: llama.cpp's sources are not cached in {LLAMA_CPP}/src (gguf-py, models/)")
     sys.exit(77)
 
+import arch_hf  # noqa: E402
 import arch_models  # noqa: E402
 import arch_reference as ref  # noqa: E402
 
 # The models attn-cli is held to (names of arch_models.MODELS); harch adds rows as it implements.
-CHECKED = ["llama", "llama3", "qwen2", "qwen3", "granite", "olmo2", "phi3", "phi4mini"]
+CHECKED = ["llama", "llama3", "qwen2", "qwen3", "granite", "olmo2", "phi3", "phi4mini", "gemma2",
+           "gemma3"]
+HF_MODELS = ["gemma2", "gemma3"]  # checked from a Hugging Face folder too (arch_hf.py)
 # ATTN_ARCH_CHECK=qwen3,gemma2: more models held to the reference (while implementing them)
 CHECKED += [n for n in os.environ.get("ATTN_ARCH_CHECK", "").split(",") if n and n not in CHECKED]
 QUICK_TYPES = ["Q8_0", "Q4_K_M"]
@@ -52,9 +60,10 @@ STEPS = 16
 N_CTX = 256     # both runners' context (llama.cpp pads its n_ctx to 256; decides Phi-3's factors)
 ATTN_TOL = 1e-5
 LLAMA_TOL = 1e-4
-# llama.cpp's CPU GELU reads an F16 table: against a reference that rounds as that table does, its
-# GeGLU models still differ where a float32 input and the float64 one fall on either side of an F16
-# rounding boundary (one F16 step of one activation): measured up to ~2.2e-4 on these files.
+# llama.cpp's CPU GELU reads an F16 table (GGML_GELU_FP16), so Gemma's logits there sit ~5e-4 from
+# the exact ones; attn-cli computes GELU in float and is held to ATTN_TOL. Against a reference
+# that rounds as that table does (gelu_f16_table), its GeGLU models still differ where a float32
+# input and the float64 one fall on either side of an F16 rounding boundary (one F16 step of one activation): measured up to ~2.2e-4 on these files.
 LLAMA_TOL_GELU = 5e-4
 TIE = 2 * ATTN_TOL
 
@@ -166,6 +175,9 @@ def check_attn(name, qtype, path, ids, want):
         return
     err = rel(got, want)
     check(err <= ATTN_TOL, f"{name} {qtype}: attn-cli {err:.2e} from the reference (> {ATTN_TOL})")
+    if qtype == "F32" and name in HF_MODELS:
+        check_hf(name, path, tokens, got)
+        check_hooks(name, path, want)
     # greedy: the argmax after the prompt and after each step, near-ties aside
     P = len(PROMPT)
     for s in range(STEPS):
@@ -177,6 +189,53 @@ def check_attn(name, qtype, path, ids, want):
             break
     table.setdefault((name, qtype), {})["attn-cli"] = err
     print(f"  attn-cli  {name:9} {qtype:7} {err:.2e}")
+
+
+def check_hf(name, path, tokens, got_gguf):
+    """attn-cli on the Hugging Face folder of the F32 file's weights: the GGUF run's bits."""
+    folder = path.with_name(f"{name}.hf")
+    if not (folder / "model.safetensors").exists():
+        tmp = path.with_name(f"{name}.hf.tmp")
+        arch_hf.write_folder(path, tmp)
+        tmp.rename(folder)
+    try:
+        got = attn_logits(folder, tokens)
+    except Exception as e:  # noqa: BLE001
+        check(False, f"{name} HF folder: attn-cli refused it: {e}")
+        return
+    diff = float(np.abs(got - got_gguf).max())
+    check(diff == 0, f"{name} HF folder: attn-cli's logits differ from the GGUF's by {diff:.2e}")
+    print(f"  attn-cli  {name:9} HF      {diff:.2e} from the GGUF run")
+
+
+def check_hooks(name, path, want):
+    """Gemma's sites keep their meaning: hook_pattern is the softmax of the scaled, soft-capped
+    scores of the reported rotated q and k, exactly 0 outside a sliding layer's window (float64
+    from the cached hooks), and run_with_cache's logits are forward's (final soft-cap included)."""
+    import attn
+    m = ref.Model(path, N_CTX)
+    am = attn.Model.from_pretrained(str(path), max_seq_len=N_CTX, threads=2)
+    logits, cache = am.run_with_cache(np.array([PROMPT]))
+    err = rel(np.asarray(logits, dtype=np.float64).reshape(len(PROMPT), -1), want[:len(PROMPT)])
+    check(err <= ATTN_TOL, f"{name}: run_with_cache's logits {err:.2e} from the reference")
+    P, group = len(PROMPT), m.n_head // m.n_head_kv
+    i, j = np.arange(P)[:, None], np.arange(P)[None, :]
+    worst = 0.0
+    for il in range(m.n_layer):
+        q = np.asarray(cache[f"blocks.{il}.attn.hook_rot_q"], dtype=np.float64)[0]  # [P, heads, hd]
+        k = np.asarray(cache[f"blocks.{il}.attn.hook_rot_k"], dtype=np.float64)[0]
+        pattern = np.asarray(cache[f"blocks.{il}.attn.hook_pattern"], dtype=np.float64)[0]
+        s = np.einsum("ihd,jhd->hij", q, np.repeat(k, group, axis=1)) * m.q_scale()
+        if m.attn_cap:
+            s = m.attn_cap * np.tanh(s / m.attn_cap)
+        hidden = (j > i) | ((i - j >= m.n_swa) if m.is_swa[il] else False)
+        s = np.exp(np.where(hidden[None], -np.inf, s) - s.max(axis=-1, keepdims=True))
+        p = s / s.sum(axis=-1, keepdims=True)
+        worst = max(worst, float(np.abs(pattern - p).max()))
+        check(not np.any(pattern[:, hidden]), f"{name}: layer {il}'s hook_pattern is not 0 where "
+                                              "the mask (causal, window) hides a key")
+    check(worst <= ATTN_TOL, f"{name}: hook_pattern {worst:.2e} from softmax of the capped scores")
+    print(f"  attn-cli  {name:9} hooks   pattern {worst:.2e}, logits {err:.2e}")
 
 
 def print_table():

@@ -141,9 +141,9 @@ void check_same(const attn::ModelArgs& a, attn::TransformerWeights& x,
 TEST_CASE("arch: llama, mistral and qwen2 are rows, and the tool's blocks are Meta's") {
   for (const char* name : {"llama", "mistral", "qwen2", "attention", "encoder"})
     CHECK(attn::find_architecture(name) != nullptr);
-  CHECK(attn::find_architecture("gemma2") == nullptr);
+  CHECK(attn::find_architecture("gemma4") == nullptr);
   CHECK(attn::architecture_names([](const attn::Architecture& a) { return a.gguf; }) ==
-        "llama, mistral, qwen2, qwen3, olmo2, phi3 or granite");
+        "llama, mistral, qwen2, qwen3, olmo2, gemma2, gemma3, phi3 or granite");
   CHECK(attn::architecture_names([](const attn::Architecture& a) { return a.meta_block; }) ==
         "llama, attention or encoder");
   // RoPE by file format: Meta's and llama.cpp's llama rows rotate pairs, Hugging Face's halves.

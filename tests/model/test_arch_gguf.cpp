@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attn/engine/lens.hpp"
 #include "attn/error.hpp"
 #include "gguf_model.hpp"
 
@@ -314,4 +315,138 @@ TEST_CASE("gguf: phi3's LongRoPE factors by context, magnitude, partial rotary")
   test::GgufModel odd = tiny_fused("phi3");
   odd.u32("phi3.rope.dimension_count", 3);
   CHECK(refusal(odd).find("m.gguf: key 'phi3.rope.dimension_count': 3: RoPE rotates an even") == 0);
+}
+
+TEST_CASE("gguf: gemma2 and gemma3 keys as llama.cpp reads them, with its defaults") {
+  // Gemma 2: soft-caps 50 and 30, window 4096 on every other layer from layer 0, its global
+  // base on the sliding layers; embeddings times sqrtf(dim); GeGLU; norms before and after.
+  const attn::ModelArgs g2 = test::config_of(test::tiny_llama("gemma2", 3));
+  CHECK(g2.geglu);
+  CHECK(g2.pre_norms);
+  CHECK(g2.post_norms);
+  CHECK(g2.rope == attn::Rope::half);
+  CHECK(g2.embedding_scale == double(std::sqrt(8.0f)));
+  CHECK(g2.attention_scale == 0);  // the kernel's 1/sqrt(key_length): not a 27B model
+  // The 27B model (46 layers): 1/sqrt(n_embd / n_head) as llama.cpp, whatever key_length is.
+  test::GgufModel big = test::tiny_llama("gemma2", 46);
+  big.u32("gemma2.attention.key_length", 8).u32("gemma2.attention.value_length", 8);
+  CHECK(test::config_of(big).attention_scale == double(1.0f / std::sqrt(4.0f)));
+  CHECK(g2.attn_softcap == 50);
+  CHECK(g2.final_softcap == 30);
+  CHECK(g2.sliding_window == 4096);
+  CHECK(g2.sliding_layers == std::vector<std::uint8_t>{1, 0, 1});
+  CHECK(g2.rope_theta_swa == g2.rope_theta);
+  CHECK(g2.norm_weight_offset == 0);  // as stored: the converter added Gemma's 1
+  test::GgufModel caps = test::tiny_llama("gemma2", 3);
+  caps.f32("gemma2.attn_logit_softcapping", 3).f32("gemma2.final_logit_softcapping", 0);
+  caps.u32("gemma2.attention.sliding_window", 2).u32("gemma2.attention.sliding_window_pattern", 3);
+  const attn::ModelArgs c = test::config_of(caps);
+  CHECK(c.attn_softcap == 3);
+  CHECK(c.final_softcap == 0);
+  CHECK(c.sliding_window == 2);
+  CHECK(c.sliding_layers == std::vector<std::uint8_t>{1, 1, 0});
+  test::GgufModel bad = test::tiny_llama("gemma2", 1);
+  bad.f32("gemma2.final_logit_softcapping", -1);
+  CHECK(refusal(bad).find("m.gguf: key 'gemma2.final_logit_softcapping': must be finite and not "
+                          "negative") == 0);
+  // Gemma 3: no window without the key; with it, five layers in six slide, on base 10000
+  // unscaled while the global layers take rope.freq_base and the linear factor.
+  const attn::ModelArgs g3 = test::config_of(test::tiny_llama("gemma3", 6));
+  CHECK(g3.sliding_layers.empty());
+  CHECK(g3.attn_softcap == 0);
+  CHECK(g3.final_softcap == 0);
+  test::GgufModel swa = test::tiny_llama("gemma3", 7);
+  swa.u32("gemma3.attention.sliding_window", 4).f32("gemma3.rope.freq_base", 1e6f);
+  swa.string("gemma3.rope.scaling.type", "linear").f32("gemma3.rope.scaling.factor", 8);
+  const attn::ModelArgs s = test::config_of(swa);
+  CHECK(s.sliding_layers == std::vector<std::uint8_t>{1, 1, 1, 1, 1, 0, 1});
+  CHECK(s.rope_theta_swa == 10000);
+  CHECK(s.rope_freq_scale == 0.125);
+  CHECK(s.rope_freq_scale_swa == 1);
+  CHECK(s.sliding_window == 4);
+  // A window shorter than the cache is Gemma's mask, not Mistral's refusal.
+  CHECK(s.max_seq_len > s.sliding_window);
+}
+
+TEST_CASE("hf: gemma2 and gemma3_text config.json: Gemma's keys, norm weights as 1 + w") {
+  const attn::ModelArgs a = attn::parse_config(
+      R"({"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+          "intermediate_size": 96, "hidden_activation": "gelu_pytorch_tanh",
+          "query_pre_attn_scalar": 16, "sliding_window": 5, "rope_theta": 1000000.0,
+          "rope_local_base_freq": 10000.0, "final_logit_softcapping": null,
+          "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+          "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})",
+      "config.json");
+  CHECK(a.arch == "gemma3");
+  CHECK(a.qk_norm == attn::QkNorm::per_head);
+  CHECK(a.norm_weight_offset == 1);
+  CHECK(a.tie_word_embeddings);
+  CHECK(a.geglu);
+  CHECK(a.attention_scale == 0.25);
+  CHECK(a.final_softcap == 0);
+  CHECK(a.sliding_layers == std::vector<std::uint8_t>{1, 0, 1});
+  CHECK(a.rope_freq_scale == 0.25);
+  CHECK(a.rope_freq_scale_swa == 1);
+  CHECK(a.rope_theta_swa == 10000);
+  const attn::ModelArgs g2 = attn::parse_config(
+      R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "head_dim": 16, "intermediate_size": 96,
+          "query_pre_attn_scalar": 16})",
+      "config.json");
+  CHECK(g2.attn_softcap == 50);
+  CHECK(g2.final_softcap == 30);
+  CHECK(g2.attention_scale == 0);
+  CHECK(g2.sliding_layers == std::vector<std::uint8_t>{1, 0, 1, 0});
+  attn::LayerWeights w;
+  const std::vector<attn::TensorSpec> specs = attn::layer_tensor_specs(g2, w, 0);
+  for (const char* name : {"attention_norm", "post_attention_norm", "ffn_norm", "post_ffn_norm"})
+    CHECK(std::any_of(specs.begin(), specs.end(), [&](const attn::TensorSpec& s) {
+      return s.name == std::string("layers.0.") + name + ".weight";
+    }));
+  try {
+    attn::parse_config(R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2,
+                           "num_attention_heads": 4, "intermediate_size": 96,
+                           "hidden_activation": "gelu"})",
+                       "config.json");
+    FAIL("accepted");
+  } catch (const attn::InputError& e) {
+    CHECK(std::string(e.what()).find("config.json: key 'hidden_activation'") == 0);
+  }
+}
+
+TEST_CASE("gguf: gemma2's final soft-cap bounds the logits, and the logit lens applies it too") {
+  test::GgufModel base = test::tiny_llama("gemma2", 2);
+  std::uint64_t seed = 500;
+  for (const char* l : {"blk.0.", "blk.1."})
+    for (const char* n : {"post_attention_norm.weight", "post_ffw_norm.weight"})
+      base.tensor(std::string(l) + n, {8}, seed++, 0.2f, 1.0f);
+  test::GgufModel capped = base, uncapped = base;
+  capped.f32("gemma2.final_logit_softcapping", 0.5f);
+  uncapped.f32("gemma2.final_logit_softcapping", 0);
+  const auto run = [](const test::GgufModel& g, const char* file, bool lens) {
+    const std::filesystem::path p = g.save(file);
+    attn::ModelArgs a = attn::load_config(p);
+    a.max_batch_size = 1;
+    attn::Transformer m =
+        attn::make_transformer(a, attn::load_weights(a, p, {}, attn::ModelEnds{true, true}), 5);
+    attn::LensRecorder rec(m, 5, /*keep_logits=*/true);
+    if (lens) attn::observe(m, &rec.observer());
+    std::vector<float> logits(std::size_t(5 * a.vocab_size));
+    attn::forward(m, kPrompt.data(), 1, 5, 0, logits.data(), true);
+    if (lens)  // the last block's lens: the logits' bits, soft-capped as they are
+      CHECK(std::memcmp(attn::lens_logits(rec.lens(), a.n_layers - 1), logits.data(),
+                        logits.size() * sizeof(float)) == 0);
+    return logits;
+  };
+  const std::vector<float> c = run(capped, "gemma2_capped.gguf", true);
+  const std::vector<float> u = run(uncapped, "gemma2_uncapped.gguf", false);
+  REQUIRE(c.size() == u.size());
+  float widest = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    widest = std::max(widest, std::fabs(u[i]));
+    CHECK(std::fabs(c[i]) < 0.5f);
+    CHECK(c[i] == doctest::Approx(0.5 * std::tanh(double(u[i]) / 0.5)).epsilon(1e-5));
+  }
+  CHECK(widest > 1.0f);  // the cap bites
 }

@@ -53,6 +53,8 @@ SETUP = textwrap.dedent("""
 """)
 
 SURROGATE = r"'a\ud800b'"  # a str UTF-8 cannot hold
+HI = "[{'role': 'user', 'content': 'hi'}]"  # a conversation
+CHAT = "'{{ messages[0].content }}'"  # a chat template's text (stories260K has none)
 NUL = r"'a\x00b'"
 
 # function: {argument: (working value, wrong type, bad value or None[, exception of the bad value])}
@@ -67,6 +69,10 @@ TABLE = {
                    "clean_up_tokenization_spaces": ("None", "2", None)},
     "tok.convert_ids_to_tokens": {"ids": ("[1, 2]", "1.5", "[-1]")},
     "tok.token_bytes": {"id": ("1", "'1'", "512", "IndexError")},
+    "tok.apply_chat_template": {"messages": (HI, "5", None),
+                                "add_generation_prompt": ("True", "1", None),
+                                "tokenize": ("False", "'no'", None),
+                                "chat_template": (CHAT, "3", SURROGATE)},
     "attn.ModelArgs": {"dim": ("18", "'x'", "-1"), "norm_eps": ("1e-5", "'x'", "float('nan')"),
                        "mask": ("'causal'", "1", SURROGATE), "norm_first": ("False", "1", None)},
     "attn.ModelArgs.from_file": {"path": ("CONFIG", "[]", SURROGATE),
@@ -95,6 +101,14 @@ TABLE = {
                     "temperature": ("0.7", "'warm'", "101.0"), "do_sample": ("True", "'no'", None),
                     "top_k": ("5", "'5'", "2**25"), "top_p": ("0.9", "[0.9]", "-1.0"),
                     "repetition_penalty": ("1.2", "'x'", "-1.0")},
+    "m.chat": {"messages": (HI, "'hi'", None), "chat_template": (CHAT, "b'x'", SURROGATE),
+               "max_new_tokens": ("2", "2.0", "-1"), "temperature": ("0.7", "'warm'", "101.0"),
+               "do_sample": ("True", "'no'", None), "top_k": ("5", "'5'", "2**25"),
+               "top_p": ("0.9", "[0.9]", "-1.0"), "min_p": ("0.05", "'x'", "-0.5"),
+               "seed": ("1", "1.5", "-1"), "repetition_penalty": ("1.2", "'x'", "-1.0"),
+               "repeat_last_n": ("64", "6.4", "-2"), "presence_penalty": ("0.5", "None", "101.0"),
+               "frequency_penalty": ("0.5", "'f'", "float('nan')"),
+               "stream": ("False", "'yes'", None)},
     "m.forward": {"tokens": ("[[1, 2]]", "'ab'", "[[1, 2**31]]"), "start_pos": ("0", "0.0", "-1"),
                   "all_positions": ("False", "'no'", None),
                   "patch": ("None", "[1]", "{'blocks.0.hook_nope': 0}")},

@@ -17,6 +17,7 @@
 
 #include "attn/error.hpp"
 #include "attn/text/added_tokens.hpp"
+#include "attn/text/chat_template.hpp"
 #include "attn/text/llama_vocab.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "attn/text/unicode.hpp"
@@ -680,5 +681,45 @@ TEST_CASE("llama tokenizers: malformed token types, scores and merges are refuse
   std::ofstream(p, std::ios::binary) << tok;
   CHECK_THROWS_WITH_AS(attn::load_tokenizer(p),
                        doctest::Contains("tokenizer.bin: token 5: the score is NaN"),
+                       attn::InputError);
+}
+
+TEST_CASE("llama tokenizers: a GGUF's named chat templates, as llama.cpp's converter writes them") {
+  // gguf-py's add_chat_template: tokenizer.chat_template (default), tokenizer.chat_template.NAME
+  // each, and the names' list tokenizer.chat_templates.
+  GgufWriter w = spm_gguf({});
+  w.text("tokenizer.chat_template", "D{{ messages[0].content }}")
+      .text("tokenizer.chat_template.tool_use", "T{{ messages[0].content }}")
+      .strings("tokenizer.chat_templates", {"tool_use", "rag"})
+      .text("tokenizer.chat_template.rag", "R{{ messages[0].content }}");
+  const attn::Tokenizer t = attn::load_tokenizer(w.write("named.gguf"));
+  REQUIRE(t.chat_templates.size() == 3);
+  CHECK(t.chat_templates[0].first == "default");
+  CHECK(t.chat_templates[1].first == "tool_use");
+  CHECK(t.chat_templates[2].first == "rag");
+  const std::vector<attn::ChatMessage> hi = {{"user", "hi"}};
+  CHECK(attn::chat_template_for(t, "").render(hi, {}) == "Dhi");
+  CHECK(attn::chat_template_for(t, "tool_use").render(hi, {}) == "Thi");
+  CHECK(attn::chat_template_for(t, "rag").render(hi, {}) == "Rhi");
+  CHECK_THROWS_WITH_AS(attn::chat_template_for(t, "nope"),
+                       doctest::Contains("'nope' is neither a file nor one of the tokenizer's "
+                                         "chat templates ('default', 'tool_use', 'rag')"),
+                       attn::InputError);
+  // Named templates without a default: no default, the named ones still chosen by name.
+  GgufWriter only = spm_gguf({});
+  only.text("tokenizer.chat_template.tool_use", "T");
+  const attn::Tokenizer o = attn::load_tokenizer(only.write("named_only.gguf"));
+  CHECK_THROWS_WITH_AS(attn::chat_template_for(o, ""), doctest::Contains("has no chat template"),
+                       attn::InputError);
+  CHECK(attn::chat_template_for(o, "tool_use").render(hi, {}) == "T");
+  // A named template that is not a string, or one named "default" (the unnamed key's name).
+  GgufWriter number = spm_gguf({});
+  number.id("tokenizer.chat_template.rag", 7);
+  CHECK_THROWS_WITH_AS(attn::load_tokenizer(number.write("named_bad.gguf")),
+                       doctest::Contains("tokenizer.chat_template.rag"), attn::InputError);
+  GgufWriter twice = spm_gguf({});
+  twice.text("tokenizer.chat_template", "D").text("tokenizer.chat_template.default", "E");
+  CHECK_THROWS_WITH_AS(attn::load_tokenizer(twice.write("named_default.gguf")),
+                       doctest::Contains("key 'tokenizer.chat_template.default'"),
                        attn::InputError);
 }

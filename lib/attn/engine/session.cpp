@@ -218,17 +218,18 @@ std::optional<bool> prompt_bos(bool continues, std::optional<bool> asked) {
   return std::nullopt;
 }
 
-OutputFile stage_cache_session(const Session& e, const std::filesystem::path& path) {
+OutputFile stage_cache_session(const Session& e, const std::filesystem::path& path,
+                               std::string_view conversation) {
   if (e.generation.tokens.empty() || e.generation.logits.empty())
     throw InputError("nothing to save: the cache holds no generation", "save_session");
-  return stage_session(path, e.model, e.generation);
+  return stage_session(path, e.model, e.generation, conversation);
 }
 
-void load_cache_session(Session& e, const std::filesystem::path& path) {
+void load_cache_session(Session& e, const std::filesystem::path& path, std::string* conversation) {
   require_token_model(e.model.args, "a cache session");
   reset(e);
   try {
-    load_session(path, e.model, e.generation);
+    load_session(path, e.model, e.generation, conversation);
     // The next generation prints the tokens as text: the tokenizer's ids only.
     check_token_ids(e.generation.tokens, token_vocab(e),
                     escape(path.string()) + ": metadata 'tokens'");

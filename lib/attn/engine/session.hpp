@@ -11,6 +11,8 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "attn/engine/open.hpp"
@@ -131,7 +133,10 @@ std::optional<bool> prompt_bos(bool continues, std::optional<bool> asked = std::
 // The cache session file: the filled cache, its tokens and the next logits, staged beside
 // `path` (committed by the caller), and read back into an engine with the same config and
 // weights (InputError naming the file and what differs).
-OutputFile stage_cache_session(const Session& e, const std::filesystem::path& path);
-void load_cache_session(Session& e, const std::filesystem::path& path);
+// `conversation`: a chat's messages kept in the file (attn-cli chat's), read back when given.
+OutputFile stage_cache_session(const Session& e, const std::filesystem::path& path,
+                               std::string_view conversation = {});
+void load_cache_session(Session& e, const std::filesystem::path& path,
+                        std::string* conversation = nullptr);
 
 }  // namespace attn

@@ -60,11 +60,25 @@ struct Rows {
   std::int64_t rows, first_pos, keys;
   bool causal;
   const std::uint8_t* keep;  // this batch row's padding mask, or null
+  std::int64_t window = 0;   // AttentionMask's
+  float softcap = 0;
 };
+
+// Soft-caps the scores s[0:n] of keys first_key.. for the query at position pos, then hides
+// those outside the sliding window (AttentionMask's window and softcap; -FLT_MAX as padding).
+void cap_and_window(float* s, std::int64_t n, std::int64_t first_key, std::int64_t pos,
+                    std::int64_t window, float cap) {
+  if (cap > 0) softcap(s, n, cap);
+  if (window <= 0) return;
+  const std::int64_t end = std::min(n, pos - window + 1 - first_key);  // keys j < pos - window + 1
+  for (std::int64_t j = 0; j < end; ++j) s[j] = -FLT_MAX;
+}
 
 // Masked softmax of score row i: visible keys, minus padded ones.
 void softmax_row(const Runtime& rt, float* s, const Rows& r, std::int64_t i) {
   const std::int64_t visible = r.causal ? r.first_pos + i + 1 : r.keys;
+  if (r.softcap > 0 || r.window > 0)
+    cap_and_window(s, visible, 0, r.first_pos + i, r.window, r.softcap);
   if (r.keep)
     for (std::int64_t j = 0; j < visible; ++j)
       if (!r.keep[j]) s[j] = -FLT_MAX;
@@ -151,6 +165,8 @@ void split_item(const Runtime& rt, const Split& sp, float* partials, const float
       group_scores(rt, q, n, k, keys, hd, scale, s);                       // s [n, keys]
       for (std::int64_t h = 0; h < n; ++h) {
         float* sh = s + h * keys;
+        if (mask.softcap > 0 || mask.window > 0)
+          cap_and_window(sh, keys, j0, sp.start_pos + i, mask.window, mask.softcap);
         if (keep)
           for (std::int64_t j = 0; j < keys; ++j)
             if (!keep[j]) sh[j] = -FLT_MAX;
@@ -246,8 +262,13 @@ void attention(const Runtime& rt, float* out, const float* xq, const KVView& cac
                  (i % chunks) * kAttentionChunk};
     const std::int64_t rows = std::min(seqlen, t.r0 + kAttentionChunk) - t.r0;
     const std::int64_t first_pos = start_pos + t.r0;
-    const Rows r{rows, first_pos, causal ? first_pos + rows : total, causal,
-                 mask.keep ? mask.keep + t.b * mask.ld : nullptr};
+    const Rows r{rows,
+                 first_pos,
+                 causal ? first_pos + rows : total,
+                 causal,
+                 mask.keep ? mask.keep + t.b * mask.ld : nullptr,
+                 mask.window,
+                 mask.softcap};
     const float* k = cache.k + cache.offset(t.b, t.g);
     const float* v = cache.v + cache.offset(t.b, t.g);
     if (rows == 1) {  // decode: the group's heads together, each key read once

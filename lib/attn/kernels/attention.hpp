@@ -19,10 +19,15 @@ inline constexpr std::int64_t kAttentionChunk = 64;
 // when every position is real. A padded key's score becomes the lowest finite float before the
 // softmax (as Hugging Face does): it gets weight exactly 0 unless every key the query sees is
 // padded, and then the query attends uniformly to them, never NaN.
+// window > 0 (Gemma's sliding layers): a key at position j is also hidden from the query at i
+// when i - j >= window, its probability exactly 0. softcap > 0 (Gemma 2): each scaled score s
+// becomes softcap * tanh(s / softcap) before any key is hidden.
 struct AttentionMask {
   Mask kind = Mask::causal;
   const std::uint8_t* keep = nullptr;
   std::int64_t ld = 0;
+  std::int64_t window = 0;
+  float softcap = 0;
 };
 
 // Whether a head's chunk of `rows` query rows against `keys` keys runs on OpenBLAS sgemm (else

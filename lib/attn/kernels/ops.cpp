@@ -171,4 +171,22 @@ void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
          [&](std::int64_t i0, std::int64_t i1) { rt.kernels->swiglu(h1 + i0, h3 + i0, i1 - i0); });
 }
 
+void geglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  ranges(rt, rt.worth_parallel(n * kTranscendentalFlops), n, 64,
+         [&](std::int64_t i0, std::int64_t i1) {
+           for (std::int64_t i = i0; i < i1; ++i) {
+             const float x = h1[i];
+             const float g =
+                 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+             h1[i] = g * h3[i];
+           }
+         });
+}
+
+void softcap(float* x, std::int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (std::int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 }  // namespace attn

@@ -86,4 +86,12 @@ void softmax_masked(const Runtime& rt, float* x, std::int64_t n, std::int64_t le
 // SwiGLU gate: h1 = silu(h1) * h3, element-wise over n values.
 void swiglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n);
 
+// GeGLU gate (Gemma): h1 = gelu(h1) * h3 with GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi)
+// (x + 0.044715 x^3))), as Hugging Face's gelu_pytorch_tanh and llama.cpp's GELU, computed in
+// float (llama.cpp's CPU reads an F16 table instead).
+void geglu(const Runtime& rt, float* h1, const float* h3, std::int64_t n);
+
+// x = cap * tanh(x / cap) over n values: Gemma's soft-capping of scores and logits.
+void softcap(float* x, std::int64_t n, float cap);
+
 }  // namespace attn

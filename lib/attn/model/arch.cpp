@@ -65,6 +65,25 @@ constexpr TensorNames kOlmo2Layer[] = {
     {"feed_forward.w3.weight", "mlp.up_proj.weight", "ffn_up.weight"}};
 constexpr TensorTable kOlmo2Tensors{
     {"layers.", "model.layers.", "blk."}, kOlmo2Layer, kLlamaToken, {}};
+// Gemma 2: llama's attention and FFN with norms before and after each; Hugging Face names its
+// post-attention norm as llama's FFN norm is named there. Gemma 3 adds each head's q/k norms.
+constexpr TensorNames kGemma2Layer[] = {
+    {"attention.wq.weight", "self_attn.q_proj.weight", "attn_q.weight"},
+    {"attention.wk.weight", "self_attn.k_proj.weight", "attn_k.weight"},
+    {"attention.wv.weight", "self_attn.v_proj.weight", "attn_v.weight"},
+    {"attention.wo.weight", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"attention_norm.weight", "input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_ffn_norm.weight", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"feed_forward.w1.weight", "mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"feed_forward.w2.weight", "mlp.down_proj.weight", "ffn_down.weight"},
+    {"feed_forward.w3.weight", "mlp.up_proj.weight", "ffn_up.weight"}};
+constexpr auto kGemma3Layer = join(kGemma2Layer, kQkNorms);
+constexpr TensorTable kGemma2Tensors{
+    {"layers.", "model.layers.", "blk."}, kGemma2Layer, kLlamaToken, {}};
+constexpr TensorTable kGemma3Tensors{
+    {"layers.", "model.layers.", "blk."}, kGemma3Layer, kLlamaToken, {}};
 constexpr TensorTable kQwen3Tensors{
     {"layers.", "model.layers.", "blk."}, kQwen3Layer, kLlamaToken, {}};
 
@@ -106,6 +125,10 @@ constexpr const char* kGraniteTypes[] = {"granite"};
 constexpr const char* kGraniteClasses[] = {"GraniteForCausalLM"};
 constexpr const char* kOlmo2Types[] = {"olmo2"};
 constexpr const char* kOlmo2Classes[] = {"Olmo2ForCausalLM"};
+constexpr const char* kGemma2Types[] = {"gemma2"};
+constexpr const char* kGemma2Classes[] = {"Gemma2ForCausalLM"};
+constexpr const char* kGemma3Types[] = {"gemma3_text"};
+constexpr const char* kGemma3Classes[] = {"Gemma3ForCausalLM"};
 constexpr const char* kQwen3Types[] = {"qwen3"};
 constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
 
@@ -113,19 +136,27 @@ constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
 // architecture (architecture_of), so llama comes before the rows that share its block.
 constexpr Architecture kArchitectures[] = {
     {"llama", true, true, kLlamaTypes, kLlamaClasses, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::interleaved, false, true, &kLlamaTensors, false, QkNorm::none},
+     Rope::half, Rope::interleaved, false, true, &kLlamaTensors, false, QkNorm::none, true, false},
     {"mistral", false, true, kMistralTypes, kMistralClasses, Block::llama, Norm::rms,
      Rope::interleaved, Rope::half, Rope::interleaved, false, true, &kLlamaTensors, false,
-     QkNorm::none},
+     QkNorm::none, true, false},
     // q, k and v biases, none on o; llama.cpp keeps Hugging Face's rows (NEOX).
     {"qwen2", false, true, kQwen2Types, kQwen2Classes, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::half, true, false, &kLlamaTensors, false, QkNorm::none},
+     Rope::half, Rope::half, true, false, &kLlamaTensors, false, QkNorm::none, true, false},
     // Each head's q and k RMSNormed before RoPE; no biases; halves as Hugging Face's.
     {"qwen3", false, true, kQwen3Types, kQwen3Classes, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::half, false, false, &kQwen3Tensors, false, QkNorm::per_head},
+     Rope::half, Rope::half, false, false, &kQwen3Tensors, false, QkNorm::per_head, true, false},
     // Norms after attention and FFN only, q and k RMSNormed whole; halves (llama.cpp's NEOX).
     {"olmo2", false, true, kOlmo2Types, kOlmo2Classes, Block::llama, Norm::rms, Rope::interleaved,
-     Rope::half, Rope::half, false, false, &kOlmo2Tensors, true, QkNorm::whole},
+     Rope::half, Rope::half, false, false, &kOlmo2Tensors, true, QkNorm::whole, false, false},
+    // Norms before and after attention and FFN, GeGLU, soft-capping, sliding layers; halves.
+    {"gemma2", false, true, kGemma2Types, kGemma2Classes, Block::llama, Norm::rms,
+     Rope::interleaved, Rope::half, Rope::half, false, false, &kGemma2Tensors, true, QkNorm::none,
+     true, true},
+    // Gemma 2's block with each head's q and k RMSNormed before RoPE, no attention soft-cap.
+    {"gemma3", false, true, kGemma3Types, kGemma3Classes, Block::llama, Norm::rms,
+     Rope::interleaved, Rope::half, Rope::half, false, false, &kGemma3Tensors, true,
+     QkNorm::per_head, true, true},
     // Fused q/k/v and gate/up, LongRoPE factors, partial rotary; halves (llama.cpp's NEOX).
     // Its config.json is not read yet (no Hugging Face model type).
     {"phi3",
@@ -142,12 +173,14 @@ constexpr Architecture kArchitectures[] = {
      false,
      &kPhi3Tensors,
      false,
-     QkNorm::none},
+     QkNorm::none,
+     true,
+     false},
     // llama's block with four multipliers (ModelArgs' embedding_scale, ...); llama.cpp's
     // converter permutes q/k rows to pairs as for llama.
     {"granite", false, true, kGraniteTypes, kGraniteClasses, Block::llama, Norm::rms,
      Rope::interleaved, Rope::half, Rope::interleaved, false, false, &kLlamaTensors, false,
-     QkNorm::none},
+     QkNorm::none, true, false},
     // The seed notebooks' blocks: attention alone, and torch's TransformerEncoderLayer (biases
     // and no RoPE unless the config says otherwise). Meta's keys only.
     {"attention",
@@ -164,7 +197,9 @@ constexpr Architecture kArchitectures[] = {
      true,
      &kLlamaTensors,
      false,
-     QkNorm::none},
+     QkNorm::none,
+     true,
+     false},
     {"encoder",
      true,
      false,
@@ -179,7 +214,9 @@ constexpr Architecture kArchitectures[] = {
      true,
      &kLlamaTensors,
      false,
-     QkNorm::none},
+     QkNorm::none,
+     true,
+     false},
 };
 
 // The norm each block runs: a row claiming another would be run with its block's.

@@ -68,6 +68,10 @@ struct Architecture {
   const TensorTable* tensors;
   bool post_norms = false;        // the llama block with its norms after attention and FFN (olmo2)
   QkNorm qk_norm = QkNorm::none;  // q and k normed before RoPE (their norms' tensors in `tensors`)
+  bool pre_norms = true;          // norms before attention and FFN (false: olmo2, after only)
+  // Gemma's: GeGLU, embeddings times sqrt(dim), soft-capping, sliding layers (read by the config
+  // readers from the file's keys), and Hugging Face's norm weights stored as w for 1 + w.
+  bool gemma = false;
 
   Rope rope(ConfigFormat f) const {
     return f == ConfigFormat::hugging_face ? hf_rope

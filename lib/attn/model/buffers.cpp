@@ -84,7 +84,9 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   p.cache = kv_cache_floats(a);
   sum(p.cache, p.cache, "KV cache");
   const std::int64_t hd = a.head_dim();
-  p.rope = a.rope == Rope::none ? 0 : floats({a.max_seq_len, hd / 2, 2}, "RoPE table");
+  // Gemma's sliding layers rotate with a second table of their own.
+  const std::int64_t tables = a.sliding_layers.empty() ? 1 : 2;
+  p.rope = a.rope == Rope::none ? 0 : floats({tables, a.max_seq_len, hd / 2, 2}, "RoPE table");
   p.xb = floats({max_rows, a.dim}, "activations");
   const char* what = "attention activations";
   const std::int64_t q = floats({a.n_heads, hd}, what), kv = floats({a.n_kv_heads, hd}, what);

@@ -163,7 +163,7 @@ std::string weights_fingerprint(const Transformer& m) {
 }
 
 OutputFile stage_session(const std::filesystem::path& path, const Transformer& m,
-                         const Generation& g) {
+                         const Generation& g, std::string_view conversation) {
   const KVCache& c = m.cache;
   const std::int64_t filled = std::int64_t(g.tokens.size());
   std::vector<float> k, v;  // [n_layers, 1, n_kv_heads, filled, head_dim]
@@ -174,18 +174,21 @@ OutputFile stage_session(const std::filesystem::path& path, const Transformer& m
   }
   const std::vector<std::int64_t> shape = {c.n_layers, 1, c.n_kv_heads, filled, c.head_dim};
   OutputFile out(path, "session");
+  std::map<std::string, std::string> metadata = {{"format", kFormat},
+                                                 {"config", config_of(m.args).dump()},
+                                                 {"weights", weights_fingerprint(m)},
+                                                 {"tokens", json(g.tokens).dump()}};
+  if (!conversation.empty()) metadata.emplace("conversation", conversation);
   write_safetensors(out,
                     {{"cache_k", shape, k.data()},
                      {"cache_v", shape, v.data()},
                      {"logits", {std::int64_t(g.logits.size())}, g.logits.data()}},
-                    {{"format", kFormat},
-                     {"config", config_of(m.args).dump()},
-                     {"weights", weights_fingerprint(m)},
-                     {"tokens", json(g.tokens).dump()}});
+                    metadata);
   return out;
 }
 
-void load_session(const std::filesystem::path& path, Transformer& m, Generation& g) {
+void load_session(const std::filesystem::path& path, Transformer& m, Generation& g,
+                  std::string* conversation) {
   const SafetensorsFile f = open_safetensors(path);
   if (meta(f, "format") != kFormat)
     throw InputError(f.path + ": not an attn-cli session (format " + quoted(meta(f, "format"), 60) +
@@ -211,6 +214,10 @@ void load_session(const std::filesystem::path& path, Transformer& m, Generation&
   const float* logits = tensor_as_f32(f, "logits", storage);
   check_finite(logits, m.args.vocab_size, f.path, "logits");
   g.logits.assign(logits, logits + m.args.vocab_size);
+  if (conversation) {
+    const auto it = f.header.metadata.find("conversation");
+    *conversation = it == f.header.metadata.end() ? std::string() : it->second;
+  }
 }
 
 }  // namespace attn

@@ -4,6 +4,7 @@
 // fingerprints of the config and weights it was computed with, in one safetensors file.
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "attn/io/output.hpp"
 #include "attn/model/generate.hpp"
@@ -17,12 +18,15 @@ namespace attn {
 std::string weights_fingerprint(const Transformer& m);
 
 // Writes the session into a temporary file beside `path`, returned uncommitted (output.hpp).
-// Batch 1: the cache's first sequence.
+// Batch 1: the cache's first sequence. `conversation` (a chat's messages, opaque here): kept
+// in the file when not empty.
 OutputFile stage_session(const std::filesystem::path& path, const Transformer& m,
-                         const Generation& g);
+                         const Generation& g, std::string_view conversation = {});
 
-// Reads a saved session into m's cache and g. Throws InputError naming the file and what differs
-// from m: a config key, the weights, the cache's capacity.
-void load_session(const std::filesystem::path& path, Transformer& m, Generation& g);
+// Reads a saved session into m's cache and g, and its conversation (empty when it has none)
+// into `conversation` when given. Throws InputError naming the file and what differs from m: a
+// config key, the weights, the cache's capacity.
+void load_session(const std::filesystem::path& path, Transformer& m, Generation& g,
+                  std::string* conversation = nullptr);
 
 }  // namespace attn

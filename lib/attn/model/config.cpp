@@ -173,7 +173,7 @@ void validate(const Reader& r, const ModelArgs& a) {
   if (a.ffn_dim_multiplier && !(*a.ffn_dim_multiplier > 0 && *a.ffn_dim_multiplier <= 64))
     r.fail("ffn_dim_multiplier", "must be in (0, 64]");
   check_numbers(r, a);
-  if (a.sliding_window && a.sliding_window < a.max_seq_len)
+  if (a.sliding_window && a.sliding_layers.empty() && a.sliding_window < a.max_seq_len)
     r.fail("sliding_window", window_text(a), "max_seq_len");
   if (a.ffn_hidden_set > kMaxSize)
     r.fail("ffn_hidden", "too large: " + std::to_string(a.ffn_hidden_set) + " (at most 2^24)");
@@ -348,7 +348,7 @@ void override_sizes(ModelArgs& a, const ConfigOverrides& o) {
         "{}: {} is {}; the cache holds {} positions (llama.cpp's default context): set "
         "max_seq_len for more",
         a.source, config_key(a, "max_seq_len"), a.max_position_embeddings, a.max_seq_len);
-  if (a.sliding_window && a.sliding_window < a.max_seq_len)
+  if (a.sliding_window && a.sliding_layers.empty() && a.sliding_window < a.max_seq_len)
     throw InputError("max_seq_len: " + a.source + ": " + window_text(a), "max_seq_len");
 }
 

@@ -70,7 +70,27 @@ struct ModelArgs {
   // attention_scale (0: 1/sqrt(head_dim)), each block's attention and FFN output times
   // residual_scale before the residual add, the logits divided by logit_scale.
   double embedding_scale = 1, attention_scale = 0, residual_scale = 1, logit_scale = 1;
-  std::int64_t sliding_window = 0;  // Mistral's; refused when shorter than max_seq_len
+  // Mistral's (every layer's, refused when shorter than max_seq_len), or, with sliding_layers,
+  // the window of those layers: a key at position j is hidden from the query at i when
+  // i - j >= sliding_window (llama.cpp's LLAMA_SWA_TYPE_STANDARD), over a cache of every position.
+  std::int64_t sliding_window = 0;
+  // Gemma 2/3: by the checkpoint's layer index, 1 where the layer attends within sliding_window
+  // (empty: no layer does). Those layers rotate with rope_theta_swa and rope_freq_scale_swa.
+  std::vector<std::uint8_t> sliding_layers;
+  double rope_theta_swa = 0, rope_freq_scale_swa = 1;
+  // Linear RoPE scaling (rope.scaling.factor, Hugging Face's rope_type "linear"): every angle
+  // times rope_freq_scale (1/factor), on the layers that do not slide.
+  double rope_freq_scale = 1;
+  // Gemma 2/3: the norms before attention and the FFN kept beside post_norms (pre_norms false:
+  // OLMo 2's, after only), the FFN's gate through GELU's tanh form (GeGLU) instead of SiLU, and
+  // soft-capping: attention scores (scaled, before the mask) and the logits become
+  // cap * tanh(x / cap) (0: none).
+  bool pre_norms = true;
+  bool geglu = false;
+  double attn_softcap = 0, final_softcap = 0;
+  // Added to every RMSNorm weight at load: Hugging Face's Gemma stores w and multiplies by 1 + w
+  // (llama.cpp's converter stores the sum). 0 for every other file.
+  float norm_weight_offset = 0;
   // Where the config came from, for messages: the file (escaped) or "the built-in config". The
   // file's provenance, which every check of the config names: kept with it.
   std::string source = "the built-in config";
@@ -97,6 +117,11 @@ struct ModelArgs {
   std::int64_t rotary_dims() const { return rope_dims ? rope_dims : head_dim(); }
   std::int64_t ffn_hidden() const;  // ffn_hidden if set, else Meta's FeedForward hidden size
   bool has_first_layer() const { return first_layer == 0; }
+  // Does block l of this model (the checkpoint's first_layer + l) attend within sliding_window?
+  bool slides(std::int64_t l) const {
+    const std::int64_t i = first_layer + l;
+    return i >= 0 && i < std::int64_t(sliding_layers.size()) && sliding_layers[std::size_t(i)];
+  }
   bool has_last_layer() const {
     return checkpoint_layers == 0 || first_layer + n_layers == checkpoint_layers;
   }

@@ -137,8 +137,9 @@ void read_rope_freqs(const Meta& m, ModelArgs& a) {
     m.fail(factor, "must be finite and positive, got " + std::to_string(a.rope_attn_factor));
 }
 
-// llama.cpp's default type is "linear", with factor 0 (or 1) meaning no scaling.
-void read_rope_scaling(const Meta& m) {
+// llama.cpp's default type is "linear", with factor 0 (or 1) meaning no scaling. Linear scaling
+// by another factor is run for Gemma (3 4B+'s 8, on its global layers), refused elsewhere.
+void read_rope_scaling(const Meta& m, ModelArgs& a) {
   const std::string type = m.f.string(m.key("rope.scaling.type")).value_or("linear");
   if (type == "none") return;
   // Phi-3's: its factors and magnitude are read with rope_freqs (read_rope_freqs).
@@ -149,8 +150,71 @@ void read_rope_scaling(const Meta& m) {
   std::optional<double> factor = m.f.number(m.key("rope.scaling.factor"));
   std::string key = m.key("rope.scaling.factor");
   if (!factor) factor = m.f.number(key = m.key("rope.scale_linear"));
-  if (factor && *factor != 0 && *factor != 1)
+  if (!factor || *factor == 0 || *factor == 1) return;
+  if (!m.row.gemma)
     m.fail(key, "linear RoPE scaling by " + std::to_string(*factor) + " is not supported");
+  if (!(*factor > 0 && std::isfinite(*factor)))
+    m.fail(key, "must be finite and positive, got " + std::to_string(*factor));
+  a.rope_freq_scale = 1 / *factor;
+}
+
+// {arch}.attention.sliding_window_pattern as llama.cpp's load_swa_pattern reads it: an array of
+// one flag per layer, else an integer n (layer il slides when il % n < n - 1; 0: every layer),
+// else the architecture's default n.
+void read_swa_pattern(const Meta& m, ModelArgs& a, std::int64_t n) {
+  const std::string key = m.key("attention.sliding_window_pattern");
+  if (a.n_layers < 1 || a.n_layers > (std::int64_t{1} << 24)) return;  // finish_file_config's
+  a.sliding_layers.assign(std::size_t(a.n_layers), 0);
+  if (const GgufValue* v = m.f.find(key); v && v->type == GgufValueType::array) {
+    if (v->element != GgufValueType::boolean)
+      m.fail(key, "expected an integer or an array of bool");
+    if (std::int64_t(v->count) != a.n_layers)
+      m.fail(key,
+             std::to_string(v->count) + " flags for " + std::to_string(a.n_layers) + " layers");
+    for (std::size_t i = 0; i < v->count; ++i) a.sliding_layers[i] = v->data[i] != 0;
+    return;
+  }
+  n = m.f.integer(key).value_or(n);
+  if (n < 0) m.fail(key, "must not be negative, got " + std::to_string(n));
+  for (std::int64_t il = 0; il < a.n_layers; ++il)
+    a.sliding_layers[std::size_t(il)] = n == 0 || il % n < n - 1;
+}
+
+// A soft-cap key: finite and not negative (0: none).
+double read_cap(const Meta& m, const char* suffix, double fallback) {
+  const double cap = m.f.number(m.key(suffix)).value_or(fallback);
+  if (!(cap >= 0 && std::isfinite(cap)))
+    m.fail(m.key(suffix), "must be finite and not negative, got " + std::to_string(cap));
+  return cap;
+}
+
+// Gemma 2 and 3 as llama.cpp's gemma2.cpp and gemma3.cpp read them: embeddings times
+// sqrtf(n_embd), q times 1/sqrt(n_embd/n_head) in the 27B models (46 and 62 layers; else the
+// kernel's 1/sqrt(key_length)), soft-caps (Gemma 2's attention 50 and final 30 by default,
+// Gemma 3's final 0 and no attention cap), sliding layers (Gemma 2: always, window 4096 by
+// default, pattern 2, its global base and scale; Gemma 3: with a sliding_window key, pattern 6,
+// base rope.freq_base_swa (10000) unscaled).
+void read_gemma(const Meta& m, ModelArgs& a) {
+  if (!m.row.gemma) return;
+  const bool gemma2 = std::string_view(m.row.name) == "gemma2";
+  a.geglu = true;
+  a.embedding_scale = double(std::sqrt(float(a.dim)));
+  if (a.n_layers == (gemma2 ? 46 : 62) && a.n_heads > 0)
+    a.attention_scale = double(1.0f / std::sqrt(float(a.dim / a.n_heads)));
+  a.attn_softcap = gemma2 ? read_cap(m, "attn_logit_softcapping", 50) : 0;
+  a.final_softcap = read_cap(m, "final_logit_softcapping", gemma2 ? 30 : 0);
+  const std::string window = m.key("attention.sliding_window");
+  const std::optional<std::int64_t> n_swa = m.f.integer(window);
+  if (!gemma2 && n_swa.value_or(0) <= 0) return;
+  a.sliding_window = n_swa.value_or(4096);
+  if (a.sliding_window < 1)
+    m.fail(window, "must be at least 1, got " + std::to_string(a.sliding_window));
+  read_swa_pattern(m, a, gemma2 ? 2 : 6);
+  a.rope_theta_swa =
+      m.f.number(m.key("rope.freq_base_swa")).value_or(gemma2 ? a.rope_theta : 10000.0);
+  if (!(a.rope_theta_swa > 0 && std::isfinite(a.rope_theta_swa)))
+    m.fail(m.key("rope.freq_base_swa"), "must be finite and positive");
+  a.rope_freq_scale_swa = gemma2 ? a.rope_freq_scale : 1;
 }
 
 // Granite's multipliers ({arch}.embedding_scale, residual_scale, attention.scale, logit_scale);
@@ -272,6 +336,7 @@ ModelArgs gguf_config(const GgufFile& f) {
   a.rope = row.rope(ConfigFormat::gguf);
   a.qk_norm = row.qk_norm;
   a.post_norms = row.post_norms;
+  a.pre_norms = row.pre_norms;
   read_scales(m, a);
   a.max_position_embeddings = m.required("context_length");
   a.dim = m.required("embedding_length");
@@ -291,8 +356,9 @@ ModelArgs gguf_config(const GgufFile& f) {
     m.fail(m.key("context_length"),
            "must be at least 1, got " + std::to_string(a.max_position_embeddings));
   read_head(m, a);
-  read_rope_scaling(m);
+  read_rope_scaling(m, a);
   if (a.n_heads > 0 && a.dim > 0) read_rope_freqs(m, a);
+  read_gemma(m, a);
   check_tensors(m, a.n_layers);
   // llama.cpp treats the attention biases as optional in each layer (qwen2's are always there,
   // with none on the output projection), and the head as the embeddings when output.weight is

@@ -1,6 +1,7 @@
 // Hugging Face's config.json (LlamaConfig, MistralConfig, Qwen2Config keys) read as the ModelArgs
 // it describes: the llama block with its architecture row's RoPE and biases.
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <span>
 #include <string>
@@ -26,6 +27,11 @@ const std::set<std::string> kHfIgnoredKeys = {
     "intermediate_size",    "rms_norm_eps",      "rope_theta",           "max_position_embeddings",
     "attention_bias",       "head_dim",          "embedding_multiplier", "residual_multiplier",
     "attention_multiplier", "logits_scaling"};
+// Gemma2Config's and Gemma3TextConfig's keys beside those (read by read_hf_gemma).
+const std::set<std::string> kHfGemmaKeys = {
+    "hidden_activation",       "query_pre_attn_scalar",  "attn_logit_softcapping",
+    "final_logit_softcapping", "sliding_window_pattern", "layer_types",
+    "rope_local_base_freq",    "cache_implementation",   "use_bidirectional_attention"};
 
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
@@ -34,6 +40,13 @@ void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   const Reader sr{s, r.source, ConfigFormat::hugging_face, "rope_scaling."};
   const std::string type = sr.text("rope_type", sr.text("type", ""));
   if (type == "default") return;
+  if (type == "linear" && a.norm_weight_offset != 0) {  // Gemma 3's (4B+), global layers only
+    double factor = 1;
+    sr.number("factor", factor);
+    if (!(factor > 0)) r.fail("rope_scaling", "needs factor > 0");
+    a.rope_freq_scale = 1 / factor;
+    return;
+  }
   if (type != "llama3")
     r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + excerpt(s));
   RopeScaling rs;
@@ -93,6 +106,66 @@ const Architecture& hf_architecture(const Reader& r) {
   return *find_architecture("llama");
 }
 
+// Which layers slide: layer_types ("sliding_attention" / "full_attention" per layer), else
+// every layer but each n-th (Gemma 2's n = 2; Gemma 3's sliding_window_pattern, 6).
+void read_hf_sliding_layers(const Reader& r, ModelArgs& a, std::int64_t n) {
+  if (a.n_layers < 1 || a.n_layers > (std::int64_t{1} << 24)) return;  // validate refuses it
+  a.sliding_layers.assign(std::size_t(a.n_layers), 0);
+  if (r.j.contains("layer_types") && !r.j.at("layer_types").is_null()) {
+    const json& t = r.j.at("layer_types");
+    if (!t.is_array() || std::int64_t(t.size()) != a.n_layers)
+      r.fail("layer_types", "expected an array of num_hidden_layers strings");
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (t[i] != "sliding_attention" && t[i] != "full_attention")
+        r.fail("layer_types",
+               "expected \"sliding_attention\" or \"full_attention\", got " + excerpt(t[i]));
+      a.sliding_layers[i] = t[i] == "sliding_attention";
+    }
+    return;
+  }
+  r.integer("sliding_window_pattern", n);
+  if (n < 1) r.fail("sliding_window_pattern", "must be at least 1, got " + std::to_string(n));
+  for (std::int64_t il = 0; il < a.n_layers; ++il)
+    a.sliding_layers[std::size_t(il)] = il % n < n - 1;
+}
+
+// A soft-cap: null means none (0); Gemma 2's defaults when absent.
+double read_hf_cap(const Reader& r, const char* key, double fallback) {
+  if (!r.j.contains(key)) return fallback;
+  if (r.j.at(key).is_null()) return 0;
+  double cap = 0;
+  r.number(key, cap);
+  if (cap < 0) r.fail(key, "must not be negative");
+  return cap;
+}
+
+// Gemma2Config and Gemma3TextConfig: GeGLU (gelu_pytorch_tanh), embeddings times
+// sqrt(hidden_size), q times query_pre_attn_scalar^-0.5, soft-caps, sliding layers (Gemma 3's
+// with rope_local_base_freq, unscaled), norm weights w multiplying by 1 + w.
+void read_hf_gemma(const Reader& r, ModelArgs& a, bool gemma2) {
+  const std::string act = r.text("hidden_activation", r.text("hidden_act", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh")
+    r.fail("hidden_activation",
+           "only \"gelu_pytorch_tanh\" (GeGLU) is supported, got " + quoted(act, 60));
+  a.geglu = true;
+  a.embedding_scale = double(std::sqrt(float(a.dim)));
+  std::int64_t scalar = 256;
+  r.integer("query_pre_attn_scalar", scalar);
+  if (scalar < 1) r.fail("query_pre_attn_scalar", "must be at least 1");
+  if (scalar != a.head_dim()) a.attention_scale = 1 / std::sqrt(double(scalar));
+  a.attn_softcap = read_hf_cap(r, "attn_logit_softcapping", gemma2 ? 50 : 0);
+  a.final_softcap = read_hf_cap(r, "final_logit_softcapping", gemma2 ? 30 : 0);
+  a.sliding_window = 4096;
+  r.integer("sliding_window", a.sliding_window);
+  if (a.sliding_window < 1)
+    r.fail("sliding_window", "must be at least 1, got " + std::to_string(a.sliding_window));
+  read_hf_sliding_layers(r, a, gemma2 ? 2 : 6);
+  a.rope_theta_swa = gemma2 ? a.rope_theta : 10000;
+  if (!gemma2) r.number("rope_local_base_freq", a.rope_theta_swa);
+  if (!(a.rope_theta_swa > 0)) r.fail("rope_local_base_freq", "must be positive");
+  a.rope_freq_scale_swa = gemma2 ? a.rope_freq_scale : 1;
+}
+
 void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.format = ConfigFormat::hugging_face;
   a.rope_theta = 10000;
@@ -109,6 +182,8 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.rope = row.rope(ConfigFormat::hugging_face);
   a.qk_norm = row.qk_norm;
   a.post_norms = row.post_norms;
+  a.pre_norms = row.pre_norms;
+  if (row.gemma) a.norm_weight_offset = 1;        // Gemma's RMSNorm multiplies by 1 + w
   if (std::string_view(row.name) == "granite") {  // GraniteConfig's multipliers
     r.number("embedding_multiplier", a.embedding_scale);
     r.number("residual_multiplier", a.residual_scale);
@@ -121,12 +196,13 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.attention_bias = row.qkv_bias;
   a.attention_out_bias = row.out_bias;
   a.attention_bias = r.flag("attention_bias", a.attention_bias);
-  if (const std::string act = r.text("hidden_act", "silu"); act != "silu")
+  if (const std::string act = r.text("hidden_act", "silu"); act != "silu" && !row.gemma)
     r.fail("hidden_act", "only \"silu\" (SwiGLU) is supported, got " + quoted(act, 60));
   read_hf_rope_scaling(r, a);
   if (r.j.contains("vocab_size") && !r.j.at("vocab_size").is_null())
     r.integer("vocab_size", a.vocab_size);
-  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", row.gemma);  // Gemma's default: tied
+  if (row.gemma) return read_hf_gemma(r, a, std::string_view(row.name) == "gemma2");
   const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
                       r.flag("use_sliding_window", true);
   if (window) r.integer("sliding_window", a.sliding_window);
@@ -139,7 +215,9 @@ ModelArgs read_hf_config(const Reader& r) {
   a.source = r.source;
   read_hf_keys(r, a);
   validate(r, a);
-  warn_unknown(r.j, r.source, kHfIgnoredKeys);
+  std::set<std::string> known = kHfIgnoredKeys;
+  if (find_architecture(a.arch)->gemma) known.insert(kHfGemmaKeys.begin(), kHfGemmaKeys.end());
+  warn_unknown(r.j, r.source, known);
   a.checkpoint_layers = a.n_layers;
   return a;
 }

@@ -154,8 +154,10 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
     rmsnorm(m.rt, act.xq(), act.xq(), w.q_norm, rows, a.n_heads * hd, float(a.norm_eps));
     rmsnorm(m.rt, act.xk(), act.xk(), w.k_norm, rows, a.n_kv_heads * hd, float(a.norm_eps));
   }
-  apply_rope(m.rt, m.rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
-  apply_rope(m.rt, m.rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
+  const bool slides = a.slides(layer);
+  const RopeTable& rope = slides ? m.rope_swa : m.rope;
+  apply_rope(m.rt, rope, act.xq(), bsz, seqlen, a.n_heads, start_pos);
+  apply_rope(m.rt, rope, act.xk(), bsz, seqlen, a.n_kv_heads, start_pos);
   report(at, Site::q, act.xq(), {bsz, seqlen, a.n_heads, hd});  // attention overwrites it
   report(at, Site::k, act.xk(), {bsz, seqlen, a.n_kv_heads, hd});
   report(at, Site::v, act.xv(), {bsz, seqlen, a.n_kv_heads, hd});
@@ -170,8 +172,11 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   float* probs = at.wants(Site::attn_probs) && at.observer->probs
                      ? at.observer->probs(layer, bsz, a.n_heads, seqlen, keys)
                      : nullptr;
+  AttentionMask mask = m.mask;  // Gemma's: the layer's window over the whole cache, soft-capping
+  mask.window = slides ? a.sliding_window : 0;
+  mask.softcap = float(a.attn_softcap);
   attention(m.rt, act.xq(), act.xq(), m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos,
-            act.scores.data(), m.mask, probs);
+            act.scores.data(), mask, probs);
   if (at.patches(Site::attn_probs) && !probs)
     throw InputError("an observer patching attn_probs must hand over their buffer (probs)");
   if (probs) report(at, Site::attn_probs, probs, {bsz, a.n_heads, seqlen, keys});
@@ -245,7 +250,10 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const flo
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
     if (units) gather(pre, act.h1(), j0, n);
-    swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    if (a.geglu)
+      geglu(m.rt, act.h1(), act.h3(), rows * n);
+    else
+      swiglu(m.rt, act.h1(), act.h3(), rows * n);
     if (units) gather(post, act.h1(), j0, n);
     if (a.residual_scale != 1) scale_in_place(act.h1(), rows * n, float(a.residual_scale));
     if (apart) {
@@ -273,16 +281,22 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const flo
 }
 
 // OLMo 2's block: h += norm(attention(h)), then h += norm(ffn(h)), each output summed apart in
-// `partial` (its attn_out and mlp_out sites are the outputs before their norms).
+// `partial` (its attn_out and mlp_out sites are the outputs before their norms). Gemma's keeps
+// the norms before attention and the FFN too (pre_norms: the layer's attention_norm and ffn_norm).
 void post_norm_block(Transformer& m, const LayerWeights& w, const At& at, float* h) {
   const ModelArgs& a = m.local;
   if (m.shard.size > 1)
-    throw InputError("olmo2's post-norms are not supported under model parallel",
+    throw InputError(a.arch + "'s post-norms are not supported under model parallel",
                      "model_parallel_size");
   const std::int64_t rows = at.bsz * at.seqlen, n = rows * a.dim;
   float* apart = m.act.partial.data();
   std::fill(apart, apart + n, 0.0f);
-  attention_block(m, w, at, h, apart);
+  const float* x = h;
+  if (w.attention_norm) {  // into xb, which attention_block reuses only once q, k, v are made
+    rmsnorm(m.rt, m.act.xb.data(), h, w.attention_norm, rows, a.dim, float(a.norm_eps));
+    x = m.act.xb.data();
+  }
+  attention_block(m, w, at, x, apart);
   rmsnorm(m.rt, apart, apart, w.post_attention_norm, rows, a.dim, float(a.norm_eps));
   add_into(h, apart, n);
   report(at, Site::resid_mid, h, {at.bsz, at.seqlen, a.dim});
@@ -358,6 +372,16 @@ void encoder_block(Transformer& m, const LayerWeights& w, const At& at, float* h
   layernorm(m.rt, h, h, w.ffn_norm, w.ffn_norm_bias, rows, a.dim, eps);
 }
 
+// The RoPE table of base theta, every angle times freq_scale (linear scaling), rows filled as
+// used.
+RopeTable rope_table(const ModelArgs& a, double theta, double freq_scale) {
+  RopeTable t = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, theta,
+                                a.rope_scaling ? &*a.rope_scaling : nullptr, 0, rope_factors(a),
+                                a.rotary_dims(), a.rope_attn_factor);
+  for (double& f : t.freq) f *= freq_scale;
+  return t;
+}
+
 }  // namespace
 
 Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
@@ -372,16 +396,17 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                 make_kv_cache(a),
                 {},
                 {},
-                {a.mask, nullptr, 0},
+                {},
+                {a.mask, nullptr, 0, 0, 0},
                 {},
                 {},
                 {},
                 rt,
                 shard,
                 a};
-  m.rope = make_rope_table(a.rope, a.head_dim(), a.max_seq_len, a.rope_theta,
-                           a.rope_scaling ? &*a.rope_scaling : nullptr, 0,  // rows as used
-                           rope_factors(a), a.rotary_dims(), a.rope_attn_factor);
+  m.rope = rope_table(a, a.rope_theta, a.rope_freq_scale);
+  if (!a.sliding_layers.empty())
+    m.rope_swa = rope_table(a, a.rope_theta_swa, a.rope_freq_scale_swa);
   Activations& act = m.act;
   act.plan = plan;
   act.xb = buffer(plan.xb);
@@ -410,6 +435,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
         "heads)",
         "model_parallel_size");
   extend_rope(m.rope, start_pos + seqlen);
+  if (!a.sliding_layers.empty()) extend_rope(m.rope_swa, start_pos + seqlen);
   std::memcpy(out, x, std::size_t(rows * a.dim) * sizeof(float));  // the residual stream
   const Observer* observer = m.observer;
   for (std::int64_t l = 0; l < a.n_layers; ++l) {
@@ -472,6 +498,8 @@ void head(Transformer& m, const float* xn, std::int64_t rows, float* logits) {
   linear(m.rt, out, xn, rows, a.dim, m.act.pack.data());
   if (a.logit_scale != 1)  // Granite's logits_scaling divides them
     scale_in_place(logits, rows * a.vocab_size, float(1 / a.logit_scale));
+  if (a.final_softcap > 0)  // Gemma's, last: the logit lens reads the head's logits too
+    softcap(logits, rows * a.vocab_size, float(a.final_softcap));
 }
 
 // Each sequence's last position of h [bsz, seqlen, dim], packed into rows [bsz, dim].

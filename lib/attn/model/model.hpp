@@ -55,6 +55,7 @@ struct Transformer {
   TransformerWeights weights;
   KVCache cache;
   RopeTable rope;
+  RopeTable rope_swa;  // the sliding layers' (args.sliding_layers; empty table without)
   Activations act;
   AttentionMask mask;  // kind from args.mask; keep: a padded batch's attention_mask
   // What forward reports of its insides (observer.hpp): the observers attached, in order

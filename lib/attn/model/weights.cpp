@@ -54,12 +54,13 @@ void add_attention(const ModelArgs& a, const std::string& p, LayerWeights& w,
 void add_feed_forward(const ModelArgs& a, const std::string& p, LayerWeights& w,
                       std::vector<TensorSpec>& s) {
   const std::int64_t h = a.ffn_hidden();
+  if (a.pre_norms) {
+    s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
+    s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
+  }
   if (a.post_norms) {
     s.push_back({p + "post_attention_norm.weight", {a.dim}, &w.post_attention_norm});
     s.push_back({p + "post_ffn_norm.weight", {a.dim}, &w.post_ffn_norm});
-  } else {
-    s.push_back({p + "attention_norm.weight", {a.dim}, &w.attention_norm});
-    s.push_back({p + "ffn_norm.weight", {a.dim}, &w.ffn_norm});
   }
   s.push_back({p + "feed_forward.w1.weight", {h, a.dim}, &w.w1});
   s.push_back({p + "feed_forward.w2.weight", {a.dim, h}, &w.w2});
@@ -252,6 +253,15 @@ bool is_norm(const TensorSpec& s) {
   return s.name.ends_with("norm.weight");
 }
 
+// A norm weight as the model multiplies by it: the stored one plus the config's offset (Hugging
+// Face's Gemma stores w for 1 + w), in a copy of its own.
+const float* offset_norm(const float* stored, const TensorSpec& s, float offset,
+                         TransformerWeights& w) {
+  std::vector<float>& t = w.owned.emplace_back(stored, stored + s.shape[0]);
+  for (float& v : t) v += offset;
+  return t.data();
+}
+
 }  // namespace
 
 std::vector<TensorSpec> layer_tensor_specs(const ModelArgs& args, LayerWeights& layer,
@@ -420,7 +430,11 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     check_finite(m, s.shape[0], cols, c.source(), name);
     if (s.slot.matrix) *s.slot.matrix = m;
-    if (s.slot.vector) *s.slot.vector = static_cast<const float*>(m.data);
+    if (s.slot.vector)
+      *s.slot.vector =
+          args.norm_weight_offset != 0 && is_norm(s)
+              ? offset_norm(static_cast<const float*>(m.data), s, args.norm_weight_offset, w)
+              : static_cast<const float*>(m.data);
     w.bytes += std::uint64_t(s.shape[0]) * weight_bytes(m.type, cols, c.source());
     w.halves |= m.type != WeightType::f32;
     w.blocks |= traits(m.type).block > 1;

@@ -4,6 +4,8 @@
 #include "attn/text/chat_template.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -15,11 +17,22 @@
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/text/chat_template_ast.hpp"
-#include "attn/text/unicode.hpp"
 #include "attn/text/tokenizer.hpp"
+#include "attn/text/unicode.hpp"
 
 namespace attn {
 namespace {
+
+// A float literal as Python reads it: past the double range it is inf (1e999) or 0 (1e-999),
+// where std::stod throws.
+double float_literal(const std::string& text) {
+  double d = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (r.ec != std::errc::result_out_of_range) return d;
+  const std::size_t e = text.find_first_of("eE");
+  const bool tiny = e != std::string::npos && e + 1 < text.size() && text[e + 1] == '-';
+  return tiny ? 0.0 : HUGE_VAL;
+}
 
 using chat::Body;
 using chat::Expr;
@@ -202,7 +215,7 @@ class Lexer {
     pos_ += n;
     Token t{Token::Kind::number, text, line_, {}};
     if (fraction) {
-      t.number = Value::floating(std::stod(text));
+      t.number = Value::floating(float_literal(text));
     } else {
       if (text.size() > 18) fail("the integer " + text.substr(0, 20) + " is too large");
       t.number = Value::integer(std::stoll(text));

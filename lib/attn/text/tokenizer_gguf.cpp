@@ -83,6 +83,20 @@ void read_merges(const GgufFile& f, LlamaVocab& v) {
   }
 }
 
+// tokenizer.chat_template (the default), then each tokenizer.chat_template.NAME in file order:
+// the named templates (tool_use, rag, ...) llama.cpp's converter writes from tokenizer_config.json,
+// read as llama_model_chat_template(model, NAME) reads them.
+void read_chat_templates(const GgufFile& f, Tokenizer& t) {
+  constexpr std::string_view key = "tokenizer.chat_template";
+  if (auto chat = f.string(key)) t.chat_templates.emplace_back("default", *chat);
+  for (const auto& [k, value] : f.kv) {
+    if (k.size() <= key.size() + 1 || !k.starts_with(key) || k[key.size()] != '.') continue;
+    std::string name = k.substr(key.size() + 1);
+    if (name == "default") fail(f, k, "\"default\" is tokenizer.chat_template's name");
+    t.chat_templates.emplace_back(std::move(name), *f.string(k));
+  }
+}
+
 }  // namespace
 
 Tokenizer tokenizer_from_gguf(const GgufFile& f) {
@@ -130,7 +144,7 @@ Tokenizer tokenizer_from_gguf(const GgufFile& f) {
     v->bpe.ignore_merges = ignore_merges;
   }
   Tokenizer t = tokenizer_from_vocab(std::move(v), f.path);
-  if (auto chat = f.string("tokenizer.chat_template")) t.chat_templates.emplace_back("default", *chat);
+  read_chat_templates(f, t);
   return t;
 }
 
