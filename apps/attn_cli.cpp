@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -37,7 +38,7 @@ struct Subcommand {
 };
 
 // In the order `attn-cli --help` lists them.
-std::array<Subcommand, 9> subcommands() {
+std::array<Subcommand, 11> subcommands() {
   return {{
       {Command::run, "run", "prefill P positions, then N decode steps"},
       {Command::decode, "decode", "the token-by-token loop, the cache after every step"},
@@ -52,9 +53,24 @@ std::array<Subcommand, 9> subcommands() {
        "a conversation on stdin and stdout in the model's chat template, the cache kept"},
       {Command::tokenize, "tokenize",
        "text to token ids and back with a tokenizer (tokenizer.json, GGUF, tokenizer.bin)"},
+      {Command::cvector, "cvector",
+       "a control vector from prompt pairs, as llama-cvector-generator writes it"},
+      {Command::capture, "capture",
+       "hook sites' activations over a corpus, streamed to sharded safetensors files"},
       {Command::diff, "diff",
        "compare two dumps tensor by tensor in forward order: the first past a tolerance"},
   }};
+}
+
+// The subcommand the command line names: its first word that is not a flag (the main command's
+// own flags, --help and --version, take no value, so CLI11 finds the subcommand there too).
+// Only that subcommand's flags are built: building all nine's was half of the CPU time of a
+// small `run` (issue 52, docs/perf/startup.md). nullptr: none named (--help, --version, an
+// empty line); CLI11 then needs no subcommand's flags either.
+const char* named_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return nullptr;
 }
 
 // A closed stdout or stderr (`>&-`) would let the next file opened, an output's temporary file,
@@ -86,13 +102,17 @@ int dispatch(const Subcommand& s, const attn::Shard& shard) {
       return view_command(s.options);
     case Command::diff:
       return diff_command(s.options);
+    case Command::cvector:
+      return cvector_command(s.options);
+    case Command::capture:
+      return capture_command(s.options);
     default:
       return run_command(s.options, s.command, shard);
   }
 }
 
 // Parses the command line and runs the command it names; errors go to main's handlers.
-int parse_and_run(CLI::App& app, std::array<Subcommand, 9>& subs, ranks::World& world, int argc,
+int parse_and_run(CLI::App& app, std::array<Subcommand, 11>& subs, ranks::World& world, int argc,
                   char** argv) {
   world.open(argc, argv);              // MPI_Init under mpirun, before MPI's flags are parsed away
   install_signal_handlers();           // after MPI_Init, whose SIGBUS handler would hide ours
@@ -115,10 +135,11 @@ int attn_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-cli ") + ATTN_VERSION);
   app.require_subcommand(1);
   add_main_footer(app);
-  std::array<Subcommand, 9> subs = subcommands();
+  std::array<Subcommand, 11> subs = subcommands();
+  const char* named = named_command(argc, argv);
   for (Subcommand& s : subs) {
     s.app = app.add_subcommand(s.name, s.about);
-    add_flags(*s.app, s.options, s.command);
+    if (named && std::strcmp(named, s.name) == 0) add_flags(*s.app, s.options, s.command);
   }
   add_examples(app);
   try {

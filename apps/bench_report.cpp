@@ -63,6 +63,11 @@ nlohmann::json batched_json(const BenchResult& r) {
   return rows;
 }
 
+// A fraction of a limit as a percentage, marked "!" past 100%: a measurement error (below).
+char over(double fraction) {
+  return fraction > 1 ? '!' : ' ';
+}
+
 double median_ms(const std::vector<double>& sorted) {
   return sorted[sorted.size() / 2];
 }
@@ -97,6 +102,7 @@ nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first,
           {"decode_fraction_of_stream", gbs / r.limits.stream_gbs},
           {"stream_gbs", r.limits.stream_gbs},
           {"stream_pattern", r.limits.stream_pattern},
+          {"stream_spread", r.limits.stream_spread},
           {"weight_bytes", r.weight_bytes},
           {"decode_vs_first", median_ms(first.step_ms) / med},
           {"prefill_vs_first", first.prefill_seconds / pf_s},
@@ -114,15 +120,17 @@ void print_weight_types(std::FILE* out, const nlohmann::json& types) {
   std::fprintf(out,
                "weight types, same rounds (vs: the first row's rate):\n"
                "  type   prefill pos/s  GFLOP/s  of FMA peak   decode steps/s   GB/s  of its "
-               "stream  weights MB  decode vs  prefill vs\n");
-  for (const nlohmann::json& t : types)
+               "stream  weights MB  decode vs  prefill vs   (!: a measurement error)\n");
+  for (const nlohmann::json& t : types) {
+    const double peak = t["prefill_fraction_of_fma_peak"], stream = t["decode_fraction_of_stream"];
     std::fprintf(
-        out, "  %-5s  %13.1f  %7.1f  %10.0f%%  %15.2f  %5.2f  %12.0f%%  %10.1f  %8.2fx  %9.2fx\n",
+        out, "  %-5s  %13.1f  %7.1f  %10.0f%%%c %15.2f  %5.2f  %12.0f%%%c %10.1f  %8.2fx  %9.2fx\n",
         t["weight_type"].get<std::string>().c_str(), t["prefill_positions_per_s"].get<double>(),
-        t["prefill_gflops"].get<double>(), 100 * t["prefill_fraction_of_fma_peak"].get<double>(),
-        t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(),
-        100 * t["decode_fraction_of_stream"].get<double>(), t["weight_bytes"].get<double>() / 1e6,
-        t["decode_vs_first"].get<double>(), t["prefill_vs_first"].get<double>());
+        t["prefill_gflops"].get<double>(), 100 * peak, over(peak),
+        t["decode_steps_per_s"].get<double>(), t["decode_gbs"].get<double>(), 100 * stream,
+        over(stream), t["weight_bytes"].get<double>() / 1e6, t["decode_vs_first"].get<double>(),
+        t["prefill_vs_first"].get<double>());
+  }
 }
 
 // The first weight type's figures, which the summary lines and the JSON's top level report.
@@ -211,6 +219,9 @@ nlohmann::json report_json(const BenchResult& r, const attn::Runtime& rt, const 
           {"sgemm_gflops", l.sgemm_gflops},
           {"sgemm_ms", l.sgemm_seconds * 1e3},
           {"fma_peak_gflops", l.fma_gflops},
+          {"fma_peak_samples_gflops", l.fma_samples},
+          {"fma_peak_spread", l.fma_spread()},
+          {"stream_spread", l.stream_spread},
           {"fma_isa", l.fma_isa},
           {"threads", rt.threads},
           {"matmul", attn::matmul_path(rt)},
@@ -236,11 +247,52 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
   print_weight_types(out, types);
   for (const BenchResult& t : results) print_batched(out, t, rt);
   print_compute_errors(out, results);
+  const std::vector<std::string> errors = measurement_errors(results);
+  for (const std::string& e : errors) std::fprintf(out, "measurement error: %s\n", e.c_str());
   std::fflush(out);
   if (!json) return;
   nlohmann::json j = report_json(r, rt, x, types);
+  j["measurement_errors"] = errors;
   j.update(extra);
   std::cout << j.dump() << "\n";
+}
+
+namespace {
+
+// "F32 prefill at 313% of the FMA peak 221.0 GFLOP/s (its 2 probes spread 45%)"
+std::string over_limit(const std::string& what, double fraction, const char* limit, double value,
+                       const char* unit, const std::string& spread) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "%s at %.0f%% of the %s %.1f %s (%s): the limit was probed in a "
+                "slow moment; rerun on a quieter machine",
+                what.c_str(), 100 * fraction, limit, value, unit, spread.c_str());
+  return text;
+}
+
+std::string percent(double fraction) {
+  return std::to_string(int(100 * fraction + 0.5)) + "%";
+}
+
+}  // namespace
+
+std::vector<std::string> measurement_errors(const std::vector<BenchResult>& results) {
+  std::vector<std::string> out;
+  for (const BenchResult& r : results) {
+    const MachineLimits& l = r.limits;
+    const double peak = r.prefill_gflop / r.prefill_seconds / l.fma_gflops;
+    if (peak > 1)
+      out.push_back(over_limit(r.weight_type + " prefill", peak, "FMA peak", l.fma_gflops,
+                               "GFLOP/s",
+                               "its " + std::to_string(l.fma_samples.size()) +
+                                   " probes around the run spread " + percent(l.fma_spread())));
+    const double stream = r.weight_bytes / (median_ms(r.step_ms) * 1e-3) / 1e9 / l.stream_gbs;
+    if (stream > 1)
+      out.push_back(over_limit(
+          r.weight_type + " decode", stream, "streaming read", l.stream_gbs, "GB/s",
+          "its reads between the steps spread " + percent(l.stream_spread) + " from p10 to p90"));
+  }
+  return out;
 }
 
 void print_bench_parallel(std::FILE* out, const nlohmann::json& mp, std::int64_t dim) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "attn/kernels/runtime.hpp"
@@ -17,6 +18,11 @@ namespace cli {
 // and the tables on stderr.
 void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& rt, bool json,
                  const nlohmann::json& extra = {});
+
+// The figures above a machine's limit measured in the same run (a prefill above the FMA peak, a
+// decode above its streaming read): measurement errors, the limit's probe having run in a slow
+// moment. One line each, with the probes' spread; none when every fraction is at most 100%.
+std::vector<std::string> measurement_errors(const std::vector<BenchResult>& results);
 
 // Model parallel: what the ranks cost each other (allreduce time) and what each one holds.
 nlohmann::json bench_parallel(const BenchResult& r, const attn::Transformer& m,

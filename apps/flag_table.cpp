@@ -25,6 +25,8 @@ constexpr Commands kText = Command::generate | Command::tokenize;
 constexpr Commands kView = Command::view;
 constexpr Commands kRunView = kRunLike | kView;  // run's flags view takes with run's meaning
 constexpr Commands kChat = Command::chat;
+constexpr Commands kCvector = Command::cvector;
+constexpr Commands kCapture = Command::capture;
 
 // A type's bound as people read it: 2^63 - 1, not 9223372036854775807.
 template <class T>
@@ -146,8 +148,8 @@ std::vector<Flag> model_flags() {
          "and tokenizer.json; a GGUF file (its own config and tokenizer) or a llama2.c "
          "checkpoint (with --tokenizer tokenizer.bin) (default: drawn from --seed)"},
         {Command::tokenize, "a GGUF model file: its tokenizer, as --tokenizer F.gguf"},
-        {kChat,
-         "a GGUF file, or a Hugging Face folder with its tokenizer (and its chat template)"}},
+        {kChat, "a GGUF file, or a Hugging Face folder with its tokenizer (and its chat template)"},
+        {kCvector | kCapture, "a GGUF file, or a Hugging Face folder with its tokenizer"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return path(cmd, n, o.weights, h);
        }},
@@ -200,14 +202,16 @@ std::vector<Flag> model_flags() {
       {{"-s,--seed", "seed", 15},
        {{kModel, "seed for weights and input"},
         {kView, "seed of drawn weights and input, and of the sampler"},
-        {Command::generate | kChat, "seed of the sampler (and of drawn weights)"}},
+        {Command::generate | kChat, "seed of the sampler (and of drawn weights)"},
+        {kCvector, "seed of the PCA's random start"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command c) {
          std::uint64_t& seed =
              c == Command::generate || c == Command::chat ? o.sampling.seed : o.seed;
          return number(cmd, n, seed, h)->capture_default_str();
        }},
       {{"-t,--threads", "threads", 17},
-       {{kModel | Command::generate | kView | kChat, "threads (default: the machine's cores)"}},
+       {{kModel | Command::generate | kView | kChat | kCvector | kCapture,
+         "threads (default: the machine's cores)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.threads, h)->check(kThreads);
        }},
@@ -221,7 +225,8 @@ std::vector<Flag> model_flags() {
              ->capture_default_str();
        }},
       {{"--log-level", "", 25},
-       {{kRunView | Command::generate | kChat, "trace, debug, info, warn, error, off"},
+       {{kRunView | Command::generate | kChat | kCvector | kCapture,
+         "trace, debug, info, warn, error, off"},
         {Command::bench, "trace, debug, info, warn, error, off", "info"},
         {Command::tokenize, "info: the encoding's speed on stderr"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
@@ -239,7 +244,7 @@ std::vector<Flag> run_flags() {
          return path(cmd, n, o.input, h);
        }},
       {{"-b,--batch", "batch"},
-       {{kRunView, "batch size B"}},
+       {{kRunView, "batch size B"}, {kCapture, "rows per forward call", "8"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return count(cmd, n, o.run.batch, h);
        }},
@@ -371,7 +376,9 @@ std::vector<Flag> heatmap_and_bench_flags() {
          return cmd.add_option(n, o.scale, h)->check(CLI::IsMember({"linear", "sqrt", "log"}));
        }},
       {{"--out"},
-       {{kHeatmap, "the PNG to write"}, {kView, "the HTML page to write"}},
+       {{kHeatmap, "the PNG to write"},
+        {kView, "the HTML page to write"},
+        {kCapture, "the folder of the shards and manifest.json (made if absent)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.png, h)->required();
        }},
@@ -379,6 +386,11 @@ std::vector<Flag> heatmap_and_bench_flags() {
        {{kView, "no lens panel (META's lens is null)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.no_logit_lens, h);
+       }},
+      {{"--compare", "compare"},
+       {{kView, "two prompts, CLEAN CORRUPTED, of equal length: both runs and their difference"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.compare, h)->expected(2);
        }},
       {{"--heads", "heads"},
        {{kView, "show query heads A..B-1 only, as A:B (default: every head)"}},
@@ -406,6 +418,13 @@ std::vector<Flag> heatmap_and_bench_flags() {
          "prefills of P positions and copies of the first sequence's (default: P)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return number(cmd, n, o.depth, h)->check(kCapacity);
+       }},
+      {{"--quick"},
+       {{Command::bench,
+         "a short run, under 30 s on 2 cores: prefill 64, 16 steps, B up to 4, the first weight "
+         "type only (replaces --prefill, --steps, --depth)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return flag(cmd, n, o.quick, h);
        }},
       {{"--weight-types", "weight_types"},
        {{Command::bench,
@@ -513,10 +532,108 @@ std::vector<Flag> generate_flags() {
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.system_prompt, h);
        }},
+      // llama.cpp's control vectors (common/arg.cpp), with its spellings.
+      {{"--control-vector", "control_vector", 32},
+       {{kGenerate | kView | kChat,
+         "add llama.cpp's control vector F (a comma list adds several) after each layer"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.control_vectors, h)->check(non_empty)->delimiter(',');
+       }},
+      {{"--control-vector-scaled", "control_vector_scaled", 33},
+       {{kGenerate | kView | kChat,
+         "add a control vector times SCALE: F:SCALE (a comma list), or F SCALE"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.control_vectors_scaled, h)->expected(1, 2);
+       }},
+      {{"--control-vector-layer-range", "control_vector_layer_range", 34},
+       {{kGenerate | kView | kChat,
+         "the layers the control vectors apply to, START END both inclusive (default: 1 to "
+         "the layer count, as llama.cpp)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.control_vector_layer_range, h)
+             ->expected(2)
+             ->check(fits<std::int64_t>)
+             ->check(not_negative);
+       }},
       {{"--decode", "", 24},
        {{Command::tokenize, "print the text of --tokens / --tokens-file"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return flag(cmd, n, o.decode, h);
+       }},
+  };
+}
+
+// cvector's: llama-cvector-generator's flags (common/arg.cpp), with its defaults.
+std::vector<Flag> cvector_flags() {
+  return {
+      {{"--positive-file"},
+       {{kCvector, "positive prompts, one per line (empty lines skipped, \\n escapes read)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return path(cmd, n, o.positive_file, h)->required();
+       }},
+      {{"--negative-file"},
+       {{kCvector, "negative prompts, one per line, as many as the positive ones"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return path(cmd, n, o.negative_file, h)->required();
+       }},
+      {{"--method"},
+       {{kCvector, "pca: each layer's first principal direction; mean: the mean difference"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.cvector_method, h)
+             ->check(CLI::IsMember({"pca", "mean"}))
+             ->capture_default_str();
+       }},
+      {{"--pca-iter", "pca_iterations"},
+       {{kCvector, "power iterations of the PCA at most (a multiple of --pca-batch)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.pca_iterations, h)
+             ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+             ->capture_default_str();
+       }},
+      {{"--pca-batch", "pca_batch"},
+       {{kCvector, "llama.cpp's iterations per batch (attn-cli checks the convergence each step)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.pca_batch, h)
+             ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+             ->capture_default_str();
+       }},
+      {{"-o,--output,--output-file", "output"},
+       {{kCvector, "the control vector GGUF to write"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return path(cmd, n, o.output, h)->capture_default_str();
+       }},
+  };
+}
+
+// capture's: the sites, the corpus and the shards.
+std::vector<Flag> capture_flags() {
+  return {
+      {{"--hooks", "hooks"},
+       {{kCapture,
+         "hook names, a comma list (blocks.L.hook_resid_pre, _resid_mid, _resid_post, "
+         "hook_attn_out, hook_mlp_out)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.hooks, h)->required();
+       }},
+      {{"--corpus", "corpus"},
+       {{kCapture, "plain text, or JSON Lines of {\"text\": ...} (--jsonl, or a .jsonl name)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return path(cmd, n, o.corpus, h)->required();
+       }},
+      {{"--jsonl"},
+       {{kCapture, "the corpus is JSON Lines"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return flag(cmd, n, o.jsonl, h);
+       }},
+      {{"--row-tokens", "ctx"},
+       {{kCapture, "positions per row: BOS, then the corpus's next ids"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return number(cmd, n, o.row_tokens, h)->check(kCapacity)->capture_default_str();
+       }},
+      {{"--shard-size", "shard_size"},
+       {{kCapture, "bytes per shard at most (K, M, G: powers of 1024)"}},
+       [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
+         return cmd.add_option(n, o.shard_size, h)->capture_default_str();
        }},
   };
 }
@@ -550,8 +667,9 @@ std::vector<Flag> diff_flags() {
 
 std::vector<Flag> make_table() {
   std::vector<Flag> table;
-  for (std::vector<Flag> part : {model_flags(), run_flags(), text_flags(),
-                                 heatmap_and_bench_flags(), generate_flags(), diff_flags()})
+  for (std::vector<Flag> part :
+       {model_flags(), run_flags(), text_flags(), heatmap_and_bench_flags(), generate_flags(),
+        diff_flags(), cvector_flags(), capture_flags()})
     std::move(part.begin(), part.end(), std::back_inserter(table));
   return table;
 }

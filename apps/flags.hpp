@@ -46,7 +46,9 @@ enum class Command : unsigned {
   tokenize = 32,
   view = 64,
   diff = 128,
-  chat = 256
+  chat = 256,
+  cvector = 512,
+  capture = 1024
 };
 
 // A set of commands; a Command is the set of itself.
@@ -95,11 +97,13 @@ struct Options {
   std::string shown_layers, heads, positions;
   int bits = 8;
   double max_size = 256;
-  bool no_logit_lens = false;  // the lens panel is on by default where the model can have it
+  bool no_logit_lens = false;        // the lens panel is on by default where the model can have it
+  std::vector<std::string> compare;  // view --compare CLEAN CORRUPTED: two prompts' texts
 
   // bench
   std::vector<std::string> weight_types = weight_type_flag_names(false);
   std::int64_t depth = 0;  // decode at this many cached positions; 0: right after the prefill
+  bool quick = false;      // --quick: a short run (quick_plan in workloads/bench.hpp)
 
   // generate
   attn::Sampling sampling;
@@ -108,6 +112,22 @@ struct Options {
   bool chat = false;          // --chat: the prompt as a user turn in the chat template
   std::string chat_template;  // --chat-template: a file, or a name of the tokenizer's templates
   std::string system_prompt;  // chat's -sys / --system-prompt: the conversation's system message
+
+  // generate, chat, view: llama.cpp's control vectors (engine/control_vector.hpp)
+  std::vector<std::string> control_vectors;                      // FNAME, or a comma list
+  std::vector<std::vector<std::string>> control_vectors_scaled;  // FNAME:SCALE,... or FNAME SCALE
+  std::vector<std::int64_t> control_vector_layer_range;          // START END, both inclusive
+
+  // cvector: llama-cvector-generator's prompt files, method and output
+  std::string positive_file, negative_file;
+  std::string cvector_method = "pca";
+  std::int64_t pca_iterations = 1000, pca_batch = 20;
+  std::string output = "control_vector.gguf";
+
+  // capture: hook sites over a corpus into shards
+  std::string hooks, corpus, shard_size = "256MB";
+  bool jsonl = false;
+  std::int64_t row_tokens = 128;
 
   // tokenize
   bool decode = false;

@@ -128,6 +128,7 @@ void add_examples(CLI::App& app) {
       "Examples:\n"
       "  attn-cli bench                                 one Llama-3-8B layer, prefill 512, 128 "
       "steps, F32, BF16 and F16 weights\n"
+      "  attn-cli bench --quick                         the same, shorter: under 30 s\n"
       "  attn-cli bench --weight-types bf16             BF16 weights only (its peak memory)\n"
       "  attn-cli bench --weights l.safetensors --config C.json   a file, in its own dtype\n"
       "  attn-cli bench --threads 2 --json --prefill 128 --steps 32\n" +

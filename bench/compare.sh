@@ -34,8 +34,15 @@
 #      and the run goes on; --llama-bin DIR takes llama.cpp's programs from another build (those
 #      it has). Skipped with a message when llama.cpp can't be built because npm is unreachable.
 #   6. the busy scenario (bench/busy.sh: decode steps and whole processes, 1 and 2 threads, with
-#      another process spinning on one core), its output as it prints it.
-# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round)
+#      another process spinning on one core), its output as it prints it;
+#   7. with --ik-bin DIR (a build of ikawrakow/ik_llama.cpp: bench/whole_model.sh's header says
+#      how; without it, or without DIR/llama-bench, skipped with a message): ik_llama.cpp's
+#      llama-bench beside llama.cpp's on the same layer files, decode -p 0 -n N -r 2 (no depth:
+#      ik's -d is not llama.cpp's), by default and with -rtr 1 (run-time repacking), per round;
+#   8. the whole model (bench/whole_model.sh: a drawn Llama-3.2-1B shape as GGUF Q8_0, Q4_K_M
+#      and BF16, --model-types; TTFT after a 512-token prompt, decode at B = 1 and 4, peak RSS,
+#      attn-cli against llama.cpp and, with --ik-bin, ik_llama.cpp), its table as it prints it.
+# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
 # Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
 # exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
@@ -52,7 +59,8 @@ usage() {
 }
 
 threads=2 prefill=512 steps=128 rounds=3 ntg="" torch=1 llama=1
-quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin=""
+quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin="" ik_bin=""
+model=1 model_types=q8_0,q4_k_m,bf16
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-llama) llama=0 && shift && continue ;;
@@ -61,6 +69,15 @@ while [ $# -gt 0 ]; do
     --no-long) long=0 && shift && continue ;;
     --no-stories) stories=0 && shift && continue ;;
     --no-busy) busy=0 && shift && continue ;;
+    --no-model) model=0 && shift && continue ;;
+    --model-types)
+      [[ ${2-} =~ ^(f32|bf16|q8_0|q4_k_m)(,(f32|bf16|q8_0|q4_k_m))*$ ]] || usage
+      model_types=$2 && shift 2 && continue
+      ;;
+    --ik-bin)
+      [ -n "${2-}" ] || usage
+      ik_bin=$2 && shift 2 && continue
+      ;;
     --long)
       [[ ${2-} =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage
       long_depths=$2 && shift 2 && continue
@@ -706,6 +723,78 @@ busy_part() {
   bench/busy.sh build 2>&1
 }
 
+# -- part 7: ik_llama.cpp's llama-bench beside llama.cpp's on the layer files
+ik_part() {
+  local lbin lsrc rc=0 cache ik t f r rtr
+  local -a files types=(f32 bf16 f16)
+  [ "$quant" = 0 ] || types+=(q8_0 q4_k_m)
+  echo
+  if [ -z "$ik_bin" ] || [ ! -x "$ik_bin/llama-bench" ]; then
+    echo "ik_llama.cpp: skipped (${ik_bin:+no llama-bench in $ik_bin; }--ik-bin DIR: a build of" \
+      "ikawrakow/ik_llama.cpp, made as bench/whole_model.sh's header says)"
+    return 0
+  fi
+  ik=$(cd "$ik_bin" && pwd)/llama-bench
+  lbin=$(bench/llama_cpp.sh) || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "ik_llama.cpp: skipped (no llama.cpp build for the layer files)"
+    return 0
+  fi
+  lsrc=$(bench/llama_cpp.sh --src)
+  cache=${lbin%/build/bin}
+  "$py" bench/gguf_layer.py --llama-src "$lsrc" --out "$cache/gguf" \
+    --types "$(IFS=,; echo "${types[*]}")" --quantize "$lbin/llama-quantize" >"$tmp/ik_ggufs"
+  mapfile -t files <"$tmp/ik_ggufs"
+  local lb=$lbin/llama-bench
+  [ -z "$llama_bin" ] || [ ! -x "$llama_bin/llama-bench" ] || lb=$llama_bin/llama-bench
+  for ((r = 1; r <= rounds; r++)); do
+    for i in "${!types[@]}"; do
+      t=${types[i]} f=${files[i]}
+      echo "== ik_llama.cpp round $r of $rounds, ${t^^}: llama.cpp, ik, ik -rtr 1" >&2
+      "$lb" -m "$f" -t "$threads" -p 0 -n "$steps" -r 2 -o json \
+        >"$tmp/ikl.$t.$r.json" 2>"$tmp/ikl.$t.$r.log" || rm -f "$tmp/ikl.$t.$r.json"
+      for rtr in 0 1; do
+        "$ik" -m "$f" -t "$threads" -p 0 -n "$steps" -r 2 -rtr "$rtr" -o json \
+          >"$tmp/ik$rtr.$t.$r.json" 2>"$tmp/ik$rtr.$t.$r.log" || rm -f "$tmp/ik$rtr.$t.$r.json"
+      done
+    done
+  done
+  "$py" - "$tmp" "$rounds" "$steps" "$threads" "$(git -C "$ik_bin/../.." rev-parse --short HEAD \
+    2>/dev/null || echo '?')" "${types[@]}" <<'EOF'
+import json, statistics, sys
+tmp, rounds, steps, threads, commit = sys.argv[1:6]
+types = sys.argv[6:]
+
+
+def ts(path):
+    try:
+        return json.load(open(path))[0]["avg_ts"]
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+
+
+def cell(name, t):
+    v = [x for x in (ts(f"{tmp}/{name}.{t}.{r}.json") for r in range(1, int(rounds) + 1)) if x]
+    return f"{statistics.median(v):.1f}" if v else "failed"
+
+
+print(f"ik_llama.cpp ({commit}) beside llama.cpp on the layer files: decode tokens/s, "
+      f"llama-bench -p 0 -n {steps} -r 2 -t {threads} (depth 0), medians of {rounds} round(s)")
+print()
+print("| weights | llama.cpp | ik_llama.cpp | ik_llama.cpp -rtr 1 |")
+print("|---|---:|---:|---:|")
+for t in types:
+    print(f"| {t.upper()} | {cell('ikl', t)} | {cell('ik0', t)} | {cell('ik1', t)} |")
+EOF
+}
+
+# -- part 8: the whole model, bench/whole_model.sh's table
+model_part() {
+  echo
+  bench/whole_model.sh --threads "$threads" --types "$model_types" --rounds "$rounds" \
+    ${ik_bin:+--ik-bin "$ik_bin"} ${llama_bin:+--llama-bin "$llama_bin"}
+}
+
 if [ "$torch" = 1 ]; then
   if "$py" -c 'import torch' 2>/dev/null; then
     torch_part
@@ -720,4 +809,10 @@ if [ "$llama" = 1 ]; then
 fi
 if [ "$busy" = 1 ]; then
   busy_part
+fi
+if [ "$llama" = 1 ]; then
+  ik_part
+fi
+if [ "$llama" = 1 ] && [ "$model" = 1 ]; then
+  model_part
 fi

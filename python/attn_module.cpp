@@ -208,6 +208,18 @@ PYBIND11_MODULE(attn, mod) {
           py::arg("layer") = 0)
       .def("reset", &Model::reset, "forget the cache's positions (the next call starts at 0)")
       .def(
+          "steer",
+          [](Model& m, A<s::SteerVector> v, A<s::Float> scale, A<s::Layers> layers) {
+            m.steer(v, scale, layers);
+          },
+          py::arg("vector_or_file"), py::arg("scale") = 1.0, py::arg("layers") = py::none(),
+          "llama.cpp's control vector (--control-vector): a GGUF file of direction.N tensors, "
+          "or an array [dim] (added after every layer of the range) or [n_layers, dim] (row N "
+          "after block N), times scale, added to the residual stream after each block from the "
+          "next call on (forward, run_with_cache, generate). layers: None (llama.cpp's default, "
+          "1 to n_layers: block 0 never gets one), an int, (start, end) both inclusive as "
+          "--control-vector-layer-range, or a range. Replaces the last; None clears it")
+      .def(
           "forward",
           [](Model& m, A<s::Tokens> tokens, A<s::Int> start_pos, A<s::Bool> all_positions,
              A<s::Patch> patch) {

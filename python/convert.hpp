@@ -145,6 +145,8 @@ ATTN_PY_SHOWN(OptArray, "ArrayLike[float] | None");
 ATTN_PY_SHOWN(Names, "str | list[str] | Callable[[str], bool] | None");
 ATTN_PY_SHOWN(Patch, "dict[str, ArrayLike | Callable] | None");
 ATTN_PY_SHOWN(Args, "attn.ModelArgs");
+ATTN_PY_SHOWN(SteerVector, "str | os.PathLike | ArrayLike[float] | None");
+ATTN_PY_SHOWN(Layers, "int | tuple[int, int] | range | None");
 }  // namespace shown
 #undef ATTN_PY_SHOWN
 

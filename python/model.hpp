@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attn/engine/chat.hpp"
+#include "attn/engine/control_vector.hpp"
 #include "attn/engine/lens.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
@@ -179,6 +180,52 @@ class Model {
   void reset() {
     auto lock = hold();
     attn::reset(e_);
+  }
+
+  // model.steer(vector_or_file, scale, layers): llama.cpp's control vector (a GGUF file) or an
+  // array, [dim] for every layer of the range or [n_layers, dim] a row per layer; None clears.
+  void steer(py::handle v, py::handle scale, py::handle layers) {
+    const double k = float_arg(scale, "scale");
+    const std::optional<attn::LayerRange> range = layers_arg(layers);
+    std::vector<float> rows;
+    if (py::isinstance<py::str>(v) || py::isinstance<py::bytes>(v) ||
+        py::hasattr(v, "__fspath__")) {
+      const attn::ControlVectorFile file{path_arg(v, "vector_or_file"), k};
+      rows = attn::load_control_vectors({&file, 1}, args(), range);
+    } else if (!v.is_none()) {
+      const py::array a = py::module_::import("numpy").attr("asarray")(v);
+      if (a.ndim() != 1 && a.ndim() != 2)
+        throw py::value_error("vector_or_file: expected [dim] or [n_layers, dim], got " +
+                              std::to_string(a.ndim()) + " axes");
+      const py::array_t<float> f = float_array(a, "vector_or_file", int(a.ndim()));
+      rows = attn::steering_from({f.data(), std::size_t(f.size())}, a.ndim() == 1 ? 1 : a.shape(0),
+                                 k, args(), range, "vector_or_file");
+    }
+    auto lock = hold();
+    attn::set_steering(e_, std::move(rows));
+  }
+
+  // layers: None (llama.cpp's default range), one layer, (start, end) both inclusive as
+  // --control-vector-layer-range, or a range() of step 1.
+  static std::optional<attn::LayerRange> layers_arg(py::handle layers) {
+    if (layers.is_none()) return std::nullopt;
+    if (py::isinstance<py::int_>(layers) && !py::isinstance<py::bool_>(layers)) {
+      const std::int64_t l = int_arg(layers, "layers", 0, INT32_MAX);
+      return attn::LayerRange{l, l};
+    }
+    if (py::isinstance(layers, py::module_::import("builtins").attr("range"))) {
+      if (int_arg(layers.attr("step"), "layers.step") != 1 ||
+          int_arg(layers.attr("stop"), "layers.stop") <= int_arg(layers.attr("start"), "layers"))
+        throw py::value_error("layers: expected a range of step 1 holding a layer");
+      return attn::LayerRange{int_arg(layers.attr("start"), "layers", 0, INT32_MAX),
+                              int_arg(layers.attr("stop"), "layers", 1, INT32_MAX) - 1};
+    }
+    if (!py::isinstance<py::tuple>(layers) || py::len(layers) != 2)
+      throw py::type_error("layers: expected None, an int, (start, end) or a range, got " +
+                           type_name(layers));
+    const py::tuple t = layers.cast<py::tuple>();
+    return attn::LayerRange{int_arg(t[0], "layers", 0, INT32_MAX),
+                            int_arg(t[1], "layers", 0, INT32_MAX)};
   }
 
   // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each

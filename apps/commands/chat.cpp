@@ -23,6 +23,7 @@
 #include "attn/text/chat_template.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "commands/commands.hpp"
+#include "commands/setup.hpp"
 #include "flags.hpp"
 #include "text_input.hpp"
 
@@ -170,6 +171,7 @@ int chat_command(const Options& f) {
                            std::nullopt, std::move(tok));
   require_token_model(e.model.args, "chat");
   if (!f.save_session.empty()) check_output(f.save_session, "session");
+  apply_control_vectors(f, e);
   const std::vector<std::int32_t> stop = chat_stop_ids(*e.tokenizer);
   std::vector<ChatMessage> messages;
   if (!f.load_session.empty()) {

@@ -22,6 +22,10 @@ int generate_command(const Options& f);
 int tokenize_command(const Options& f);
 // A conversation: a user turn per line of stdin, each reply streamed to stdout (chat.cpp).
 int chat_command(const Options& f);
+// A control vector from prompt pairs, written as llama-cvector-generator writes it (cvector.cpp).
+int cvector_command(const Options& f);
+// Hook sites' activations over a corpus into shards, resumable (capture.cpp).
+int capture_command(const Options& f);
 
 // generate's, shared with chat: the model generate opens, and its timing lines on stderr as
 // llama.cpp prints them.

@@ -22,6 +22,7 @@
 #include "attn/kernels/runtime.hpp"
 #include "attn/text/tokenizer.hpp"
 #include "commands/commands.hpp"
+#include "commands/setup.hpp"
 #include "flags.hpp"
 #include "text_input.hpp"
 #include "workloads/trace.hpp"
@@ -223,6 +224,7 @@ int generate_command(const Options& f) {
                    {1, rows, std::max<std::int64_t>(f.run.steps, 0), std::max(f.logit_lens, 0), {}},
                    std::nullopt, std::move(tok));
   require_token_model(e.model.args, "generate");
+  apply_control_vectors(f, e);
   if (!f.load_session.empty()) load_cache_session(e, f.load_session);
   // -n -1, as llama.cpp's: until the end of text or the context's last position.
   const std::int64_t steps = f.run.steps >= 0

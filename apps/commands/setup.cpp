@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <optional>
 #include <string_view>
 
+#include "attn/engine/control_vector.hpp"
+#include "attn/engine/session.hpp"
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "flags.hpp"
@@ -29,7 +33,57 @@ void parse_layers(const std::string& text, attn::ConfigOverrides& o) {
                            attn::quoted(text, 60));
 }
 
+// One --control-vector-scaled value: "F:SCALE" (llama.cpp's, split at the last colon) or, given
+// as two words, F and SCALE.
+attn::ControlVectorFile scaled_file(const std::string& file, std::string_view scale) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(scale.data(), scale.data() + scale.size(), v);
+  if (file.empty() || ec != std::errc() || end != scale.data() + scale.size() || !std::isfinite(v))
+    throw attn::InputError(
+        "--control-vector-scaled: expected FNAME:SCALE or FNAME SCALE with a "
+        "finite number, got " +
+        attn::quoted(file + ":" + std::string(scale), 60));
+  return {file, v};
+}
+
+std::vector<attn::ControlVectorFile> control_vector_files(const Options& f) {
+  std::vector<attn::ControlVectorFile> files;
+  for (const std::string& name : f.control_vectors) files.push_back({name, 1});
+  for (const std::vector<std::string>& words : f.control_vectors_scaled) {
+    if (words.size() == 2) {
+      files.push_back(scaled_file(words[0], words[1]));
+      continue;
+    }
+    std::string_view list = words.at(0);
+    while (true) {  // a comma list of F:SCALE
+      const std::size_t comma = list.find(',');
+      const std::string_view item = list.substr(0, comma);
+      const std::size_t colon = item.rfind(':');
+      if (colon == std::string_view::npos) scaled_file(std::string(item), "");  // refused
+      files.push_back(scaled_file(std::string(item.substr(0, colon)), item.substr(colon + 1)));
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return files;
+}
+
 }  // namespace
+
+void apply_control_vectors(const Options& f, attn::Session& e) {
+  const std::vector<attn::ControlVectorFile> files = control_vector_files(f);
+  if (files.empty()) {
+    if (!f.control_vector_layer_range.empty())
+      throw attn::InputError(
+          "--control-vector-layer-range needs --control-vector or "
+          "--control-vector-scaled");
+    return;
+  }
+  std::optional<attn::LayerRange> range;
+  if (f.control_vector_layer_range.size() == 2)
+    range = attn::LayerRange{f.control_vector_layer_range[0], f.control_vector_layer_range[1]};
+  attn::set_steering(e, attn::load_control_vectors(files, e.model.args, range));
+}
 
 attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard) {
   attn::ModelSpec s;

@@ -18,6 +18,10 @@ attn::ModelSpec model_spec(const Options& f, const attn::Shard& shard);
 // says.
 void set_run_shape(const Options& f, attn::RunRequest& r);
 
+// --control-vector, --control-vector-scaled and --control-vector-layer-range, as llama.cpp reads
+// them, made the session's steering (engine/control_vector.hpp); nothing when none is given.
+void apply_control_vectors(const Options& f, attn::Session& e);
+
 // Model parallel: rank 0 logs, prints the trace and writes the dump; the others stay quiet.
 void quiet_other_ranks(const attn::Shard& shard);
 

@@ -3,8 +3,11 @@
 // the page's state S (tests/view/check_view_logic.py calls them in the drawn page): checkMeta,
 // base64Bytes, inflateRaw and decodeCells (the data), cellData, cellWeight and restFactor (where a
 // cell is, its weight), headOrder and defaultHeadOf (the model view's sort orders, the head opened
-// first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep and
-// headLayout. The rest draws with them.
+// first), nextTokenId, lensTable and lensLines (the lens panel), shown, fmt, labelStep,
+// headLayout, zoomWindow and axisLabels (the head view's zoom and labels); for --compare pages
+// cellDiff, diffStats and runMeta; decodeNorms and valueWeighted (attention weighted by the value
+// vectors' norms); colorbarTicks and divergingRgb (the colour bar, the difference's colours);
+// svgOfCanvas (a panel's SVG). The rest draws with them.
 // Grid values where no weight is drawn, below every weight and ordered so that a block's
 // largest value is a weight if it holds one, else padding if it holds padding.
 const MASKED = -2, PADDING = -1;
@@ -22,7 +25,28 @@ const PALETTE = (() => {
   }
   return p;
 })();
-const rgbCss = (i) => `rgb(${PALETTE[i * 3]},${PALETTE[i * 3 + 1]},${PALETTE[i * 3 + 2]})`;
+
+// The difference's colours: red where clean is larger, blue where corrupted is, white at 0; the
+// scale applied to the magnitude.
+function divergingRgb(x, sc) {
+  const f = Math.max(0, Math.min(1, sc(Math.min(Math.abs(x), 1))));
+  const to = x >= 0 ? [178, 24, 43] : [33, 102, 172];
+  return [0, 1, 2].map((c) => Math.round(255 + (to[c] - 255) * f));
+}
+
+// The colour bar's ticks, {p, x}: weights (or differences, diff) and where each sits along the
+// bar as a fraction of its length, the scale applied (the bar's colours are the palette's, evenly
+// along it: a weight p is at scale(p)).
+function colorbarTicks(scale, diff) {
+  const sc = SCALES[scale];
+  const ps = scale === 'log' ? [1e-4, 1e-3, 1e-2, 0.1, 1] : scale === 'sqrt' ? [0, 0.01, 0.05, 0.25, 0.5, 1]
+    : [0, 0.25, 0.5, 0.75, 1];
+  if (!diff) return ps.map((p) => ({ p, x: sc(p) }));
+  // Half the bar each way: fewer ticks, apart from the middle's 0.
+  const pos = (scale === 'log' ? [1e-3, 1e-2, 0.1, 1] : scale === 'sqrt' ? [0.05, 0.25, 1] : [0.5, 1]);
+  return [...pos.slice().reverse().map((p) => ({ p: -p, x: (1 - sc(p)) / 2 })), { p: 0, x: 0.5 },
+          ...pos.map((p) => ({ p, x: (1 + sc(p)) / 2 }))];
+}
 
 const SCALES = {
   linear: (p) => p,
@@ -97,6 +121,18 @@ function checkMeta(m) {
         st.values.every((l) => Array.isArray(l) && l.length === m.heads.length &&
                                l.every((h) => Array.isArray(h) && h.length === st.names.length)),
         'stats: names and values [layers][heads][names]');
+  // ||v|| per shown layer, head and position: float32 in base64, so 4 ceil(n 4 / 3) characters.
+  const normsOk = (vn) => vn == null || (vn.layout === 'layer, head, position' && typeof vn.float32 === 'string' &&
+    vn.float32.length === 4 * Math.ceil(m.layers.length * m.heads.length * T * 4 / 3));
+  check(normsOk(m.value_norms), 'value_norms: layers x heads x positions float32 in base64');
+  if (m.compare != null) {
+    const c = m.compare;
+    check(normsOk(c.value_norms), 'compare.value_norms: layers x heads x positions float32 in base64');
+    check(Array.isArray(c.tokens) && c.tokens.length === T, 'compare.tokens (one per position)');
+    check(c.stats && Array.isArray(c.stats.values) && c.stats.values.length === m.layers.length &&
+          c.stats.values.every((l) => Array.isArray(l) && l.length === m.heads.length),
+          'compare.stats: values [layers][heads][names]');
+  }
   if (m.lens != null) {
     const ls = m.lens;
     check(Array.isArray(ls.layers) && Array.isArray(ls.top) && ls.top.length === ls.layers.length &&
@@ -123,9 +159,9 @@ function base64Bytes(text) {
   return out;
 }
 
-async function readProbs(m) {
-  const el = $('attn-probs');
-  check(el, 'no attn-probs element');
+async function readProbs(m, id) {
+  const el = $(id || 'attn-probs');
+  check(el, 'no ' + (id || 'attn-probs') + ' element');
   let bytes = base64Bytes(el.textContent);
   if (m.encoding.compression === 'deflate-raw') bytes = await inflateRaw(bytes);
   return decodeCells(m, bytes);
@@ -169,6 +205,11 @@ const S = {
   rowOff: null, headCells: 0, maxKeys: 0, allKeep: true,
   li: 0, hi: 0, tok: 0, step: 0,
   scale: 'sqrt', sink: false, sort: '', asc: false, only: '',
+  run: 'clean', runs: null,  // {clean} or, --compare, {clean, corrupted, diff}; diff has vals
+  vnorm: false, weighted: null,  // weighted by ||v||: the runs' value-weighted data
+  vals: null,  // cells as values (the difference's DIFF0 + (clean - corrupted), or weighted)
+  diff: false,  // the cells are a difference
+  zoom: null,  // the head view's window {r0, r1, k0, k1}, or null: the whole
   thumbs: [],  // per (li, hi): {canvas, grid, g, caption}
 };
 
@@ -195,7 +236,95 @@ const isPadded = (d, t) => d.m.keep[t] !== 1;
 function cellWeight(d, li, hi, t, j) {
   if (j >= keysOf(d, t)) return MASKED;
   if (isPadded(d, t) || isPadded(d, j)) return PADDING;
+  if (d.vals) return d.vals[cellOffset(d, li, hi, t) + j];
   return d.lut[d.codes[cellOffset(d, li, hi, t) + j]];
+}
+
+// ---- --compare: two runs and their difference ------------------------------------------------
+
+// The difference's cells are stored shifted by DIFF0, above MASKED and PADDING, so that a grid
+// keeps its markers; a block shows its difference of largest magnitude (wins).
+const DIFF0 = 2;
+const wins = (v, cur, diff) => (diff ? (cur < 0 ? v > cur : v >= 0 && Math.abs(v - DIFF0) > Math.abs(cur - DIFF0))
+                                     : v > cur);
+// Clean minus corrupted at key j of query t: a number in [-1, 1], or MASKED / PADDING.
+function cellDiff(a, b, li, hi, t, j) {
+  const x = cellWeight(a, li, hi, t, j);
+  return x < 0 ? x : x - cellWeight(b, li, hi, t, j);
+}
+// The figures of clean minus corrupted, null where either is null.
+function diffStats(a, b) {
+  return { names: a.names, values: a.values.map((l, li) => l.map((h, hi) => h.map((x, k) => {
+    const y = b.values[li][hi][k];
+    return typeof x === 'number' && typeof y === 'number' ? x - y : null;
+  }))) };
+}
+// META as one run of a compare page shows it: its tokens, chosen token and figures.
+function runMeta(m, run) {
+  if (run === 'clean' || m.compare == null) return m;
+  if (run === 'corrupted')
+    return Object.assign({}, m, { tokens: m.compare.tokens, chosen: m.compare.chosen, stats: m.compare.stats });
+  return Object.assign({}, m, { stats: diffStats(m.stats, m.compare.stats) });
+}
+// The page's runs: {clean}, and for a compare page (probsB: the corrupted run's) corrupted and
+// diff, whose vals are DIFF0 + clean - corrupted.
+function runData(m, probsA, probsB) {
+  const clean = cellData(m, probsA);
+  if (!probsB) return { clean };
+  const corrupted = cellData(runMeta(m, 'corrupted'), probsB);
+  const diff = Object.assign(cellData(runMeta(m, 'diff'), probsA), { diff: true });
+  diff.vals = new Float32Array(clean.codes.length);
+  for (let i = 0; i < diff.vals.length; ++i)
+    diff.vals[i] = DIFF0 + clean.lut[clean.codes[i]] - corrupted.lut[corrupted.codes[i]];
+  return { clean, corrupted, diff };
+}
+
+// ---- attention weighted by the value vectors' norms (Kobayashi et al. 2020) ------------------
+
+// META's value_norms (or compare's) as [layer, head, position] floats.
+function decodeNorms(vn, nL, nH, T) {
+  check(vn && vn.layout === 'layer, head, position' && typeof vn.float32 === 'string', 'value_norms');
+  const b = base64Bytes(vn.float32);
+  check(b.length === nL * nH * T * 4, `value_norms: ${b.length} bytes, not layers x heads x positions x 4`);
+  const dv = new DataView(b.buffer, b.byteOffset, b.length), out = new Float32Array(nL * nH * T);
+  for (let i = 0; i < out.length; ++i) out[i] = dv.getFloat32(4 * i, true);
+  return out;
+}
+// Every cell of d weighted by its key's value norm, each row renormalised to sum to 1:
+// w[t][j] = p[t][j] ||v_j|| / sum_k p[t][k] ||v_k||  (0 where the sum is 0).
+function valueWeighted(d, norms) {
+  const vals = new Float32Array(d.codes.length);
+  for (let li = 0; li < d.nL; ++li)
+    for (let hi = 0; hi < d.nH; ++hi) {
+      const nb = (li * d.nH + hi) * d.T;
+      for (let t = d.A; t < d.B; ++t) {
+        const o = cellOffset(d, li, hi, t), n = keysOf(d, t);
+        let sum = 0;
+        for (let j = 0; j < n; ++j) sum += d.lut[d.codes[o + j]] * norms[nb + j];
+        for (let j = 0; j < n; ++j) vals[o + j] = sum > 0 ? d.lut[d.codes[o + j]] * norms[nb + j] / sum : 0;
+      }
+    }
+  return vals;
+}
+function weightedRuns(m, runs) {
+  const nL = m.layers.length, nH = m.heads.length, T = m.positions, out = {};
+  out.clean = Object.assign({}, runs.clean, { vals: valueWeighted(runs.clean, decodeNorms(m.value_norms, nL, nH, T)) });
+  if (runs.corrupted) {
+    out.corrupted = Object.assign({}, runs.corrupted,
+                                  { vals: valueWeighted(runs.corrupted, decodeNorms(m.compare.value_norms, nL, nH, T)) });
+    const v = new Float32Array(out.clean.vals.length);
+    for (let i = 0; i < v.length; ++i) v[i] = DIFF0 + out.clean.vals[i] - out.corrupted.vals[i];
+    out.diff = Object.assign({}, runs.diff, { vals: v });
+  }
+  return out;
+}
+function selectRun(run) {
+  S.run = S.runs && S.runs[run] ? run : 'clean';
+  if (S.vnorm && !S.runs.clean.m.value_norms) S.vnorm = false;
+  if (S.vnorm && !S.weighted) S.weighted = weightedRuns(S.runs.clean.m, S.runs);
+  const d = (S.vnorm ? S.weighted : S.runs)[S.run];
+  Object.assign(S, d, { vals: d.vals || null, diff: !!d.diff });
+  if (S.vals) S.sink = false;  // nothing to renormalise in a difference or a weighted row
 }
 // The factor of keys 1.. with the first key set apart.
 function restFactor(d, li, hi, t) {
@@ -221,7 +350,17 @@ function blockGrid(li, hi, r0, r1, k0, k1, gh, gw, rest) {
   if (nR <= 0 || nK <= 0) return grid;
   const col = new Int32Array(nK);
   for (let j = 0; j < nK; ++j) col[j] = Math.floor(j * gw / nK);
-  const codes = S.codes, lut = S.lut, keep = S.m.keep;
+  const codes = S.codes, lut = S.lut, keep = S.m.keep, vals = S.vals;
+  if (vals) {  // a difference: each block its value of largest magnitude; weights: the largest
+    for (let t = r0; t < r1; ++t) {
+      const end = Math.min(rowKeys(t), k1), base = Math.floor((t - r0) * gh / nR) * gw, o = off(li, hi, t);
+      for (let j = k0; j < end; ++j) {
+        const v = padded(t) || keep[j] !== 1 ? PADDING : vals[o + j], i = base + col[j - k0];
+        if (wins(v, grid[i], S.diff)) grid[i] = v;
+      }
+    }
+    return grid;
+  }
   for (let t = r0; t < r1; ++t) {
     const end = Math.min(rowKeys(t), k1);
     if (end <= k0) continue;
@@ -254,6 +393,7 @@ function gridImage(grid, gh, gw) {
     let r, g, b;
     if (v === MASKED) [r, g, b] = RGB_CAUSAL;
     else if (v === PADDING) [r, g, b] = RGB_PADDING;
+    else if (S.diff) [r, g, b] = divergingRgb(v - DIFF0, sc);
     else {
       const c = Math.max(0, Math.min(255, Math.round(255 * sc(Math.min(v, 1)))));
       r = PALETTE[c * 3]; g = PALETTE[c * 3 + 1]; b = PALETTE[c * 3 + 2];
@@ -321,7 +461,10 @@ function buildModel() {
   const hint = { entropy: 'entropy: mean nats of a row (low: sharp)',
                  first: 'first: mean weight on the first key (the sink)',
                  prev: 'prev: mean weight on the previous token',
-                 diag: 'diag: mean weight on the token itself' };
+                 diag: 'diag: mean weight on the token itself',
+                 previous_token_head: 'previous_token_head: TransformerLens detect_head: weight on t-1 / all weight',
+                 duplicate_token_head: 'duplicate_token_head: weight on earlier copies of the token / all weight',
+                 induction_head: 'induction_head: weight on tokens after earlier copies of the token / all weight' };
   sortSel.title = S.m.stats.names.map((n) => hint[n] || n).join('\n');
   const kv = S.m.model.n_kv_heads, H = S.m.model.n_heads;
   $('gqa').textContent = kv === H ? `MHA: ${H} heads, each its own KV head`
@@ -436,64 +579,93 @@ function labelStep(n, px, gap) {
   return nice.find((x) => x >= every) || every;
 }
 
-function drawHead(canvas, li, hi, rowEnd, highlightRow) {
-  const r0 = S.A, r1 = Math.max(S.A, Math.min(S.B, rowEnd)), nR = r1 - r0;
-  const rest = S.sink, k0 = rest ? 1 : 0;
-  const L = headLayout(S.B - S.A, S.maxKeys - k0, rest);
+// The part of a head's matrix drawn: query rows [r0, r1) x keys [k0, k1). The whole (the shown
+// rows, every key; from key 1 with the first apart), or the head view's zoom within it.
+function fullWindow() {
+  return { r0: S.A, r1: S.B, k0: S.sink ? 1 : 0, k1: S.maxKeys };
+}
+// A window zoomed by `factor` (< 1: in) about (row, key), kept inside `full` and at least 4
+// positions a side; factor >= 1 back to `full` once it would cover it.
+function zoomWindow(win, full, factor, row, key) {
+  const side = (a0, a1, f0, f1, at) => {
+    const n = Math.max(Math.min(4, f1 - f0), Math.min(f1 - f0, Math.round((a1 - a0) * factor)));
+    let lo = Math.round(at - (at - a0) * n / Math.max(1, a1 - a0));
+    lo = Math.max(f0, Math.min(f1 - n, lo));
+    return [lo, lo + n];
+  };
+  const [r0, r1] = side(win.r0, win.r1, full.r0, full.r1, row);
+  const [k0, k1] = side(win.k0, win.k1, full.k0, full.k1, key);
+  return { r0, r1, k0, k1 };
+}
+// The positions an axis of [from, to) over px pixels labels: every one with its token when each
+// gets `gap` pixels (the window is small enough), else every labelStep-th by index. Only the
+// window's: a few thousand positions cost nothing more to label than a few.
+function axisLabels(from, to, px, gap) {
+  const n = to - from, out = [];
+  const every = n * gap <= px ? 1 : labelStep(n, px, gap), text = every === 1;
+  for (let t = every === 1 ? from : Math.ceil(from / every) * every; t < to; t += every) out.push(t);
+  return { positions: out, text };
+}
+
+function drawHead(canvas, li, hi, rowEnd, highlightRow, win) {
+  const rest = S.sink, W = win || fullWindow();
+  const R0 = W.r0, R1 = W.r1, k0 = W.k0, K1 = W.k1;
+  const r1 = Math.max(R0, Math.min(R1, rowEnd)), nR = r1 - R0;
+  const L = headLayout(R1 - R0, K1 - k0, rest);
+  L.win = W;
   canvas.width = L.width; canvas.height = L.height;
   const ctx = canvas.getContext('2d');
   ctx.fillStyle = '#fff';
   ctx.fillRect(0, 0, L.width, L.height);
   // The grid covers all shown rows; rows past rowEnd (the decode steps not yet taken) stay blank.
-  const rowsPx = nR * L.h / (S.B - S.A);
-  const ghUsed = Math.max(1, Math.round(L.gh * nR / (S.B - S.A)));
+  const rowsPx = nR * L.h / (R1 - R0);
+  const ghUsed = Math.max(1, Math.round(L.gh * nR / (R1 - R0)));
   if (nR > 0) {
-    const grid = blockGrid(li, hi, r0, r1, k0, S.maxKeys, ghUsed, L.gw, rest);
+    const grid = blockGrid(li, hi, R0, r1, k0, K1, ghUsed, L.gw, rest);
     drawGrid(ctx, grid, ghUsed, L.gw, L.x0, L.y0, L.w, rowsPx);
     if (rest) {  // the first key's column, apart, unrenormalised
-      const g1 = blockGrid(li, hi, r0, r1, 0, 1, ghUsed, 1, false);
+      const g1 = blockGrid(li, hi, R0, r1, 0, 1, ghUsed, 1, false);
       drawGrid(ctx, g1, ghUsed, 1, L.left, L.y0, L.first, rowsPx);
     }
   }
   ctx.strokeStyle = '#999';
   ctx.strokeRect(L.x0 - 0.5, L.y0 - 0.5, L.w + 1, L.h + 1);
-  const rowY = (t) => L.y0 + (t - S.A) * L.h / (S.B - S.A);
-  const colX = (j) => L.x0 + (j - k0) * L.w / (S.maxKeys - k0);
+  const rowY = (t) => L.y0 + (t - R0) * L.h / (R1 - R0);
+  const colX = (j) => L.x0 + (j - k0) * L.w / (K1 - k0);
   // Decode rows: an orange bar on the left, a line where they start.
-  if (S.P > S.A && S.P < S.B) {
+  if (S.P > R0 && S.P < R1) {
     ctx.strokeStyle = '#f08c00';
     ctx.beginPath();
     ctx.moveTo(L.left - 6, rowY(S.P) + 0.5); ctx.lineTo(L.x0 + L.w, rowY(S.P) + 0.5);
     ctx.stroke();
   }
-  if (S.P < S.B) {
+  if (S.P < R1) {
     ctx.fillStyle = '#f08c00';
-    ctx.fillRect(L.left - 6, rowY(Math.max(S.P, S.A)), 4, rowY(S.B) - rowY(Math.max(S.P, S.A)));
+    ctx.fillRect(L.left - 6, rowY(Math.max(S.P, R0)), 4, rowY(R1) - rowY(Math.max(S.P, R0)));
   }
-  if (highlightRow != null && highlightRow >= S.A && highlightRow < S.B) {
+  if (highlightRow != null && highlightRow >= R0 && highlightRow < R1) {
     ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 2;
     ctx.strokeRect(L.left - 1, rowY(highlightRow) - 1, L.x0 - L.left + L.w + 2,
                    Math.max(2, rowY(highlightRow + 1) - rowY(highlightRow)) + 2);
     ctx.lineWidth = 1;
   }
-  // Labels: token texts when the cells are big enough, else positions.
+  // Labels, the window's only: token texts where each position has room, else positions.
   ctx.fillStyle = '#222';
   ctx.font = '11px ui-monospace, monospace';
   ctx.textBaseline = 'middle';
-  const rStep = labelStep(S.B - S.A, L.h, 14), kStep = labelStep(S.maxKeys - k0, L.w, 24);
+  const rl = axisLabels(R0, R1, L.h, 12), kl = axisLabels(k0, K1, L.w, 12);
+  L.labels = { rows: rl.positions.length, keys: kl.positions.length, text: rl.text && kl.text,
+               first: rl.positions.length ? (rl.text ? `${tokText(rl.positions[0], 14)} ${rl.positions[0]}` : String(rl.positions[0])) : '' };
   ctx.textAlign = 'right';
-  for (let t = S.A; t < S.B; t += (L.labels ? Math.max(1, Math.ceil(12 / Math.max(L.cell, 1e-9))) : rStep)) {
-    const y = (rowY(t) + rowY(t + 1)) / 2;
-    ctx.fillText(L.labels ? `${tokText(t, 14)} ${t}` : String(t), L.left - 10, y);
-  }
+  for (const t of rl.positions)
+    ctx.fillText(rl.text ? `${tokText(t, 14)} ${t}` : String(t), L.left - 10, (rowY(t) + rowY(t + 1)) / 2);
   ctx.save();
   ctx.textAlign = 'left';
-  for (let j = k0; j < S.maxKeys; j += (L.labels ? Math.max(1, Math.ceil(12 / Math.max(L.cell, 1e-9))) : kStep)) {
-    const x = (colX(j) + colX(j + 1)) / 2;
+  for (const j of kl.positions) {
     ctx.save();
-    ctx.translate(x, L.top - 6);
+    ctx.translate((colX(j) + colX(j + 1)) / 2, L.top - 6);
     ctx.rotate(-Math.PI / 3);
-    ctx.fillText(L.labels ? `${j} ${tokText(j, 14)}` : String(j), 0, 0);
+    ctx.fillText(kl.text ? `${j} ${tokText(j, 14)}` : String(j), 0, 0);
     ctx.restore();
   }
   if (rest) {
@@ -506,17 +678,19 @@ function drawHead(canvas, li, hi, rowEnd, highlightRow) {
   ctx.restore();
   ctx.textAlign = 'left';
   ctx.fillStyle = '#666';
-  ctx.fillText('queries down, keys across', L.left, L.height - 12);
+  const zoomed = R0 > S.A || R1 < S.B || k0 > (S.sink ? 1 : 0) || K1 < S.maxKeys;
+  ctx.fillText('queries down, keys across' + (zoomed ? `; zoomed: rows ${R0} .. ${R1 - 1}, keys ${k0} .. ${K1 - 1}` : ''),
+               L.left, L.height - 12);
   return L;
 }
 
 function headAt(L, x, y) {  // the query row and key under canvas pixel (x, y), or null
-  const k0 = S.sink ? 1 : 0;
-  const t = S.A + Math.floor((y - L.y0) * (S.B - S.A) / L.h);
-  if (t < S.A || t >= S.B) return null;
+  const W = L.win;
+  const t = W.r0 + Math.floor((y - L.y0) * (W.r1 - W.r0) / L.h);
+  if (t < W.r0 || t >= W.r1) return null;
   if (S.sink && x >= L.left && x < L.left + L.first) return { t, j: 0 };
-  const j = k0 + Math.floor((x - L.x0) * (S.maxKeys - k0) / L.w);
-  if (x < L.x0 || j >= S.maxKeys) return null;
+  const j = W.k0 + Math.floor((x - L.x0) * (W.k1 - W.k0) / L.w);
+  if (x < L.x0 || j >= W.k1) return null;
   return { t, j };
 }
 
@@ -527,7 +701,11 @@ function cellLines(li, hi, t, j) {
                  `key   ${j} ${JSON.stringify(tokText(j, 40))}`];
   if (p === MASKED) lines.push('not computed: the query does not see this key (causal mask, or not yet in the cache)');
   else if (p === PADDING) lines.push('padding');
-  else {
+  else if (S.diff) {
+    const src = S.vnorm ? S.weighted : S.runs;
+    const a = cellWeight(src.clean, li, hi, t, j), b = cellWeight(src.corrupted, li, hi, t, j);
+    lines.push(`clean ${a.toPrecision(4)}  corrupted ${b.toPrecision(4)}  difference ${(p - DIFF0).toPrecision(4)}`);
+  } else {
     lines.push(`weight ${p.toPrecision(4)}`);
     if (S.sink && j > 0) lines.push(`without the first key ${(p * sinkRenorm(li, hi, t)).toPrecision(4)}`);
   }
@@ -538,13 +716,25 @@ let headL = null;
 function paintHead() {
   const li = S.li, hi = S.hi;
   $('head-title').textContent = `Head: layer ${S.m.layers[li]}, head ${S.m.heads[hi]} (kv head ${kvOf(S.m.heads[hi])})`;
+  const full = fullWindow();
+  if (S.zoom) S.zoom = zoomWindow(S.zoom, full, 1 - 1e-9, S.zoom.r0, S.zoom.k0);  // within the data, sink or not
+  const W = S.zoom || full;
   const figs = S.m.stats.names.map((n, k) => `${n} ${fmt(statOf(li, hi, k))}`).join(', ');
-  $('head-note').textContent = figs + '. ' +
+  $('head-note').textContent = (S.diff ? 'Figures clean \u2212 corrupted: ' : '') + figs + '. ' +
     (S.sink ? 'The first key is drawn apart (its raw weight); the other keys are renormalised to sum to 1 without it. '
             : '') +
+    (S.vnorm ? 'Weights times ||v_j||, each row renormalised. ' : '') +
     (S.P < S.B ? 'Rows marked orange are decode steps.' : '') +
-    (S.B - S.A > HEAD_PX || S.maxKeys > HEAD_PX ? ' Each pixel shows its block\'s largest weight.' : '');
-  headL = drawHead($('head'), li, hi, S.B, null);
+    (W.r1 - W.r0 > HEAD_PX || W.k1 - W.k0 > HEAD_PX
+      ? (S.diff ? ' Each pixel shows its block\'s difference of largest magnitude.' : ' Each pixel shows its block\'s largest weight.')
+      : '');
+  headL = drawHead($('head'), li, hi, S.B, null, S.zoom);
+  body.dataset.headLabels = JSON.stringify(headL.labels);
+  const hr = $('head').getBoundingClientRect(), k = hr.width / Math.max(1, $('head').width);
+  // Where the row labels end and the matrix starts, in the page's pixels (for headless checks).
+  body.dataset.headBox = JSON.stringify({ x: hr.left + (headL.left - 10) * k, y: hr.top + headL.y0 * k,
+                                          h: headL.h * k });
+  $('zoom-label').textContent = S.zoom ? `rows ${S.zoom.r0} .. ${S.zoom.r1 - 1}, keys ${S.zoom.k0} .. ${S.zoom.k1 - 1}` : 'whole';
 }
 
 // ---- the token view ---------------------------------------------------------------------
@@ -624,10 +814,10 @@ function paintTokens() {
         const x = Math.floor(j * gw / S.T);
         let a = weight(li, hi, t, j);
         if (S.sink && a >= 0) a = j === 0 ? MASKED : a * f;
-        if (a > rowG[x]) rowG[x] = a;
+        if (wins(a, rowG[x], S.diff)) rowG[x] = a;
         let b = weight(li, hi, j, t);
         if (S.sink && b >= 0) b = t === 0 ? MASKED : b * sinkRenorm(li, hi, j);
-        if (b > colG[x]) colG[x] = b;
+        if (wins(b, colG[x], S.diff)) colG[x] = b;
       }
       drawGrid(ctx, rowG, 1, gw, Lt.left, y, Lt.w, STRIP);
       drawGrid(ctx, colG, 1, gw, Lt.left, y + STRIP + 1, Lt.w, STRIP);
@@ -702,7 +892,7 @@ function paintSteps() {
     const g = new Float32Array(gw).fill(MASKED);
     for (let j = 0; j < S.T; ++j) {
       const x = Math.floor(j * gw / S.T), v = row >= 0 ? weight(li, k, row, j) : MASKED;
-      if (v > g[x]) g[x] = v;
+      if (wins(v, g[x], S.diff)) g[x] = v;
     }
     const y = Lt.top + k * (STRIP * 2 + 2);
     drawGrid(ctx, g, 1, gw, Lt.left, y, Lt.w, STRIP * 2);
@@ -846,6 +1036,10 @@ function readHash() {
   if (h.has('sink')) S.sink = h.get('sink') === '1';
   if (h.has('sort') && (h.get('sort') === '' || statIndex(h.get('sort')) >= 0)) S.sort = h.get('sort');
   if (h.has('asc')) S.asc = h.get('asc') === '1';
+  if (h.has('run')) S.run = h.get('run');
+  if (h.has('vnorm')) S.vnorm = h.get('vnorm') === '1';
+  const z = /^(\d+):(\d+),(\d+):(\d+)$/.exec(h.get('zoom') || '');
+  if (z) S.zoom = { r0: +z[1], r1: +z[2], k0: +z[3], k1: +z[4] };
   S.only = h.get('only') || '';
 }
 function writeHash() {
@@ -857,6 +1051,9 @@ function writeHash() {
   if (S.sink) h.set('sink', '1');
   if (S.sort) h.set('sort', S.sort);
   if (S.asc) h.set('asc', '1');
+  if (S.runs && S.runs.diff) h.set('run', S.run);
+  if (S.vnorm) h.set('vnorm', '1');
+  if (S.zoom) h.set('zoom', `${S.zoom.r0}:${S.zoom.r1},${S.zoom.k0}:${S.zoom.k1}`);
   if (S.only) h.set('only', S.only);
   history.replaceState(null, '', '#' + h.toString());
 }
@@ -879,6 +1076,105 @@ function defaultHead() {
   if (at) { S.li = at.li; S.hi = at.hi; }
 }
 
+// ---- the colour bar, exports ------------------------------------------------------------------
+
+const CB = { w: 300, h: 36, x0: 12, bar: 276, top: 2, thick: 12 };
+// The colour bar of the current scale (the difference's when the page shows one) on ctx at (x, y).
+function drawColorbar(ctx, x, y) {
+  const diff = S.diff;
+  for (let i = 0; i < CB.bar; ++i) {
+    const f = (i + 0.5) / CB.bar;
+    let rgb;
+    if (diff) {  // f = (1 + sign(d) scale(|d|)) / 2: the colour of that scaled magnitude
+      const m = Math.abs(2 * f - 1);
+      rgb = divergingRgb(f >= 0.5 ? 1 : -1, () => m);
+    } else {
+      const c = Math.min(255, Math.floor(f * 256));
+      rgb = [PALETTE[c * 3], PALETTE[c * 3 + 1], PALETTE[c * 3 + 2]];
+    }
+    ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+    ctx.fillRect(x + CB.x0 + i, y + CB.top, 1, CB.thick);
+  }
+  ctx.strokeStyle = '#888';
+  ctx.strokeRect(x + CB.x0 - 0.5, y + CB.top - 0.5, CB.bar + 1, CB.thick + 1);
+  ctx.fillStyle = '#222'; ctx.font = '10px ui-monospace, monospace';
+  ctx.textBaseline = 'top'; ctx.textAlign = 'center';
+  for (const { p, x: f } of colorbarTicks(S.scale, diff)) {
+    const px = x + CB.x0 + f * CB.bar;
+    ctx.fillRect(px, y + CB.top + CB.thick, 1, 3);
+    ctx.fillText(String(p), px, y + CB.top + CB.thick + 4);
+  }
+}
+function colorbarTitle() {
+  const s = { linear: 'linear', sqrt: 'square root: colour at sqrt(p)', log: 'log10, 1e-4 .. 1: colour at (log10 p + 4) / 4' }[S.scale];
+  return (S.diff ? 'clean \u2212 corrupted, scale on |d|: ' : 'weight p, scale ') + s +
+    (S.vnorm ? '; weighted by ||v||: p ||v_j|| / sum_k p ||v_k||' : '');
+}
+function paintColorbar() {
+  const c = $('colorbar');
+  c.width = CB.w; c.height = CB.h;
+  const ctx = c.getContext('2d');
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, c.width, c.height);
+  drawColorbar(ctx, 0, 0);
+  $('colorbar-title').textContent = colorbarTitle();
+  const r = c.getBoundingClientRect();
+  body.dataset.colorbar = JSON.stringify({ left: r.left + CB.x0, top: r.top + CB.top, width: CB.bar,
+                                           height: CB.thick, diff: S.diff });
+}
+
+// A panel's canvas as exported: a title above, the canvas, the colour bar below.
+function exportCanvas(src, title) {
+  const c = document.createElement('canvas');
+  c.width = Math.max(src.width, CB.w + 20); c.height = 24 + src.height + CB.h + 22;
+  const ctx = c.getContext('2d');
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, c.width, c.height);
+  ctx.fillStyle = '#222'; ctx.font = '13px system-ui, sans-serif'; ctx.textBaseline = 'top';
+  ctx.fillText(title, 8, 6);
+  ctx.drawImage(src, 0, 24);
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.fillText(colorbarTitle(), 8, 24 + src.height + 2);
+  drawColorbar(ctx, 0, 24 + src.height + 18);
+  return c;
+}
+const xmlText = (s) => String(s).replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c])
+  .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
+// The SVG of a panel: its raster (the matrix, as drawn, a PNG data URL) under a vector title and
+// a vector colour bar (rects and tick labels), width x height of the raster.
+function svgOfCanvas(title, png, width, height, scale, diff) {
+  const y = 24 + height, W = Math.max(width, CB.w + 20), H = y + CB.h + 22, n = 64, parts = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">`,
+             `<rect width="${W}" height="${H}" fill="#fff"/>`,
+             `<text x="8" y="18" font-family="sans-serif" font-size="13">${xmlText(title)}</text>`,
+             `<image x="0" y="24" width="${width}" height="${height}" href="${png}"/>`);
+  for (let i = 0; i < n; ++i) {
+    const f = (i + 0.5) / n;
+    const rgb = diff ? divergingRgb(f >= 0.5 ? 1 : -1, () => Math.abs(2 * f - 1))
+      : [0, 1, 2].map((k) => PALETTE[Math.min(255, Math.floor(f * 256)) * 3 + k]);
+    parts.push(`<rect x="${(CB.x0 + i * CB.bar / n).toFixed(2)}" y="${y + 18 + CB.top}" width="${(CB.bar / n + 0.3).toFixed(2)}" ` +
+               `height="${CB.thick}" fill="rgb(${rgb.join(',')})"/>`);
+  }
+  for (const { p, x } of colorbarTicks(scale, diff))
+    parts.push(`<text x="${(CB.x0 + x * CB.bar).toFixed(2)}" y="${y + 18 + CB.top + CB.thick + 12}" font-family="monospace" ` +
+               `font-size="10" text-anchor="middle">${p}</text>`);
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob); a.download = name;
+  document.body.appendChild(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+function exportPanel(id, kind) {
+  const src = $(id), title = $(id === 'head' ? 'head-title' : 'step-label').textContent || id;
+  const c = exportCanvas(src, (S.runs.diff ? `[${S.run}] ` : '') + title);
+  const name = `attn-${id}-L${S.m.layers[S.li]}-H${S.m.heads[S.hi]}`;
+  if (kind === 'png') c.toBlob((b) => download(name + '.png', b), 'image/png');
+  else download(name + '.svg', new Blob([svgOfCanvas((S.runs.diff ? `[${S.run}] ` : '') + title, src.toDataURL('image/png'),
+                                                     src.width, src.height, S.scale, S.diff)],
+                                        { type: 'image/svg+xml' }));
+}
+
 // ---- start --------------------------------------------------------------------------------
 
 async function main() {
@@ -893,20 +1189,27 @@ async function main() {
     `; batch row ${m.batch_row}; ${m.encoding.bits}-bit ${m.encoding.code}` +
     (m.generated_by ? '; ' + shown(m.generated_by, 40) : '');
   const drawn = m.drawn || {};
-  if (drawn.weights || drawn.input)
-    $('summary').textContent =
+  if (drawn.weights || drawn.input) {
+    $('banner').textContent =
       `Drawn from a seed, not a trained model's: ${drawn.weights ? 'random weights' : ''}` +
       `${drawn.weights && drawn.input ? ' and ' : ''}${drawn.input ? 'random input' : ''}. ` +
-      $('summary').textContent;
+      'Its heads show what the arithmetic does, not what a model has learnt.';
+    $('banner').hidden = false;
+  }
   const probs = await readProbs(m);
+  S.runs = runData(m, probs, m.compare != null ? await readProbs(runMeta(m, 'corrupted'), 'attn-probs-corrupted') : null);
+  $('run-control').hidden = m.compare == null;
+  $('vnorm-control').hidden = m.value_norms == null;
   body.dataset.decodedMs = performance.now().toFixed(1);  // base64 and inflate done
   setup(m, probs);
   defaultHead();
   S.tok = S.P > 0 ? S.P - 1 : 0;
   S.step = m.steps;
   readHash();
+  selectRun(S.run);
+  $('run').value = S.run; $('sink').disabled = !!S.vals; $('vnorm').checked = S.vnorm;
   $('scale').value = S.scale; $('sink').checked = S.sink;
-  $('sw-lo').style.background = rgbCss(0); $('sw-hi').style.background = rgbCss(255);
+  paintColorbar();
 
   const panels = ['model', 'head', 'token', 'steps'];
   if (m.lens != null) panels.push('lens');
@@ -930,6 +1233,24 @@ async function main() {
     if (hit) showTip(e, cellLines(S.li, S.hi, hit.t, hit.j)); else hideTip();
   });
   hc.addEventListener('mouseleave', hideTip);
+  // Zoom: the wheel about the cell under the pointer, the buttons about the window's centre.
+  const zoomBy = (factor, at) => {
+    const full = fullWindow(), win = S.zoom || full;
+    const c = at || { t: (win.r0 + win.r1) / 2, j: (win.k0 + win.k1) / 2 };
+    const z = zoomWindow(win, full, factor, c.t, c.j);
+    S.zoom = z.r0 === full.r0 && z.r1 === full.r1 && z.k0 === full.k0 && z.k1 === full.k1 ? null : z;
+    paintHead(); writeHash();
+  };
+  hc.addEventListener('wheel', (e) => {
+    const r = hc.getBoundingClientRect();
+    const hit = headL && headAt(headL, (e.clientX - r.left) * hc.width / r.width, (e.clientY - r.top) * hc.height / r.height);
+    if (!hit) return;
+    e.preventDefault();
+    zoomBy(e.deltaY < 0 ? 0.5 : 2, hit);
+  }, { passive: false });
+  $('zoom-in').addEventListener('click', () => zoomBy(0.5));
+  $('zoom-out').addEventListener('click', () => zoomBy(2));
+  $('zoom-reset').addEventListener('click', () => { S.zoom = null; paintHead(); writeHash(); });
   hc.addEventListener('click', (e) => {
     const r = hc.getBoundingClientRect();
     const hit = headL && headAt(headL, (e.clientX - r.left) * hc.width / r.width, (e.clientY - r.top) * hc.height / r.height);
@@ -943,8 +1264,24 @@ async function main() {
   });
   sc.addEventListener('mouseleave', hideTip);
   $('scale').addEventListener('change', (e) => {
-    S.scale = e.target.value; paintModel(); paintHead(); paintTokens(); paintSteps(); writeHash();
+    S.scale = e.target.value; paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar(); writeHash();
   });
+  const redraw = () => {
+    $('sink').checked = S.sink; $('sink').disabled = !!S.vals;
+    for (const th of S.thumbs) th.rest = null;
+    computeThumbs(); arrangeModel(); paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar();
+    writeHash();
+  };
+  $('vnorm').addEventListener('change', (e) => { S.vnorm = e.target.checked; selectRun(S.run); redraw(); });
+  $('run').addEventListener('change', (e) => {
+    selectRun(e.target.value);
+    $('sink').checked = S.sink; $('sink').disabled = !!S.vals;
+    for (const th of S.thumbs) th.rest = null;
+    computeThumbs(); arrangeModel(); paintModel(); paintHead(); paintTokens(); paintSteps(); paintColorbar();
+    writeHash();
+  });
+  for (const b of document.querySelectorAll('button[data-export]'))
+    b.addEventListener('click', () => exportPanel(b.dataset.export, b.dataset.kind));
   $('sink').addEventListener('change', (e) => {
     S.sink = e.target.checked; paintModel(); paintHead(); paintTokens(); paintSteps(); writeHash();
   });
@@ -952,6 +1289,8 @@ async function main() {
   $('sort-asc').addEventListener('change', (e) => { S.asc = e.target.checked; arrangeModel(); writeHash(); });
 
   body.dataset.panels = panels.join(',');
+  body.dataset.run = S.runs.diff ? S.run : '';
+  body.dataset.vnorm = S.vnorm ? '1' : '0';
   body.dataset.requests = String(performance.getEntriesByType('resource').length);
   body.dataset.state = 'drawn';
 }

@@ -9,6 +9,7 @@
 
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/probe.hpp"
+#include "attn/weight_type.hpp"
 
 namespace cli {
 
@@ -132,6 +133,7 @@ void finish(const Transformer& m, std::int64_t P, std::vector<double>* stream, B
     if (quantile(stream[p], 0.9) > r.limits.stream_gbs) {
       r.limits.stream_gbs = quantile(stream[p], 0.9);
       r.limits.stream_pattern = read_patterns()[p].name;
+      r.limits.stream_spread = 1 - quantile(stream[p], 0.1) / r.limits.stream_gbs;
     }
   std::sort(r.step_ms.begin(), r.step_ms.end());
   for (BatchedDecode& d : r.batched) {
@@ -252,7 +254,78 @@ void measure_limits(const Transformer& m, std::int64_t P, MachineLimits& l) {
   for (StreamMatrix& mat : mats) mat.w = f32.data();
   l.sgemm_seconds = sgemm_seconds(mats, P, m.rt.threads);
   l.sgemm_gflops = prefill_flops(m.local, 1, P, true) / l.sgemm_seconds / 1e9;
-  l.fma_gflops = fma_peak_gflops(m.rt.threads, l.fma_isa);
+  probe_fma_peak(m.rt.threads, l);
+}
+
+double MachineLimits::fma_spread() const {
+  if (fma_samples.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(fma_samples.begin(), fma_samples.end());
+  return 1 - *lo / *hi;
+}
+
+void probe_fma_peak(int threads, MachineLimits& l) {
+  std::string isa;
+  const double g = fma_peak_gflops(threads, isa);
+  l.fma_samples.push_back(g);
+  if (g > l.fma_gflops) l.fma_gflops = g, l.fma_isa = isa;
+}
+
+BenchPlan quick_plan(BenchPlan full) {
+  full.shape = {64, 16, 64};
+  std::erase_if(full.batches, [](std::int64_t B) { return B > 4; });
+  full.weight_types.resize(std::min<std::size_t>(full.weight_types.size(), 1));
+  return full;
+}
+
+namespace {
+
+// One layer's matrix weights in type t: bytes, weights, and the largest matrix's weights.
+struct LayerSize {
+  double bytes = 0, params = 0, largest = 0;
+};
+LayerSize layer_size(const ModelArgs& a, attn::WeightType t) {
+  LayerSize z;
+  LayerWeights layer;
+  for (const TensorSpec& s : layer_tensor_specs(a, layer))
+    if (s.shape.size() == 2) {
+      const double n = double(s.shape[0]) * double(s.shape[1]);
+      z.params += n;
+      z.largest = std::max(z.largest, n);
+      z.bytes += double(s.shape[0]) * double(weight_bytes(t, s.shape[1], s.name));
+    }
+  return z;
+}
+
+}  // namespace
+
+// A model of the run, not a measurement: each type drawn at kDrawNs per weight, kPrefillPasses
+// prefills (and the depth's) at `gflops`, and per decode round a step, a streaming read and one
+// step per batch size (B = 16 costing 4 steps) reading the weights at `gbs`; then sgemm on the
+// prefill's shapes and two FMA probes of about a second each. Bytes: every type's weights and
+// cache, and sgemm's F32 stand-in of the largest matrix.
+BenchCost expected_cost(const BenchPlan& plan, const ModelArgs& a, double gflops, double gbs) {
+  constexpr double kDrawNs = 4, kProbeSeconds = 2;
+  const BenchShape& sh = plan.shape;
+  double reads = 2;  // the step at B = 1 and the streaming read
+  for (std::int64_t B : plan.batches)
+    if (B > 1) reads += std::max(1.0, double(B) / 4);
+  const double prefill = prefill_flops(a, 1, sh.prefill, false) * kPrefillPasses +
+                         (sh.depth > sh.prefill ? prefill_flops(a, 1, sh.depth, false) : 0);
+  const double rows = double(sh.depth + sh.steps), layers = double(a.n_layers);
+  const double cache =
+      2 * layers * double(plan.batches.back()) * rows * double(a.n_kv_heads * a.head_dim()) * 4;
+  BenchCost c;
+  double largest = 0;
+  for (const std::string& name : plan.weight_types) {
+    const LayerSize z = layer_size(a, *attn::find_weight_type(name));
+    c.seconds += z.params * layers * kDrawNs * 1e-9 + prefill / (gflops * 1e9) +
+                 double(sh.steps) * reads * z.bytes * layers / (gbs * 1e9);
+    c.bytes += std::uint64_t(z.bytes * layers + cache);
+    largest = std::max(largest, z.largest);
+  }
+  c.bytes += std::uint64_t(largest * 4);
+  c.seconds += 2 * prefill_flops(a, 1, sh.prefill, true) / (gflops * 1e9) + kProbeSeconds;
+  return c;
 }
 
 ComputeError compute_error(Transformer& m, const std::vector<float>& x, std::int64_t P) {

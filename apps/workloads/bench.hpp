@@ -17,11 +17,20 @@ struct MachineLimits {
   double stream_gbs = 0;       // streaming read of the weights' bytes, all threads: the best
                                // read pattern's 90th percentile, reads taken after the steps
   std::string stream_pattern;  // the read pattern that gave stream_gbs
+  double stream_spread = 0;    // that pattern's reads: (p90 - p10) / p90 over the rounds
   double sgemm_gflops = 0;     // OpenBLAS sgemm (its own threads) on the prefill's weight shapes
   double sgemm_seconds = 0;    // for all of them once
-  double fma_gflops = 0;       // f32 FMA peak, register-only loop, all threads
+  double fma_gflops = 0;       // f32 FMA peak, register-only loop, all threads: the best probe
   std::string fma_isa;         // "avx512", "avx2" or "generic"
+  // The FMA peak probed before and after the timed work (each the best of its rounds): a busy
+  // moment shows as a spread, (best - worst) / best.
+  std::vector<double> fma_samples;
+  double fma_spread() const;
 };
+
+// Probes the FMA peak on `threads` threads into l (fma_samples gains one; fma_gflops is the
+// best so far): bench runs it before the workload and again after.
+void probe_fma_peak(int threads, MachineLimits& l);
 
 // Decode steps of `batch` sequences at once (one row each), timed in the same rounds as batch 1.
 struct BatchedDecode {
@@ -88,6 +97,27 @@ std::vector<BenchResult> bench_workload(std::span<attn::Transformer* const> mode
 void fill_depth(attn::Transformer& m, const std::vector<float>& x, std::int64_t P,
                 std::int64_t depth,
                 const std::function<void(std::int64_t, std::int64_t)>& done = {});
+
+// What a bench run will do, settled before any work, and what it is expected to cost (said
+// before the weights are drawn).
+struct BenchPlan {
+  BenchShape shape;
+  std::vector<std::int64_t> batches;      // the decode's batch sizes (1 first)
+  std::vector<std::string> weight_types;  // drawn weights: each type's model, held at once
+};
+
+// --quick: a 64-position prefill and 16 steps, batches up to 4, the first weight type only;
+// under 30 s on a 2-core machine for the default layer (one Llama-3-8B layer).
+BenchPlan quick_plan(BenchPlan full);
+
+// The expected cost of a plan on a layer of `args` (drawn weights; a file: one type): seconds
+// at `gflops` for products and `gbs` for reading weights, and the bytes held at the peak.
+struct BenchCost {
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+BenchCost expected_cost(const BenchPlan& plan, const attn::ModelArgs& args, double gflops,
+                        double gbs);
 
 // OpenBLAS sgemm on the prefill's shapes and the FMA peak, into l.
 void measure_limits(const attn::Transformer& m, std::int64_t P, MachineLimits& l);

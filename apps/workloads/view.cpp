@@ -110,7 +110,9 @@ std::int64_t view_page_bound(const ViewShape& v, std::int64_t token_bytes, int l
   const std::int64_t T = v.positions(), cells = v.cells() * v.bytes_per_cell();
   const auto L = std::int64_t(v.layers.size()), H = std::int64_t(v.heads.size());
   const std::int64_t text = 64 + 6 * token_bytes;  // {"id": ..., "text": "..."}, escaped
-  std::int64_t meta = 16384 + T * (text + 24) + L * H * 4 * 28 + (L + H) * 24;
+  std::int64_t meta = 16384 + T * (text + 24) +
+                      L * H * std::int64_t(attn::kHeadStatNames.size()) * 28 + (L + H) * 24;
+  meta += 4 * ((L * H * T * 4 + 2) / 3) + 64;  // value_norms: float32 in base64
   // Each lens entry [id, logit] and, once per id, its text.
   if (lens_k > 0) meta += v.n_layers * T * lens_k * (48 + text) + 4096;
   const std::int64_t deflated = std::int64_t(compressBound(uLong(cells)));
@@ -155,8 +157,8 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
   const std::int64_t shown = std::int64_t(v.layers.size() * v.heads.size());
   // As ViewRecorder's constructor sizes them: scratch_ [B, H, max(P * P, T)] floats (P * P < 2^48
   // after check_capacity), cells_, then the small ones: v_'s shown layers and heads, row_offset_,
-  // layer_slot_, keep_ and the observer's layers, stats_, and probs_'s per-layer slots (a buffer
-  // and its capacity: KeptProbabilities' constructor).
+  // layer_slot_, keep_ and the observer's layers, ids_, stats_, and probs_'s per-layer slots (a
+  // buffer and its capacity: KeptProbabilities' constructor).
   const std::int64_t shown_lists = std::int64_t(v.layers.size() + v.heads.size());
   const auto kept_slot = std::int64_t(sizeof(float*) + sizeof(std::int64_t));
   const std::uint64_t parts[] = {
@@ -164,6 +166,8 @@ std::vector<attn::MemoryPart> view_memory(const ViewShape& v, const attn::ModelA
       attn::checked_product({v.cells(), v.bytes_per_cell()}, probs),
       attn::checked_product({shown_lists + rows + 1 + v.n_layers, 8}, probs),
       std::uint64_t(T + v.n_layers),
+      attn::checked_product({T, std::int64_t(sizeof(std::int32_t))}, probs),  // ids_
+      attn::checked_product({shown, T, std::int64_t(sizeof(float))}, probs),  // vnorm_
       attn::checked_product({shown, std::int64_t(sizeof(attn::HeadStats))}, probs),
       attn::checked_product({v.n_layers, kept_slot}, probs)};
   std::uint64_t total = 0;
@@ -204,12 +208,14 @@ ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v), probs_(v.n_layers) {
     observer_.layers[std::size_t(v.layers[i])] = 1;
   }
   keep_.assign(std::size_t(v.positions()), 1);
+  ids_.reserve(std::size_t(v.positions()));
   scratch_.resize(std::size_t(std::max<std::int64_t>(1, scratch_floats(v))));  // [B, H, rows, keys]
   for (const std::int64_t l : v.layers)
     probs_.set(l, scratch_.data(), std::int64_t(scratch_.size()));
   cells_.resize(std::size_t(v.cells() * v.bytes_per_cell()));  // [layers, heads, row cells]
   stats_.resize(v.layers.size() * v.heads.size());
-  observer_.sites = attn::site_bit(attn::Site::attn_probs);
+  vnorm_.assign(v.layers.size() * v.heads.size() * std::size_t(v.positions()), 0.0f);
+  observer_.sites = attn::site_bit(attn::Site::attn_probs) | attn::site_bit(attn::Site::v);
   observer_.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t n_heads,
                            std::int64_t seqlen, std::int64_t keys) -> float* {
     if (layer < 0 || layer >= v_.n_layers || layer_slot_[std::size_t(layer)] < 0)
@@ -221,6 +227,7 @@ ViewRecorder::ViewRecorder(const ViewShape& v) : v_(v), probs_(v.n_layers) {
   };
   observer_.on_tensor = [this](const attn::Observation& o) {
     if (o.site == attn::Site::attn_probs) on_probs(o);
+    if (o.site == attn::Site::v) on_values(o);
     if (o.site == attn::Site::resid_post && lens_) on_resid(o);
   };
 }
@@ -229,6 +236,15 @@ void ViewRecorder::set_keep(std::vector<std::uint8_t> keep) {
   if (std::int64_t(keep.size()) != v_.positions())
     throw std::logic_error("view: a padding mask of another length");
   keep_ = std::move(keep);
+}
+
+void ViewRecorder::set_tokens(std::span<const std::int32_t> ids) {
+  const auto n = std::min<std::size_t>(ids.size(), std::size_t(v_.positions()));
+  ids_.assign(ids.begin(), ids.begin() + std::ptrdiff_t(n));  // within the constructor's reserve
+}
+
+void ViewRecorder::add_token(std::int32_t id) {
+  if (std::int64_t(ids_.size()) < v_.positions()) ids_.push_back(id);
 }
 
 void ViewRecorder::record_lens(attn::Transformer& m, int k) {
@@ -262,6 +278,23 @@ const std::uint8_t* ViewRecorder::block(std::size_t i, std::size_t k) const {
   return cells_.data() + b * std::size_t(row_offset_.back() * v_.bytes_per_cell());
 }
 
+// ||v_j|| of each position of the batch row, per shown query head (its KV head's value vector).
+void ViewRecorder::on_values(const attn::Observation& o) {
+  const std::int64_t slot =
+      o.layer >= 0 && o.layer < v_.n_layers ? layer_slot_[std::size_t(o.layer)] : -1;
+  if (slot < 0) return;
+  const std::int64_t seqlen = o.shape[1], kv = o.shape[2], hd = o.shape[3], T = v_.positions();
+  const std::int64_t n_rep = std::max<std::int64_t>(1, v_.n_heads / std::max<std::int64_t>(1, kv));
+  for (std::int64_t r = 0; r < seqlen && o.start_pos + r < T; ++r)
+    for (std::size_t k = 0; k < v_.heads.size(); ++k) {
+      const float* x = o.data + ((v_.batch_row * seqlen + r) * kv + v_.heads[k] / n_rep) * hd;
+      double ss = 0;
+      for (std::int64_t i = 0; i < hd; ++i) ss += double(x[i]) * double(x[i]);
+      vnorm_[(std::size_t(slot) * v_.heads.size() + k) * std::size_t(T) +
+             std::size_t(o.start_pos + r)] = float(std::sqrt(ss));
+    }
+}
+
 void ViewRecorder::on_probs(const attn::Observation& o) {
   const std::int64_t slot =
       o.layer >= 0 && o.layer < v_.n_layers ? layer_slot_[std::size_t(o.layer)] : -1;
@@ -288,7 +321,7 @@ void ViewRecorder::on_probs(const attn::Observation& o) {
           dst[2 * j + 1] = std::uint8_t(c >> 8);
         }
       }
-      if (keep_[std::size_t(t)]) attn::add_row(stats_[b], {p, std::size_t(n)}, t);
+      if (keep_[std::size_t(t)]) attn::add_row(stats_[b], {p, std::size_t(n)}, t, ids_);
     }
   }
   rows_end_ = std::max(rows_end_, o.start_pos + seqlen);

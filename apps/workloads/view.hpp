@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,11 @@ class ViewRecorder {
 
   // [T]: batch row's padding mask (1: a real position); default all real. Set before the run.
   void set_keep(std::vector<std::uint8_t> keep);
+  // The batch row's tokens so far (the prompt; at most T), for the token-based figures
+  // (duplicate_token_head, induction_head): without them those are null. add_token appends a
+  // chosen one before it is fed, within the room reserved here (no allocation in a step).
+  void set_tokens(std::span<const std::int32_t> ids);
+  void add_token(std::int32_t id);
   // The logit lens of m (lens.hpp) at every layer, its top k of the batch row kept for every
   // position; m must outlive the recording. Refuses a model without the head (InputError).
   void record_lens(attn::Transformer& m, int k);
@@ -114,21 +120,27 @@ class ViewRecorder {
   std::int64_t positions_seen() const;
   // [shown layer][shown head], over the shown real rows recorded.
   const std::vector<attn::HeadStats>& stats() const { return stats_; }
+  // [shown layer][shown head][T]: ||v_t||, the L2 norm of position t's value vector (of the
+  // head's KV head), for the page's value-weighted attention.
+  const std::vector<float>& value_norms() const { return vnorm_; }
   // The coded cells of layer x head block (i, k), rows [row_begin, row_end) in full.
   const std::uint8_t* block(std::size_t i, std::size_t k) const;
 
  private:
   void on_probs(const attn::Observation& o);
   void on_resid(const attn::Observation& o);
+  void on_values(const attn::Observation& o);
 
   ViewShape v_;
   std::vector<std::int64_t> row_offset_;  // [rows + 1]: cells before row row_begin + r
   std::vector<std::int64_t> layer_slot_;  // [n_layers]: shown index, or -1
   std::vector<std::uint8_t> keep_;
+  std::vector<std::int32_t> ids_;    // capacity T
   std::vector<float> scratch_;       // the largest call's [bsz, n_heads, seqlen, keys]
   attn::KeptProbabilities probs_;    // the shown layers' into scratch_, each coded as it comes
   std::vector<std::uint8_t> cells_;  // [layers, heads, cells of the rows] coded
   std::vector<attn::HeadStats> stats_;
+  std::vector<float> vnorm_;  // [shown layers, shown heads, T]
   std::optional<attn::LensRecorder> lens_;
   std::vector<attn::TopLogit> lens_tops_;  // [n_layers, T, k_used]
   std::int64_t rows_end_ = 0;
@@ -141,6 +153,10 @@ std::uint16_t code_cell(float p, int bits);
 // The per-head figures as JSON: {"names": [...], "values": [[[e, f, p, d], ...], ...]} (NaN:
 // null).
 nlohmann::json view_stats_json(const ViewRecorder& r);
+
+// META's value_norms: {"layout": "layer, head, position", "float32": base64 of the recorded
+// positions' norms, little-endian}.
+nlohmann::json value_norms_json(const ViewRecorder& r);
 
 // META's parts the run does not decide: format, title, the model, what is shown, row_keys and
 // keep of the recorded positions, the figures, the lens (texts from `tok`, or ids),
@@ -158,7 +174,9 @@ std::string base64(const std::string& bytes);
 // The page: the template with its marker replaced by the META and PROBS script elements, the
 // recorded rows [row_begin, rows_end()) of every shown block deflated; staged beside `path`,
 // uncommitted (attn/io/output.hpp). `meta` gets "cells", "rows" and "encoding" here.
+// With `other` (view --compare: the corrupted run, of r's shape and rows), its cells follow in a
+// third element, attn-probs-corrupted, coded and laid out as r's.
 attn::OutputFile stage_view_page(const std::filesystem::path& path, nlohmann::json meta,
-                                 const ViewRecorder& r);
+                                 const ViewRecorder& r, const ViewRecorder* other = nullptr);
 
 }  // namespace cli

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -35,6 +36,20 @@ json view_stats_json(const ViewRecorder& r) {
     values.push_back(std::move(layer));
   }
   return {{"names", attn::kHeadStatNames}, {"values", std::move(values)}};
+}
+
+json value_norms_json(const ViewRecorder& r) {
+  const std::int64_t T = r.shape().positions(), seen = r.positions_seen();
+  const std::size_t blocks = r.shape().layers.size() * r.shape().heads.size();
+  std::string bytes;
+  bytes.reserve(blocks * std::size_t(seen) * 4);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (std::int64_t t = 0; t < seen; ++t) {
+      const auto u =
+          std::bit_cast<std::uint32_t>(r.value_norms()[b * std::size_t(T) + std::size_t(t)]);
+      for (int s = 0; s < 32; s += 8) bytes += char(u >> s & 0xff);
+    }
+  return {{"layout", "layer, head, position"}, {"float32", base64(bytes)}};
 }
 
 namespace {
@@ -99,6 +114,7 @@ json view_meta(const attn::ModelArgs& a, const ViewRecorder& r, const std::strin
           {"row_keys", std::move(row_keys)},
           {"keep", std::move(keep)},
           {"stats", view_stats_json(r)},
+          {"value_norms", value_norms_json(r)},
           {"lens", lens_json(a, r, tok)},
           {"generated_by", std::string("attn-cli ") + ATTN_VERSION}};
 }
@@ -189,23 +205,35 @@ class Deflater {
 
 }  // namespace
 
-attn::OutputFile stage_view_page(const std::filesystem::path& path, json meta,
-                                 const ViewRecorder& r) {
+namespace {
+
+// The recorded rows [row_begin, end) of every block of r, deflated raw, in base64.
+std::string coded_cells(const ViewRecorder& r, std::int64_t end) {
   const ViewShape& v = r.shape();
-  const std::int64_t end = r.rows_end();
   const std::int64_t block = v.block_cells(end);
-  meta["rows"] = {v.row_begin, end};
-  meta["cells"] = std::int64_t(v.layers.size() * v.heads.size()) * block;
-  meta["encoding"] = {
-      {"bits", v.bits}, {"code", v.bits == 8 ? "sqrt" : "linear"}, {"compression", "deflate-raw"}};
-  meta["layout"] = "layer, head, row";
   Deflater z;
   const std::size_t blocks = v.layers.size() * v.heads.size();
   for (std::size_t b = 0; b < blocks; ++b)
     z.add(r.block(b / v.heads.size(), b % v.heads.size()), std::size_t(block * v.bytes_per_cell()),
           b + 1 == blocks);
   if (blocks == 0) z.add(nullptr, 0, true);
-  const std::string probs = base64(z.take());
+  return base64(z.take());
+}
+
+}  // namespace
+
+attn::OutputFile stage_view_page(const std::filesystem::path& path, json meta,
+                                 const ViewRecorder& r, const ViewRecorder* other) {
+  const ViewShape& v = r.shape();
+  const std::int64_t end = r.rows_end();
+  if (other && other->rows_end() != end)
+    throw std::logic_error("view: the compared runs recorded different rows");
+  meta["rows"] = {v.row_begin, end};
+  meta["cells"] = std::int64_t(v.layers.size() * v.heads.size()) * v.block_cells(end);
+  meta["encoding"] = {
+      {"bits", v.bits}, {"code", v.bits == 8 ? "sqrt" : "linear"}, {"compression", "deflate-raw"}};
+  meta["layout"] = "layer, head, row";
+  const std::string probs = coded_cells(r, end);
   const std::string data = script_json(meta);
 
   const std::string_view page(reinterpret_cast<const char*>(kViewPage), kViewPage_size);
@@ -220,6 +248,11 @@ attn::OutputFile stage_view_page(const std::filesystem::path& path, json meta,
   put("</script>\n<script id=\"attn-probs\" type=\"application/octet-stream\">");
   put(probs);
   put("</script>");
+  if (other) {
+    put("\n<script id=\"attn-probs-corrupted\" type=\"application/octet-stream\">");
+    put(coded_cells(*other, end));
+    put("</script>");
+  }
   put(page.substr(at + std::strlen(kViewMarker)));
   return out;
 }

@@ -7,8 +7,10 @@
 
 #include "attn/engine/run.hpp"
 #include "attn/kernels/runtime.hpp"
+#include "attn/model/config.hpp"
 #include "attn/model/input.hpp"
 #include "attn/model/model.hpp"
+#include "bench_report.hpp"
 #include "test_support.hpp"
 #include "workloads/bench.hpp"
 
@@ -217,4 +219,73 @@ TEST_CASE("bench: flop count of one Llama-3-8B layer's prefill") {
   CHECK(cli::prefill_flops(a, 1, 512, true) == doctest::Approx(223338299392.0));
   CHECK(cli::prefill_flops(a, 1, 512, false) ==
         doctest::Approx(223338299392.0 + 4.0 * 131328 * 4096));
+}
+
+// Fed numbers, no timing: a prefill above the FMA peak or a decode above its streaming read is
+// a measurement error, said with the probes' spread; at or under 100% it is not.
+TEST_CASE("bench report: a fraction of the FMA peak or the stream above 100% is flagged") {
+  cli::BenchResult r;
+  r.weight_type = "F32";
+  r.prefill_gflop = 313;
+  r.prefill_seconds = 1;  // 313 GFLOP/s
+  r.step_ms = {10, 10, 10};
+  r.weight_bytes = 0.4e9;  // 40 GB/s at 10 ms a step
+  r.limits.fma_gflops = 100;
+  r.limits.fma_samples = {100, 55};
+  r.limits.stream_gbs = 50;
+  r.limits.stream_spread = 0.2;
+  std::vector<std::string> errors = cli::measurement_errors({r});
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("F32 prefill at 313% of the FMA peak 100.0 GFLOP/s") != std::string::npos);
+  CHECK(errors[0].find("2 probes around the run spread 45%") != std::string::npos);
+
+  r.limits.fma_gflops = 400;  // 78%: not an error
+  r.limits.stream_gbs = 32;   // 125%
+  errors = cli::measurement_errors({r});
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("F32 decode at 125% of the streaming read 32.0 GB/s") != std::string::npos);
+  CHECK(errors[0].find("spread 20%") != std::string::npos);
+
+  r.limits.stream_gbs = 40;  // exactly 100%
+  CHECK(cli::measurement_errors({r}).empty());
+}
+
+// --quick's plan, and its expected cost at this Zen 4's rates (221 GFLOP/s peak, of which the
+// plan counts half; weights read at 20 GB/s), for the default layer: no timing is measured.
+TEST_CASE("bench --quick: a small plan expected under 30 s, and the full one said to cost more") {
+  const cli::BenchPlan full{{512, 128, 512}, {1, 2, 4, 8, 16}, {"F32", "BF16", "F16"}};
+  const cli::BenchPlan quick = cli::quick_plan(full);
+  CHECK(quick.shape.prefill == 64);
+  CHECK(quick.shape.steps == 16);
+  CHECK(quick.shape.depth == 64);
+  CHECK(quick.batches == std::vector<std::int64_t>{1, 2, 4});
+  CHECK(quick.weight_types == std::vector<std::string>{"F32"});
+  const attn::ModelArgs layer = attn::llama3_8b_layer_args();
+  const cli::BenchCost q = cli::expected_cost(quick, layer, 110, 20);
+  const cli::BenchCost f = cli::expected_cost(full, layer, 110, 20);
+  CHECK(q.seconds < 30);
+  // One F32 layer: 218 M weights, 0.87 GB; all three types: 1.75 GB of weights, 1.9 GB measured.
+  CHECK(q.bytes > 870'000'000);
+  CHECK(q.bytes < 1'200'000'000);
+  CHECK(f.bytes > 1'750'000'000);
+  CHECK(f.bytes < 2'500'000'000);
+  CHECK(f.seconds > 60);  // about 3 minutes measured
+}
+
+TEST_CASE("bench --quick: runs the quick plan and says the expected cost first") {
+  const test::CliResult r = test::run_cli(
+      "bench --config " + (test::source_dir() / "configs" / "llama-tiny.json").string() +
+      " -c 96 --quick --threads 2 --json");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("prefill_positions") == 64);
+  CHECK(j.at("decode_steps") == 16);
+  CHECK(j.at("batched_decode").size() == 3);
+  CHECK(j.at("weight_types").size() == 1);
+  CHECK(j.at("fma_peak_samples_gflops").size() == 2);  // before and after the work
+  CHECK(j.at("measurement_errors").is_array());
+  const std::size_t said = r.err.find("bench: expected about ");
+  REQUIRE(said != std::string::npos);
+  CHECK(said < r.err.find("drawing the weights"));
 }

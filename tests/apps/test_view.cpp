@@ -287,6 +287,40 @@ TEST_CASE("view: head_stats' figures of rows worked by hand") {
   CHECK(m[3] == doctest::Approx((1.0 + 0.5 + 0.5) / 3));
 }
 
+TEST_CASE("view: TransformerLens's detector scores of rows worked by hand") {
+  // Tokens A B A B: duplicate pattern D[2][0], D[3][1]; induction D[2][1], D[3][2] (the token
+  // after an earlier copy); previous-token D[t][t-1]. Scores: sum(A * D) / sum(A).
+  const std::int32_t ids[] = {7, 9, 7, 9};
+  const float r0[] = {1.0f};
+  const float r1[] = {0.5f, 0.5f};
+  const float r2[] = {0.25f, 0.5f, 0.25f};
+  const float r3[] = {0.125f, 0.25f, 0.5f, 0.125f};
+  attn::HeadStats s;
+  attn::add_row(s, r0, 0, ids);
+  attn::add_row(s, r1, 1, ids);
+  attn::add_row(s, r2, 2, ids);
+  attn::add_row(s, r3, 3, ids);
+  const auto m = attn::head_means(s);
+  REQUIRE(attn::kHeadStatNames[4] == "previous_token_head");
+  CHECK(m[4] == doctest::Approx((0.5 + 0.5 + 0.5) / 4));
+  CHECK(m[5] == doctest::Approx((0.25 + 0.25) / 4));
+  CHECK(m[6] == doctest::Approx((0.5 + 0.5) / 4));
+  // Without tokens the token-based scores are NaN; the previous-token one is still defined.
+  attn::HeadStats u;
+  attn::add_row(u, r1, 1);
+  const auto n = attn::head_means(u);
+  CHECK(n[4] == doctest::Approx(0.5));
+  CHECK(std::isnan(n[5]));
+  CHECK(std::isnan(n[6]));
+  // Keys past t (a prefill row without a mask) count for no pattern: TransformerLens's tril.
+  attn::HeadStats w;
+  const float r0w[] = {0.5f, 0.25f, 0.25f};
+  attn::add_row(w, r0w, 0, ids);
+  const auto q = attn::head_means(w);
+  CHECK(q[5] == 0.0);
+  CHECK(q[6] == 0.0);
+}
+
 TEST_CASE("view: the figures match make_view.py's float64 reference, the cells the run's") {
   const json golden = json::parse(slurp(test::golden_dir() / "view" / "cases.json"));
   const double tol = golden["tolerance"].get<double>();
@@ -490,4 +524,37 @@ TEST_CASE("view: a prompt's </script>, ESC and U+2028 stay inside META's JSON st
                     " -p hi -n 1 --no-logit-lens --out " + html.string());
   REQUIRE(off.status == 0);
   CHECK(read_page(html).meta["lens"].is_null());
+}
+
+TEST_CASE("view --compare: two prompts of one length, refused otherwise naming --compare") {
+  const std::string model =
+      "view -m " + (test::source_dir() / "weights" / "stories260K.gguf").string();
+  const fs::path html = test::temp_path("compare.html");
+  // 14 tokens each ("ball" and "cat" are two tokens each in stories260K's vocabulary).
+  const test::CliResult ok = test::run_cli(model +
+                                           " --compare 'Tom had a red ball. Tom had a' 'Tom had a "
+                                           "red cat. Tom had a' -n 2 --json --out " +
+                                           html.string());
+  REQUIRE(ok.status == 0);
+  const auto p = read_page(html);
+  CHECK(p.meta["compare"]["tokens"].size() == p.meta["tokens"].size());
+  CHECK(p.meta["compare"]["tokens"] != p.meta["tokens"]);
+  CHECK(json::parse(ok.out)["compare"]["stats"] == p.meta["compare"]["stats"]);
+  CHECK(slurp(html).find("id=\"attn-probs-corrupted\"") != std::string::npos);
+  const test::CliResult uneven =
+      test::run_cli(model + " --compare 'Tom had a red ball.' 'Sam' --out " + html.string());
+  CHECK(uneven.status == 2);
+  CHECK(uneven.err.find("--compare") != std::string::npos);
+  // Two dumps without --attention-weights: nothing to show, said naming the tensor.
+  const fs::path dump = test::temp_path("compare_plain.safetensors");
+  REQUIRE(test::run_cli("run -m " + (test::source_dir() / "weights" / "stories260K.gguf").string() +
+                        " -p hi -n 1 --dump " + dump.string())
+              .status == 0);
+  const test::CliResult plain = test::run_cli("view --compare " + dump.string() + " " +
+                                              dump.string() + " --out " + html.string());
+  CHECK(plain.status == 2);
+  CHECK(plain.err.find("attn.0.prefill") != std::string::npos);
+  const test::CliResult both = test::run_cli(model + " --compare a b -p c --out " + html.string());
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--compare") != std::string::npos);
 }

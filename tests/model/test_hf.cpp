@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -167,4 +168,42 @@ TEST_CASE("hf: the CLI refuses bad --layers and an index that points outside its
   CHECK(r.status == 2);
   CHECK(r.err.find("q_proj") != std::string::npos);
   fs::remove_all(tmp);
+}
+
+// Phi3Config's keys as Phi-3-mini-128k and Phi-4-mini write them (the logits of such folders:
+// model.hf_archs); transformers' default attention_factor sqrt(1 + ln(s) / ln(original)).
+TEST_CASE("hf: a phi3 config.json: LongRoPE factors, partial rotary, its window, each checked") {
+  nlohmann::json j = llama_config();  // head_dim 8: 4 pairs, 3 of them with factor 0.75
+  j["model_type"] = "phi3";
+  j["max_position_embeddings"] = 131072;
+  j["original_max_position_embeddings"] = 4096;
+  j["partial_rotary_factor"] = 0.75;
+  j["sliding_window"] = 2047;
+  j["rope_scaling"] = {
+      {"type", "longrope"}, {"short_factor", {1.0, 1.5, 2.0}}, {"long_factor", {3.0, 4.0, 5.0}}};
+  attn::ModelArgs a = hf_args(j);
+  CHECK(a.arch == "phi3");
+  CHECK(a.rotary_dims() == 6);
+  CHECK(a.rope_freq_factors == std::vector<float>{1.0f, 1.5f, 2.0f});
+  CHECK(a.rope_long_factors == std::vector<float>{3.0f, 4.0f, 5.0f});
+  CHECK(a.rope_original_context == 4096);
+  CHECK(a.rope_attn_factor == doctest::Approx(std::sqrt(1 + std::log(32.0) / std::log(4096.0))));
+  CHECK(a.max_seq_len == 2047);  // the window bounds the default cache
+  j["rope_scaling"]["attention_factor"] = 1.25;
+  CHECK(hf_args(j).rope_attn_factor == 1.25);
+  nlohmann::json bad = j;
+  bad["rope_scaling"]["long_factor"] = {1.0, 2.0};
+  refused(bad, "rope_scaling.long_factor");
+  bad = j;
+  bad["rope_scaling"]["short_factor"] = {1.0, -2.0, 1.0};
+  refused(bad, "rope_scaling.short_factor");
+  bad = j;
+  bad.erase("original_max_position_embeddings");
+  refused(bad, "original_max_position_embeddings");
+  bad = j;
+  bad["partial_rotary_factor"] = 0.4;  // 3.2: 3 dimensions of 8, odd
+  refused(bad, "partial_rotary_factor");
+  bad = j;
+  bad["model_type"] = "llama";  // LongRoPE is Phi-3's only
+  refused(bad, "rope_scaling");
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "attn/error.hpp"
+#include "attn/io/gguf.hpp"
 #include "attn/text/added_tokens.hpp"
 #include "attn/text/chat_template.hpp"
 #include "attn/text/llama_vocab.hpp"
@@ -163,8 +164,9 @@ TEST_CASE("llama tokenizers: llama.cpp's test-tokenizer-0 vocabularies, 0 differ
             << llama_cpp_src() << " (bash bench/llama_cpp.sh unpacks them)");
     return;
   }
-  for (const char* name : {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "deepseek-llm",
-                           "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt"}) {
+  for (const char* name :
+       {"llama-spm", "llama-bpe", "qwen2", "qwen35", "gpt-2", "phi-3", "deepseek-llm",
+        "deepseek-coder", "falcon", "starcoder", "refact", "command-r", "mpt"}) {
     const std::string vocab = name;
     CAPTURE(vocab);
     CHECK(test_tokenizer_0(name) == 0);
@@ -222,6 +224,127 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
     CHECK(hex64(h) == v["pieces"].get<std::string>());
     CHECK(hex64(h_plain) == v["pieces_plain"].get<std::string>());
     CHECK(not_itself == 0);
+  }
+}
+
+// The hard corpus of the test above, as llama.cpp tokenizes and detokenizes it under every
+// tokenizer.ggml.pre value attn-cli accepts, each written into GPT-2's vocabulary file (tests/
+// golden/llama_pre_tokens.json, written by make_pre_tokens.py): every row of the table, each
+// value of a row, with its flags (merges ignored, spaces cleaned, BOS).
+TEST_CASE("llama tokenizers: every accepted tokenizer.ggml.pre as llama.cpp splits the corpus") {
+  const json g = json::parse(read_file(test::golden_dir() / "llama_pre_tokens.json"));
+  const fs::path base = llama_cpp_src() / "models" / g["base"].get<std::string>();
+  if (!fs::exists(base)) {
+    MESSAGE("skipped: " << base << " is absent (bash bench/llama_cpp.sh unpacks it)");
+    return;
+  }
+  const std::shared_ptr<const attn::GgufFile> file = attn::open_gguf(base);
+  attn::GgufFile f = *file;
+  const auto at = std::find_if(f.kv.begin(), f.kv.end(),
+                               [](const auto& kv) { return kv.first == "tokenizer.ggml.pre"; });
+  REQUIRE(at != f.kv.end());
+  std::size_t checked = 0;
+  for (const auto& entry : g["pre"].items()) {
+    const std::string pre = entry.key();
+    CAPTURE(pre);
+    std::string value(8, '\0');  // a GGUF string: its u64 length, then its bytes
+    const std::uint64_t n = pre.size();
+    std::memcpy(value.data(), &n, 8);
+    value += pre;
+    at->second.data = reinterpret_cast<const std::uint8_t*>(value.data());
+    const attn::Tokenizer t = attn::tokenizer_from_gguf(f);
+    const json& want_items = g["results"][entry.value().get<std::size_t>()];
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
+      const std::string item = g["corpus"][i]["name"];
+      const std::string text = unhex(g["corpus"][i]["hex"]);
+      const json& want = want_items[i];
+      const Ids ids = attn::encode(t, text, plain());
+      const Ids ids_special = attn::encode(t, text);
+      const bool same =
+          ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+          attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
+          attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
+      if (!same && ++differences <= 3)
+        MESSAGE(pre << " " << item << "\n  ids " << show(ids) << "\n want "
+                    << show(want["ids"].get<Ids>()) << "\n  special " << show(ids_special)
+                    << "\n     want " << show(want["ids_special"].get<Ids>()));
+    }
+    CHECK(differences == 0);
+    ++checked;
+  }
+  CHECK(checked == g["pre"].size());
+  CHECK(checked >= 70);
+}
+
+// Gemma's SentencePiece files set tokenizer.ggml.add_space_prefix false: the same corpus in Llama
+// 2's vocabulary with that key in place of its add_eos_token (false, llama.cpp's default too).
+TEST_CASE("llama tokenizers: SentencePiece without the space prefix (Gemma's) as llama.cpp") {
+  const json g = json::parse(read_file(test::golden_dir() / "llama_pre_tokens.json"));
+  const json& spm = g["spm_no_space_prefix"];
+  const fs::path base = llama_cpp_src() / "models" / spm["base"].get<std::string>();
+  if (!fs::exists(base)) {
+    MESSAGE("skipped: " << base << " is absent (bash bench/llama_cpp.sh unpacks it)");
+    return;
+  }
+  attn::GgufFile f = *attn::open_gguf(base);
+  const auto at = std::find_if(f.kv.begin(), f.kv.end(), [](const auto& kv) {
+    return kv.first == "tokenizer.ggml.add_eos_token";
+  });
+  REQUIRE(at != f.kv.end());
+  const std::uint8_t no = 0;
+  at->first = "tokenizer.ggml.add_space_prefix";
+  at->second.data = &no;
+  const attn::Tokenizer t = attn::tokenizer_from_gguf(f);
+  std::size_t differences = 0;
+  for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
+    const std::string text = unhex(g["corpus"][i]["hex"]);
+    const json& want = spm["items"][i];
+    const Ids ids = attn::encode(t, text, plain());
+    const Ids ids_special = attn::encode(t, text);
+    const bool same =
+        ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+        attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
+        attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
+    if (!same && ++differences <= 3)
+      MESSAGE(g["corpus"][i]["name"].get<std::string>()
+              << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>()));
+  }
+  CHECK(differences == 0);
+  // llama.cpp's ids: "Hello" without "▁" (Llama 2's 15043 with it), then "▁world".
+  CHECK(attn::encode(t, "Hello world", plain()) == Ids{10994, 3186});
+}
+
+// llama.cpp's vocabulary files without .inp/.out (Aquila's and GPT-NeoX's BPE without
+// tokenizer.ggml.pre, Baichuan's SentencePiece) on the same corpus, as they are.
+TEST_CASE("llama tokenizers: llama.cpp's other vocabulary files on the corpus") {
+  const json g = json::parse(read_file(test::golden_dir() / "llama_pre_tokens.json"));
+  for (const auto& entry : g["files"].items()) {
+    const std::string name = entry.key();
+    CAPTURE(name);
+    const fs::path file = vocab_file(name);
+    if (!fs::exists(file)) {
+      MESSAGE("skipped: " << file << " is absent");
+      continue;
+    }
+    const attn::Tokenizer t = attn::load_tokenizer(file);
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
+      const std::string text = unhex(g["corpus"][i]["hex"]);
+      const json& want = entry.value()[i];
+      const Ids ids = attn::encode(t, text, plain());
+      const Ids ids_special = attn::encode(t, text);
+      const bool same =
+          ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+          attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
+          attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
+      if (!same && ++differences <= 3)
+        MESSAGE(g["corpus"][i]["name"].get<std::string>()
+                << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>())
+                << "\n  special " << show(ids_special) << "\n     want "
+                << show(want["ids_special"].get<Ids>()));
+    }
+    CHECK(differences == 0);
   }
 }
 
@@ -456,12 +579,19 @@ TEST_CASE("llama tokenizers: GGUF metadata it cannot use is refused, naming the 
   GgufWriter w;
   w.text("tokenizer.ggml.model", "bert\x1b[2J").strings("tokenizer.ggml.tokens", {"a"});
   refused(w, "key 'tokenizer.ggml.model': the tokenizer 'bert\\x1b[2J' is not supported");
-  GgufWriter pre;
-  pre.text("tokenizer.ggml.model", "gpt2")
-      .text("tokenizer.ggml.pre", "tekken")
-      .strings("tokenizer.ggml.tokens", {"a", "b", "ab"})
-      .strings("tokenizer.ggml.merges", {"a b"});
-  refused(pre, "key 'tokenizer.ggml.pre': the pre-tokenizer 'tekken' is not supported");
+  // Values llama.cpp reads with its own splitters or other rules than expressions
+  // (docs/contract.md).
+  for (const char* value : {"kimi-k2", "afmoe", "tiny_aya", "cohere2moe", "superbpe", "gemma4",
+                            "granite-embed-multi-311m", "sarvam-moe", "whitespace", "jina-v1-en",
+                            "jina-v2-code", "roberta-bpe", "qwen-unknown"}) {
+    GgufWriter pre;
+    pre.text("tokenizer.ggml.model", "gpt2")
+        .text("tokenizer.ggml.pre", value)
+        .strings("tokenizer.ggml.tokens", {"a", "b", "ab"})
+        .strings("tokenizer.ggml.merges", {"a b"});
+    refused(pre, "key 'tokenizer.ggml.pre': the pre-tokenizer '" + std::string(value) +
+                     "' is not supported");
+  }
   GgufWriter merges;
   merges.text("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", {"a"});
   refused(merges, "key 'tokenizer.ggml.merges': is missing");
@@ -521,7 +651,8 @@ TEST_CASE("llama tokenizers: attn-cli tokenize -m F.gguf reads the model's token
   CHECK(r.out ==
         "{\"ids\":[1,403,407,261,378],\"pieces\":[\"<s>\",\"▁Once\",\"▁upon\",\"▁a\","
         "\"▁time\"]}\n");
-  const test::CliResult bin = test::run_cli("tokenize -m " + (test::source_dir() / "weights" / "stories260K.bin").string() + " -p x");
+  const test::CliResult bin = test::run_cli(
+      "tokenize -m " + (test::source_dir() / "weights" / "stories260K.bin").string() + " -p x");
   CHECK(bin.status == 2);
   CHECK(bin.err.find("a llama2.c checkpoint, which holds no tokenizer") != std::string::npos);
 }
@@ -556,7 +687,8 @@ Ids cat(std::initializer_list<Ids> parts) {
 
 }  // namespace
 
-TEST_CASE("llama tokenizers: typed tokens are matched in one pass, work linear in text and pieces") {
+TEST_CASE(
+    "llama tokenizers: typed tokens are matched in one pass, work linear in text and pieces") {
   // 50,000 user-defined pieces and 200 KB of text naming some and cutting others short:
   // llama.cpp's partition scans the text once per piece (10^10 steps, over a minute); the
   // matcher's steps are bounded by a small multiple of the bytes of both.
@@ -611,7 +743,8 @@ TEST_CASE("llama tokenizers: typed tokens nested, overlapping and repeated, as l
   CHECK(attn::encode(t, "abcd", o) == cat({{266}, bytes_of("cd")}));
 }
 
-TEST_CASE("llama tokenizers: a byte-level piece of characters outside GPT-2's map decodes to them") {
+TEST_CASE(
+    "llama tokenizers: a byte-level piece of characters outside GPT-2's map decodes to them") {
   // llama.cpp writes "[UNK_BYTE_0x..." + the whole piece + "]" per such character: 3,000 CJK
   // characters (9 KB) would give 27 MB (30,000: 2.7 GB). Each stands for itself instead.
   std::string cjk;
@@ -628,7 +761,8 @@ TEST_CASE("llama tokenizers: a byte-level piece of characters outside GPT-2's ma
   CHECK(attn::decode(t, {0, 1}) == "a " + cjk + "a");
 }
 
-TEST_CASE("llama tokenizers: malformed token types, scores and merges are refused, naming the index") {
+TEST_CASE(
+    "llama tokenizers: malformed token types, scores and merges are refused, naming the index") {
   const auto refused = [](const GgufWriter& w, const std::string& what) {
     CHECK_THROWS_WITH_AS(attn::load_tokenizer(w.write("bad.gguf")), doctest::Contains(what.c_str()),
                          attn::InputError);
@@ -665,8 +799,8 @@ TEST_CASE("llama tokenizers: malformed token types, scores and merges are refuse
   refused(gpt2({"h e", "h e e"}), "key 'tokenizer.ggml.merges'[1]: expected \"left right\"");
   refused(gpt2({"h x"}),
           "key 'tokenizer.ggml.merges'[0]: the merge 'h x' names a piece the vocabulary lacks");
-  CHECK(attn::encode(attn::load_tokenizer(gpt2({"h e"}).write("he.gguf")), "he", {false, {}, true}) ==
-        Ids{2});
+  CHECK(attn::encode(attn::load_tokenizer(gpt2({"h e"}).write("he.gguf")), "he",
+                     {false, {}, true}) == Ids{2});
   // llama2.c's tokenizer.bin: token 5's score (after max_token_length and five records).
   std::string tok = read_file(test::source_dir() / "weights/tok512.bin");
   std::size_t at = 4;

@@ -121,6 +121,21 @@ def png_pixels(path):
     return w, h, rows
 
 
+BANNER_BORDER = (232, 89, 12)  # #e8590c, the drawn-weights banner's border (view_page.css)
+
+
+def palette():
+    """viridis at 0, 1/4, 1/2, 3/4, 1 over 256 entries, as the page and the PNG heatmap."""
+    stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]]
+    out = []
+    for i in range(256):
+        t = i / 255 * 4
+        k = min(int(t), 3)
+        f = t - k
+        out.append(tuple(int(stops[k][c] * (1 - f) + stops[k + 1][c] * f + 0.5) for c in range(3)))
+    return out
+
+
 def view(cli, src, out, prompt, *extra, steps=8):
     args = [cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '-p', prompt, '-n', str(steps),
             '--out', out, *extra]
@@ -197,6 +212,93 @@ def main():
                   'the screenshot is not blank: %d colours, %d dark pixels of a 1/16 sample'
                   % (len(colours), dark))
 
+            # The colour bar: where the page says it is (data-colorbar, laid out in the same
+            # window), its pixels are the palette's, evenly along it (the scale is in its ticks).
+            lay = Page(br.run('file://' + out, '--window-size=1400,1000', '--dump-dom')).body.get('data-colorbar')
+            cb = json.loads(lay) if lay else None
+            pal = palette()
+            if cb:
+                y = int(cb['top'] + cb['height'] / 2)
+                got = [rows[y][int(cb['left'] + f * cb['width'])] for f in (0.05, 0.3, 0.6, 0.95)]
+                want = [pal[min(255, int((int(f * cb['width']) + 0.5) / cb['width'] * 256))] for f in (0.05, 0.3, 0.6, 0.95)]
+                close = all(max(abs(a - b) for a, b in zip(g, w)) <= 2 for g, w in zip(got, want))
+            check(bool(cb) and close, 'the screenshot\'s colour bar is viridis along its length (%s, want %s)'
+                  % (got if cb else None, want if cb else None))
+            check(not any(p == BANNER_BORDER for row in rows for p in row),
+                  'view.html (a trained model): no drawn-weights banner in the screenshot')
+
+        # A page of drawn weights and input says so: the banner in the DOM and in the screenshot.
+        dpath = os.path.join(tmp, 'drawn.html')
+        r = subprocess.run([cli, 'view', '--config', os.path.join(src, 'configs/gqa.json'), '--prefill', '6', '-n', '2',
+                            '--out', dpath], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view of drawn weights (exit %d: %s)' % (r.returncode, r.stderr.decode()[-200:]))
+        if r.returncode == 0:
+            dpage = br.dom(dpath)
+            drawn(dpage, None, 'drawn.html')
+            hidden = [a.get('id') for t, a in dpage.tags if 'hidden' in a]
+            check('banner' not in hidden and dpage.text.get('banner', '').startswith(
+                'Drawn from a seed, not a trained model\'s: random weights and random input'),
+                  'drawn.html: the banner is shown (%r)' % dpage.text.get('banner'))
+            dpng = os.path.join(tmp, 'drawn.png')
+            br.screenshot(dpath, dpng)
+            _, _, drows = png_pixels(dpng)
+            n = sum(1 for row in drows[:200] for p in row if p == BANNER_BORDER)
+            check(n >= 1000, 'drawn.html: the banner\'s orange border in the screenshot\'s top (%d pixels)' % n)
+
+        # A compare page showing the difference: the colour bar runs blue, white, red.
+        cpath = os.path.join(tmp, 'compare.html')
+        r = subprocess.run([cli, 'view', '-m', os.path.join(src, 'weights/stories260K.gguf'), '--compare',
+                            'Tom had a red ball. Tom had a', 'Tom had a red cat. Tom had a', '-n', '2', '--out', cpath],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view --compare (exit %d: %s)' % (r.returncode, r.stderr.decode()[-200:]))
+        if r.returncode == 0:
+            lay = Page(br.run('file://' + cpath + '#run=diff', '--window-size=1400,1000', '--dump-dom')).body
+            cb = json.loads(lay.get('data-colorbar') or 'null')
+            cpng = os.path.join(tmp, 'compare.png')
+            br.run('file://' + cpath + '#run=diff', '--screenshot=' + cpng, '--window-size=1400,1000')
+            _, _, crows = png_pixels(cpng)
+            if cb:
+                y = int(cb['top'] + cb['height'] / 2)
+                ends = [crows[y][int(cb['left'] + f * cb['width'])] for f in (0.01, 0.5, 0.99)]
+            check(lay.get('data-run') == 'diff' and bool(cb) and cb['diff'] and ends[0][2] > 150 > ends[0][0] and
+                  min(ends[1]) >= 245 and ends[2][0] > 150 > ends[2][2],
+                  'compare.html#run=diff: the colour bar is blue at -1, white at 0, red at 1 (%s)' % (ends if cb else None))
+
+        # Weighted by the value vectors' norms (#vnorm=1): the head's matrix drawn anew.
+        shots = []
+        for frag in ('#only=head&head=1.3', '#only=head&head=1.3&vnorm=1'):
+            shot = os.path.join(tmp, 'vnorm%d.png' % len(shots))
+            br.run('file://' + out + frag, '--screenshot=' + shot, '--window-size=1400,1000')
+            shots.append(png_pixels(shot)[2])
+        changed = sum(1 for ra, rb in zip(*shots) for a, b in zip(ra, rb) if a != b)
+        check(changed >= 1000, 'view.html#vnorm=1: weighted by ||v||, %d pixels of the head\'s screenshot change'
+              % changed)
+
+        # 2,000 positions: the head view labels positions sparsely; zoomed (#zoom=rows,keys) to
+        # 24 x 24 it labels each row and key with its token, and the screenshot holds their text.
+        lpath = os.path.join(tmp, 'long.html')
+        r = subprocess.run([cli, 'view', '--config', os.path.join(src, 'configs/gqa.json'), '--prefill', '2000', '-n', '0',
+                            '--heads', '0:2', '--max-seq-len', '2048', '--out', lpath],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        check(r.returncode == 0, 'attn-cli view of 2,000 positions (exit %d)' % r.returncode)
+        if r.returncode == 0:
+            zoom = '#only=head&zoom=1000:1024,990:1014'
+            b = Page(br.run('file://' + lpath + zoom, '--window-size=1400,1400', '--dump-dom')).body
+            labels = json.loads(b.get('data-head-labels') or 'null')
+            box = json.loads(b.get('data-head-box') or 'null')
+            check(labels == {'rows': 24, 'keys': 24, 'text': True, 'first': '1000 1000'},
+                  'long.html%s: 24 token labels a side (%s)' % (zoom, labels))
+            shot = os.path.join(tmp, 'long.png')
+            br.run('file://' + lpath + zoom, '--screenshot=' + shot, '--window-size=1400,1400')
+            rows = png_pixels(shot)[2]
+            # Each row's label ends at box.x, centred on its row: dark text in each row's band.
+            inked = 0
+            for i in range(24):
+                y = int(box['y'] + (i + 0.5) * box['h'] / 24) if box else 0
+                band = [p for yy in range(y - 3, y + 4) for p in rows[yy][int(box['x']) - 60:int(box['x'])]] if box else []
+                inked += sum(1 for p in band if max(p) < 110) >= 5
+            check(inked == 24, 'long.html: the zoomed screenshot has text beside each of the 24 rows (%d)' % inked)
+
         # Browsers without Uint8Array.fromBase64 (before Chromium 140, Firefox 133): the page's
         # own base64 decoding, tried on a copy where a first script takes the native one away.
         old = os.path.join(tmp, 'old.html')
@@ -256,6 +358,11 @@ def main():
         b = br.dom(bad).body
         check(b.get('data-state') == 'error' and 'cells' in b.get('data-error', ''),
               'a wrong cell count: data-state error naming cells (%r)' % b.get('data-error'))
+        with open(bad, 'w', encoding='utf-8') as f:
+            f.write(re.sub(r'"float32":"', '"float32":"AAAA', text, 1))
+        b = br.dom(bad).body
+        check(b.get('data-state') == 'error' and 'value_norms' in b.get('data-error', ''),
+              'value_norms of a wrong length: data-state error naming value_norms (%r)' % b.get('data-error'))
         b = br.dom(template).body
         check(b.get('data-state') == 'error' and 'attn-meta' in b.get('data-error', ''),
               'the template without data: data-state error (%r)' % b.get('data-error'))

@@ -131,6 +131,8 @@ constexpr const char* kGemma3Types[] = {"gemma3_text"};
 constexpr const char* kGemma3Classes[] = {"Gemma3ForCausalLM"};
 constexpr const char* kQwen3Types[] = {"qwen3"};
 constexpr const char* kQwen3Classes[] = {"Qwen3ForCausalLM"};
+constexpr const char* kPhi3Types[] = {"phi3"};
+constexpr const char* kPhi3Classes[] = {"Phi3ForCausalLM"};
 
 // The first row with a Meta block name is that block's row for configs that name no
 // architecture (architecture_of), so llama comes before the rows that share its block.
@@ -158,24 +160,8 @@ constexpr Architecture kArchitectures[] = {
      Rope::interleaved, Rope::half, Rope::half, false, false, &kGemma3Tensors, true,
      QkNorm::per_head, true, true},
     // Fused q/k/v and gate/up, LongRoPE factors, partial rotary; halves (llama.cpp's NEOX).
-    // Its config.json is not read yet (no Hugging Face model type).
-    {"phi3",
-     false,
-     true,
-     {},
-     {},
-     Block::llama,
-     Norm::rms,
-     Rope::interleaved,
-     Rope::half,
-     Rope::half,
-     false,
-     false,
-     &kPhi3Tensors,
-     false,
-     QkNorm::none,
-     true,
-     false},
+    {"phi3", false, true, kPhi3Types, kPhi3Classes, Block::llama, Norm::rms, Rope::interleaved,
+     Rope::half, Rope::half, false, false, &kPhi3Tensors, false, QkNorm::none, true, false},
     // llama's block with four multipliers (ModelArgs' embedding_scale, ...); llama.cpp's
     // converter permutes q/k rows to pairs as for llama.
     {"granite", false, true, kGraniteTypes, kGraniteClasses, Block::llama, Norm::rms,

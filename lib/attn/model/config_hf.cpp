@@ -1,5 +1,5 @@
-// Hugging Face's config.json (LlamaConfig, MistralConfig, Qwen2Config keys) read as the ModelArgs
-// it describes: the llama block with its architecture row's RoPE and biases.
+// Hugging Face's config.json (LlamaConfig, MistralConfig, Qwen2Config, Phi3Config keys) read as the
+// ModelArgs it describes: the llama block with its architecture row's RoPE and biases.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -32,6 +32,59 @@ const std::set<std::string> kHfGemmaKeys = {
     "hidden_activation",       "query_pre_attn_scalar",  "attn_logit_softcapping",
     "final_logit_softcapping", "sliding_window_pattern", "layer_types",
     "rope_local_base_freq",    "cache_implementation",   "use_bidirectional_attention"};
+// Phi3Config's (read by read_hf_partial_rotary and read_hf_longrope; its dropouts).
+const std::set<std::string> kHfPhi3Keys = {"original_max_position_embeddings",
+                                           "partial_rotary_factor", "embd_pdrop", "resid_pdrop"};
+
+// Phi3Config's partial_rotary_factor: the leading int(head_dim * factor) dimensions of each head
+// rotate (Phi-4-mini's 0.75), as transformers' Phi3 counts them.
+void read_hf_partial_rotary(const Reader& r, ModelArgs& a) {
+  double f = 1;
+  r.number("partial_rotary_factor", f);
+  if (!(f > 0 && f <= 1)) r.fail("partial_rotary_factor", "must be in (0, 1]");
+  const auto rot = static_cast<std::int64_t>(double(a.head_dim()) * f);
+  if (rot < 2 || rot % 2 != 0)
+    r.fail("partial_rotary_factor", std::to_string(rot) + " of the head's " +
+                                        std::to_string(a.head_dim()) +
+                                        " dimensions: RoPE rotates an even number, at least 2");
+  if (rot != a.head_dim()) a.rope_dims = rot;
+}
+
+// One of LongRoPE's factor lists: a number per rotated pair, each finite and positive.
+std::vector<float> longrope_factors(const Reader& sr, const char* key, std::int64_t pairs) {
+  if (!sr.j.contains(key)) sr.fail(key, "required key is missing (LongRoPE)");
+  const json& v = sr.j.at(key);
+  if (!v.is_array() || std::int64_t(v.size()) != pairs)
+    sr.fail(key, "expected " + std::to_string(pairs) + " numbers (half the " +
+                     std::to_string(2 * pairs) + " rotated dimensions), got " + excerpt(v));
+  std::vector<float> out;
+  for (const json& x : v) {
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
+      sr.fail(key, "each factor must be a finite positive number, got " + excerpt(x));
+    out.push_back(x.get<float>());
+  }
+  return out;
+}
+
+// Phi-3's LongRoPE (rope_scaling type "longrope"): short and long factors, the original context
+// beside max_position_embeddings, and cos and sin scaled by attention_factor (transformers'
+// default: sqrt(1 + ln(scale) / ln(original)), scale = max / original; 1 when scale <= 1).
+// Which factors run is decided by the run's context as for a GGUF (rope_factors()).
+void read_hf_longrope(const Reader& r, const Reader& sr, ModelArgs& a) {
+  const std::int64_t pairs = a.rotary_dims() / 2;
+  a.rope_freq_factors = longrope_factors(sr, "short_factor", pairs);
+  a.rope_long_factors = longrope_factors(sr, "long_factor", pairs);
+  std::int64_t orig = 0;
+  r.integer("original_max_position_embeddings", orig);
+  sr.integer("original_max_position_embeddings", orig);
+  if (orig < 1) r.fail("original_max_position_embeddings", "LongRoPE needs it, at least 1");
+  a.rope_original_context = orig;
+  double scale = double(a.max_position_embeddings) / double(orig);
+  sr.number("factor", scale);
+  a.rope_attn_factor = scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(double(orig)));
+  sr.number("attention_factor", a.rope_attn_factor);
+  if (!(a.rope_attn_factor > 0)) sr.fail("attention_factor", "must be positive");
+}
 
 void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   if (!r.j.contains("rope_scaling") || r.j.at("rope_scaling").is_null()) return;
@@ -40,6 +93,7 @@ void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
   const Reader sr{s, r.source, ConfigFormat::hugging_face, "rope_scaling."};
   const std::string type = sr.text("rope_type", sr.text("type", ""));
   if (type == "default") return;
+  if (type == "longrope" && a.arch == "phi3") return read_hf_longrope(r, sr, a);
   if (type == "linear" && a.norm_weight_offset != 0) {  // Gemma 3's (4B+), global layers only
     double factor = 1;
     sr.number("factor", factor);
@@ -48,7 +102,8 @@ void read_hf_rope_scaling(const Reader& r, ModelArgs& a) {
     return;
   }
   if (type != "llama3")
-    r.fail("rope_scaling", "only rope_type \"llama3\" is supported, got " + excerpt(s));
+    r.fail("rope_scaling",
+           "only rope_type \"llama3\" (and phi3's \"longrope\") is supported, got " + excerpt(s));
   RopeScaling rs;
   sr.number("factor", rs.factor);
   sr.number("low_freq_factor", rs.low_freq_factor);
@@ -183,7 +238,8 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   a.qk_norm = row.qk_norm;
   a.post_norms = row.post_norms;
   a.pre_norms = row.pre_norms;
-  if (row.gemma) a.norm_weight_offset = 1;        // Gemma's RMSNorm multiplies by 1 + w
+  if (row.gemma) a.norm_weight_offset = 1;  // Gemma's RMSNorm multiplies by 1 + w
+  if (std::string_view(row.name) == "phi3") read_hf_partial_rotary(r, a);
   if (std::string_view(row.name) == "granite") {  // GraniteConfig's multipliers
     r.number("embedding_multiplier", a.embedding_scale);
     r.number("residual_multiplier", a.residual_scale);
@@ -206,6 +262,11 @@ void read_hf_keys(const Reader& r, ModelArgs& a) {
   const bool window = r.j.contains("sliding_window") && !r.j.at("sliding_window").is_null() &&
                       r.flag("use_sliding_window", true);
   if (window) r.integer("sliding_window", a.sliding_window);
+  // Phi-3's window (2047 of Phi-3-mini's 4096 positions; llama.cpp runs its GGUFs without one)
+  // bounds the default cache, where every key is still seen as transformers sees it: a longer
+  // max_seq_len is refused as for any window (validate, override_sizes).
+  if (a.arch == "phi3" && a.sliding_window > 0)
+    a.max_seq_len = std::min(a.max_seq_len, a.sliding_window);
 }
 
 }  // namespace
@@ -217,6 +278,7 @@ ModelArgs read_hf_config(const Reader& r) {
   validate(r, a);
   std::set<std::string> known = kHfIgnoredKeys;
   if (find_architecture(a.arch)->gemma) known.insert(kHfGemmaKeys.begin(), kHfGemmaKeys.end());
+  if (a.arch == "phi3") known.insert(kHfPhi3Keys.begin(), kHfPhi3Keys.end());
   warn_unknown(r.j, r.source, known);
   a.checkpoint_layers = a.n_layers;
   return a;

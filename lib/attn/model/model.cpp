@@ -306,6 +306,13 @@ void post_norm_block(Transformer& m, const LayerWeights& w, const At& at, float*
   add_into(h, apart, n);
 }
 
+// h[rows, dim] += v[dim] in each row: a control vector's layer (Transformer::steering), added in
+// float as ggml_add does.
+void add_rows(const float* v, float* h, std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < dim; ++i) h[r * dim + i] += v[i];
+}
+
 // Finite inputs and weights can still overflow (huge weights, a huge norm_eps): say where the
 // first NaN or Inf appeared rather than let it reach every output. One read of the residual.
 void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::int64_t layer,
@@ -464,6 +471,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
         attention_block(m, w, at, out, out);
         break;
     }
+    if (!m.steering.empty()) add_rows(m.steering.data() + l * a.dim, out, rows, a.dim);
     // Before the check, so that an observer sees the block that made a NaN.
     report(at, Site::resid_post, out, {bsz, seqlen, a.dim});
     check_residual(out, rows, a.dim, l, seqlen, start_pos);

@@ -70,6 +70,9 @@ struct Transformer {
   Shard shard;
   ModelArgs local;
   double allreduce_seconds = 0;  // spent in the allreduces so far
+  // A control vector (engine/control_vector.hpp): [n_layers, dim], row l added to the residual
+  // stream after block l, as llama.cpp's llama_adapter_cvec; empty: none.
+  std::vector<float> steering = {};
   // Set by another thread to stop a forward call between blocks (it throws Interrupted).
   const std::atomic<bool>* cancel = nullptr;
 };

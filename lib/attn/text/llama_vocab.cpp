@@ -413,66 +413,177 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
 
 namespace {
 
-// llama.cpp's pre-tokenizer expressions (llm_tokenizer_bpe), written for Oniguruma.
+// llama.cpp's pre-tokenizer expressions (llm_tokenizer_bpe in src/llama-vocab.cpp), written for
+// Oniguruma. Where llama.cpp runs its own code for an expression (unicode_regex_split_custom:
+// GPT-2's, Llama 3's, Qwen2's, Qwen3.5's, "[^\n]+|[\n]+") the expression here is what that code
+// does: GPT-2's gains its last `\s+`. Elsewhere llama.cpp runs std::regex on the text with each
+// non-ASCII code point collapsed to one byte per Unicode category: its \p{Lu}, \p{Ll}, \p{Lt},
+// \p{Lm} and \p{Lo} each match every letter (written \p{L} here), and its `(?=[\p{L}])([^a-z])`
+// is "a letter other than a-z", as Oniguruma reads it on the real text.
+#define ATTN_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 constexpr const char* kGpt2 =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3 = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2 = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen35 = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kJais2 = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+)"
+    R"(|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S))"
+    R"(|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})";
+constexpr const char* kMiniCpm5 = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kSeedCoder = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kExaoneMoe = ATTN_CONTRACTIONS
+    R"(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?)"
+    R"(|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr const char* kBailing =
+    R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr const char* kUfakzeka =
+    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's Tekken and GPT-4o's: a word's upper-case run then its lower-case one.
+#define ATTN_UPPER_LOWER(L) "[^\\r\\n\\p{L}\\p{N}]?((?=[" L "])([^a-z]))*((?=[" L "])([^A-Z]))+"
+#define ATTN_UPPER_THEN(L) "[^\\r\\n\\p{L}\\p{N}]?((?=[" L "])([^a-z]))+((?=[" L "])([^A-Z]))*"
+constexpr const char* kTekken = ATTN_UPPER_LOWER("\\p{L}") "|" ATTN_UPPER_THEN(
+    "\\p{L}") R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt4o =
+    ATTN_UPPER_LOWER("\\p{L}") ATTN_CONTRACTIONS "?|" ATTN_UPPER_THEN("\\p{L}") ATTN_CONTRACTIONS
+    R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kGraniteEmbMulti =
+    ATTN_UPPER_LOWER("\\p{L}\\p{M}") ATTN_CONTRACTIONS "?|" ATTN_UPPER_THEN("\\p{L}\\p{M}")
+        ATTN_CONTRACTIONS R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+#undef ATTN_UPPER_LOWER
+#undef ATTN_UPPER_THEN
+// Youtu's: Tekken's words with GPT-4o's contractions, single digits, \p{Lu} etc. as llama.cpp
+// reads them (every letter).
+constexpr const char* kYoutu = R"([^\r\n\p{L}\p{N}]?[\p{L}\p{M}]*[\p{L}\p{M}]+)" ATTN_CONTRACTIONS
+                               R"(?|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+[\p{L}\p{M}]*)" ATTN_CONTRACTIONS
+                               R"(?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+#undef ATTN_CONTRACTIONS
+// DeepSeek V3's: ASCII punctuation opening a word, letters with their marks.
+constexpr const char* kDeepseek3 =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+)"
+    R"(| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kSpark =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+)"
+    R"(| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)";
+// Non-ASCII ranges escaped as llama.cpp writes them (no normalization of the source).
+constexpr const char* kHanKana = "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+";
+constexpr const char* kBloom = " ?[^(\\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+";
+constexpr const char* kYoutuCjk =
+    "[\uAC00-\uD7A3\u3131-\u318E]+|[\uFF01\u2026\u201C\u201D\u2018\u2019\u2014\uFF1A\uFF1B"
+    "\uFF0C\u3001-\u303F\uFE30-\uFE4F]+|[\u3105-\u312F]+|[\u4E00-\u9FA5\u3040-\u309F\u30A0-"
+    "\u30FF]+";
 
+// One row per group of tokenizer.ggml.pre values llama.cpp treats alike (llama_vocab::impl::
+// load): its expressions and the flags it sets with them. Values llama.cpp reads with more than
+// expressions (its own digit and Han splitters, SEP tokens, "▁" for spaces without GPT-2's byte
+// map, empty matches) have no row: refused, named, as an unknown value is.
 struct PreTokenizer {
-  std::vector<std::string_view> names;  // tokenizer.ggml.pre values
+  std::vector<std::string_view> names;
   std::vector<const char*> regexes;
-  bool ignore_merges = false, clean_spaces = true;
+  bool ignore_merges = false;  // a word that is a piece is that piece, unmerged
+  bool clean_spaces = true;    // detokenize drops " " before . , ! ? and such
+  bool add_bos = false;
+  bool no_bos = false;  // ChatGLM's: no BOS token at all
 };
 
 const std::vector<PreTokenizer>& pre_tokenizers() {
   static const std::vector<PreTokenizer> table = {
-      {{"default"},
-       {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"},
-       false,
-       true},
-      {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion"}, {kGpt2}, false, true},
-      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, {kLlama3}, true, true},
-      {{"dbrx", "smaug-bpe"}, {kLlama3}, false, true},
-      {{"qwen2", "deepseek-r1-qwen", "megrez"}, {kQwen2}, false, false},
-      {{"stablelm2"}, {kQwen2}, false, true},
-      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"},
-       {R"(\p{N})", kGpt2},
-       false,
-       true},
-      {{"command-r", "smollm"}, {R"(\p{N})", kGpt2}, false, false},
-      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, false, true},
-      {{"deepseek-llm"},  // the ranges as llama.cpp writes them, escaped (no normalization)
-       {
-           "[\r\n]",
-           "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-"
-           "\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-"
-           "\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-"
-           "\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-"
-           "\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-"
-           "\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-"
-           "\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-"
-           "\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-"
-           "\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-"
-           "\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-"
-           "\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-"
-           "\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-"
-           "\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-"
-           "\U0001E943]+",
-           "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
-           "\\s+$",
-           "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
-           "\\p{N}+",
-       },
-       false,
-       false},
-      {{"deepseek-coder"},
-       {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
-        "\\p{N}"},
-       false,
-       false},
+      {.names = {"default"},
+       .regexes = {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
+      {.names = {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
+                 "lfm2", "jina-v5-nano"},
+       .regexes = {kLlama3},
+       .ignore_merges = true,
+       .add_bos = true},
+      {.names = {"dbrx", "smaug-bpe"}, .regexes = {kLlama3}},
+      {.names = {"glm4", "chatglm-bpe"}, .regexes = {kLlama3}, .no_bos = true},
+      {.names = {"jais-2"}, .regexes = {kJais2}},
+      {.names = {"minicpm5"}, .regexes = {R"(\p{N}{1,3})", kMiniCpm5}, .ignore_merges = true},
+      {.names = {"deepseek-llm"},
+       .regexes =
+           {
+               "[\r\n]",
+               "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-"
+               "\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-"
+               "\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556"
+               "\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B"
+               "\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D"
+               "\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE"
+               "\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4"
+               "\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128"
+               "\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184"
+               "\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B"
+               "\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17"
+               "\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-"
+               "\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF"
+               "\U0001E900-\U0001E943]+",
+               "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
+               "\\s+$",
+               "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
+               "\\p{N}+",
+           },
+       .clean_spaces = false},
+      {.names = {"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
+       .regexes = {R"(\p{N}{1,3})", kHanKana, kDeepseek3},
+       .clean_spaces = false},
+      {.names = {"spark2_5"},
+       .regexes = {R"(\p{N}{1,3})", kHanKana, kSpark, R"(\p{N})"},
+       .clean_spaces = false},
+      {.names = {"youtu"},
+       .regexes = {kYoutuCjk, kYoutu},
+       .ignore_merges = true,
+       .clean_spaces = false},
+      {.names = {"deepseek-coder"},
+       .regexes = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+                   "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+", "\\p{N}"},
+       .clean_spaces = false},
+      {.names = {"falcon"}, .regexes = {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}},
+      {.names = {"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"},
+       .regexes = {R"(\p{N})", kGpt2}},
+      {.names = {"command-r", "smollm"}, .regexes = {R"(\p{N})", kGpt2}, .clean_spaces = false},
+      {.names = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+                 "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4"},
+       .regexes = {kGpt2}},
+      {.names = {"trillion", "granite-docling"}, .regexes = {kGpt2}, .clean_spaces = false},
+      {.names = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"},
+       .regexes = {kQwen2},
+       .clean_spaces = false},
+      {.names = {"stablelm2", "megrez"}, .regexes = {kQwen2}},
+      {.names = {"grok-2"}, .regexes = {kQwen2}, .clean_spaces = false},
+      {.names = {"qwen35"}, .regexes = {kQwen35}, .clean_spaces = false},
+      {.names = {"poro-chat"}, .regexes = {kBloom}, .clean_spaces = false},
+      {.names = {"bloom", "gpt3-finnish"}, .regexes = {kBloom}},
+      {.names = {"viking"}, .regexes = {kBloom, R"(\p{N})"}, .clean_spaces = false},
+      {.names = {"tekken"},
+       .regexes = {kTekken},
+       .ignore_merges = true,
+       .clean_spaces = false,
+       .add_bos = true},
+      {.names = {"chameleon"},
+       .regexes = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )",
+                   R"(\p{N})", R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
+       .clean_spaces = false,
+       .add_bos = true},
+      {.names = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
+       .regexes = {kGpt4o},
+       .clean_spaces = false},
+      {.names = {"granite-embed-multi-97m"},
+       .regexes = {kGraniteEmbMulti},
+       .ignore_merges = true,
+       .clean_spaces = false},
+      {.names = {"bailingmoe", "bailingmoe2", "llada-moe"},
+       .regexes = {kBailing},
+       .clean_spaces = false},
+      {.names = {"seed-coder"}, .regexes = {kSeedCoder}, .clean_spaces = false},
+      {.names = {"ufakzeka"}, .regexes = {kUfakzeka}, .clean_spaces = false},
+      {.names = {"laguna"}, .regexes = {"[^\\n]+|[\\n]+", kQwen2}, .clean_spaces = false},
+      {.names = {"exaone-moe"}, .regexes = {kExaoneMoe}},
   };
   return table;
 }
@@ -488,9 +599,8 @@ bool set_pre_tokenizer(LlamaVocab& v, std::string_view pre, bool& ignore_merges)
           std::make_shared<const Regex>(re, "attn-cli", "llama.cpp's pre-tokenizer"));
     ignore_merges = p.ignore_merges;
     v.clean_spaces = p.clean_spaces;
-    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||
-        pre == "pixtral")
-      v.add_bos = true;
+    v.add_bos = p.add_bos;
+    if (p.no_bos) v.bos = -1;
     return true;
   }
   return false;
