@@ -6,6 +6,7 @@
 // Inputs are read in place (buffer protocol, or numpy.asarray for PyTorch CPU tensors); outputs
 // are NumPy arrays the engine writes into. The GIL is released while the engine runs, and
 // Ctrl-C (SIGINT) stops a long forward call between blocks.
+#include <pybind11/eval.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,6 +23,7 @@
 #include "attn/version.hpp"
 #include "chat.hpp"
 #include "convert.hpp"
+#include "hooked_py.hpp"  // generated from hooked.py
 #include "model.hpp"
 #include "tokens.hpp"
 
@@ -128,7 +130,7 @@ PYBIND11_MODULE(attn, mod) {
       .def_readonly("bos_id", &attn::Tokenizer::bos)
       .def_readonly("eos_ids", &attn::Tokenizer::eos)
       .def_readonly("pieces", &attn::Tokenizer::pieces);
-  py::class_<Model>(mod, "Model")
+  py::class_<Model>(mod, "Model", py::dynamic_attr())
       .def(py::init([](A<s::Args> args, A<s::OptPath> weights, A<s::Int> seed, A<s::Int> threads,
                        A<s::Bool> attention_weights, A<s::Text> compute) {
              return Model::from_args(args, weights, seed, threads, attention_weights, compute);
@@ -256,11 +258,13 @@ PYBIND11_MODULE(attn, mod) {
              A<s::Int> top_k, A<s::Float> top_p, A<s::Float> min_p, A<s::Int> seed, A<s::Stop> stop,
              A<s::OptInt> max_new_tokens, A<s::OptFloat> temperature, A<s::OptBool> do_sample,
              A<s::OptFloat> repetition_penalty, A<s::OptFloat> repeat_penalty,
-             A<s::Int> repeat_last_n, A<s::Float> presence_penalty, A<s::Float> frequency_penalty) {
+             A<s::Int> repeat_last_n, A<s::Float> presence_penalty, A<s::Float> frequency_penalty,
+             A<s::Patch> patch) {
             return m.generate(prompt, steps, temp, top_k, top_p, min_p, seed, stop, max_new_tokens,
                               temperature, do_sample,
                               {repetition_penalty, repeat_penalty, repeat_last_n, presence_penalty,
-                               frequency_penalty});
+                               frequency_penalty},
+                              patch);
           },
           py::arg("prompt"), py::arg("steps") = py::none(), py::arg("temp") = py::none(),
           py::arg("top_k") = 40, py::arg("top_p") = 0.95, py::arg("min_p") = 0.05,
@@ -269,6 +273,7 @@ PYBIND11_MODULE(attn, mod) {
           py::arg("do_sample") = py::none(), py::arg("repetition_penalty") = py::none(),
           py::arg("repeat_penalty") = py::none(), py::arg("repeat_last_n") = 64,
           py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
+          py::arg("patch") = py::none(),
           "ids generated after the prompt (ids, or text with a tokenizer), as attn-cli generate "
           "chooses them: steps (or max_new_tokens) ids, 32 when neither is given; greedy unless "
           "temp (or temperature) > 0; do_sample=False greedy whatever the temperature, "
@@ -276,7 +281,9 @@ PYBIND11_MODULE(attn, mod) {
           "stopping after an id in stop (None: the tokenizer's end-of-sequence ids); after "
           "load_session, continues the session. repeat_penalty (transformers' "
           "repetition_penalty; 1: off), repeat_last_n (-1: the whole context, 0: none), "
-          "presence_penalty and frequency_penalty are llama.cpp's penalties")
+          "presence_penalty and frequency_penalty are llama.cpp's penalties; patch {hook name: "
+          "function} as forward's, called at every call (the prompt's and each step's), and the "
+          "hooks of hooks()/add_hook")
       .def(
           "to_tokens",
           [](const Model& m, A<s::Texts> input, A<s::Bool> prepend_bos) {
@@ -301,6 +308,27 @@ PYBIND11_MODULE(attn, mod) {
           py::arg("input"), py::arg("prepend_bos") = true,
           "TransformerLens's to_str_tokens: each token of a str (encoded as to_tokens does) or "
           "of ids [pos] (or [1, pos]) decoded alone, as a list of str")
+      .def_property_readonly("hook_names", &Model::hook_names,
+                             "every hook point of this model, in forward order")
+      .def(
+          "weight",
+          [](py::object self, A<s::Text> kind, A<s::Int> layer, A<s::Bool> widen,
+             A<s::OptIds> rows) {
+            return self.cast<const Model&>().weight(kind, layer, widen, rows, self);
+          },
+          py::arg("kind"), py::arg("layer") = 0, py::arg("widen") = false,
+          py::arg("rows") = py::none(),
+          "one weight as stored, [rows, cols] ([dim] for a norm), by Meta's name (tok_embeddings, "
+          "output, norm; per layer wq, wk, wv, wo, w1, w2, w3, attention_norm, ffn_norm): a "
+          "read-only view of an F32 tensor; another type only with widen=True, as a float32 "
+          "copy, its bytes checked against the memory available first (MemoryError); rows "
+          "(ids): only those rows, widened to a float32 copy whatever the type")
+      .def(
+          "_logit_lens",
+          [](Model& m, A<s::Tokens> tokens, A<s::Int> start_pos) {
+            return m.logit_lens(tokens, start_pos);
+          },
+          py::arg("tokens"), py::arg("start_pos") = 0)
       .def_property_readonly("args", &Model::args)
       .def_property_readonly("filled", &Model::filled)
       .def_property_readonly("threads", &Model::threads)
@@ -309,4 +337,7 @@ PYBIND11_MODULE(attn, mod) {
       .def_property_readonly("last_input_address", &Model::last_input_address,
                              "the address of the x the engine read last (zero-copy checks)");
   bind_chat(mod);
+  // The TransformerLens layer in Python (hooks(), run_with_hooks, ActivationCache, W_Q...):
+  // python/hooked.py, run in this module's namespace.
+  py::exec(kHookedPy, mod.attr("__dict__"));
 }

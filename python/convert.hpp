@@ -134,6 +134,7 @@ ATTN_PY_SHOWN(OptInt, "int | None");
 ATTN_PY_SHOWN(OptFloat, "float | None");
 ATTN_PY_SHOWN(Id, "int");
 ATTN_PY_SHOWN(Ids, "list[int]");
+ATTN_PY_SHOWN(OptIds, "list[int] | None");
 ATTN_PY_SHOWN(IdOrIds, "int | list[int]");
 ATTN_PY_SHOWN(Stop, "int | list[int] | None");
 ATTN_PY_SHOWN(Prompt, "str | list[int]");

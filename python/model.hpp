@@ -20,8 +20,10 @@
 
 #include "attn/engine/chat.hpp"
 #include "attn/engine/control_vector.hpp"
+#include "attn/engine/lens.hpp"
 #include "attn/engine/session.hpp"
 #include "attn/error.hpp"
+#include "attn/kernels/matmul.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/config.hpp"
 #include "attn/model/generate.hpp"
@@ -227,10 +229,11 @@ class Model {
   }
 
   // Meta's Transformer.forward(tokens, start_pos): logits [batch, 1, vocab_size] of each
-  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions.
+  // sequence's last position, or [batch, seqlen, vocab_size] with all_positions. observer: the
+  // call's own recorder (hooks, the lens), attached under the call's lock.
   py::array_t<float> forward_tokens(const std::vector<std::vector<std::int32_t>>& tokens,
                                     std::int64_t start_pos, bool all_positions,
-                                    attn::Hooks* hooks = nullptr) {
+                                    const attn::Observer* observer = nullptr) {
     attn::require_token_model(args(), "forward(tokens)");
     const std::int64_t B = std::int64_t(tokens.size()), T = B ? std::int64_t(tokens[0].size()) : 0;
     std::vector<std::int32_t> flat;
@@ -244,7 +247,7 @@ class Model {
     float* y = out.mutable_data();
     auto lock = hold();
     attn::check_fits(args(), B, start_pos, T, "tokens");
-    if (!hooks) {
+    if (!observer) {
       keep_probabilities(B, T, start_pos);
       timed(B * T, start_pos + T,
             [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
@@ -252,7 +255,7 @@ class Model {
     }
     // The call's own recorder, detached however it ends.
     drop_probabilities();
-    const attn::Attached observed(e_.model, hooks->observer());
+    const attn::Attached observed(e_.model, *observer);
     hook_thread_ = std::this_thread::get_id();
     timed(B * T, start_pos + T,
           [&] { attn::forward_tokens(e_, flat.data(), B, T, start_pos, y, all_positions); });
@@ -295,9 +298,96 @@ class Model {
     }
     std::vector<py::array_t<float>> held;           // replacements, alive through the call
     std::vector<std::unique_ptr<float[]>> scratch;  // patched attn_probs not kept
-    if (!patch.is_none()) patches(patch, call, hooks, held, scratch);
-    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks);
+    if (!patch.is_none())
+      patches(patch, &call, attn::hook_bytes(a, {{attn::Site::attn_probs, 0}}, call, "patch") / 4,
+              hooks, held, scratch);
+    auto logits = forward_tokens(rows, start_pos, all_positions, &hooks.observer());
     return {logits, kept};
+  }
+
+  // Every hook point of this model, in forward order (TransformerLens's hook_dict keys).
+  std::vector<std::string> hook_names() const {
+    std::vector<std::string> names;
+    for (const attn::HookPoint& p : attn::hook_points(args(), e_.model.ends))
+      names.push_back(attn::hook_name(p.site, p.layer));
+    return names;
+  }
+
+  // One weight as stored, [rows, cols] (a norm: [dim]), under Meta's names: tok_embeddings,
+  // output, norm, and per layer wq, wk, wv, wo, w1, w2, w3, attention_norm, ffn_norm. F32: a
+  // read-only view of the model's own (self its base); another type only with widen, as a
+  // float32 copy, its bytes checked against the memory available first.
+  py::array weight(py::handle kind_arg, py::handle layer_arg, py::handle widen_arg,
+                   py::handle rows_arg, py::object self) const {
+    const std::string kind = text_arg(kind_arg, "kind");
+    const bool widen = bool_arg(widen_arg, "widen");
+    const std::optional<WeightView> found = find_weight(kind, layer_arg);
+    if (!rows_arg.is_none()) {  // some rows widened, whatever the type: never the whole matrix
+      if (found->vec) throw py::value_error("rows: " + kind + " is a vector, not a matrix");
+      const std::vector<std::int32_t> rows = ids_arg(rows_arg, "rows", found->rows);
+      py::array_t<float> copy({py::ssize_t(rows.size()), py::ssize_t(found->cols)});
+      float* dest = copy.mutable_data();
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        attn::widen_to_f32(e_.model.rt, found->m.row(rows[r], found->cols), 1, found->cols,
+                           dest + std::int64_t(r) * found->cols);
+      return copy;
+    }
+    const py::ssize_t f = sizeof(float);
+    py::array out;
+    if (found->vec) {
+      out = py::array_t<float>({py::ssize_t(found->rows)}, {f}, found->vec, self);
+    } else if (found->m.type == attn::WeightType::f32) {
+      const std::int64_t ld = found->m.stride(found->cols);
+      out = py::array_t<float>({py::ssize_t(found->rows), py::ssize_t(found->cols)}, {f * ld, f},
+                               static_cast<const float*>(found->m.data), self);
+    } else {
+      const std::string type = attn::traits(found->m.type).name;
+      if (!widen)
+        throw py::value_error(
+            kind + ": the weights are " + type +
+            ": ask for a float32 copy with widen=True (W_Q.widened(l) and the like)");
+      const std::uint64_t bytes = attn::checked_product({found->rows, found->cols, 4}, kind);
+      const attn::AvailableMemory available = attn::available_memory();
+      attn::check_hook_bytes(bytes, available.bytes, available.limit, "widen");
+      py::array_t<float> copy({py::ssize_t(found->rows), py::ssize_t(found->cols)});
+      float* dest = copy.mutable_data();
+      {
+        py::gil_scoped_release release;
+        attn::widen_to_f32(e_.model.rt, found->m, found->rows, found->cols, dest);
+      }
+      return copy;
+    }
+    out.attr("flags").attr("writeable") = false;
+    return out;
+  }
+
+  // The logit lens of forward(tokens, start_pos) (attn-cli's --logit-lens, the same recorder):
+  // each block's resid_post through the final norm and the head, [n_layers, batch, seqlen,
+  // vocab_size], with the logits of the call.
+  std::pair<py::array_t<float>, py::array_t<float>> logit_lens(py::handle tokens,
+                                                               py::handle start_arg) {
+    const attn::ModelArgs& a = args();
+    attn::require_token_model(a, "logit_lens");
+    const auto rows = token_rows(tokens, a.vocab_size);
+    const std::int64_t start_pos = position(start_arg);
+    const std::int64_t B = std::int64_t(rows.size()), T = B ? std::int64_t(rows[0].size()) : 0;
+    auto lock = hold();
+    attn::check_fits(a, B, start_pos, T, "tokens");
+    attn::check_logit_lens(a, e_.model.ends, 1);
+    const attn::AvailableMemory available = attn::available_memory();
+    attn::check_hook_bytes(attn::logit_lens_bytes(a, e_.model.act.plan.max_rows, 1, true) +
+                               attn::checked_product({a.n_layers, B, T, a.vocab_size, 4}, "tokens"),
+                           available.bytes, available.limit, "tokens");
+    attn::LensRecorder recorder(e_.model, 1, true);
+    lock.unlock();  // forward_tokens takes it, and attaches the recorder under it
+    py::array_t<float> lens(
+        {py::ssize_t(a.n_layers), py::ssize_t(B), py::ssize_t(T), py::ssize_t(a.vocab_size)});
+    const py::array_t<float> logits = forward_tokens(rows, start_pos, true, &recorder.observer());
+    const std::int64_t n = B * T * a.vocab_size;
+    for (std::int64_t l = 0; l < a.n_layers; ++l)
+      std::memcpy(lens.mutable_data() + l * n, attn::lens_logits(recorder.lens(), l),
+                  std::size_t(n) * sizeof(float));
+    return {lens, logits};
   }
 
   // llama.cpp's penalties, under its names and transformers' (repetition_penalty).
@@ -316,7 +406,7 @@ class Model {
                                      py::handle top_k, py::handle top_p, py::handle min_p,
                                      py::handle seed, py::handle stop, py::handle max_new_tokens,
                                      py::handle temperature, py::handle do_sample,
-                                     const Penalties& penalties) {
+                                     const Penalties& penalties, py::handle patch = py::none()) {
     attn::require_token_model(args(), "generation");  // before ids are read against its vocabulary
     const Either steps_given = either(steps_arg, "steps", max_new_tokens, "max_new_tokens");
     const Either temp_given = either(temp_arg, "temp", temperature, "temperature");
@@ -361,6 +451,21 @@ class Model {
                                          {"repeat_penalty", repeat.name}}));
     }
     drop_probabilities();
+    // Hooks at every call, the prompt's and each step's: attn_probs' buffer sized for the
+    // largest (one sequence).
+    attn::Hooks hooks(args().n_layers);
+    std::vector<py::array_t<float>> held;
+    std::vector<std::unique_ptr<float[]>> scratch;
+    std::optional<attn::Attached> observed;
+    if (!patch.is_none()) {
+      const std::uint64_t keys = std::uint64_t(e_.filled) + ids.size() + std::uint64_t(steps);
+      const std::uint64_t floats = attn::checked_product(
+          {args().n_heads, std::max<std::int64_t>(std::int64_t(ids.size()), 1), std::int64_t(keys)},
+          "patch");
+      patches(patch, nullptr, floats, hooks, held, scratch);
+      observed.emplace(e_.model, hooks.observer());
+      hook_thread_ = std::this_thread::get_id();
+    }
     timed(std::int64_t(ids.size()) + steps, e_.filled + std::int64_t(ids.size()) + steps, [&] {
       attn::generate(e_, ids, steps, sampling, *stops, true,
                      [&](const attn::Generated& t) { out.push_back(t.id); });
@@ -405,10 +510,12 @@ class Model {
 
  private:
   // patch {hook name: array or function} as edits of the points: an array replaces the
-  // activation (shape exactly the point's); a function f(activation, name) gets a copy and
-  // returns its replacement, or None when it edited the copy in place.
-  void patches(py::handle patch, const attn::HookCall& call, attn::Hooks& hooks,
-               std::vector<py::array_t<float>>& held,
+  // activation (shape exactly the point's; not in generate, whose calls change shape); a
+  // function f(activation, name) gets a copy and returns its replacement, or None when it edited
+  // the copy in place. A point computed apart only to be read (hooks.hpp's patchable) takes a
+  // function returning None. probs_floats: the most attn_probs floats a call writes.
+  void patches(py::handle patch, const attn::HookCall* call, std::uint64_t probs_floats,
+               attn::Hooks& hooks, std::vector<py::array_t<float>>& held,
                std::vector<std::unique_ptr<float[]>>& scratch) {
     if (!py::isinstance<py::dict>(patch))
       throw py::type_error("patch: expected a dict {hook name: array or function}, got " +
@@ -418,18 +525,25 @@ class Model {
       const attn::HookPoint p = named_point(a, e_.model.ends, key, "patch");
       const std::string name = text_arg(key, "patch");
       const std::string where = "patch['" + name + "']";
-      const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, call);
-      const std::uint64_t n = attn::hook_bytes(a, {p}, call, "patch") / sizeof(float);
       float* probs = nullptr;
       if (p.site == attn::Site::attn_probs) {
-        scratch.push_back(std::make_unique<float[]>(n));
+        scratch.push_back(std::make_unique<float[]>(probs_floats));
         probs = scratch.back().get();
       }
       if (PyCallable_Check(value.ptr())) {
-        hooks.patch(p, call_edit(py::reinterpret_borrow<py::object>(value), name, where, shape),
-                    probs);
+        hooks.patch(p, call_edit(py::reinterpret_borrow<py::object>(value), name, where), probs);
         continue;
       }
+      if (!attn::patchable(p.site))
+        throw py::value_error(where +
+                              ": this point is computed apart only to be read: give a "
+                              "function returning None, not an array");
+      if (!call)
+        throw py::type_error(where +
+                             ": generate's calls change shape every step: give a "
+                             "function, not an array");
+      const std::vector<std::int64_t> shape = attn::hook_shape(a, p.site, *call);
+      const std::uint64_t n = attn::hook_bytes(a, {p}, *call, "patch") / sizeof(float);
       held.push_back(replacement(value, where, shape));
       const float* src = held.back().data();
       hooks.patch(
@@ -441,11 +555,12 @@ class Model {
     }
   }
 
-  // The edit of a patch function, run on the engine's thread: with the GIL, on a copy.
-  attn::Hooks::Edit call_edit(py::object fn, std::string name, std::string where,
-                              std::vector<std::int64_t> shape) {
-    return [this, fn, name, where, shape](const attn::Observation& o) {
+  // The edit of a patch function, run on the engine's thread: with the GIL, on a copy of the
+  // call's tensor (its shape the Observation's: generate's steps differ).
+  attn::Hooks::Edit call_edit(py::object fn, std::string name, std::string where) {
+    return [this, fn, name, where](const attn::Observation& o) {
       py::gil_scoped_acquire gil;
+      const std::vector<std::int64_t> shape(o.shape, o.shape + o.ndim);
       std::int64_t n = 1;
       for (std::int64_t d : shape) n *= d;
       py::array_t<float> act(std::vector<py::ssize_t>(shape.begin(), shape.end()));
@@ -457,13 +572,70 @@ class Model {
       } done{in_hook_};
       try {
         const py::object r = fn(act, name);
+        if (!o.edit) {  // read only
+          if (!r.is_none())
+            throw py::value_error(where +
+                                  ": this point is computed apart only to be read: "
+                                  "its function must return None");
+          return;
+        }
         const py::array_t<float> out = r.is_none() ? act : replacement(r, where, shape);
         std::memcpy(o.edit, out.data(), std::size_t(n) * sizeof(float));
       } catch (py::error_already_set& e) {
         e.restore();
         throw PythonRaised{};
+      } catch (const py::builtin_exception& e) {
+        e.set_error();
+        throw PythonRaised{};
       }
     };
+  }
+
+  // A weight by Meta's name (weight()'s kinds): a matrix and its shape, or a norm's vector.
+  struct WeightView {
+    attn::Matrix m;
+    const float* vec = nullptr;
+    std::int64_t rows = 0, cols = 0;
+  };
+  std::optional<WeightView> find_weight(const std::string& kind, py::handle layer_arg) const {
+    const attn::ModelArgs& a = args();
+    const attn::TransformerWeights& w = e_.model.weights;
+    const std::int64_t hd = a.head_dim(), H = a.n_heads, KV = a.n_kv_heads;
+    const std::int64_t hidden = a.ffn_hidden(), dim = a.dim;
+    std::optional<WeightView> found;
+    if (kind == "tok_embeddings" || kind == "output" || kind == "norm") {
+      if (kind == "norm"
+              ? !w.tokens.norm
+              : !(kind == "output" ? w.tokens.output.data : w.tokens.tok_embeddings.data))
+        throw py::value_error("kind: this model holds no " + kind + " (not a token model)");
+      if (kind == "norm")
+        found = WeightView{{}, w.tokens.norm, dim, 0};
+      else
+        found = WeightView{kind == "output" ? w.tokens.output : w.tokens.tok_embeddings, nullptr,
+                           a.vocab_size, dim};
+    } else {
+      const std::int64_t layer = int_arg(layer_arg, "layer");
+      if (layer < 0 || layer >= a.n_layers)
+        throw py::index_error("layer: " + std::to_string(layer) + " out of range 0.." +
+                              std::to_string(a.n_layers - 1));
+      const attn::LayerWeights& l = w.layers[std::size_t(layer)];
+      const std::pair<const char*, WeightView> table[] = {
+          {"wq", {l.wq, nullptr, H * hd, dim}},  {"wk", {l.wk, nullptr, KV * hd, dim}},
+          {"wv", {l.wv, nullptr, KV * hd, dim}}, {"wo", {l.wo, nullptr, dim, H * hd}},
+          {"w1", {l.w1, nullptr, hidden, dim}},  {"w2", {l.w2, nullptr, dim, hidden}},
+          {"w3", {l.w3, nullptr, hidden, dim}},  {"attention_norm", {{}, l.attention_norm, dim, 0}},
+          {"ffn_norm", {{}, l.ffn_norm, dim, 0}}};
+      for (const auto& [name, shape] : table)
+        if (kind == name) found = shape;
+      if (!found)
+        throw py::value_error(
+            "kind: expected tok_embeddings, output, norm, wq, wk, wv, wo, w1, "
+            "w2, w3, attention_norm or ffn_norm, got '" +
+            kind + "'");
+      if (!found->m.data && !found->vec)
+        throw py::value_error("kind: this model's blocks have no " + kind);
+    }
+    return found;
   }
 
   // The engine for this call: waited for with the GIL released, so that the thread running the

@@ -100,16 +100,23 @@ TEST_CASE("observer: an observer asking nothing, or every site, allocates nothin
     sum += double(o.data[0]);
     ++reported;
   };
+  // The sites computed apart (attn_scores, result, mlp_pre/post, the scales: observer.hpp) have
+  // scratch grown by the first call that asks for them: every site allocates nothing from the
+  // second round of the same calls on.
+  const std::int64_t block_points = std::int64_t(attn::hook_points(a, {}).size());
   for (const attn::Observer* observer : {&nothing, &every}) {
     attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * 5, rt);
     attn::observe(m, observer);
-    reported = 0;
-    const long before = g_allocations.load();
-    attn::forward(m, x.data(), 2, 5, 0, out.data());
-    for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
-    const long allocations = g_allocations.load() - before;
-    CHECK(allocations == 0);
-    CHECK(reported == (observer == &every ? 4 * 11 * a.n_layers : 0));
+    for (int round = 0; round < 2; ++round) {
+      CAPTURE(round);
+      reported = 0;
+      const long before = g_allocations.load();
+      attn::forward(m, x.data(), 2, 5, 0, out.data());
+      for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
+      const long allocations = g_allocations.load() - before;
+      if (round == 1 || observer == &nothing) CHECK(allocations == 0);
+      CHECK(reported == (observer == &every ? 4 * block_points : 0));
+    }
   }
 }
 TEST_CASE("patch: a forward patching every site allocates nothing") {
@@ -125,7 +132,7 @@ TEST_CASE("patch: a forward patching every site allocates nothing") {
   attn::Hooks hooks(a.n_layers);
   for (std::int64_t l = 0; l < a.n_layers; ++l)
     for (std::size_t s = 0; s < attn::kSiteCount; ++s)
-      if (attn::Site(s) != attn::Site::final_norm)
+      if (!attn::model_site(attn::Site(s)) && attn::patchable(attn::Site(s)))
         hooks.patch(
             {attn::Site(s), l},
             [&](const attn::Observation& o) {
@@ -139,6 +146,6 @@ TEST_CASE("patch: a forward patching every site allocates nothing") {
   attn::forward(m, x.data(), 2, 5, 0, out.data());
   for (std::int64_t pos = 5; pos < 8; ++pos) attn::forward(m, x.data(), 2, 1, pos, out.data());
   CHECK(g_allocations.load() - before == 0);
-  CHECK(edits == 4 * 11 * a.n_layers);
+  CHECK(edits == 4 * 12 * a.n_layers);  // the 11 sites of issue 38 and hook_z
 }
 #endif

@@ -34,6 +34,7 @@ struct Recorded {
 
 // Copies every tensor reported into `got`, named as make_observer.py names them:
 // "{call}.{layer}.{site}", "{call}.final_norm". Holds lambdas on `this`: made in place.
+constexpr std::uint32_t kGoldenSites = (std::uint32_t(1) << 12) - 1;  // resid_pre .. k_in
 struct Recorder {
   std::string call = "prefill";
   std::map<std::string, Recorded> got;
@@ -41,7 +42,9 @@ struct Recorder {
   std::int64_t probs_asked = 0;
   attn::Observer observer;
 
-  explicit Recorder(std::int64_t n_layers, std::uint32_t sites = attn::kAllSites) {
+  // Default: the sites of the golden files (issue 38's 11 and final_norm); issue 51's are
+  // tested against their reference in tests/python/test_hook_points.py.
+  explicit Recorder(std::int64_t n_layers, std::uint32_t sites = kGoldenSites) {
     probs.resize(std::size_t(n_layers));
     observer.sites = sites;
     observer.probs = [this](std::int64_t layer, std::int64_t bsz, std::int64_t heads,
@@ -545,6 +548,15 @@ TEST_CASE("observer: sites under TransformerLens's hook names, and back") {
       {"blocks.0.hook_mlp_out", {attn::Site::mlp_out, 0}},
       {"blocks.1.hook_resid_post", {attn::Site::resid_post, 1}},
       {"ln_final.hook_normalized", {attn::Site::final_norm, -1}},
+      {"hook_embed", {attn::Site::embed, -1}},
+      {"blocks.1.attn.hook_attn_scores", {attn::Site::attn_scores, 1}},
+      {"blocks.0.attn.hook_z", {attn::Site::z, 0}},
+      {"blocks.1.attn.hook_result", {attn::Site::result, 1}},
+      {"blocks.0.mlp.hook_pre", {attn::Site::mlp_pre, 0}},
+      {"blocks.1.mlp.hook_post", {attn::Site::mlp_post, 1}},
+      {"blocks.0.ln1.hook_scale", {attn::Site::ln1_scale, 0}},
+      {"blocks.1.ln2.hook_scale", {attn::Site::ln2_scale, 1}},
+      {"ln_final.hook_scale", {attn::Site::final_scale, -1}},
   };
   CHECK(tl.size() == attn::kSiteCount);
   for (const auto& [name_, point_] : tl) {

@@ -88,7 +88,8 @@ TEST_CASE("patch: an identity edit at any site gives the unpatched outputs") {
       const Run plain = run(a, ffn_block, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
       for (std::size_t s = 0; s < attn::kSiteCount; ++s) {
         const attn::Site site = attn::Site(s);
-        if (site == attn::Site::final_norm) continue;  // forward(tokens) only: test_hooks.py
+        // forward(tokens) only (test_hooks.py), or read only (test_hook_points.py)
+        if (attn::model_site(site) || !attn::patchable(site)) continue;
         if (block == attn::Block::attention &&
             (site == attn::Site::resid_mid || site == attn::Site::mlp_out))
           continue;
@@ -258,13 +259,14 @@ TEST_CASE("patch: attn_probs need a buffer, and model parallel refuses patching"
 
 TEST_CASE("hooks: the points each model has, their shapes and bytes, and the bound") {
   attn::ModelArgs a = test::small_llama_args(attn::Block::attention);
-  CHECK(attn::hook_points(a, {}).size() == std::size_t(9 * a.n_layers));
+  // 9 of issue 38, attn_scores, z and result (no MLP, no pre-norm scales)
+  CHECK(attn::hook_points(a, {}).size() == std::size_t(12 * a.n_layers));
   CHECK_THROWS_AS(attn::model_hook_point(a, {}, "blocks.0.hook_mlp_out"), attn::InputError);
   CHECK_THROWS_AS(attn::model_hook_point(a, {}, "ln_final.hook_normalized"), attn::InputError);
   a = test::small_llama_args(attn::Block::llama);
   const attn::ModelEnds head{false, true};
   const std::vector<attn::HookPoint> all = attn::hook_points(a, head);
-  REQUIRE(all.size() == std::size_t(11 * a.n_layers + 1));
+  REQUIRE(all.size() == std::size_t(18 * a.n_layers + 2));  // ln_final's scale and normalized
   CHECK(all.front() == attn::HookPoint{attn::Site::resid_pre, 0});
   CHECK(all.back() == attn::HookPoint{attn::Site::final_norm, -1});
   CHECK(attn::model_hook_point(a, head, "blocks.1.hook_mlp_out") ==
@@ -274,6 +276,12 @@ TEST_CASE("hooks: the points each model has, their shapes and bytes, and the bou
   CHECK(attn::hook_shape(a, attn::Site::k_in, c) == std::vector<std::int64_t>{2, 3, 2, 4});
   CHECK(attn::hook_shape(a, attn::Site::q, c) == std::vector<std::int64_t>{2, 3, 4, 4});
   CHECK(attn::hook_shape(a, attn::Site::final_norm, c) == std::vector<std::int64_t>{2, 3, 16});
+  CHECK(attn::hook_shape(a, attn::Site::attn_scores, c) == std::vector<std::int64_t>{2, 4, 3, 7});
+  CHECK(attn::hook_shape(a, attn::Site::z, c) == std::vector<std::int64_t>{2, 3, 4, 4});
+  CHECK(attn::hook_shape(a, attn::Site::result, c) == std::vector<std::int64_t>{2, 3, 4, 16});
+  CHECK(attn::hook_shape(a, attn::Site::mlp_pre, c) ==
+        std::vector<std::int64_t>{2, 3, a.ffn_hidden()});
+  CHECK(attn::hook_shape(a, attn::Site::ln2_scale, c) == std::vector<std::int64_t>{2, 3, 1});
   CHECK(attn::hook_bytes(a, {{attn::Site::attn_probs, 0}, {attn::Site::v, 1}}, c, "names") ==
         4 * (2 * 4 * 3 * 7 + 2 * 3 * 2 * 4));
   const std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 2;

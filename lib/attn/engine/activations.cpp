@@ -27,18 +27,17 @@ std::uint32_t block_sites(const ModelArgs& a) {
   throw InputError("activation " + quoted(name) + ": " + why, kSetting);
 }
 
-// A block's hook alone ("hook_resid_post", "attn.hook_v"): its site, or none.
+// A block's hook alone ("hook_resid_post", "attn.hook_v", "attn.hook_z"): its site, or none.
 bool block_hook(std::string_view hook, Site& site) {
-  for (const Site s : kForwardSites)
+  for (const Site s : kHookSites)
     if (kHookNames[std::size_t(s)] == hook) return site = s, true;
   return false;
 }
 
 void add_name(std::string_view name, const ModelArgs& a, const ModelEnds& ends,
               ActivationNames& n) {
-  const std::uint32_t reported = block_sites(a);
-  if (name == "all") {
-    for (std::uint32_t& s : n.sites) s |= reported;
+  if (name == "all") {  // issue 38's points (kForwardSites): issue 51's are asked by name
+    for (std::uint32_t& s : n.sites) s |= block_sites(a);
     n.final_norm = n.final_norm || ends.logits_out;
     return;
   }
@@ -62,9 +61,12 @@ void add_name(std::string_view name, const ModelArgs& a, const ModelEnds& ends,
            "expected all, a hook name (blocks.0.hook_resid_post, ln_final.hook_normalized) or a "
            "block's hook for every block (hook_resid_post, attn.hook_pattern)");
   }
-  if ((reported & site_bit(site)) == 0)
-    refuse(name, "a block of type attention has no MLP: it reports no " +
-                     std::string(kHookNames[std::size_t(site)]));
+  if (!block_reports(a, site))
+    refuse(name,
+           std::string(a.block == Block::attention
+                           ? "a block of type attention has no MLP and no norm"
+                           : "only llama blocks with norms before attention and MLP have it") +
+               ": it reports no " + std::string(kHookNames[std::size_t(site)]));
   for (std::int64_t l = 0; l < a.n_layers; ++l)
     if (layer < 0 || layer == l) n.sites[std::size_t(l)] |= site_bit(site);
 }
@@ -80,7 +82,7 @@ std::string_view trimmed(std::string_view s) {
 std::vector<HookPoint> kept_points(const ActivationNames& n) {
   std::vector<HookPoint> points;
   for (std::size_t l = 0; l < n.sites.size(); ++l)
-    for (const Site s : kForwardSites)
+    for (const Site s : kHookSites)
       if (n.sites[l] & site_bit(s)) points.push_back({s, std::int64_t(l)});
   if (n.final_norm) points.push_back({Site::final_norm, -1});
   return points;

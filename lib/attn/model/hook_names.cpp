@@ -9,7 +9,7 @@ namespace attn {
 
 std::string hook_name(Site s, std::int64_t layer) {
   const std::string_view hook = kHookNames[std::size_t(s)];
-  if (s == Site::final_norm) return std::string(hook);
+  if (model_site(s)) return std::string(hook);
   return "blocks." + std::to_string(layer) + "." + std::string(hook);
 }
 
@@ -22,7 +22,8 @@ namespace {
 }  // namespace
 
 HookPoint parse_hook_name(std::string_view name, std::int64_t n_layers) {
-  if (name == kHookNames[std::size_t(Site::final_norm)]) return {Site::final_norm, -1};
+  for (std::size_t i = 0; i < kSiteCount; ++i)
+    if (model_site(Site(i)) && name == kHookNames[i]) return {Site(i), -1};
   constexpr std::string_view prefix = "blocks.";
   if (!name.starts_with(prefix))
     unknown(name, "expected blocks.{layer}.{hook} (such as blocks.0.attn.hook_pattern) or " +
@@ -40,7 +41,7 @@ HookPoint parse_hook_name(std::string_view name, std::int64_t n_layers) {
   const std::string_view hook = rest.substr(digits + 1);
   std::string valid;
   for (std::size_t i = 0; i < kSiteCount; ++i) {
-    if (Site(i) == Site::final_norm) continue;
+    if (model_site(Site(i))) continue;
     if (kHookNames[i] == hook) return {Site(i), layer};
     valid += (valid.empty() ? "" : ", ") + std::string(kHookNames[i]);
   }

@@ -14,21 +14,27 @@ namespace attn {
 // TransformerLens, hook_q/hook_k are before RoPE and hook_rot_q/hook_rot_k after; hook_k and
 // hook_v are per KV head (GQA's keys are not repeated per query head).
 inline constexpr std::array<std::string_view, kSiteCount> kHookNames = {
-    "hook_resid_pre",    "attn.hook_rot_q",
-    "attn.hook_rot_k",   "attn.hook_v",
-    "attn.hook_pattern", "hook_attn_out",
-    "hook_resid_mid",    "hook_mlp_out",
-    "hook_resid_post",   "ln_final.hook_normalized",
-    "attn.hook_q",       "attn.hook_k"};
+    "hook_resid_pre",     "attn.hook_rot_q",
+    "attn.hook_rot_k",    "attn.hook_v",
+    "attn.hook_pattern",  "hook_attn_out",
+    "hook_resid_mid",     "hook_mlp_out",
+    "hook_resid_post",    "ln_final.hook_normalized",
+    "attn.hook_q",        "attn.hook_k",
+    "hook_embed",         "attn.hook_attn_scores",
+    "attn.hook_z",        "attn.hook_result",
+    "mlp.hook_pre",       "mlp.hook_post",
+    "ln1.hook_scale",     "ln2.hook_scale",
+    "ln_final.hook_scale"};
 
-// A site at a layer (final_norm: layer -1, as it has none).
+// A site at a layer (a model_site: layer -1, as it has none).
 struct HookPoint {
   Site site;
   std::int64_t layer;
   friend bool operator==(const HookPoint&, const HookPoint&) = default;
 };
 
-// "blocks.3.attn.hook_pattern" for {attn_probs, 3}; "ln_final.hook_normalized" for final_norm.
+// "blocks.3.attn.hook_pattern" for {attn_probs, 3}; "ln_final.hook_normalized" for final_norm
+// (a model_site's name is whole).
 std::string hook_name(Site s, std::int64_t layer);
 
 // The inverse, for a model of n_layers blocks: InputError naming the name (escaped) when it is

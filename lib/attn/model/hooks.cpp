@@ -8,26 +8,66 @@
 
 namespace attn {
 
+bool patchable(Site s) {
+  switch (s) {
+    case Site::attn_scores:
+    case Site::result:
+    case Site::mlp_pre:
+    case Site::mlp_post:
+    case Site::ln1_scale:
+    case Site::ln2_scale:
+    case Site::final_scale:
+      return false;
+    default:
+      return true;
+  }
+}
+
+namespace {
+
+// Why a model has no such point ("" when it has it).
+std::string missing(const ModelArgs& a, const ModelEnds& ends, Site s) {
+  if (s == Site::embed) return ends.tokens_in ? "" : "it takes no tokens";
+  if (model_site(s)) return ends.logits_out ? "" : "it has no output head";
+  const bool pre_norms = a.block == Block::llama && !a.post_norms;
+  switch (s) {
+    case Site::resid_mid:
+    case Site::mlp_out:
+      return a.block != Block::attention ? "" : "its blocks have no MLP";
+    case Site::mlp_pre:
+    case Site::mlp_post:
+    case Site::ln1_scale:
+    case Site::ln2_scale:
+      return pre_norms ? "" : "only llama blocks with their norms before attention and MLP have it";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
 bool block_reports(const ModelArgs& a, Site s) {
-  if (s == Site::final_norm) return false;
-  return a.block != Block::attention || (s != Site::resid_mid && s != Site::mlp_out);
+  return !model_site(s) && missing(a, ModelEnds{}, s).empty();
 }
 
 std::vector<HookPoint> hook_points(const ModelArgs& a, const ModelEnds& ends) {
   std::vector<HookPoint> points;
+  if (ends.tokens_in) points.push_back({Site::embed, -1});
   for (std::int64_t l = 0; l < a.n_layers; ++l)
-    for (Site s : kForwardSites)
+    for (Site s : kHookSites)
       if (block_reports(a, s)) points.push_back({s, l});
-  if (ends.logits_out) points.push_back({Site::final_norm, -1});
+  if (ends.logits_out) {
+    points.push_back({Site::final_scale, -1});
+    points.push_back({Site::final_norm, -1});
+  }
   return points;
 }
 
 HookPoint model_hook_point(const ModelArgs& a, const ModelEnds& ends, std::string_view name) {
   const HookPoint p = parse_hook_name(name, a.n_layers);
-  if (p.site == Site::final_norm ? !ends.logits_out : !block_reports(a, p.site))
-    throw InputError("hook name " + quoted(name) + ": this model has no such point (" +
-                     (p.site == Site::final_norm ? "no output head" : "its blocks have no MLP") +
-                     ")");
+  const std::string why = missing(a, ends, p.site);
+  if (!why.empty())
+    throw InputError("hook name " + quoted(name) + ": this model has no such point (" + why + ")");
   return p;
 }
 
@@ -42,7 +82,19 @@ std::vector<std::int64_t> hook_shape(const ModelArgs& a, Site s, const HookCall&
     case Site::v:
       return {c.bsz, c.seqlen, a.n_kv_heads, hd};
     case Site::attn_probs:
+    case Site::attn_scores:
       return {c.bsz, a.n_heads, c.seqlen, c.start_pos + c.seqlen};
+    case Site::z:
+      return {c.bsz, c.seqlen, a.n_heads, hd};
+    case Site::result:
+      return {c.bsz, c.seqlen, a.n_heads, a.dim};
+    case Site::mlp_pre:
+    case Site::mlp_post:
+      return {c.bsz, c.seqlen, a.ffn_hidden()};
+    case Site::ln1_scale:
+    case Site::ln2_scale:
+    case Site::final_scale:
+      return {c.bsz, c.seqlen, 1};
     default:
       return {c.bsz, c.seqlen, a.dim};
   }
@@ -81,12 +133,12 @@ Hooks::Hooks(std::int64_t n_layers)
 }
 
 std::size_t Hooks::slot(HookPoint p) const {
-  const std::int64_t layer = p.site == Site::final_norm ? n_layers_ : p.layer;
+  const std::int64_t layer = model_site(p.site) ? n_layers_ : p.layer;
   return std::size_t(p.site) * std::size_t(n_layers_ + 1) + std::size_t(layer);
 }
 
 void Hooks::add_layer(HookPoint p) {
-  if (p.site != Site::final_norm) observer_.layer_sites[std::size_t(p.layer)] |= site_bit(p.site);
+  if (!model_site(p.site)) observer_.layer_sites[std::size_t(p.layer)] |= site_bit(p.site);
 }
 
 void Hooks::keep(HookPoint p, float* dest) {
@@ -99,7 +151,8 @@ void Hooks::keep(HookPoint p, float* dest) {
 void Hooks::patch(HookPoint p, Edit edit, float* probs) {
   edits_[slot(p)] = std::move(edit);
   if (p.site == Site::attn_probs && !probs_.buffer(p.layer, 0)) probs_.set(p.layer, probs);
-  observer_.patch |= site_bit(p.site);
+  // A point computed apart only to be read is reported to the edit with no Observation::edit.
+  (patchable(p.site) ? observer_.patch : observer_.sites) |= site_bit(p.site);
   add_layer(p);
 }
 

@@ -28,20 +28,35 @@ inline constexpr Site kForwardSites[] = {
     Site::resid_pre,  Site::q_in,     Site::k_in,      Site::q,       Site::k,         Site::v,
     Site::attn_probs, Site::attn_out, Site::resid_mid, Site::mlp_out, Site::resid_post};
 
+// Every block site a front can hook, in the order the forward computes them (TransformerLens's
+// order for a Llama block): kForwardSites stays the dump's list (engine/activations.hpp), so
+// that its files did not change when issue 51's sites came.
+inline constexpr Site kHookSites[] = {
+    Site::resid_pre, Site::ln1_scale, Site::q_in,        Site::k_in,       Site::q,
+    Site::k,         Site::v,         Site::attn_scores, Site::attn_probs, Site::z,
+    Site::result,    Site::attn_out,  Site::resid_mid,   Site::ln2_scale,  Site::mlp_pre,
+    Site::mlp_post,  Site::mlp_out,   Site::resid_post};
+
+// Whether a point can be patched: the sites computed apart only to be read (attn_scores,
+// result, mlp_pre, mlp_post and the norms' scales) cannot.
+bool patchable(Site s);
+
 // Whether a block of `a` reports the site (observer.hpp): a block of type attention has no MLP
-// (no resid_mid, no mlp_out); final_norm is no block's.
+// (no resid_mid, no mlp_out); only llama blocks with pre-norms (not encoder, not OLMo 2's
+// post-norms) report mlp_pre, mlp_post, ln1_scale and ln2_scale; a model_site is no block's.
 bool block_reports(const ModelArgs& a, Site s);
 
-// The points a model of `a` built with `ends` reports, in forward order: each block's sites
-// (resid_mid and mlp_out only for blocks with an MLP), then ln_final.hook_normalized when it has
-// the head (ends.logits_out).
+// The points a model of `a` built with `ends` reports, in forward order: hook_embed when it
+// takes tokens (ends.tokens_in), each block's sites (kHookSites, those block_reports), then
+// ln_final.hook_scale and ln_final.hook_normalized when it has the head (ends.logits_out).
 std::vector<HookPoint> hook_points(const ModelArgs& a, const ModelEnds& ends);
 
 // parse_hook_name, also refusing a point this model does not report (InputError naming it).
 HookPoint model_hook_point(const ModelArgs& a, const ModelEnds& ends, std::string_view name);
 
 // The point's tensor in a call, as observer.hpp states the sites' shapes (the whole model's
-// heads): [bsz, seqlen, dim], [bsz, seqlen, heads, head_dim] or [bsz, n_heads, seqlen, keys].
+// heads): [bsz, seqlen, dim], [bsz, seqlen, heads, head_dim], [bsz, n_heads, seqlen, keys],
+// [bsz, seqlen, n_heads, dim], [bsz, seqlen, ffn_hidden] or [bsz, seqlen, 1].
 std::vector<std::int64_t> hook_shape(const ModelArgs& a, Site s, const HookCall& c);
 
 // The float32 bytes of all the points' tensors in a call; InputError naming `what` past 2^64.
@@ -69,7 +84,8 @@ class Hooks {
   // written there by the attention kernel itself.
   void keep(HookPoint p, float* dest);
   // Hands the point's tensor to edit. Patched attn_probs not kept need `probs`, a buffer of
-  // hook_shape's floats for the kernel to write them into.
+  // hook_shape's floats for the kernel to write them into. A point not patchable is handed over
+  // to be read only (Observation::edit null).
   void patch(HookPoint p, Edit edit, float* probs = nullptr);
 
   const Observer& observer() const { return observer_; }

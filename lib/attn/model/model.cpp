@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 
@@ -35,6 +36,74 @@ void report(const At& at, Site s, float* data, std::initializer_list<std::int64_
   std::copy(shape.begin(), shape.end(), o.shape);
   if (at.patches(s)) o.edit = data;
   at.observer->on_tensor(o);
+}
+
+// Scratch of `floats` for a site computed apart (observer.hpp), grown only for an observer that
+// asks for one: an unobserved run allocates nothing, an observed one at a larger call only.
+float* hook_scratch(Transformer& m, std::int64_t floats) {
+  std::vector<float>& v = m.act.hooked;
+  if (std::int64_t(v.size()) < floats) v.resize(std::size_t(floats));
+  return v.data();
+}
+
+// The RMSNorm's scale of x [rows, dim], sqrt(mean(x^2) + eps) per row in double (TransformerLens's
+// hook_scale: the norm divides by it), reported as [bsz, seqlen, 1].
+void report_scale(Transformer& m, const At& at, Site s, const float* x, double eps) {
+  if (!at.wants(s)) return;
+  const std::int64_t rows = at.bsz * at.seqlen, dim = m.args.dim;
+  float* out = hook_scratch(m, rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < dim; ++i) sum += double(x[r * dim + i]) * x[r * dim + i];
+    out[r] = float(std::sqrt(sum / double(dim) + eps));
+  }
+  report(at, s, out, {at.bsz, at.seqlen, 1});
+}
+
+// attn_scores [bsz, n_heads, seqlen, keys]: q k^T / sqrt(head_dim) over every key of the cache
+// up to the call's last, no mask, from q (RoPE'd, Granite's scale in it) and the layer's cache.
+void report_scores(Transformer& m, const At& at, const float* q) {
+  if (!at.wants(Site::attn_scores)) return;
+  const ModelArgs& a = m.local;
+  const std::int64_t hd = a.head_dim(), H = a.n_heads, n_rep = a.n_heads / a.n_kv_heads,
+                     keys = at.start_pos + at.seqlen;
+  float* out = hook_scratch(m, at.bsz * H * at.seqlen * keys);
+  const float scale = 1.0f / std::sqrt(float(hd));  // the attention kernel's
+  for (std::int64_t b = 0; b < at.bsz; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < at.seqlen; ++i) {
+        const float* qi = q + ((b * at.seqlen + i) * H + h) * hd;
+        float* row = out + ((b * H + h) * at.seqlen + i) * keys;
+        for (std::int64_t j = 0; j < keys; ++j) {
+          const float* kj = m.cache.k(at.layer, b, h / n_rep, j);
+          float dot = 0;
+          for (std::int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
+          row[j] = dot * scale;
+        }
+      }
+  report(at, Site::attn_scores, out, {at.bsz, H, at.seqlen, keys});
+}
+
+// result [bsz, seqlen, n_heads, dim]: each head's z [rows, n_heads, head_dim] through its columns
+// of wo (no bias), wo widened a row at a time (any weight type).
+void report_result(Transformer& m, const LayerWeights& w, const At& at, const float* z) {
+  if (!at.wants(Site::result)) return;
+  const ModelArgs& a = m.local;
+  const std::int64_t rows = at.bsz * at.seqlen, hd = a.head_dim(), H = a.n_heads, D = a.dim,
+                     width = H * hd;
+  float* out = hook_scratch(m, rows * H * D + width);
+  float* wo_row = out + rows * H * D;
+  for (std::int64_t i = 0; i < D; ++i) {
+    widen_to_f32(m.rt, w.wo.row(i, width), 1, width, wo_row);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const float* zh = z + (r * H + h) * hd;
+        float sum = 0;
+        for (std::int64_t d = 0; d < hd; ++d) sum += wo_row[h * hd + d] * zh[d];
+        out[(r * H + h) * D + i] = sum;
+      }
+  }
+  report(at, Site::result, out, {at.bsz, at.seqlen, H, D});
 }
 
 // x[n] *= s: Granite's multipliers.
@@ -98,6 +167,7 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
     scale_in_place(act.xq(), rows * a.n_heads * hd,
                    float(a.attention_scale * std::sqrt(double(hd))));
   store_kv(m.cache, layer, act.xk(), act.xv(), bsz, seqlen, start_pos);
+  report_scores(m, at, act.xq());
   // [bsz, n_heads, seqlen, keys], in the observer's buffer: the fused kernel keeps none.
   float* probs = at.wants(Site::attn_probs) && at.observer->probs
                      ? at.observer->probs(layer, bsz, a.n_heads, seqlen, keys)
@@ -113,10 +183,12 @@ void attention_block(Transformer& m, const LayerWeights& w, const At& at, const 
   // Edited probabilities: each head's output anew from them, over the cache's values.
   if (at.patches(Site::attn_probs))
     mix_probs(m.rt, act.xq(), probs, m.cache.layer(layer), a.n_heads, bsz, seqlen, start_pos);
+  report(at, Site::z, act.xq(), {bsz, seqlen, a.n_heads, hd});  // before wo
   // Granite's residual_scale on the heads' output: wo (no bias in granite) is linear, so attn_out
   // is the scaled contribution the residual receives.
   if (a.residual_scale != 1)
     scale_in_place(act.xq(), rows * a.n_heads * hd, float(a.residual_scale));
+  report_result(m, w, at, act.xq());
   // attn_out goes to xb [rows, dim], free once q, k, v are made.
   float* attn_out = at.wants(Site::attn_out) ? act.xb.data() : nullptr;
   if (m.shard.size > 1) {  // wo's columns of this rank's heads, summed over the ranks
@@ -158,19 +230,31 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const flo
   Activations& act = m.act;
   const std::int64_t hidden = a.ffn_hidden(),
                      block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
-  if (w.ffn_norm)
+  if (w.ffn_norm) {
+    report_scale(m, at, Site::ln2_scale, x, a.norm_eps);
     rmsnorm(m.rt, act.xb.data(), x, w.ffn_norm, rows, a.dim, float(a.norm_eps));
-  else  // OLMo 2: no norm before the FFN
+  } else {  // OLMo 2: no norm before the FFN
     std::memcpy(act.xb.data(), x, std::size_t(rows * a.dim) * sizeof(float));
+  }
+  // mlp_pre and mlp_post [rows, hidden], gathered from the blocks of hidden units.
+  const bool units = at.wants(Site::mlp_pre) || at.wants(Site::mlp_post);
+  float* pre = units ? hook_scratch(m, 2 * rows * hidden) : nullptr;
+  float* post = units ? pre + rows * hidden : nullptr;
+  const auto gather = [&](float* dest, const float* block_units, std::int64_t j0, std::int64_t n) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dest + r * hidden + j0, block_units + r * n, std::size_t(n) * sizeof(float));
+  };
   for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
     const std::int64_t n = std::min(block, hidden - j0);
     const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
                                            Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
     linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
+    if (units) gather(pre, act.h1(), j0, n);
     if (a.geglu)
       geglu(m.rt, act.h1(), act.h3(), rows * n);
     else
       swiglu(m.rt, act.h1(), act.h3(), rows * n);
+    if (units) gather(post, act.h1(), j0, n);
     if (a.residual_scale != 1) scale_in_place(act.h1(), rows * n, float(a.residual_scale));
     if (apart) {
       const std::array<Projection, 1> w2 = {
@@ -182,6 +266,10 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const flo
         Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
     linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
            /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
+  }
+  if (units) {
+    report(at, Site::mlp_pre, pre, {at.bsz, at.seqlen, hidden});
+    report(at, Site::mlp_post, post, {at.bsz, at.seqlen, hidden});
   }
   if (split) {
     reduce_into(m, h, nullptr, rows);
@@ -370,6 +458,7 @@ void forward(Transformer& m, const float* x, std::int64_t bsz, std::int64_t seql
           post_norm_block(m, w, at, out);
           break;
         }
+        report_scale(m, at, Site::ln1_scale, out, a.norm_eps);
         rmsnorm(m.rt, m.act.xb.data(), out, w.attention_norm, rows, a.dim, float(a.norm_eps));
         attention_block(m, w, at, m.act.xb.data(), out);
         report(at, Site::resid_mid, out, {bsz, seqlen, a.dim});
@@ -486,12 +575,15 @@ void forward(Transformer& m, const std::int32_t* tokens, std::int64_t bsz, std::
                      std::to_string(m.act.plan.max_rows));
   float* x = m.act.hidden_in.data();  // [rows, dim]
   embed(m, tokens, rows, x);
+  report({-1, bsz, seqlen, start_pos, m.observer}, Site::embed, x, {bsz, seqlen, a.dim});
   if (!m.ends.logits_out) {
     forward(m, x, bsz, seqlen, start_pos, out);
     return;
   }
   float* h = m.act.hidden_out.data();  // [rows, dim]
   forward(m, x, bsz, seqlen, start_pos, h);
+  report_scale(m, {a.n_layers, bsz, seqlen, start_pos, m.observer}, Site::final_scale, h,
+               a.norm_eps);
   if (m.observer && m.observer->wants(Site::final_norm, a.n_layers)) {
     // Every position normed, [bsz, seqlen, dim]; norm works row by row, so the head's rows are
     // the same bits as below.

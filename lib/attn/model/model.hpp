@@ -44,6 +44,9 @@ struct Activations {
   // [max_rows, dim]: mlp_out summed apart from the residual, for an observer that asks for it;
   // sized by observe(), outside the plan (empty unless asked).
   std::vector<float> observed;
+  // The sites computed apart only when observed (observer.hpp: attn_scores, result, mlp_pre and
+  // mlp_post, the norms' scales): grown by a call that asks for them, never by one that does not.
+  std::vector<float> hooked;
 };
 
 struct Transformer {

@@ -33,6 +33,23 @@ namespace attn {
 //   final_norm  [bsz, seqlen, dim]                   norm(h) of every position before the output
 //                                                    head, layer n_layers
 //
+// Computed apart, only when observed (issue 51; read-only unless said):
+//   embed       [bsz, seqlen, dim]                   the embedded tokens (scaled), forward(tokens)
+//                                                    only, layer -1; patchable
+//   attn_scores [bsz, n_heads, seqlen, S]            q k^T / sqrt(head_dim) (Granite: its scale),
+//                                                    before the mask and the softmax: every key
+//                                                    of the call, future ones too
+//   z           [bsz, seqlen, n_heads, head_dim]     probs v per head, before wo; patchable
+//   result      [bsz, seqlen, n_heads, dim]          each head's z through its columns of wo
+//                                                    (no bo): attn_out = their sum + bo
+//   mlp_pre     [bsz, seqlen, ffn_hidden]            w1 x, the gate before its activation
+//   mlp_post    [bsz, seqlen, ffn_hidden]            silu(w1 x) * w3 x, what w2 reads
+//   ln1_scale   [bsz, seqlen, 1]                     sqrt(mean(x^2) + eps) of attention_norm's x
+//   ln2_scale   [bsz, seqlen, 1]                     the same of ffn_norm's input
+//   final_scale [bsz, seqlen, 1]                     the same of the final norm's, layer n_layers
+// mlp_* and ln*_scale come from llama blocks with their pre-norms (not OLMo 2's post-norms, not
+// encoder blocks); final_scale and embed from a token model's ends, as final_norm.
+//
 // Every block type reports resid_pre, q_in, k_in, q, k, v, attn_probs, attn_out and resid_post;
 // llama and encoder blocks also resid_mid and mlp_out (the block `attention` has no MLP: they are
 // not reported). final_norm comes from forward(tokens) of a model with the head (ModelEnds'
@@ -59,12 +76,27 @@ enum class Site : std::uint8_t {
   final_norm,
   q_in,  // last, so that the bits of the sites before them did not change
   k_in,
+  embed,  // issue 51's, after them for the same reason
+  attn_scores,
+  z,
+  result,
+  mlp_pre,
+  mlp_post,
+  ln1_scale,
+  ln2_scale,
+  final_scale,
 };
 
-inline constexpr std::size_t kSiteCount = 12;
+inline constexpr std::size_t kSiteCount = 21;
 inline constexpr std::array<std::string_view, kSiteCount> kSiteNames = {
-    "resid_pre", "q",       "k",          "v",          "attn_probs", "attn_out",
-    "resid_mid", "mlp_out", "resid_post", "final_norm", "q_in",       "k_in"};
+    "resid_pre", "q",          "k",          "v",        "attn_probs", "attn_out",  "resid_mid",
+    "mlp_out",   "resid_post", "final_norm", "q_in",     "k_in",       "embed",     "attn_scores",
+    "z",         "result",     "mlp_pre",    "mlp_post", "ln1_scale",  "ln2_scale", "final_scale"};
+
+// A site of the whole model rather than of a block (its hook name has no "blocks.{l}.").
+constexpr bool model_site(Site s) {
+  return s == Site::final_norm || s == Site::embed || s == Site::final_scale;
+}
 
 constexpr std::string_view site_name(Site s) {
   return kSiteNames[std::size_t(s)];
@@ -129,16 +161,17 @@ struct Observer {
   }
   // Whether any of a block's sites is reported at this layer.
   bool wants_layer(std::int64_t layer) const {
-    return at_layer((sites | patch) & ~site_bit(Site::final_norm), layer) != 0;
+    return at_layer((sites | patch) & ~kModelSites, layer) != 0;
   }
   bool wants(Site s, std::int64_t layer) const {
-    return s == Site::final_norm ? ((sites | patch) & site_bit(s)) != 0
-                                 : at_layer(sites | patch, layer) & site_bit(s);
+    return model_site(s) ? ((sites | patch) & site_bit(s)) != 0
+                         : at_layer(sites | patch, layer) & site_bit(s);
   }
   bool patches(Site s, std::int64_t layer) const {
-    return s == Site::final_norm ? (patch & site_bit(s)) != 0
-                                 : at_layer(patch, layer) & site_bit(s);
+    return model_site(s) ? (patch & site_bit(s)) != 0 : at_layer(patch, layer) & site_bit(s);
   }
+  static constexpr std::uint32_t kModelSites =
+      site_bit(Site::final_norm) | site_bit(Site::embed) | site_bit(Site::final_scale);
 };
 
 // One observer reporting to several (the recorders a session holds, engine/session.hpp), as if
