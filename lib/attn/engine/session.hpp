@@ -52,12 +52,12 @@ struct SessionShape {
 // `args`: InputError naming the setting "config".
 // `tokenizer`: one the caller opened already (open_tokenizer) to read the prompt.
 Session open_session(const ModelSpec& spec, SessionShape shape = {},
-                   std::optional<ModelArgs> args = std::nullopt,
-                   std::optional<Tokenizer> tokenizer = std::nullopt);
+                     std::optional<ModelArgs> args = std::nullopt,
+                     std::optional<Tokenizer> tokenizer = std::nullopt);
 // The same on a model opened already (open_model): nothing is opened or parsed again.
 Session open_session(OpenedModel model, const ModelSpec& spec, SessionShape shape = {},
-                   std::optional<ModelArgs> args = std::nullopt,
-                   std::optional<Tokenizer> tokenizer = std::nullopt);
+                     std::optional<ModelArgs> args = std::nullopt,
+                     std::optional<Tokenizer> tokenizer = std::nullopt);
 
 // A session over a model planned already (plan_model: the run's and the benchmark's own checks
 // done), its weights mapped or drawn in spec.drawn[drawn_index]'s type; no tokenizer.

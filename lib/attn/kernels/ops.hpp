@@ -58,8 +58,8 @@ void apply_rope(const Runtime& rt, const RopeTable& rope, float* x, std::int64_t
 // time at batch 16, perf).
 // Cephes' expf: x = n ln 2 + r with |r| <= ln 2 / 2, a degree-5 polynomial in r, times 2^n.
 // Within 1.03 ulp of exp for every float in [-86.5, 88.7] (all 2.2e9 of them, checked once
-// against double exp; tests/kernels/test_ops.cpp checks every 4099th); 0 below -86.5, where exp is under
-// 3e-38 (2^(n - 1) would not be a normal float); +inf above 88.7; NaN stays NaN.
+// against double exp; tests/kernels/test_ops.cpp checks every 4099th); 0 below -86.5, where exp is
+// under 3e-38 (2^(n - 1) would not be a normal float); +inf above 88.7; NaN stays NaN.
 [[gnu::always_inline]] inline float exp_lanes(float x) {
   const float t = x < -86.5f ? -86.5f : x > 88.7f ? 88.7f : x;  // NaN passes through as NaN
   const float shifted =
