@@ -54,21 +54,7 @@ std::vector<HookPoint> parse_hooks(const std::vector<std::string>& names, const 
 json checked_json(std::string_view text, const std::string& what) {
   JsonLimits limits;
   limits.max_depth = 16;
-  check_json_structure(
-      text, limits,
-      [&](const JsonStructure&) {
-        throw InputError(what + " nests deeper than " + std::to_string(limits.max_depth) +
-                         " levels");
-      },
-      [&](const JsonStructure&, const std::string& k) {
-        throw InputError(what + ": key " + quoted(k, 60) + " twice");
-      },
-      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
-  try {
-    return json::parse(text);
-  } catch (const json::exception&) {
-    throw InputError(what + " is not JSON");
-  }
+  return parse_checked_json(text, limits, what);
 }
 
 // The corpus, a line at a time: plain text (each line with its newline) or JSON Lines' "text".

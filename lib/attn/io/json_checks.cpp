@@ -1,5 +1,8 @@
 #include "attn/io/detail/json_checks.hpp"
 
+#include "attn/error.hpp"
+#include "attn/io/text.hpp"
+
 namespace attn {
 
 namespace {
@@ -69,6 +72,24 @@ JsonStructure check_json_structure(
   c.too_many = &on_too_many;
   json::sax_parse(text.begin(), text.end(), &c, nlohmann::detail::input_format_t::json, false);
   return c.s;
+}
+
+json parse_checked_json(std::string_view text, const JsonLimits& limits, const std::string& what) {
+  check_json_structure(
+      text, limits,
+      [&](const JsonStructure&) {
+        throw InputError(what + " nests deeper than " + std::to_string(limits.max_depth) +
+                         " levels");
+      },
+      [&](const JsonStructure&, const std::string& k) {
+        throw InputError(what + ": key " + quoted(k, 60) + " twice");
+      },
+      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    throw InputError(what + " is not JSON");
+  }
 }
 
 }  // namespace attn

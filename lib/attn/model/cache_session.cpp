@@ -71,21 +71,7 @@ std::string meta(const SafetensorsFile& f, const std::string& key) {
 json meta_json(const SafetensorsFile& f, const std::string& key, const JsonLimits& limits) {
   const std::string text = meta(f, key);
   const std::string what = f.path + ": metadata '" + key + "'";
-  check_json_structure(
-      text, limits,
-      [&](const JsonStructure&) {
-        throw InputError(what + " nests deeper than " + std::to_string(limits.max_depth) +
-                         " levels");
-      },
-      [&](const JsonStructure&, const std::string& k) {
-        throw InputError(what + ": key " + quoted(k, 60) + " twice");
-      },
-      [&](const JsonStructure&, const std::string& many) { throw InputError(what + ": " + many); });
-  try {
-    return json::parse(text);
-  } catch (const json::exception&) {
-    throw InputError(what + " is not JSON");
-  }
+  return parse_checked_json(text, limits, what);
 }
 
 // A saved config is flat (a value per key); its ids, an array up to the cache's capacity.

@@ -41,4 +41,9 @@ JsonStructure check_json_structure(
     const std::function<void(const JsonStructure&, const std::string& key)>& on_duplicate,
     const std::function<void(const JsonStructure&, const std::string& what)>& on_too_many);
 
+// The checks above, then the parse, each refusal an InputError starting with `what` (the file and
+// the key or line it came from): for documents no caller needs a message of its own about.
+nlohmann::json parse_checked_json(std::string_view text, const JsonLimits& limits,
+                                  const std::string& what);
+
 }  // namespace attn
