@@ -227,6 +227,32 @@ TEST_CASE("llama tokenizers: a hard corpus against llama.cpp's tokenize and deto
   }
 }
 
+namespace {
+
+// Items of the corpus where t differs from llama.cpp's want_items (ids with and without special
+// tokens, decoded text with and without them), the first three shown under label.
+std::size_t corpus_differences(const attn::Tokenizer& t, const json& corpus, const json& want_items,
+                               const std::string& label) {
+  std::size_t differences = 0;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    const std::string text = unhex(corpus[i]["hex"]);
+    const json& want = want_items[i];
+    const Ids ids = attn::encode(t, text, plain());
+    const Ids ids_special = attn::encode(t, text);
+    const bool same =
+        ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
+        attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
+        attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
+    if (!same && ++differences <= 3)
+      MESSAGE(label << " " << corpus[i]["name"].get<std::string>() << "\n  ids " << show(ids)
+                    << "\n want " << show(want["ids"].get<Ids>()) << "\n  special "
+                    << show(ids_special) << "\n     want " << show(want["ids_special"].get<Ids>()));
+  }
+  return differences;
+}
+
+}  // namespace
+
 // The hard corpus of the test above, as llama.cpp tokenizes and detokenizes it under every
 // tokenizer.ggml.pre value attn-cli accepts, each written into GPT-2's vocabulary file (tests/
 // golden/llama_pre_tokens.json, written by make_pre_tokens.py): every row of the table, each
@@ -254,23 +280,7 @@ TEST_CASE("llama tokenizers: every accepted tokenizer.ggml.pre as llama.cpp spli
     at->second.data = reinterpret_cast<const std::uint8_t*>(value.data());
     const attn::Tokenizer t = attn::tokenizer_from_gguf(f);
     const json& want_items = g["results"][entry.value().get<std::size_t>()];
-    std::size_t differences = 0;
-    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
-      const std::string item = g["corpus"][i]["name"];
-      const std::string text = unhex(g["corpus"][i]["hex"]);
-      const json& want = want_items[i];
-      const Ids ids = attn::encode(t, text, plain());
-      const Ids ids_special = attn::encode(t, text);
-      const bool same =
-          ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
-          attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
-          attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
-      if (!same && ++differences <= 3)
-        MESSAGE(pre << " " << item << "\n  ids " << show(ids) << "\n want "
-                    << show(want["ids"].get<Ids>()) << "\n  special " << show(ids_special)
-                    << "\n     want " << show(want["ids_special"].get<Ids>()));
-    }
-    CHECK(differences == 0);
+    CHECK(corpus_differences(t, g["corpus"], want_items, pre) == 0);
     ++checked;
   }
   CHECK(checked == g["pre"].size());
@@ -296,21 +306,7 @@ TEST_CASE("llama tokenizers: SentencePiece without the space prefix (Gemma's) as
   at->first = "tokenizer.ggml.add_space_prefix";
   at->second.data = &no;
   const attn::Tokenizer t = attn::tokenizer_from_gguf(f);
-  std::size_t differences = 0;
-  for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
-    const std::string text = unhex(g["corpus"][i]["hex"]);
-    const json& want = spm["items"][i];
-    const Ids ids = attn::encode(t, text, plain());
-    const Ids ids_special = attn::encode(t, text);
-    const bool same =
-        ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
-        attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
-        attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
-    if (!same && ++differences <= 3)
-      MESSAGE(g["corpus"][i]["name"].get<std::string>()
-              << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>()));
-  }
-  CHECK(differences == 0);
+  CHECK(corpus_differences(t, g["corpus"], spm["items"], "spm") == 0);
   // llama.cpp's ids: "Hello" without "▁" (Llama 2's 15043 with it), then "▁world".
   CHECK(attn::encode(t, "Hello world", plain()) == Ids{10994, 3186});
 }
@@ -328,23 +324,7 @@ TEST_CASE("llama tokenizers: llama.cpp's other vocabulary files on the corpus") 
       continue;
     }
     const attn::Tokenizer t = attn::load_tokenizer(file);
-    std::size_t differences = 0;
-    for (std::size_t i = 0; i < g["corpus"].size(); ++i) {
-      const std::string text = unhex(g["corpus"][i]["hex"]);
-      const json& want = entry.value()[i];
-      const Ids ids = attn::encode(t, text, plain());
-      const Ids ids_special = attn::encode(t, text);
-      const bool same =
-          ids == want["ids"].get<Ids>() && ids_special == want["ids_special"].get<Ids>() &&
-          attn::decode(t, ids_special) == attn::valid_utf8(unhex(want["text"])) &&
-          attn::decode(t, ids_special, {true, {}}) == attn::valid_utf8(unhex(want["text_skip"]));
-      if (!same && ++differences <= 3)
-        MESSAGE(g["corpus"][i]["name"].get<std::string>()
-                << "\n  ids " << show(ids) << "\n want " << show(want["ids"].get<Ids>())
-                << "\n  special " << show(ids_special) << "\n     want "
-                << show(want["ids_special"].get<Ids>()));
-    }
-    CHECK(differences == 0);
+    CHECK(corpus_differences(t, g["corpus"], entry.value(), name) == 0);
   }
 }
 
