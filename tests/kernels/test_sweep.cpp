@@ -146,7 +146,7 @@ void check_schedule(const attn::ModelArgs& a, std::int64_t B, const std::vector<
   std::int64_t max_rows = 0;
   for (std::int64_t s : schedule) max_rows = std::max(max_rows, B * s);
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 7), max_rows, rt);
-  m.act.ffn_block = 8;  // the FFN runs in several hidden blocks in every product of > 32 rows
+  m.act.ffn_rows = 5;  // the FFN runs in several passes of rows, with a remainder
   const std::int64_t dim = a.dim;
   std::int64_t pos = 0;
   for (std::int64_t s : schedule) {
@@ -222,13 +222,11 @@ TEST_CASE("sweep: h1/h3 hold a batched decode of a wide FFN (issue 6 heap overfl
   a.ffn_dim_multiplier = 64;
   a.max_batch_size = 2;
   a.max_seq_len = 8;
-  for (std::int64_t max_rows : {1, 2, 3, 4, 5, 8, 31, 32, 33, 40}) {
+  for (std::int64_t max_rows : {1, 2, 3, 4, 5, 8, 31, 32, 33, 40, 255, 256, 257}) {
     CAPTURE(max_rows);
-    // Decode (up to kBatchRows rows) takes every hidden unit at once.
-    const std::int64_t need_decode = std::min(max_rows, attn::kBatchRows) * a.ffn_hidden();
-    CHECK(attn::ffn_buffer_floats(a, attn::kFfnBlock, max_rows) >= need_decode);
-    CHECK(attn::ffn_buffer_floats(a, attn::kFfnBlock, max_rows) >=
-          max_rows * attn::ffn_block_units(a, attn::kFfnBlock, max_rows));
+    // Every pass (up to kFfnRows rows) takes every hidden unit at once.
+    const std::int64_t need = std::min(max_rows, attn::kFfnRows) * a.ffn_hidden();
+    CHECK(attn::ffn_buffer_floats(a, max_rows) >= need);
   }
   const attn::RunOptions opts{2, 2, 1};
   attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 4);

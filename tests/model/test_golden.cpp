@@ -39,10 +39,9 @@ test::Diff check(const attn::SafetensorsFile& expected, const std::string& name,
   return d;
 }
 
-// ffn_block: hidden units per FFN block; a value other than the default also puts every product
-// in blocks, decode's too (ffn_whole_rows 0), to exercise the blocked path (several blocks and a
-// remainder) that only Llama-sized prefills reach by default.
-test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::kFfnBlock) {
+// ffn_rows: rows per FFN pass; a value below the default exercises several passes and a
+// remainder, which only prefills of more than kFfnRows rows reach by default.
+test::Diff run_case(const Case& c, int threads, std::int64_t ffn_rows = attn::kFfnRows) {
   // Fixtures are small: with 2 threads, make every product and attention run in parallel.
   const attn::Runtime rt = attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops);
   const auto dir = test::golden_dir() / c.name;
@@ -51,8 +50,7 @@ test::Diff run_case(const Case& c, int threads, std::int64_t ffn_block = attn::k
   const std::vector<float> x = attn::load_input(dir / "input.safetensors", args, opts, true);
   attn::Transformer m = attn::make_transformer(
       args, attn::load_weights(args, dir / "weights.safetensors"), opts.batch * opts.prefill, rt);
-  m.act.ffn_block = ffn_block;
-  if (ffn_block != attn::kFfnBlock) m.act.ffn_whole_rows = 0;
+  m.act.ffn_rows = ffn_rows;
   const attn::RunOutputs out = attn::run(m, x, opts, [](const attn::Event&) {});
   const attn::SafetensorsFile expected = attn::open_safetensors(dir / "expected.safetensors");
 
@@ -90,11 +88,11 @@ TEST_CASE("golden: every case matches the PyTorch reference, on 1 and 2 threads"
     }
 }
 
-TEST_CASE("golden: the FFN in blocks of hidden units (several, with a remainder) matches too") {
+TEST_CASE("golden: the FFN in passes of 3 rows (several, with a remainder) matches too") {
   for (const Case& c : cases()) {
     CAPTURE(c.name);
-    const test::Diff d = run_case(c, 2, 20);
-    MESSAGE("golden " << c.name << " ffn_block 20: worst " << d.worst_ratio << " of tolerance");
+    const test::Diff d = run_case(c, 2, 3);
+    MESSAGE("golden " << c.name << " ffn_rows 3: worst " << d.worst_ratio << " of tolerance");
   }
 }
 

@@ -112,13 +112,12 @@ struct TokenRun {
 // The prefill of the prompt (last positions' logits: the path that packs rows), then `steps`
 // decodes of the greedy ids, with `recorder` observing (null: none).
 TokenRun run_tokens(const TokenCase& c, std::int64_t steps, Recorder* recorder, int threads,
-                    std::int64_t ffn_block = attn::kFfnBlock) {
+                    std::int64_t ffn_rows = attn::kFfnRows) {
   const std::int64_t B = c.batch, T = c.prompt, V = c.args.vocab_size;
   attn::Transformer m =
       attn::make_transformer(c.args, attn::load_weights(c.args, c.weights, {}, {true, true}), B * T,
                              attn::make_runtime(threads, threads > 1 ? 0 : attn::kParallelFlops));
-  m.act.ffn_block = ffn_block;
-  if (ffn_block != attn::kFfnBlock) m.act.ffn_whole_rows = 0;
+  m.act.ffn_rows = ffn_rows;
   if (recorder) attn::observe(m, &recorder->observer);
   TokenRun r;
   r.logits.resize(std::size_t((steps + 1) * B * V));
@@ -145,12 +144,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // outputs, [B, P, dim] then each step's [B, 1, dim].
 std::vector<float> run_hidden(const attn::ModelArgs& a, const attn::RunOptions& o,
                               const std::vector<float>& x, Recorder* recorder,
-                              std::int64_t ffn_block = attn::kFfnBlock) {
+                              std::int64_t ffn_rows = attn::kFfnRows) {
   const std::int64_t B = o.batch, P = o.prefill, T = o.prefill + o.steps, dim = a.dim;
   attn::Transformer m =
       attn::make_transformer(a, attn::seeded_weights(a, 3), B * P, attn::make_runtime(2, 0));
-  m.act.ffn_block = ffn_block;
-  if (ffn_block != attn::kFfnBlock) m.act.ffn_whole_rows = 0;
+  m.act.ffn_rows = ffn_rows;
   if (recorder) attn::observe(m, &recorder->observer);
   std::vector<float> out(std::size_t(B * T * dim)), in(std::size_t(B * P * dim));
   for (std::int64_t b = 0; b < B; ++b)
@@ -302,16 +300,16 @@ TEST_CASE("observer: every site of a prefill and 3 decode steps matches the PyTo
       CHECK(norm.got.size() == std::size_t(1 + steps));
       CHECK(norm.got.count("prefill.final_norm") == 1);
     }
-    // FFN blocks of 20 hidden units (several and a remainder): mlp_out summed over blocks.
-    for (const auto& [threads_, ffn_block_] :
-         {std::pair{1, attn::kFfnBlock}, std::pair{2, std::int64_t(20)}}) {
+    // FFN passes of 3 rows (several and a remainder): mlp_out gathered over the passes.
+    for (const auto& [threads_, ffn_rows_] :
+         {std::pair{1, attn::kFfnRows}, std::pair{2, std::int64_t(3)}}) {
       const int threads = threads_;  // clang 14 lambdas (doctest INFO) cannot capture a binding
-      const std::int64_t ffn_block = ffn_block_;
+      const std::int64_t ffn_rows = ffn_rows_;
       CAPTURE(name);
       CAPTURE(threads);
-      CAPTURE(ffn_block);
+      CAPTURE(ffn_rows);
       Recorder rec(tc.args.n_layers);
-      const TokenRun observed = run_tokens(tc, steps, &rec, threads, ffn_block);
+      const TokenRun observed = run_tokens(tc, steps, &rec, threads, ffn_rows);
       CHECK(rec.got.size() == expected.header.tensors.size());
       double worst = 0;
       for (const auto& [tensor, info] : expected.header.tensors) {

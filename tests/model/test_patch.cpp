@@ -29,16 +29,15 @@ struct Run {
 };
 
 // Prefill of P then kSteps decode steps of x drawn from seed 7, on weights drawn from seed 3
-// (ffn_block: hidden units per FFN block), with `setup` adding keeps and patches to each
+// (ffn_rows: rows per FFN pass), with `setup` adding keeps and patches to each
 // call's Hooks. Every site of every layer is kept too, after the patches.
 template <class Setup>
-Run run(const attn::ModelArgs& a, std::int64_t ffn_block, Setup setup) {
+Run run(const attn::ModelArgs& a, std::int64_t ffn_rows, Setup setup) {
   const attn::RunOptions o{B, P, kSteps};
   const std::vector<float> x = attn::seeded_input(a, o, 7);
   attn::Transformer m =
       attn::make_transformer(a, attn::seeded_weights(a, 3), B * P, attn::make_runtime(2, 0));
-  m.act.ffn_block = ffn_block;
-  m.act.ffn_whole_rows = 0;
+  m.act.ffn_rows = ffn_rows;
   Run r;
   const std::int64_t dim = a.dim, T = P + kSteps;
   r.out.resize(std::size_t(B * T * dim));
@@ -81,11 +80,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("patch: an identity edit at any site gives the unpatched outputs") {
   for (attn::Block block : {attn::Block::llama, attn::Block::encoder, attn::Block::attention})
-    for (std::int64_t ffn_block : {attn::kFfnBlock, std::int64_t(10)}) {
+    for (std::int64_t ffn_rows : {attn::kFfnRows, std::int64_t(3)}) {
       CAPTURE(attn::block_name(block));
-      CAPTURE(ffn_block);
+      CAPTURE(ffn_rows);
       const attn::ModelArgs a = test::small_llama_args(block);
-      const Run plain = run(a, ffn_block, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
+      const Run plain = run(a, ffn_rows, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
       for (std::size_t s = 0; s < attn::kSiteCount; ++s) {
         const attn::Site site = attn::Site(s);
         // forward(tokens) only (test_hooks.py), or read only (test_hook_points.py)
@@ -97,7 +96,7 @@ TEST_CASE("patch: an identity edit at any site gives the unpatched outputs") {
         std::int64_t edits = 0;
         std::vector<float> probs(std::size_t(B * a.n_heads * P * (P + kSteps)));
         const Run patched =
-            run(a, ffn_block, [&](attn::Hooks& h, const attn::HookCall&, std::int64_t) {
+            run(a, ffn_rows, [&](attn::Hooks& h, const attn::HookCall&, std::int64_t) {
               for (std::int64_t l = 0; l < a.n_layers; ++l)
                 h.patch(
                     {site, l},
@@ -136,7 +135,7 @@ TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
     };
   };
   SUBCASE("resid_post zeroed: the next block's input is zero") {
-    const Run r = run(a, attn::kFfnBlock, patch_all(attn::Site::resid_post, zero));
+    const Run r = run(a, attn::kFfnRows, patch_all(attn::Site::resid_post, zero));
     for (float v : r.kept.at("prefill.blocks.1.hook_resid_pre")) CHECK(v == 0.0f);
     for (float v : r.kept.at("decode.2.blocks.0.hook_resid_post")) CHECK(v == 0.0f);
   }
@@ -154,9 +153,9 @@ TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
   }
   SUBCASE("k replaced in prefill: the cache holds it, and decode steps read it") {
     const Run plain =
-        run(a, attn::kFfnBlock, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
+        run(a, attn::kFfnRows, [](attn::Hooks&, const attn::HookCall&, std::int64_t) {});
     const Run r =
-        run(a, attn::kFfnBlock, [&](attn::Hooks& h, const attn::HookCall&, std::int64_t call) {
+        run(a, attn::kFfnRows, [&](attn::Hooks& h, const attn::HookCall&, std::int64_t call) {
           if (call == 0)
             h.patch({attn::Site::k, 0}, [](const attn::Observation& o) {
               std::int64_t n = 1;
@@ -179,7 +178,7 @@ TEST_CASE("patch: what the rest of the pass reads is the edited tensor") {
   SUBCASE("attn_probs one-hot on key 0: every head's output is its KV head's first value") {
     std::vector<float> probs(std::size_t(B * a.n_heads * P * (P + kSteps)));
     const Run r =
-        run(a, attn::kFfnBlock, [&](attn::Hooks& h, const attn::HookCall& c, std::int64_t) {
+        run(a, attn::kFfnRows, [&](attn::Hooks& h, const attn::HookCall& c, std::int64_t) {
           h.patch(
               {attn::Site::attn_probs, 0},
               [c](const attn::Observation& o) {

@@ -34,21 +34,8 @@ std::int64_t sum(std::int64_t a, std::int64_t b, const char* what) {
 
 }  // namespace
 
-std::int64_t ffn_block_units(const ModelArgs& a, std::int64_t ffn_block, std::int64_t rows,
-                             std::int64_t whole_rows) {
-  return rows <= whole_rows ? a.ffn_hidden() : std::min(ffn_block, a.ffn_hidden());
-}
-
-std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t ffn_block, std::int64_t max_rows) {
-  // rows * block grows with rows on each side of the decode/prefill boundary, so the largest is
-  // at the top of one of the two ranges: min(max_rows, kBatchRows) rows of all units, or max_rows
-  // of a block.
-  const char* what = "FFN activations";
-  const std::int64_t decode_rows = std::min(max_rows, kBatchRows);
-  std::int64_t n = floats({decode_rows, ffn_block_units(a, ffn_block, decode_rows)}, what);
-  if (max_rows > kBatchRows)
-    n = std::max(n, floats({max_rows, ffn_block_units(a, ffn_block, max_rows)}, what));
-  return n;
+std::int64_t ffn_buffer_floats(const ModelArgs& a, std::int64_t max_rows) {
+  return floats({std::min(max_rows, kFfnRows), a.ffn_hidden()}, "FFN activations");
 }
 
 std::int64_t kv_cache_floats(const ModelArgs& a) {
@@ -92,15 +79,19 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   const std::int64_t q = floats({a.n_heads, hd}, what), kv = floats({a.n_kv_heads, hd}, what);
   p.xk_at = floats({max_rows, q}, what);
   p.xv_at = sum(p.xk_at, floats({max_rows, kv}, what), what);
-  p.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, kFfnBlock, max_rows);
+  p.h3_at = a.block == Block::attention ? 0 : ffn_buffer_floats(a, max_rows);
   p.work = std::max(sum(p.xv_at, floats({max_rows, kv}, what), what),
                     sum(p.h3_at, p.h3_at, "FFN activations"));
   (void)floats({rt.threads, kAttentionChunk, a.max_seq_len}, "attention scratch");  // checked
   p.scores = attention_scratch_floats(a.max_seq_len, rt.threads, a.max_batch_size, a.n_heads, hd);
-  // The widest input of a product: x, the attention output, or h1 (all of it in decode).
-  const std::int64_t k_max = std::max({a.dim, q, a.block == Block::attention ? 0 : a.ffn_hidden()});
-  floats({std::min(max_rows, kBatchRows), k_max, rt.threads, 16}, "packed rows");
-  p.pack = scratch_floats(max_rows, k_max, rt.threads, halves, blocks, *rt.kernels, rt.compute);
+  // The inputs of the products: x or the attention output for all rows, h1 for a pass's rows.
+  const auto scratch = [&](std::int64_t rows, std::int64_t k) {
+    floats({rows, k, 16}, "packed rows");
+    return scratch_floats(rows, k, rt.threads, halves, blocks, *rt.kernels, rt.compute);
+  };
+  p.pack = scratch(max_rows, std::max(a.dim, q));
+  if (a.block != Block::attention)
+    p.pack = std::max(p.pack, scratch(std::min(max_rows, kFfnRows), a.ffn_hidden()));
   // Also OLMo 2's attention and FFN outputs, normed before the residual add.
   p.partial = shard.size > 1 || a.post_norms ? floats({max_rows, a.dim}, "partial sums") : 0;
   return p;

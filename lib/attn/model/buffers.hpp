@@ -13,21 +13,13 @@
 
 namespace attn {
 
-// Prefill runs the FFN over blocks of this many hidden units, with M = all rows, so that h1, h3
-// stay at [rows, kFfnBlock] inside the buffer of attention's xq, xk, xv (for Llama-3-8B,
-// 2 x 3072 = 4096 + 2 x 1024 fill it exactly). Why this size: docs/perf/prefill-gemm.md.
-inline constexpr std::int64_t kFfnBlock = 3072;
+// The FFN runs over a call's rows in passes of at most this many, each with every hidden unit at
+// once (model.cpp, feed_forward), so that h1 and h3 stay at [kFfnRows, ffn_hidden]. Why this size:
+// docs/perf/batch-invariance.md ("FFN passes").
+inline constexpr std::int64_t kFfnRows = 256;
 
-// Hidden units per FFN block for a product of `rows` rows: decode (rows <= whole_rows: the
-// batched kernels read each weight once for all rows) takes all ffn_hidden at once, prefill goes
-// in blocks of at most ffn_block.
-std::int64_t ffn_block_units(const ModelArgs& args, std::int64_t ffn_block, std::int64_t rows,
-                             std::int64_t whole_rows = kBatchRows);
-
-// Floats h1 (and h3) must hold for any forward of 1..max_rows rows: the largest rows * block
-// over every row count.
-std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t ffn_block,
-                               std::int64_t max_rows);
+// Floats h1 (and h3) hold: [min(max_rows, kFfnRows), ffn_hidden].
+std::int64_t ffn_buffer_floats(const ModelArgs& args, std::int64_t max_rows);
 
 // Floats of each of cache_k and cache_v: [n_layers, max_batch_size, n_kv_heads, max_seq_len,
 // head_dim].

@@ -217,8 +217,10 @@ float* mlp_out_buffer(Transformer& m, std::int64_t rows) {
   return m.act.observed.data();
 }
 
-// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The hidden units go in blocks: h1 and h3 stay
-// small, every weight is read (and packed by sgemm) once, and w2 takes the block's columns.
+// h += w2(silu(w1 x) * w3 x) with x = ffn_norm(h). The rows go in passes of at most ffn_rows
+// (h1 and h3 [rows, ffn_hidden] stay that small), each pass with every hidden unit at once: each
+// output of w2 is one product over the whole hidden width, in the canonical order, so a row's
+// bits do not depend on the rows computed with it (docs/design.md, "One order per output").
 void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const float* x, float* h) {
   const ModelArgs& a = m.local;
   const std::int64_t rows = at.bsz * at.seqlen;
@@ -228,44 +230,40 @@ void feed_forward(Transformer& m, const LayerWeights& w, const At& at, const flo
   float* apart = !split && at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;
   const bool patched = at.patches(Site::mlp_out);  // apart only, added after the edit
   Activations& act = m.act;
-  const std::int64_t hidden = a.ffn_hidden(),
-                     block = ffn_block_units(a, act.ffn_block, rows, act.ffn_whole_rows);
+  const std::int64_t hidden = a.ffn_hidden();
   if (w.ffn_norm) {
     report_scale(m, at, Site::ln2_scale, x, a.norm_eps);
     rmsnorm(m.rt, act.xb.data(), x, w.ffn_norm, rows, a.dim, float(a.norm_eps));
   } else {  // OLMo 2: no norm before the FFN
     std::memcpy(act.xb.data(), x, std::size_t(rows * a.dim) * sizeof(float));
   }
-  // mlp_pre and mlp_post [rows, hidden], gathered from the blocks of hidden units.
+  // mlp_pre and mlp_post [rows, hidden], copied from each pass's h1.
   const bool units = at.wants(Site::mlp_pre) || at.wants(Site::mlp_post);
   float* pre = units ? hook_scratch(m, 2 * rows * hidden) : nullptr;
   float* post = units ? pre + rows * hidden : nullptr;
-  const auto gather = [&](float* dest, const float* block_units, std::int64_t j0, std::int64_t n) {
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(dest + r * hidden + j0, block_units + r * n, std::size_t(n) * sizeof(float));
+  const auto keep = [&](float* dest, std::int64_t r0, std::int64_t n) {
+    std::memcpy(dest + r0 * hidden, act.h1(), std::size_t(n * hidden) * sizeof(float));
   };
-  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
-    const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1.row(j0, a.dim), nullptr, n},
-                                           Projection{act.h3(), w.w3.row(j0, a.dim), nullptr, n}};
-    linear(m.rt, w13, act.xb.data(), rows, a.dim, act.pack.data());  // h1, h3: [rows, n]
-    if (units) gather(pre, act.h1(), j0, n);
+  const std::array<Projection, 2> w13 = {Projection{act.h1(), w.w1, nullptr, hidden},
+                                         Projection{act.h3(), w.w3, nullptr, hidden}};
+  for (std::int64_t r0 = 0; r0 < rows; r0 += act.ffn_rows) {
+    const std::int64_t n = std::min(act.ffn_rows, rows - r0);
+    linear(m.rt, w13, act.xb.data() + r0 * a.dim, n, a.dim, act.pack.data());  // [n, hidden]
+    if (units) keep(pre, r0, n);
     if (a.geglu)
-      geglu(m.rt, act.h1(), act.h3(), rows * n);
+      geglu(m.rt, act.h1(), act.h3(), n * hidden);
     else
-      swiglu(m.rt, act.h1(), act.h3(), rows * n);
-    if (units) gather(post, act.h1(), j0, n);
-    if (a.residual_scale != 1) scale_in_place(act.h1(), rows * n, float(a.residual_scale));
+      swiglu(m.rt, act.h1(), act.h3(), n * hidden);
+    if (units) keep(post, r0, n);
+    if (a.residual_scale != 1) scale_in_place(act.h1(), n * hidden, float(a.residual_scale));
     if (apart) {
-      const std::array<Projection, 1> w2 = {
-          Projection{apart, w.w2.columns(j0, hidden), nullptr, a.dim}};
-      linear(m.rt, w2, act.h1(), rows, n, act.pack.data(), /*accumulate=*/j0 > 0);
+      const std::array<Projection, 1> w2 = {Projection{apart + r0 * a.dim, w.w2, nullptr, a.dim}};
+      linear(m.rt, w2, act.h1(), n, hidden, act.pack.data());
       if (patched) continue;
     }
-    const std::array<Projection, 1> w2 = {
-        Projection{split ? act.partial.data() : h, w.w2.columns(j0, hidden), nullptr, a.dim}};
-    linear(m.rt, w2, act.h1(), rows, n, act.pack.data(),
-           /*accumulate=*/!split || j0 > 0);  // w2[:, j0:j0+n]
+    float* out = (split ? act.partial.data() : h) + r0 * a.dim;
+    const std::array<Projection, 1> w2 = {Projection{out, w.w2, nullptr, a.dim}};
+    linear(m.rt, w2, act.h1(), n, hidden, act.pack.data(), /*accumulate=*/!split);
   }
   if (units) {
     report(at, Site::mlp_pre, pre, {at.bsz, at.seqlen, hidden});
@@ -326,30 +324,27 @@ void check_residual(const float* h, std::int64_t rows, std::int64_t dim, std::in
                        std::to_string(i % dim) + ")");
 }
 
-// torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, over blocks of hidden units as above.
+// torch's encoder FFN: h += w2(act(w1 x + b1)) + b2, in passes of rows as above.
 void encoder_feed_forward(Transformer& m, const LayerWeights& w, const At& at, const float* x,
                           float* h) {
   const ModelArgs& a = m.args;
   const std::int64_t rows = at.bsz * at.seqlen;
   float* apart = at.wants(Site::mlp_out) ? mlp_out_buffer(m, rows) : nullptr;  // as feed_forward
   const bool patched = at.patches(Site::mlp_out);
-  const std::int64_t hidden = a.ffn_hidden(),
-                     block = ffn_block_units(a, m.act.ffn_block, rows, m.act.ffn_whole_rows);
+  const std::int64_t hidden = a.ffn_hidden();
   float* h1 = m.act.h1();
-  for (std::int64_t j0 = 0; j0 < hidden; j0 += block) {
-    const std::int64_t n = std::min(block, hidden - j0);
-    const std::array<Projection, 1> w1 = {Projection{h1, w.w1.row(j0, a.dim), w.b1 + j0, n}};
-    linear(m.rt, w1, x, rows, a.dim, m.act.pack.data());  // h1: [rows, n]
-    activate(m.rt, a.activation, h1, rows * n);
+  const std::array<Projection, 1> w1 = {Projection{h1, w.w1, w.b1, hidden}};
+  for (std::int64_t r0 = 0; r0 < rows; r0 += m.act.ffn_rows) {
+    const std::int64_t n = std::min(m.act.ffn_rows, rows - r0);
+    linear(m.rt, w1, x + r0 * a.dim, n, a.dim, m.act.pack.data());  // h1: [n, hidden]
+    activate(m.rt, a.activation, h1, n * hidden);
     if (apart) {
-      const std::array<Projection, 1> w2 = {
-          Projection{apart, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
-      linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/j0 > 0);
+      const std::array<Projection, 1> w2 = {Projection{apart + r0 * a.dim, w.w2, w.b2, a.dim}};
+      linear(m.rt, w2, h1, n, hidden, m.act.pack.data());
       if (patched) continue;
     }
-    const std::array<Projection, 1> w2 = {
-        Projection{h, w.w2.columns(j0, hidden), j0 == 0 ? w.b2 : nullptr, a.dim}};
-    linear(m.rt, w2, h1, rows, n, m.act.pack.data(), /*accumulate=*/true);
+    const std::array<Projection, 1> w2 = {Projection{h + r0 * a.dim, w.w2, w.b2, a.dim}};
+    linear(m.rt, w2, h1, n, hidden, m.act.pack.data(), /*accumulate=*/true);
   }
   if (!apart) return;
   report(at, Site::mlp_out, apart, {at.bsz, at.seqlen, a.dim});

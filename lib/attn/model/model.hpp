@@ -25,17 +25,16 @@ namespace attn {
 // allocated once from the plan.
 struct Activations {
   BufferPlan plan;
-  std::int64_t ffn_block = kFfnBlock;  // hidden units per FFN block in prefill (at most)
-  // Products of up to this many rows take every hidden unit at once (tests set 0: blocks always).
-  std::int64_t ffn_whole_rows = kBatchRows;
+  // Rows per pass of the FFN (at most kFfnRows, which sizes h1 and h3; tests set fewer).
+  std::int64_t ffn_rows = kFfnRows;
 
   std::vector<float> xb;               // [rows, dim]: the normed input of attention or FFN
   std::vector<float> work;             // xq, xk, xv or h1, h3 (BufferPlan::work)
   float* xq() { return work.data(); }  // [rows, n_heads * head_dim], then the output
   float* xk() { return work.data() + plan.xk_at; }  // [rows, n_kv_heads * head_dim]
   float* xv() { return work.data() + plan.xv_at; }  // [rows, n_kv_heads * head_dim]
-  float* h1() { return work.data(); }  // [rows, block]: w1 x, then the gate (decode: ffn_hidden)
-  float* h3() { return work.data() + plan.h3_at; }  // [rows, block]: w3 x
+  float* h1() { return work.data(); }  // [pass rows, ffn_hidden]: w1 x, then the gate
+  float* h3() { return work.data() + plan.h3_at; }  // [pass rows, ffn_hidden]: w3 x
   FloatBuffer scores;          // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // linear()'s scratch: packed x, or prefill's weight panels
   std::vector<float> partial;  // [rows, dim]: this rank's share of wo or w2, before the allreduce
