@@ -39,10 +39,13 @@
 #      how; without it, or without DIR/llama-bench, skipped with a message): ik_llama.cpp's
 #      llama-bench beside llama.cpp's on the same layer files, decode -p 0 -n N -r 2 (no depth:
 #      ik's -d is not llama.cpp's), by default and with -rtr 1 (run-time repacking), per round;
+#   9. with --before-bin FILE (an attn-cli binary built from an earlier commit): in part 3's
+#      rounds, its `bench` right after attn-cli's on the same arguments, and a table of each
+#      row's median before and after (a change's cost, measured in the same minutes);
 #   8. the whole model (bench/whole_model.sh: a drawn Llama-3.2-1B shape as GGUF Q8_0, Q4_K_M
 #      and BF16, --model-types; TTFT after a 512-token prompt, decode at B = 1 and 4, peak RSS,
 #      attn-cli against llama.cpp and, with --ik-bin, ik_llama.cpp), its table as it prints it.
-# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
+# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--before-bin FILE] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
 # Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
 # exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
@@ -59,7 +62,7 @@ usage() {
 }
 
 threads=2 prefill=512 steps=128 rounds=3 ntg="" torch=1 llama=1
-quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin="" ik_bin=""
+quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin="" ik_bin="" before_bin=""
 model=1 model_types=q8_0,q4_k_m,bf16
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -73,6 +76,10 @@ while [ $# -gt 0 ]; do
     --model-types)
       [[ ${2-} =~ ^(f32|bf16|q8_0|q4_k_m)(,(f32|bf16|q8_0|q4_k_m))*$ ]] || usage
       model_types=$2 && shift 2 && continue
+      ;;
+    --before-bin)
+      [ -x "${2-}" ] || usage
+      before_bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") && shift 2 && continue
       ;;
     --ik-bin)
       [ -n "${2-}" ] || usage
@@ -429,6 +436,10 @@ llama_part() {
     shift
     echo "== attn-cli bench --json $*" >&2
     "$cli" bench --json "$@" >"$tmp/$name.json"
+    if [ -n "$before_bin" ] && [[ $name != cli.long* ]]; then
+      echo "== before: $before_bin bench --json $*" >&2
+      "$before_bin" bench --json "$@" >"$tmp/before.${name#cli.}.json"
+    fi
   }
   # run_llama NAME MODEL NPL: llama-bench's prefill and decode rows and batched-bench's (-npl
   # NPL), into $tmp/NAME.pp.json, NAME.tg.json, NAME.bb.jsonl
@@ -500,11 +511,11 @@ llama_part() {
   "$py" - "$tmp" "$rounds" "$compute_bf16" "${OPENBLAS_CORETYPE-unset}" "$lsrc" "$c_ctx" \
     "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" \
     "${types[*]}" "${depths[*]}" "$long_rounds" "$n_stories" "$threads" \
-    "${llama_bin:-$lbin}" "$ntg" <<'EOF'
+    "${llama_bin:-$lbin}" "$ntg" "$before_bin" <<'EOF'
 import json, os, re, statistics, subprocess, sys
 
 (tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1, types, depths,
- long_rounds, n_stories, threads, llama_bin, ntg) = sys.argv[1:]
+ long_rounds, n_stories, threads, llama_bin, ntg, before_bin) = sys.argv[1:]
 rounds, compute_bf16, long_rounds = int(rounds), compute_bf16 == "1", int(long_rounds)
 types, depths, n_stories = types.split(), [int(d) for d in depths.split()], int(n_stories)
 R = range(1, rounds + 1)
@@ -711,6 +722,30 @@ if failed:
 if missing:
     print(f"llama-batched-bench rows absent from runs that did not fail (also \"failed\"): "
           f"{', '.join(missing)}")
+if before_bin:
+    kinds = types + (["bf16c"] if compute_bf16 else [])
+
+    def pair(k, get):
+        """(median before, median after) of a figure over the rounds, None where absent."""
+        b = [get(load(f"before.{k}.{r}.json")["weight_types"][0]) for r in R]
+        a = [get(cli(k, r)) for r in R]
+        return statistics.median(b), statistics.median(a)
+
+    b0 = load(f"before.{kinds[0]}.1.json")
+    print()
+    print(f"before/after, the same rounds (each attn-cli bench run right after the other): "
+          f"before {before_bin} ({b0['version']}), after {c0['version']}; medians of {rounds} "
+          f"round(s), rates (higher is faster)")
+    print("| row | before | after | after / before |")
+    print("|---|---:|---:|---:|")
+    for k in kinds:
+        figures = [("prefill (positions/s)", lambda w: w["prefill_positions_per_s"]),
+                   ("decode (steps/s)", lambda w: w["decode_steps_per_s"])]
+        for b in BATCHES if not k.startswith("q") else (1, 4, 16):
+            figures.append((f"batched B={b} (tokens/s)", lambda w, b=b: batched(w, b)))
+        for label, get in figures:
+            bv, av = pair(k, get)
+            print(f"| {NAME[k]} {label} | {bv:.2f} | {av:.2f} | {av / bv:.3f} |")
 print(f"date: {date}; compare took {took} s; load average (1, 5, 15 min) {load0} before the "
       f"rounds, {load1} after (a shared machine: other work slows either tool)")
 EOF

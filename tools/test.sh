@@ -15,13 +15,22 @@ jobs=$(nproc)
 # clang 14's ASan flags libstdc++ 12's std::stable_sort temporary buffer (operator new(nothrow)
 # freed by operator delete, which clang lowers to free) as a mismatch: a known false positive.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-alloc_dealloc_mismatch=0}
+# ccache (tools/deps.sh installs it): a machine's later runs recompile only what changed. The
+# clone's own path is not part of the key (CCACHE_BASEDIR, CCACHE_NOHASHDIR), so every clone on a
+# machine shares the cache; the sanitizers' reports then name the source files of the clone that
+# first compiled them, which hold the same text.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 build() {  # <dir> <cmake flags...>
   local dir=$1
   shift
   echo "== build $dir"
   local generator=()
   [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)  # a directory keeps the generator it has
-  cmake -S . -B "$dir" "${generator[@]}" "$@" >/dev/null
+  cmake -S . -B "$dir" "${generator[@]}" "${launcher[@]}" "$@" >/dev/null
   cmake --build "$dir" -j"$jobs" -- --quiet  # Ninja: only a failing command's output
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 }
