@@ -33,7 +33,7 @@ struct Activations {
   float* xq() { return work.data(); }  // [rows, n_heads * head_dim], then the output
   float* xk() { return work.data() + plan.xk_at; }  // [rows, n_kv_heads * head_dim]
   float* xv() { return work.data() + plan.xv_at; }  // [rows, n_kv_heads * head_dim]
-  float* h1() { return work.data(); }  // [pass rows, ffn_hidden]: w1 x, then the gate
+  float* h1() { return work.data(); }               // [pass rows, ffn_hidden]: w1 x, then the gate
   float* h3() { return work.data() + plan.h3_at; }  // [pass rows, ffn_hidden]: w3 x
   FloatBuffer scores;          // per-thread attention scores: [rt.threads, chunk, max_seq_len]
   std::vector<float> pack;     // linear()'s scratch: packed x, or prefill's weight panels
