@@ -4,8 +4,7 @@
 // blocking alone achieves; bench_batch_rows and `attn-cli bench` measure it fed from memory.
 // Built with -DATTN_BENCH=ON: build/bench/bench_batch_kernel
 // Arguments: [kernel set: avx512|avx2|generic, default the best] [--type f32|bf16|f16]
-// [--shape ROWS COLS: the weights, default 64 1024] [--ldw N: their row stride, >= COLS]
-// [--lanes: rows in lanes (batch_lanes, AVX-512) for M >= 2 instead of the set's batch] [M...]
+// [--shape ROWS COLS: the weights, default 64 1024] [--ldw N: their row stride, >= COLS] [M...]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -14,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/matrix.hpp"
@@ -43,7 +41,6 @@ std::vector<float> pack(const std::vector<float>& x, std::int64_t M, std::int64_
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
   int type = 0;
-  bool lanes = false;
   std::int64_t rows_w = 64, cols = 1024, ldw = 0;
   std::vector<std::int64_t> rows;  // x's row counts M
   for (int i = 1; i < argc; ++i) {
@@ -54,8 +51,6 @@ int main(int argc, char** argv) {
     } else if (a == "--shape" && i + 2 < argc) {  // rows cols
       rows_w = std::max<std::int64_t>(1, std::stoll(argv[++i]));
       cols = std::max<std::int64_t>(attn::kPack, std::stoll(argv[++i]));
-    } else if (a == "--lanes") {
-      lanes = true;
     } else if (a == "--ldw" && i + 1 < argc) {
       ldw = std::stoll(argv[++i]);
     } else if (attn::find_kernels(a)) {
@@ -89,18 +84,12 @@ int main(int argc, char** argv) {
   std::printf("   M   GFLOP/s  of peak\n");
   for (std::int64_t M : rows) {
     if (M < 1 || M > 32) continue;
-    std::vector<float> xp =
-        lanes ? std::vector<float>(static_cast<std::size_t>(attn::lanes_floats(M, cols)))
-              : pack(x, M, cols);
-    if (lanes) attn::pack_lanes(x.data(), M, cols, xp.data());
-    const attn::Matrix wm(wp, attn::WeightType(type));
+    const std::vector<float> xp = pack(x, M, cols);
     double best = 1e9;
     for (int rep = 0; rep < 7; ++rep) {
       t0 = cpu_now();
       for (std::int64_t i = 0; i < reps; ++i)
-        if (lanes && M > 1)
-          attn::batch_lanes(wm, ldw, xp.data(), M, cols, y.data(), rows_w, rows_w, false);
-        else if (M == 1)
+        if (M == 1)
           k->of[type].gemv(wp, ldw, x.data(), x.data(), y.data(), rows_w, cols, false);
         else
           k->of[type].batch(wp, ldw, xp.data(), x.data(), M, cols, y.data(), rows_w, rows_w, false);

@@ -1,11 +1,9 @@
-// Where the batched decode kernel hands over to the prefill GEMM: times attn::linear (own kernels
-// for M <= kBatchRows) against the prefill path on row halves (gemm_avx512 where the CPU has
-// AVX-512, else single-threaded OpenBLAS sgemm) on one Llama-3-8B layer's weight shapes, for M
-// rows, candidates interleaved, best of reps.
+// The own kernels against OpenBLAS by rows: times attn::linear (the batched kernel for M <=
+// kBatchRows, the same in tiles past it) against single-threaded OpenBLAS sgemm on each thread's
+// rows of the weights (F32 bits whatever --type: the same bytes read) on one Llama-3-8B layer's
+// weight shapes, for M rows, candidates interleaved, best of reps.
 // Built with -DATTN_BENCH=ON: build/bench/bench_batch_rows
-// Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] [--lanes-from L] M...
-// --lanes-from: batched decode on x's rows in lanes (batch_lanes.hpp) from L rows on instead of
-// the kernel set's choice (33: never), to compare it with the dot-product kernels in one run.
+// Arguments: threads [--type f32|bf16|f16] [--compute f32|bf16] M...
 // With 1 thread the times are
 // the thread's CPU time, which a machine shared with other jobs inflates far less than wall time
 // (time slices taken by others).
@@ -18,7 +16,6 @@
 #include <vector>
 
 #include "attn/kernels/detail/blas.hpp"
-#include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/matmul.hpp"
 
 namespace {
@@ -48,7 +45,6 @@ int main(int argc, char** argv) {
   const int threads = std::atoi(argv[1]);
   attn::WeightType type = attn::WeightType::f32;
   attn::Compute compute = attn::Compute::f32;
-  std::int64_t lanes_from = 0;  // 0: the set's own
   int first = 2;
   for (; first + 1 < argc && argv[first][0] == '-'; first += 2) {
     const std::string flag = argv[first], value = argv[first + 1];
@@ -56,19 +52,13 @@ int main(int argc, char** argv) {
       type = attn::find_weight_type(value).value_or(attn::WeightType::f32);
     else if (flag == "--compute")
       compute = attn::parse_compute(value);
-    else if (flag == "--lanes-from")
-      lanes_from = std::atoi(value.c_str());
   }
   if (attn::traits(type).block > 1) {  // the batched kernels are the element types' only
     std::fprintf(stderr, "--type: %s has no batched kernel of its own (attn-cli bench runs it)\n",
                  attn::weight_type_name(type));
     return 2;
   }
-  attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
-  attn::Kernels kernels = *rt.kernels;
-  // AVX-512 only; the scratch (sized for 512 rows) holds x in lanes for any M.
-  if (lanes_from >= 2 && kernels.own_gemm) kernels.lanes_from = lanes_from;
-  rt.kernels = &kernels;
+  const attn::Runtime rt = attn::make_runtime(threads, attn::kParallelFlops, "", compute);
   g_cpu_time = threads == 1;
   // The weights in `type`, stored over the start of the same floats (no type is wider).
   std::vector<std::vector<float>> w;
@@ -78,17 +68,13 @@ int main(int argc, char** argv) {
   }
   const std::int64_t maxM = 512;
   std::vector<float> x(std::size_t(maxM * 14336), 0.5f), y(std::size_t(maxM * 14336));
-  std::vector<float> pack(
-      std::size_t(attn::scratch_floats(maxM, 14336, threads, true, false, *rt.kernels, compute)));
-  const bool gemm = rt.kernels->own_gemm;
-  std::vector<float> panels(std::size_t(threads * attn::gemm_panel_floats()));
-  std::vector<float> xg(std::size_t(gemm ? attn::gemm_rows_floats(maxM, 14336) : 0));  // packed x
-  std::printf(
-      "isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s, lanes "
-      "from %lld rows\n",
-      rt.kernels->name, attn::blas_core().c_str(), threads, g_cpu_time ? "thread CPU" : "wall",
-      attn::weight_type_name(type), attn::compute_name(compute), (long long)kernels.lanes_from);
-  std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", gemm ? "gemm ms" : "sgemm ms", "kernel/B1");
+  std::vector<float> pack(std::size_t(attn::scratch_floats(maxM, 14336, threads, compute)));
+  attn::blas::api();  // opened before the first pass, which would otherwise time it
+  std::printf("isa %s, OpenBLAS core %s, %d threads, %s time, %s weights, compute %s\n",
+              rt.kernels->name, attn::blas_core().c_str(), threads,
+              g_cpu_time ? "thread CPU" : "wall", attn::weight_type_name(type),
+              attn::compute_name(compute));
+  std::printf("%4s %12s %12s %10s\n", "M", "kernel ms", "sgemm ms", "kernel/B1");
   double b1 = 0;
   for (int a = first; a < argc; ++a) {
     const std::int64_t M = std::atoi(argv[a]);
@@ -102,20 +88,14 @@ int main(int argc, char** argv) {
             const attn::Projection p{y.data(), attn::Matrix(w[i].data(), type), nullptr, s.n};
             attn::linear(rt, {&p, 1}, x.data(), M, s.k, pack.data());
           } else {
-            if (gemm) attn::pack_gemm_rows(x.data(), M, s.k, xg.data());  // as linear() does
 #pragma omp parallel num_threads(threads)
             {
               const int t = omp_get_thread_num(), nt = omp_get_num_threads();
               const std::int64_t n0 = s.n * t / nt, n1 = s.n * (t + 1) / nt;
-              if (gemm)
-                attn::gemm_avx512(attn::Matrix(w[i].data(), type).at(n0 * s.k), s.k, xg.data(), M,
-                                  s.k, y.data() + n0, s.n, n1 - n0, false,
-                                  panels.data() + t * attn::gemm_panel_floats());
-              else
-                attn::blas::api().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M),
-                                        blasint(n1 - n0), blasint(s.k), 1.0f, x.data(),
-                                        blasint(s.k), w[i].data() + n0 * s.k, blasint(s.k), 0.0f,
-                                        y.data() + n0, blasint(s.n));
+              attn::blas::api().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(M),
+                                      blasint(n1 - n0), blasint(s.k), 1.0f, x.data(), blasint(s.k),
+                                      w[i].data() + n0 * s.k, blasint(s.k), 0.0f, y.data() + n0,
+                                      blasint(s.n));
             }
           }
         }

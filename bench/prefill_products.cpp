@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) w.emplace_back(std::size_t(s.n * s.k), 0.01f);
   const std::int64_t M = 512;
   std::vector<float> x(std::size_t(M * 4096), 0.5f), y(std::size_t(M * 4096));
-  std::vector<float> scratch(
-      std::size_t(attn::scratch_floats(M, 4096, rt.threads, false, false, *rt.kernels)));
+  std::vector<float> scratch(std::size_t(attn::scratch_floats(M, 4096, rt.threads)));
   double best = 1e9, best_cpu = 1e9, flop = 0;
   for (const Shape& s : kShapes) flop += 2.0 * double(M * s.n * s.k);
   for (int pass = 0; pass < 8; ++pass) {

@@ -98,8 +98,7 @@ TEST_CASE("bf16 compute: F32 and F16 weights stay exact, and the default is F32 
         got[r].assign(std::size_t(M * n), 0.0f);
         const attn::Projection proj{got[r].data(), attn::Matrix{w.data(), attn::WeightType::f32, 0},
                                     nullptr, n};
-        std::vector<float> scratch(
-            std::size_t(attn::scratch_floats(M, K, 1, false, false, *rt.kernels, rt.compute) + 1));
+        std::vector<float> scratch(std::size_t(attn::scratch_floats(M, K, 1, rt.compute) + 1));
         attn::linear(rt, {&proj, 1}, x.data(), M, K, scratch.data());
       }
       CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);

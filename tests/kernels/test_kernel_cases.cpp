@@ -1,13 +1,13 @@
 // The kernels by registry (llama.cpp's tests/test-backend-ops.cpp): one table of cases, op x
 // weight type x kernel set x shape, the shapes at and around every boundary the engine picks a
-// path or a block by (rows 1 | 2..kBatchRows | lanes from 12 | prefill past 32, GEMM tiles of 8;
-// weight rows around register blocks, 64-row blocks, 48-feature panels and 192-feature blocks;
-// columns around the vector widths, 128-column pieces and 256-column chunks; strided rows; 1 and
-// 2 threads). Weight types come from the traits table (weight_type.hpp) and element types from
-// ATTN_STORAGE_TYPES, kernel sets from supported_kernels(): a new row of either gets every case.
-// Each product is checked against one float64 reference (reference()), within the error bound of
-// F32 sums in any order, and a product over a type other than F32 gives the bits of the same
-// product over its F32 widening. Widening is checked against the traits' scalar widening.
+// path or a block by (rows 1 | 2..kBatchRows | prefill past 32 in tiles; weight rows around
+// register blocks, 16- and 64-row items, the compute-bf16 GEMM's 48-feature panels and
+// 192-feature blocks; columns around the vector widths, 128-column pieces and 256-column chunks;
+// strided rows; 1 and 2 threads). Weight types come from the traits table (weight_type.hpp) and
+// element types from ATTN_STORAGE_TYPES, kernel sets from supported_kernels(): a new row of either
+// gets every case. Each product is checked against one float64 reference (reference()), within the
+// error bound of F32 sums in any order, and a product over a type other than F32 gives the bits of
+// the same product over its F32 widening. Widening is checked against the traits' scalar widening.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,9 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
-#include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/sets.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -32,9 +30,8 @@
 namespace {
 
 enum class Op {
-  linear,  // attn::linear: gemv at 1 row, the batched kernel or lanes to 32, prefill past it
+  linear,  // attn::linear: gemv at 1 row, the batched kernel to 32, in tiles past it
   batch,   // a set's batched kernel called directly, both FMA-width blockings
-  lanes,   // batch_lanes and gemm_avx512 called directly (AVX-512), the same bits
   widen,   // a set's widening of rows to F32
   gemv,    // a set's gemv of quantized rows, against its F32 gemv on the widened rows
   bf16,    // compute bf16: BF16 weights times x rounded to BF16 (vdpbf16ps or its emulation)
@@ -46,8 +43,6 @@ const char* op_name(Op op) {
       return "linear";
     case Op::batch:
       return "batch";
-    case Op::lanes:
-      return "lanes";
     case Op::widen:
       return "widen";
     case Op::gemv:
@@ -69,12 +64,6 @@ struct Case {
 
 std::vector<std::string> sets() {
   return test::kernel_names();
-}
-
-bool has_set(const std::string& name) {
-  for (const std::string& s : sets())
-    if (s == name) return true;
-  return false;
 }
 
 // A strided case (ldw > K: a column block of a wider matrix) for odd n.
@@ -105,7 +94,7 @@ void add_linear_blocks(std::vector<Case>& out, const attn::WeightTypeTraits& t) 
   for (const Shape& s : prefill)
     for (std::int64_t M : {33, 40, 64})
       for (const std::string& set : sets())
-        for (int threads : {1, 2, 16})  // 16 on 2 cores: x's rows cut too (prefill_items.hpp)
+        for (int threads : {1, 2, 16})  // 16 on 2 cores: more threads than items
           if (threads == 1 || (threads == 2 && M != 40) || (M == 64 && s.n >= 193))
             out.push_back({Op::linear, t.type, set, M, s.n, s.K, s.K + (s.n % 2 ? B : 0), threads,
                            (M + s.n) % 2 == 1, (M + s.n) % 2 == 1});
@@ -125,7 +114,8 @@ void add_linear(std::vector<Case>& out) {
   for (std::int64_t n : {1, 3, 4, 5, 8, 9, 19})
     for (std::int64_t K : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100})
       gemv.push_back({n, K});
-  // Prefill: 8-row tiles and remainders, 48-feature panels, 192-feature blocks, 256 chunks.
+  // Prefill: x's rows in two tiles, even and not; weight rows around 16-row items and the
+  // removed F32 GEMM's 48-feature panels and 192-feature blocks; columns around its chunks.
   const std::int64_t prefill_rows[] = {33, 36, 39, 40, 41, 64};
   const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
   const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
@@ -151,8 +141,8 @@ void add_linear(std::vector<Case>& out) {
       for (std::int64_t n : features)
         for (std::int64_t M : prefill_rows)
           for (const std::string& set : sets())
-            for (int threads : {1, 2, 3, 16})  // the GEMM's bits do not depend on the split; 3
-              // and 16 on 2 cores (a few shapes: each case starts its threads) cut x's rows too
+            for (int threads : {1, 2, 3, 16})  // the bits do not depend on the split; 3 and 16
+              // on 2 cores (a few shapes: each case starts its threads): oversubscribed
               if (threads == 1 || (threads == 2 && (M == 33 || M == 64)) ||
                   (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400)))
                 out.push_back({Op::linear, t.type, set, M, n, K, stride_for(n, K, 3), threads,
@@ -178,32 +168,6 @@ void add_batch(std::vector<Case>& out) {
           for (const std::string& set : sets())
             out.push_back({Op::batch, t.type, set, M, n, K, K + 3});
   }
-}
-
-void add_lanes(std::vector<Case>& out) {
-  if (!has_set("avx512")) return;
-  const std::int64_t rows[] = {1, 2, 11, 12, 15, 16, 17, 18, 31, 32};
-  const std::int64_t features[] = {1, 3, 4, 5, 8, 13, 14, 15, 27, 28, 29, 36, 41, 64};
-  const std::int64_t columns[] = {1, 15, 16, 17, 127, 128, 129, 255, 256, 257, 600};
-  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
-    for (std::int64_t K : columns)
-      for (std::int64_t n : features)
-        for (std::int64_t M : rows)
-          if (t.block == 1)
-            for (bool accumulate : {false, true})
-              out.push_back(
-                  {Op::lanes, t.type, "avx512", M, n, K, stride_for(n, K, 5), 1, accumulate});
-  // Quantized rows, widened a piece (128 columns: a K-quant's half block) at a time: K around
-  // the pieces and the 256-column chunks, n around the 28- and 14-row blocks.
-  for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits)
-    if (t.block > 1)
-      for (std::int64_t blocks : {1, 3, 5, 9})
-        for (std::int64_t n : {1, 5, 14, 29, 36})
-          for (std::int64_t M : {12, 16, 17, 32}) {
-            const std::int64_t K = blocks * t.block;
-            out.push_back({Op::lanes, t.type, "avx512", M, n, K, K + (n % 2 ? t.block : 0), 1,
-                           (M + n) % 2 == 1});
-          }
 }
 
 void add_widen(std::vector<Case>& out) {
@@ -273,7 +237,6 @@ const std::vector<Case>& registry() {
     std::vector<Case> c;
     add_linear(c);
     add_batch(c);
-    add_lanes(c);
     add_widen(c);
     add_gemv(c);
     add_bf16(c);
@@ -408,9 +371,7 @@ float* scratch_of(std::int64_t floats) {
 std::vector<float> run_linear(const Case& c, const attn::Matrix& w, const Inputs& in) {
   const attn::Runtime rt = attn::make_runtime(c.threads, 0, c.set);
   std::vector<float> out = c.accumulate ? in.init : std::vector<float>(in.init.size(), -1.0f);
-  float* scratch = scratch_of(attn::scratch_floats(c.M, c.K, c.threads, /*halves=*/true,
-                                                   /*blocks=*/true, *rt.kernels, rt.compute) +
-                              1);
+  float* scratch = scratch_of(attn::scratch_floats(c.M, c.K, c.threads, rt.compute) + 1);
   const attn::Projection p{out.data(), w, c.bias ? in.bias.data() : nullptr, c.n};
   attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch, c.accumulate);
   return out;
@@ -555,27 +516,6 @@ void check_batch(const Case& c) {
   CHECK(same_bits(out[0], out[1]));  // the bits do not depend on the blocking
 }
 
-// batch_lanes keeps the prefill GEMM's summation order: the same bits on the same rows.
-void check_lanes(const Case& c) {
-  const Weights w(c.type, c.n, c.ldw, 16, 1 / std::sqrt(double(c.K)));
-  const Inputs in = inputs(c);
-  std::vector<float> xl(std::size_t(attn::lanes_floats(c.M, c.K)), -1.0f);
-  attn::pack_lanes(in.x.data(), c.M, c.K, xl.data());
-  std::vector<float> xg(std::size_t(attn::gemm_rows_floats(c.M, c.K)));
-  attn::pack_gemm_rows(in.x.data(), c.M, c.K, xg.data());
-  std::vector<float> panel(static_cast<std::size_t>(attn::gemm_panel_floats()));
-  std::vector<float> out = in.init, gemm = in.init;
-  attn::batch_lanes(w.matrix(), c.ldw, xl.data(), c.M, c.K, out.data(), c.n, c.n, c.accumulate);
-  // Quantized rows: the GEMM over them widened (its prefill runs on widened tiles).
-  const bool blocks = attn::traits(c.type).block > 1;
-  attn::gemm_avx512(blocks ? w.widened() : w.matrix(), c.ldw, xg.data(), c.M, c.K, gemm.data(), c.n,
-                    c.n, c.accumulate, panel.data());
-  const Reference r = reference(in.x, w.values, c.M, c.n, c.K, c.ldw,
-                                c.accumulate ? in.init.data() : nullptr, nullptr);
-  CHECK(failures(out, r, c.K) == 0);
-  CHECK(same_bits(out, gemm));
-}
-
 // Widening against the traits' scalar widening, bit for bit (NaN payloads included).
 void check_widen(const Case& c) {
   const Weights w(c.type, c.n, c.ldw, 7, 4.0);
@@ -614,8 +554,7 @@ void check_bf16(const Case& c) {
   rt.compute = attn::Compute::bf16;
   rt.bf16_dot = c.set == "vdpbf16ps" ? attn::bf16_dot_native() : attn::bf16_dot_emulated();
   std::vector<float> got(std::size_t(c.M * c.n), -1.0f);
-  float* scratch = scratch_of(
-      attn::scratch_floats(c.M, c.K, c.threads, true, false, *rt.kernels, rt.compute) + 1);
+  float* scratch = scratch_of(attn::scratch_floats(c.M, c.K, c.threads, rt.compute) + 1);
   const attn::Projection p{got.data(), w.matrix(), nullptr, c.n};
   attn::linear(rt, {&p, 1}, in.x.data(), c.M, c.K, scratch);
   if (c.M <= attn::kBatchRows && c.M < rt.bf16_dot->exact_below) {
@@ -644,8 +583,6 @@ void check(const Case& c) {
       return check_linear(c);
     case Op::batch:
       return check_batch(c);
-    case Op::lanes:
-      return check_lanes(c);
     case Op::widen:
       return check_widen(c);
     case Op::gemv:
@@ -696,9 +633,6 @@ TEST_CASE("kernel cases: every op has cases for every weight type and kernel set
         CAPTURE(set);
         CHECK(n > 0);
       }
-  std::int64_t lanes = 0;
-  for (const Case& c : registry()) lanes += c.op == Op::lanes;
-  CHECK((lanes > 0) == has_set("avx512"));
 }
 
 TEST_CASE(
@@ -712,14 +646,6 @@ TEST_CASE("kernel cases: linear prefill (tiles) against float64, F32's and alone
 
 TEST_CASE("kernel cases: each set's batched kernel at both FMA-width blockings, the same bits") {
   CHECK(run_cases(Op::batch) > 0);
-}
-
-TEST_CASE("kernel cases: batch_lanes against float64 and the prefill GEMM's bits") {
-  if (!has_set("avx512")) {
-    MESSAGE("no AVX-512 on this CPU: batch_lanes is not used here");
-    return;
-  }
-  CHECK(run_cases(Op::lanes) > 0);
 }
 
 TEST_CASE("kernel cases: each set widens rows as the traits' scalar widening does") {

@@ -175,8 +175,7 @@ TEST_CASE("linear: matches a double loop, with bias, accumulate, gemv and gemm p
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i) * 0.01f;
       const attn::Runtime rt = attn::make_runtime(threads, 0);
       const attn::Projection p{out.data(), w.data(), b.data(), N};
-      std::vector<float> pack(
-          std::size_t(attn::scratch_floats(M, K, threads, false, false, *rt.kernels)));
+      std::vector<float> pack(std::size_t(attn::scratch_floats(M, K, threads)));
       attn::linear(rt, {&p, 1}, x.data(), M, K, pack.data(), /*accumulate=*/true);
       for (std::int64_t m = 0; m < M; ++m)
         for (std::int64_t n = 0; n < N; ++n) {

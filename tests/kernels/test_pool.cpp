@@ -1,19 +1,14 @@
-// The Runtime's pool (kernels/pool.hpp) and how a prefill product is cut into its items
-// (kernels/detail/prefill_items.hpp): every item runs exactly once, on any slot, at 16 threads on
-// this 2-core machine; the caller finishes a job alone when no worker runs; an item's exception
-// reaches the caller; a job started inside an item or beside another runs inline; the prefill's
-// items cover every output once, inside one projection, small ones last, and many enough for 16
-// threads.
+// The Runtime's pool (kernels/pool.hpp): every item runs exactly once, on any slot, at 16 threads
+// on this 2-core machine; the caller finishes a job alone when no worker runs; an item's exception
+// reaches the caller; a job started inside an item or beside another runs inline.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
-#include "attn/kernels/detail/prefill_items.hpp"
 #include "attn/kernels/pool.hpp"
 
 namespace {
@@ -116,84 +111,4 @@ TEST_CASE("Pool: two threads calling one pool at once both finish, each item onc
     if (a[i].load() != 1 || b[i].load() != 1)
       FAIL_CHECK("item " << i << " ran " << a[i] << ", " << b[i]);
   }
-}
-
-namespace {
-
-// Cuts the projections of widths `ns` (M rows) for `threads` and checks: every (row, feature) of
-// every projection is covered exactly once, blocks stay inside their projection, no block is wider
-// than `big`, x's rows are cut on 8-row panels (kGemmMR) only when cut_rows, and the last 2 *
-// threads items (when the last projection is wide enough to hold them) are no wider than `small`.
-attn::PrefillItems check_items(const std::vector<std::int64_t>& ns, std::int64_t M, int threads,
-                               bool cut_rows) {
-  constexpr std::int64_t big = attn::kGemmNC, small = attn::kGemmSteal;
-  std::vector<attn::Projection> ps;
-  for (std::int64_t n : ns) ps.push_back({nullptr, attn::Matrix(), nullptr, n});
-  const attn::PrefillItems items(ps, M, threads, big, small, cut_rows);
-  // Counted per 8-row panel of x (a block's rows start on one and end on one or at M): what
-  // per row counted made the sanitized run slow, with the same answer.
-  constexpr std::int64_t mr = attn::kGemmMR;
-  const std::int64_t panels = (M + mr - 1) / mr;
-  std::vector<std::vector<int>> cover;
-  for (std::int64_t n : ns) cover.emplace_back(std::size_t(n * panels), 0);
-  int bad = 0;
-  const std::int64_t count = items.count();
-  for (std::int64_t i = 0; i < count; ++i) {
-    const attn::PrefillBlock b = items.at(i, ps);
-    const bool ok = b.part < ns.size() && b.n0 >= 0 && b.n0 < b.n1 && b.n1 <= ns[b.part] &&
-                    b.n1 - b.n0 <= big && b.m0 >= 0 && b.m0 < b.m1 && b.m1 <= M && b.m0 % mr == 0 &&
-                    (b.m1 % mr == 0 || b.m1 == M) && (cut_rows || (b.m0 == 0 && b.m1 == M));
-    if (!ok) {
-      if (++bad < 5)
-        FAIL_CHECK("item " << i << ": part " << b.part << " features " << b.n0 << ".." << b.n1
-                           << " rows " << b.m0 << ".." << b.m1);
-      continue;
-    }
-    for (std::int64_t m = b.m0 / mr; m < (b.m1 + mr - 1) / mr; ++m)
-      for (std::int64_t j = b.n0; j < b.n1; ++j) ++cover[b.part][std::size_t(m * ns[b.part] + j)];
-    const std::int64_t from_end = items.first[items.parts] - i / items.m_chunks;
-    if (from_end <= 2 * threads && ns.back() >= 2 * threads * small && b.part + 1 == ns.size() &&
-        b.n1 - b.n0 > small)
-      FAIL_CHECK("item " << i << ", " << from_end << " from the end, is " << b.n1 - b.n0
-                         << " wide");
-  }
-  for (std::size_t p = 0; p < ns.size(); ++p)
-    CHECK_MESSAGE(std::count(cover[p].begin(), cover[p].end(), 1) == std::int64_t(cover[p].size()),
-                  "projection " << p << " of " << ns[p] << " features, " << M << " rows, "
-                                << threads << " threads: not every output covered once");
-  return items;
-}
-
-}  // namespace
-
-TEST_CASE("PrefillItems: every output once, inside its projection, small blocks last") {
-  const std::vector<std::vector<std::int64_t>> shapes = {
-      {5},                 // narrower than a panel
-      {4096, 1024, 1024},  // wq, wk, wv of the 8B layer
-      {100, 1124, 2124},   // off the block grid
-      {1, 2, 3, 700},      // one-feature projections
-      {0, 48, 0},          // empty ones
-      {14336, 14336},      // w1, w3
-      {512},
-      {192},
-      {193},
-      {191}};
-  for (const auto& ns : shapes)
-    for (std::int64_t M : {33, 40, 64, 129, 512})
-      for (int threads : {1, 2, 3, 16})
-        for (bool cut : {false, true}) check_items(ns, M, threads, cut);
-}
-
-TEST_CASE("PrefillItems: enough items for 16 threads, and on 2 threads x's rows stay whole") {
-  // The 8B layer's q, k, v at 512 positions: 34 feature blocks, too few for 16 threads at 4 each.
-  const attn::PrefillItems sixteen = check_items({4096, 1024, 1024}, 512, 16, true);
-  CHECK(sixteen.m_chunks > 1);
-  CHECK(sixteen.count() >= 4 * 16);
-  const attn::PrefillItems two = check_items({4096, 1024, 1024}, 512, 2, true);
-  CHECK(two.m_chunks == 1);
-  // dim 512 at 64 positions: 11 panel-wide blocks (all of it is the tail at 16 threads), x's 8
-  // panels in 4 chunks of 2 (6 wanted, cut evenly): 44 items.
-  const attn::PrefillItems small = check_items({512}, 64, 16, true);
-  CHECK(small.m_chunks == 4);
-  CHECK(small.count() == 44);
 }

@@ -71,9 +71,9 @@ TEST_CASE("runtime: make_runtime picks the threads and a kernel set this CPU run
   CHECK(attn::make_runtime(2, 0).worth_parallel(1));
 }
 
-// Prefill on OpenBLAS (the avx2 and generic sets) splits each projection's rows among the
-// threads; its bits depend on where each sgemm call's rows start (3 threads once differed from 1
-// on OpenBLAS's Zen core). Shapes whose shares meet inside a block of widen_rows(K).
+// The threads split outputs only, each summed in one order (docs/design.md, "One order per
+// output"): prefill on OpenBLAS, as the avx2 and generic sets once ran it, gave 3 threads other
+// bits than 1 on OpenBLAS's Zen core.
 TEST_CASE(
     "runtime: 1, 2, 3, 4 and 16 threads give the same bits on every kernel set this CPU runs") {
   attn::ModelArgs a = small_llama();

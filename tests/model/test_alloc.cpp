@@ -17,7 +17,7 @@ TEST_CASE("forward: a decode step and a prefill allocate nothing") {
   a.n_heads = 8;
   a.attention_bias = true;
   a.max_seq_len = 32;
-  // Prefill of 2 x 5 rows runs the batched kernel; of 2 x 20, the prefill GEMM (M > kBatchRows).
+  // Prefill of 2 x 5 rows runs the batched kernel; of 2 x 20, the same in two tiles (> kBatchRows).
   for (std::int64_t P : {5, 20})
     for (int threads : {1, 2}) {
       // Every parallel path, even on this small model.
@@ -25,7 +25,7 @@ TEST_CASE("forward: a decode step and a prefill allocate nothing") {
       const attn::RunOptions opts{2, P, 3};
       const std::vector<float> x = attn::seeded_input(a, opts, 1);
       std::vector<float> out(x.size());
-      // A first model starts the thread pool and OpenBLAS's per-thread buffers: once per process.
+      // A first model starts the thread pool: once per process.
       attn::Transformer warm = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * P, rt);
       attn::forward(warm, x.data(), 2, P, 0, out.data());
       attn::Transformer m = attn::make_transformer(a, attn::seeded_weights(a, 1), 2 * P, rt);

@@ -199,9 +199,8 @@ std::uint64_t total(const std::vector<attn::MemoryPart>& parts) {
 }  // namespace
 
 // Real runs of the CLI: what each allocates beyond the smallest run (the process itself: code,
-// libraries, OpenBLAS's buffers) is at most the estimate of its parts, and the estimate is not
-// far above it. Each run is dominated by a different part. The smallest run prefills 2
-// positions: OpenBLAS is opened on first use, and the attention over 2 rows is its sgemm.
+// libraries) is at most the estimate of its parts, and the estimate is not far above it. Each run
+// is dominated by a different part. The smallest run prefills 2 positions.
 TEST_CASE("buffers: the memory estimate holds against the peak RSS of real runs") {
   const std::string cli = ATTN_CLI, dir = std::string(ATTN_SOURCE_DIR) + "/configs/";
   const Peak floor = peak_rss({cli, "run", "--prefill", "2", "--steps", "0", "-t", "1"});

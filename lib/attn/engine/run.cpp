@@ -9,7 +9,6 @@
 #include "attn/error.hpp"
 #include "attn/io/files.hpp"
 #include "attn/io/safetensors.hpp"
-#include "attn/kernels/matmul.hpp"
 #include "attn/kernels/ops.hpp"
 #include "attn/model/finite.hpp"
 #include "attn/model/kept_probabilities.hpp"
@@ -220,7 +219,6 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
   if (P > 0) {
     slice_positions(xin.data(), x, B, T, dim, 0, P);
     observer.point(&out.attn_prefill, keep_lens ? &out.lens_prefill : nullptr, 0);
-    open_blas_for(m.rt, B, P, 0, m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward_named(m, xin.data(), B, P, 0, out.prefill_output.data(), "prefill");
     out.prefill_seconds = seconds_since(t0);
@@ -235,7 +233,6 @@ RunOutputs run(Transformer& m, const std::vector<float>& x, const RunOptions& o,
     e.seconds = out.prefill_seconds;
     on_event(e);
   }
-  if (N > 0) open_blas_for(m.rt, B, 1, P, m.args.head_dim());
   for (std::int64_t i = 1; i <= N; ++i) {
     const std::int64_t start_pos = P + i - 1;
     slice_positions(xin.data(), x, B, T, dim, start_pos, 1);

@@ -4,9 +4,7 @@
 #include <cpuid.h>
 #endif
 
-#include "attn/kernels/detail/batch_lanes.hpp"
 #include "attn/kernels/detail/sets.hpp"
-#include "attn/kernels/matmul.hpp"
 
 namespace attn {
 
@@ -42,12 +40,6 @@ Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType)) {
   for (std::size_t t = kElementTypeCount; t < kWeightTypeCount; ++t)
     k.of[t].batch = batch(WeightType(t));
   return k;
-}
-
-std::int64_t lanes_from(bool) {
-  // Never: batch_lanes sums each output in one chain, not in the canonical order (vectors.hpp's
-  // kChains), so a row's bits would depend on the batch it came in.
-  return kBatchRows + 1;
 }
 
 std::vector<const Kernels*> supported_kernels() {

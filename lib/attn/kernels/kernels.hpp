@@ -57,10 +57,6 @@ struct Kernels {
   // By WeightType: every kernel of each element type (ATTN_STORAGE_TYPES, lanes.hpp) and of each
   // quantized block (ATTN_BLOCK_TYPES), whose prefill runs on widened F32 tiles.
   TypedKernels of[kWeightTypeCount];
-  bool own_gemm;  // prefill on the own AVX-512 GEMM (x86/avx512/gemm.cpp), else OpenBLAS
-  // Batched decode from this many rows on with x's rows in vector lanes (batch_lanes.cpp), past
-  // kBatchRows where the set has no such kernel.
-  std::int64_t lanes_from;
   ScoresFn scores;  // decode attention, one KV head's group
   MixFn mix;
   SoftmaxFn softmax;

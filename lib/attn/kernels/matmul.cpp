@@ -10,7 +10,6 @@
 #include "attn/kernels/attention.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/blas.hpp"
-#include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/matrix.hpp"
@@ -139,8 +138,8 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
   return M == 1 ? K : M * (K / kPack) * kPack;
 }
 
-std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool, bool,
-                            const Kernels&, Compute compute) {
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads,
+                            Compute compute) {
   // x packed (as many rows as the largest call: pack_floats grows with M from 2 rows on), then
   // the compute-bf16 GEMM's panels, then x in BF16.
   const std::int64_t rows = std::min(max_rows, kBatchRows);
@@ -217,13 +216,8 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
   rt.kernels->typed(w.type).widen(w.data, w.stride(K), rows, K, out);
 }
 
-void open_blas_for(const Runtime&, std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
-  // No product or attention runs on OpenBLAS any more (its sums depend on the rows computed
-  // together: docs/design.md, "One order per output"): nothing to open before a timed pass.
-}
-
 std::string blas_core() {
-  if (!blas::loaded()) return "not loaded";  // no product has needed it: opening it costs time
+  if (!blas::loaded()) return "not loaded";  // only the sgemm probe opens it: opening costs time
   const char* core = blas::api().get_corename();
   return core ? core : "unknown";
 }

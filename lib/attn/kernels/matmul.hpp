@@ -43,15 +43,15 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K);
 
 // Floats of scratch linear() needs for any call of up to max_rows rows of up to k_max features
 // on `threads` threads: the packed rows; with compute bf16, the BF16 GEMM's panels and x rounded
-// to BF16 besides. halves, blocks and kernels no longer change it (no weight is widened outside
-// the kernels' registers and L1 buffers).
-std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads, bool halves,
-                            bool blocks, const Kernels& kernels, Compute compute = Compute::f32);
+// to BF16 besides. The weight type and the kernel set do not change it: no weight is widened
+// outside the kernels' registers and L1 buffers.
+std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads,
+                            Compute compute = Compute::f32);
 
 // All projections share the input x [M, K]; they run in one parallel region of rt.threads, each
 // thread taking its slice of every weight matrix, so wq/wk/wv (or w1/w3) cost one barrier, not
 // three. accumulate: out += product (the residual connection), else out = product.
-// scratch: scratch_floats(M, K, rt.threads, halves, blocks, *rt.kernels, rt.compute) floats. BF16
+// scratch: scratch_floats(M, K, rt.threads, rt.compute) floats. BF16
 // weights under rt.compute bf16 run the BF16 kernels (detail/bf16_dot.hpp); the rest exactly.
 void linear(const Runtime& rt, std::span<const Projection> projections, const float* x,
             std::int64_t M, std::int64_t K, float* scratch, bool accumulate = false);
@@ -70,15 +70,12 @@ void widen_to_f32(const Runtime& rt, const Matrix& w, std::int64_t rows, std::in
                   float* out);
 
 // Which OpenBLAS kernels were loaded, e.g. "Haswell" (from openblas_get_corename); "not loaded"
-// when no product of this process has needed OpenBLAS, which is opened on first use.
+// when nothing in this process has opened OpenBLAS. No product or attention runs on it (their
+// sums would depend on the rows computed together: docs/design.md, "One order per output"); only
+// `bench`'s sgemm probe (probe.hpp) opens it.
 std::string blas_core();
 
-// Kept for its callers: no product or attention opens OpenBLAS any more, so there is nothing to
-// open before a timed pass.
-void open_blas_for(const Runtime& rt, std::int64_t batch, std::int64_t positions,
-                   std::int64_t start_pos, std::int64_t head_dim);
-
-// How the products run, for reports: e.g. "OpenMP x single-threaded OpenBLAS sgemm/sgemv".
+// How the products run, for reports: the pool's threads, the kernel set, the paths by rows.
 std::string matmul_path(const Runtime& rt);
 
 }  // namespace attn

@@ -23,7 +23,7 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
   if (compute == Compute::bf16 && !(rt.bf16_dot = bf16_dot_native()))
     throw InputError("compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have",
                      "compute");
-  if (compute == Compute::bf16 && !rt.kernels->own_gemm)
+  if (compute == Compute::bf16 && std::string_view(rt.kernels->name) != "avx512")
     throw InputError(
         std::string("compute bf16 runs with the avx512 kernels only, not ") + rt.kernels->name,
         "compute");

@@ -87,7 +87,8 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   // The inputs of the products: x or the attention output for all rows, h1 for a pass's rows.
   const auto scratch = [&](std::int64_t rows, std::int64_t k) {
     floats({rows, k, 16}, "packed rows");
-    return scratch_floats(rows, k, rt.threads, halves, blocks, *rt.kernels, rt.compute);
+    (void)halves, (void)blocks;  // no longer change the scratch (matmul.hpp)
+    return scratch_floats(rows, k, rt.threads, rt.compute);
   };
   p.pack = scratch(max_rows, std::max(a.dim, q));
   if (a.block != Block::attention)

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "attn/error.hpp"
-#include "attn/kernels/matmul.hpp"
 #include "attn/model/rng.hpp"
 
 namespace attn {
@@ -140,8 +139,6 @@ void generate(Transformer& m, Generation& g, std::span<const std::int32_t> promp
     throw InputError("generate: no prompt and no saved logits to continue from");
   g.logits.resize(std::size_t(vocab));
   if (!prompt.empty()) {
-    open_blas_for(m.rt, 1, std::int64_t(prompt.size()), std::int64_t(g.tokens.size()),
-                  m.args.head_dim());
     const auto t0 = std::chrono::steady_clock::now();
     forward(m, prompt.data(), 1, std::int64_t(prompt.size()), std::int64_t(g.tokens.size()),
             g.logits.data());

@@ -13,8 +13,6 @@
 
 #include "attn/checked_size.hpp"
 #include "attn/error.hpp"
-#include "attn/kernels/kernels.hpp"
-#include "attn/kernels/matmul.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/buffers.hpp"
 #include "attn/model/parallel.hpp"
@@ -32,9 +30,6 @@ std::uint64_t checked_product(std::initializer_list<std::int64_t> factors,
 namespace {
 
 constexpr std::int64_t kF32 = 4;
-// OpenBLAS 0.3's x86-64 sgemm blocking, at most: each thread that calls sgemm packs a block of
-// the weights (P rows by Q) and Q columns of every input row into its own buffer.
-constexpr std::int64_t kBlasP = 768, kBlasQ = 384;
 
 std::uint64_t checked_sum(std::initializer_list<std::uint64_t> terms, const std::string& what) {
   std::optional<std::uint64_t> n = 0;
@@ -107,8 +102,6 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   for (const BufferPlan::Part& p : plan.parts(r.batch, T))
     parts.push_back(
         {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});
-  if (!rt.kernels->own_gemm && r.max_rows > kBatchRows)  // prefill's products on OpenBLAS
-    add("OpenBLAS packing buffers", {rt.threads, kBlasQ, kBlasP + r.max_rows, kF32});
   if (r.attention_weights) parts.push_back({"attention weights", r.attention_weights});
   if (r.logit_lens) parts.push_back({"logit lens", r.logit_lens});
   if (r.activations) parts.push_back({"activations", r.activations});

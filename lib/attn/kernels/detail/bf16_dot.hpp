@@ -20,6 +20,16 @@ std::int64_t packed_bf16_elements(std::int64_t M, std::int64_t K);
 // Prefill's x: [M, K] rounded to BF16 row by row, rows K2 = K rounded up to 2 apart (zero past K).
 std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K);
 
+// The prefill GEMM's blocking: blocks of kGemmNC features; in each, chunks of kGemmPairsKC column
+// pairs, whose panels (kGemmPairsKC x kGemmNC pairs, 192 KB) are packed once into L2 and pass over
+// each 8 rows of x in turn (docs/perf/prefill-gemm.md).
+inline constexpr std::int64_t kGemmNC = 192;
+inline constexpr std::int64_t kGemmPairsKC = 256;
+// Floats of one thread's panel buffer: a chunk's panels, a pair of BF16 per float.
+inline constexpr std::int64_t gemm_panel_floats() {
+  return kGemmPairsKC * kGemmNC;
+}
+
 // The kernels, one table per way of computing the pair products (Runtime::bf16_dot).
 struct Bf16Dot {
   // x [M, K] into the decode kernel's packing.
@@ -30,8 +40,9 @@ struct Bf16Dot {
   // kBatchRows rows of x, packed by pack: each weight read once for all M rows.
   void (*batch)(const Bf16* w, std::int64_t ldw, const std::uint16_t* xp, std::int64_t M,
                 std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate);
-  // out[m * ldo + j] (=|+=) w[j] . xb[m] for m < M, j < n, xb from round: gemm_avx512's blocking
-  // with BF16 pairs in the panels. panel: gemm_panel_floats() floats of the calling thread.
+  // out[m * ldo + j] (=|+=) w[j] . xb[m] for m < M, j < n, xb from round: register tiles of 8
+  // rows of x by 48 features over panels of BF16 pairs (kGemmNC, kGemmPairsKC). panel:
+  // gemm_panel_floats() floats of the calling thread.
   void (*gemm)(const Bf16* w, std::int64_t ldw, const std::uint16_t* xb, std::int64_t M,
                std::int64_t K, float* out, std::int64_t ldo, std::int64_t n, bool accumulate,
                float* panel);

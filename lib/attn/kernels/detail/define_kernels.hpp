@@ -176,8 +176,6 @@ inline Kernels set_table(const char* name, const TypedKernels (&typed)[kElementT
             kW,
             kGemvLanes<kW, Bf16>,
             {},
-            Set::kGemm,
-            lanes_from(Set::kGemm),
             set_scores,
             set_mix,
             set_softmax,

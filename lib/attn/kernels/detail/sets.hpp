@@ -29,7 +29,4 @@ bool fma512_full_width();
 // k with each quantized type's batched kernel set to batch(type) (the set's <name>_blocks.cpp).
 Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType));
 
-// Kernels::lanes_from of a set with the own GEMM (AVX-512) or without.
-std::int64_t lanes_from(bool own_gemm);
-
 }  // namespace attn

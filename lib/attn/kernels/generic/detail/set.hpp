@@ -15,8 +15,7 @@ namespace attn {
 namespace {
 
 struct Set {
-  static constexpr int W = 4;           // floats per vector
-  static constexpr bool kGemm = false;  // prefill on OpenBLAS
+  static constexpr int W = 4;  // floats per vector
   // The batched kernel for M rows, K<R, C, Exact, Stepped> being define_kernels.hpp's of that
   // register blocking: each output's 8 chains take two vectors (the canonical order,
   // vectors.hpp's kChains), so with 16 vector registers 2 x 2 for every M.

@@ -8,7 +8,6 @@
 #include <cpuid.h>
 #endif
 
-#include "attn/kernels/detail/gemm.hpp"
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -206,14 +205,15 @@ ATTN_BF16 void batch_rows(const Bf16* w, std::int64_t ldw, const std::uint16_t* 
       y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + part[r * M + m];
 }
 
-// The prefill tile: kMR rows of x by kNR features, as gemm_avx512's; per pair of columns 3 panel
+// The prefill tile: kMR rows of x by kNR features (24 accumulators); per pair of columns 3 panel
 // loads, 8 broadcasts of a row's pair, 24 vdpbf16ps.
 constexpr int kMR = 8;
 constexpr int kNV = 3;
 constexpr std::int64_t kNR = 16 * kNV;
 static_assert(kGemmNC % kNR == 0);
 
-// Columns ahead of the block being packed that its rows are asked for: gemm.cpp's 48 floats.
+// Columns ahead of the block being packed that its rows are asked for: 192 bytes, as the F32
+// GEMM's 48 floats were (that GEMM is gone: docs/perf/prefill-gemm.md).
 constexpr std::int64_t kPackAhead = 96;
 
 // nr <= kNR rows of w (ldw apart), columns k0..k0 + kc, into panel [pairs, kNR]: each element

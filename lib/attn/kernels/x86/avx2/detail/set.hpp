@@ -15,7 +15,6 @@ namespace {
 
 struct Set {
   static constexpr int W = 8;
-  static constexpr bool kGemm = false;
   // The batched kernel for M rows (K: define_kernels.hpp's kernel of a blocking), by M: each
   // output's 16 chains take two ymm accumulators (the canonical order, vectors.hpp's kChains),
   // so 2 x 2 (8 accumulators, 2 x vectors, a weight vector, room for the compiler) for every M;

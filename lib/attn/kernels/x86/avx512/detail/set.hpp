@@ -1,7 +1,6 @@
 #pragma once
 // The avx512 set: AVX-512F, vectors of 16 floats, 32 registers (register blocks chosen by the
-// rows), and the own prefill GEMM (gemm.cpp) and lanes kernel (batch_lanes.cpp) beside it. Each
-// of the set's generated files (set.cpp.in) includes this first, then
+// rows). Each of the set's generated files (set.cpp.in) includes this first, then
 // detail/define_kernels.hpp, which compiles the shared templates for it.
 #if defined(__x86_64__)
 #include <cstdint>
@@ -21,7 +20,6 @@ namespace {
 
 struct Set {
   static constexpr int W = 16;
-  static constexpr bool kGemm = true;
   // The batched kernel for M rows (K: define_kernels.hpp's kernel of a blocking R x C; Exact:
   // C == M, one group; else x's rows in groups of up to C, Stepped: taking turns every kStepCols
   // columns, or each group over a whole column chunk). Where 512-bit FMAs run at full width

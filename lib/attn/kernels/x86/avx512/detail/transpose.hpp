@@ -1,7 +1,6 @@
 #pragma once
-// A 16 x 16 block of 32-bit elements transposed in registers (engine-internal): the prefill GEMMs
-// pack weight rows into panels of columns with it, F32 weights as floats, BF16 ones as pairs, and
-// x's rows are laid out column by column (rows_to_columns).
+// A 16 x 16 block of 32-bit elements transposed in registers (engine-internal): the compute-bf16
+// prefill GEMM packs weight rows into panels of columns of BF16 pairs with it (bf16_dot.cpp).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -43,26 +42,6 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
     r[i] = _mm512_maskz_shuffle_f32x4(all, t[i], t[i + 8], 0x88);
     r[i + 8] = _mm512_maskz_shuffle_f32x4(all, t[i], t[i + 8], 0xdd);
   }
-}
-
-// x's rows m0..m0+lanes-1 (lanes <= 16; rows at or past M read as zero) column by column:
-// out[k * width + i] = x[m0 + i, k] for k < K, i < lanes. The prefill GEMM's 8-row panels and
-// batched decode's rows in lanes are both this, 16 columns at a time through transpose16.
-__attribute__((target("avx512f"))) inline void rows_to_columns(const float* x, std::int64_t M,
-                                                               std::int64_t K, std::int64_t m0,
-                                                               int lanes, std::int64_t width,
-                                                               float* out) {
-  const __mmask16 live = __mmask16((1u << lanes) - 1);
-  std::int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 r[16];
-    for (int i = 0; i < 16; ++i)
-      r[i] = i < lanes && m0 + i < M ? _mm512_loadu_ps(x + (m0 + i) * K + k) : _mm512_setzero_ps();
-    transpose16(r);
-    for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(out + (k + c) * width, live, r[c]);
-  }
-  for (; k < K; ++k)
-    for (int i = 0; i < lanes; ++i) out[k * width + i] = m0 + i < M ? x[(m0 + i) * K + k] : 0.0f;
 }
 
 }  // namespace attn

@@ -1,10 +1,10 @@
 #pragma once
 // 16 weights widened to F32 lanes with AVX-512F: BF16 by a zero extension and a shift (GCC 12
 // splits __builtin_convertvector of 16 halves into two 8-lane extensions and a merge), F16 by
-// vcvtph2ps. For the set's kernels (vec.hpp's Isa<16>) and the own GEMM and lanes kernel
-// (gemm.cpp, batch_lanes.cpp). Not always_inline: ISA-neutral templates call them, and only code
-// compiled for the ISA inlines them; by reference, so no vector crosses an ABI. The masked forms
-// (maskz) avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics' undefined source.
+// vcvtph2ps. For the set's kernels (vec.hpp's Isa<16>). Not always_inline: ISA-neutral templates
+// call them, and only code compiled for the ISA inlines them; by reference, so no vector crosses
+// an ABI. The masked forms (maskz) avoid GCC 12's -Wmaybe-uninitialized on the plain intrinsics'
+// undefined source.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
