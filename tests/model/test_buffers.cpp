@@ -58,7 +58,7 @@ TEST_CASE("buffers: make_transformer allocates exactly what plan_buffers sizes")
         const attn::Runtime rt = attn::make_runtime(threads);
         const attn::Transformer m =
             attn::make_transformer(a, attn::seeded_weights(a, 3), max_rows, rt);
-        const attn::BufferPlan p = attn::plan_buffers(a, {}, max_rows, rt, false, false);
+        const attn::BufferPlan p = attn::plan_buffers(a, {}, max_rows, rt);
         CHECK(m.cache.cache_k.size() == n(p.cache));
         CHECK(m.cache.cache_v.size() == n(p.cache));
         CHECK(m.rope.cos_sin.size() == n(p.rope));
@@ -115,8 +115,8 @@ TEST_CASE("buffers: a rank's plan is its share, with the partial sums") {
   const attn::Shard shard{1, 2};
   const attn::ModelArgs local = attn::local_args(a, shard);
   const attn::Runtime rt = attn::make_runtime(1);
-  const attn::BufferPlan whole = attn::plan_buffers(a, {}, 8, rt, false, false);
-  const attn::BufferPlan p = attn::plan_buffers(local, shard, 8, rt, false, false);
+  const attn::BufferPlan whole = attn::plan_buffers(a, {}, 8, rt);
+  const attn::BufferPlan p = attn::plan_buffers(local, shard, 8, rt);
   CHECK(p.cache * 2 == whole.cache);
   CHECK(p.partial == 8 * a.dim);
   const attn::Transformer m =
@@ -141,11 +141,11 @@ TEST_CASE("buffers: sizes past 2^63 bytes are refused by name, before any alloca
   a.max_seq_len = std::int64_t(1) << 24;
   a.n_layers = std::int64_t(1) << 24;
   a.max_batch_size = std::int64_t(1) << 24;
-  CHECK_THROWS_WITH_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1), false, false),
+  CHECK_THROWS_WITH_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1)),
                        doctest::Contains("KV cache"), attn::InputError);
   a = small(attn::Block::llama);
   a.head_dim_set = std::int64_t(1) << 62;
-  CHECK_THROWS_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1), false, false),
+  CHECK_THROWS_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1)),
                   attn::InputError);
 }
 

@@ -64,7 +64,7 @@ std::uint64_t widening_part(const std::vector<WeightType>& types, std::int64_t m
   attn::RunShape r{1, max_rows, 2, max_rows, 3, false};
   r.matrices = types;
   r.isa = isa;
-  return part(attn::memory_parts(small_llama(), r), "packed rows and prefill weight blocks");
+  return part(attn::memory_parts(small_llama(), r), "packed rows");
 }
 
 }  // namespace

@@ -56,12 +56,12 @@ std::vector<BufferPlan::Part> BufferPlan::parts(std::int64_t batch, std::int64_t
       {"attention or FFN activations", work, all(work)},
       {"attention scratch (per thread)", scores,
        written_bytes(all(scores), std::uint64_t(threads), all(kAttentionChunk * positions)), true},
-      {"packed rows and prefill weight blocks", pack, all(pack)},
+      {"packed rows", pack, all(pack)},
       {"model-parallel partial sums", partial, all(partial)}};
 }
 
 BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max_rows,
-                        const Runtime& rt, bool halves, bool blocks) {
+                        const Runtime& rt) {
   BufferPlan p;
   p.max_rows = max_rows;
   p.n_layers = a.n_layers;
@@ -87,7 +87,6 @@ BufferPlan plan_buffers(const ModelArgs& a, const Shard& shard, std::int64_t max
   // The inputs of the products: x or the attention output for all rows, h1 for a pass's rows.
   const auto scratch = [&](std::int64_t rows, std::int64_t k) {
     floats({rows, k, 16}, "packed rows");
-    (void)halves, (void)blocks;  // no longer change the scratch (matmul.hpp)
     return scratch_floats(rows, k, rt.threads, rt.compute);
   };
   p.pack = scratch(max_rows, std::max(a.dim, q));

@@ -53,10 +53,9 @@ struct BufferPlan {
 };
 
 // The buffers of a model computing `local` (a rank's local_args, or the whole model) for forward
-// calls of up to max_rows rows on rt's threads and kernels. halves: some weight matrix is not
-// F32 (without the own GEMM, prefill widens them into scratch); blocks: some is quantized (each
-// thread widens tiles of its rows, matmul.hpp).
+// calls of up to max_rows rows on rt's threads and kernels (no weight type changes them: every
+// type is widened in the kernels' registers and L1 buffers, matmul.hpp).
 BufferPlan plan_buffers(const ModelArgs& local, const Shard& shard, std::int64_t max_rows,
-                        const Runtime& rt, bool halves, bool blocks);
+                        const Runtime& rt);
 
 }  // namespace attn

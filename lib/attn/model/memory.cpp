@@ -51,14 +51,6 @@ std::int64_t row_bytes(const std::vector<WeightType>& types, std::int64_t cols) 
   return n;
 }
 
-bool any_widened(const std::vector<WeightType>& types) {
-  return std::any_of(types.begin(), types.end(), [](WeightType t) { return t != WeightType::f32; });
-}
-
-bool any_blocks(const std::vector<WeightType>& types) {
-  return std::any_of(types.begin(), types.end(), [](WeightType t) { return traits(t).block > 1; });
-}
-
 // Bytes of one tensor: a matrix's rows at `types`' widest, a vector (norm, bias) at F32's.
 std::uint64_t tensor_bytes(const TensorSpec& s, const std::vector<WeightType>& types) {
   const std::string w = "weights";
@@ -98,7 +90,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   parts.push_back({"weights", weight_bytes(a, r.ends, r.matrices)});
   const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa, r.compute);
   const BufferPlan plan =
-      plan_buffers(a, shard, r.max_rows, rt, any_widened(r.matrices), any_blocks(r.matrices));
+      plan_buffers(a, shard, r.max_rows, rt);
   for (const BufferPlan::Part& p : plan.parts(r.batch, T))
     parts.push_back(
         {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});

@@ -390,7 +390,7 @@ Transformer make_transformer(const ModelArgs& whole, TransformerWeights weights,
                              std::int64_t max_rows, const Runtime& rt, const Shard& shard) {
   const ModelArgs a = local_args(whole, shard);
   // Sized before anything is allocated: a size past 2^63 bytes is refused here.
-  const BufferPlan plan = plan_buffers(a, shard, max_rows, rt, weights.halves, weights.blocks);
+  const BufferPlan plan = plan_buffers(a, shard, max_rows, rt);
   const ModelEnds ends = weights.ends;
   Transformer m{whole,
                 ends,

@@ -65,8 +65,8 @@ struct TransformerWeights {
   std::vector<std::vector<float>> owned;
   std::vector<std::vector<std::uint8_t>> owned_blocks;
   std::uint64_t bytes = 0;  // bytes of all tensors the block reads, as they are stored
-  bool halves = false;      // some matrix is not F32: prefill needs widening scratch
-  bool blocks = false;      // some matrix is quantized (ggml's blocks): products need tiles
+  bool halves = false;      // some matrix is not F32
+  bool blocks = false;      // some matrix is quantized (ggml's blocks)
 };
 
 // The tensors of layer l (the checkpoint's layer args.first_layer + l), their views going to
