@@ -48,19 +48,25 @@ __attribute__((target("avx512f"))) inline void f16_splat16(__m512& v, std::uint1
 inline constexpr __mmask16 kAll = 0xFFFF;
 inline constexpr __mmask8 kAll8 = 0xFF;
 
-// Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
-// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then,
-// interleaved, dm[2 j] = d * float(sc[j]) and dm[2 j + 1] = dmin * float(m[j]), the widening's
-// products, with d and dmin widened by one vcvtph2ps (the scalar f16_to_f32's branches cost more).
+// Q4_K's 8 scales and 8 mins unpacked at once (scale_min_k4's bits) in one 16-byte register, by
+// two pshufb, shifts and masks: half the instructions of the scalar unpacking and its moves into
+// a vector register (the gemv 2-3% faster; the unpacking, 8 rows' scales a block, still costs
+// it 12%: docs/perf/quant-types.md); then, interleaved, dm[2 j] = d * float(sc[j])
+// and dm[2 j + 1] = dmin * float(m[j]), the widening's products, with d and dmin widened by one
+// vcvtph2ps (the scalar f16_to_f32's branches cost more).
 __attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
   // q = the 12 scale bytes (and 4 of the quants after them, unused). Sub-block j < 4: sc =
   // q[j] & 63, m = q[j + 4] & 63; j >= 4: sc = q[j + 4] & 15 | (q[j - 4] >> 6) << 4, m =
   // q[j + 4] >> 4 | (q[j] >> 6) << 4. a holds each output byte's low source, h its high one.
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
-  const __m128i a = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
-  const __m128i h = _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 1, 5, 2, 6, 3, 7));
-  const __m128i low = _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0));
-  const __m128i mid = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15));
+  const __m128i a =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
+  const __m128i h =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 1, 5, 2, 6, 3, 7));
+  const __m128i low =
+      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0));
+  const __m128i mid = _mm_and_si128(
+      _mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15));
   const __m128i top = _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30));
   const __m128i scm = _mm_or_si128(_mm_or_si128(low, mid), top);  // sc0, m0, sc1, m1, ...
   std::uint32_t dmin;
@@ -73,10 +79,10 @@ __attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std:
 // Sub-block j's 16 possible weights (d1 * q - m1 for the nibble q = 0..15, the product exact,
 // rounded once as the widening rounds it), so that each weight is one vpermps of its nibble. A
 // vmulps and a vsubps, not one vfmsub: the product is exact, so the bits are the same, and on Zen
-// 4 the subtraction runs on an FP adder the gemv leaves idle, where vfmsub competes with the
-// gemv's FMAs and each vpermps for the same two pipes (and a broadcast load for the third): 4.0
-// cycles per 32 weights instead of 5.1 (docs/perf/quant-types.md). Both scalars are read as
-// embedded broadcasts ({1to16}) from dm.
+// 4 the subtraction runs on the FP adders, where a vfmsub (and the broadcast load it needs) took
+// slots from the two pipes the gemv's FMAs and vpermps share: 4.0 cycles per 32 weights of the
+// gemv's mix instead of 5.1 (docs/perf/quant-types.md). Both scalars are read as embedded
+// broadcasts ({1to16}) from dm.
 __attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
   const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   t = _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(dm[2 * j])), _mm512_set1_ps(dm[2 * j + 1]));
