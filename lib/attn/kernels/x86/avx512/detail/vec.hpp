@@ -48,33 +48,44 @@ __attribute__((target("avx512f"))) inline void f16_splat16(__m512& v, std::uint1
 inline constexpr __mmask16 kAll = 0xFFFF;
 inline constexpr __mmask8 kAll8 = 0xFF;
 
-// Q4_K's 8 scales and 8 mins unpacked at once, as ggml's AVX2 kernels do (its utmp masks): the
-// bytes of u[0..1] are sc of sub-blocks 0..7 and those of u[2..3] their m (scale_min_k4); then,
-// interleaved, dm[2 j] = d * float(sc[j]) and dm[2 j + 1] = dmin * float(m[j]), the widening's
-// products, with d and dmin widened by one vcvtph2ps (the scalar f16_to_f32's branches cost more).
+// Q4_K's 8 scales and 8 mins unpacked at once (scale_min_k4's bits) in one 16-byte register, by
+// two pshufb, shifts and masks: half the instructions of the scalar unpacking and its moves into
+// a vector register (the gemv 2-3% faster; the unpacking, 8 rows' scales a block, still costs
+// it 12%: docs/perf/quant-types.md); then, interleaved, dm[2 j] = d * float(sc[j])
+// and dm[2 j + 1] = dmin * float(m[j]), the widening's products, with d and dmin widened by one
+// vcvtph2ps (the scalar f16_to_f32's branches cost more).
 __attribute__((target("avx512f"))) inline void k4_scales16(float* dm, const std::uint8_t* b) {
-  std::uint32_t u[4], dmin;
-  std::memcpy(u, b + 4, 12);
+  // q = the 12 scale bytes (and 4 of the quants after them, unused). Sub-block j < 4: sc =
+  // q[j] & 63, m = q[j + 4] & 63; j >= 4: sc = q[j + 4] & 15 | (q[j - 4] >> 6) << 4, m =
+  // q[j + 4] >> 4 | (q[j] >> 6) << 4. a holds each output byte's low source, h its high one.
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+  const __m128i a =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
+  const __m128i h =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 1, 5, 2, 6, 3, 7));
+  const __m128i low =
+      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0));
+  const __m128i mid = _mm_and_si128(
+      _mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15));
+  const __m128i top = _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30));
+  const __m128i scm = _mm_or_si128(_mm_or_si128(low, mid), top);  // sc0, m0, sc1, m1, ...
+  std::uint32_t dmin;
   std::memcpy(&dmin, b, 4);
-  constexpr std::uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
-  const std::uint32_t m_lo = u[1] & k6;
-  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
-  u[2] = m_lo;
-  u[0] &= k6;
-  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u));
-  const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 2));
-  const __m512 sm = _mm512_maskz_cvtepi32_ps(
-      kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_unpacklo_epi8(sc, m)));        // sc0, m0, sc1, ...
+  const __m512 sm = _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepu8_epi32(kAll, scm));
   const __m512 dd = _mm512_maskz_cvtph_ps(kAll, _mm256_set1_epi32(int(dmin)));  // d, dmin, d, ...
   _mm512_store_ps(dm, _mm512_mul_ps(sm, dd));
 }
 
 // Sub-block j's 16 possible weights (d1 * q - m1 for the nibble q = 0..15, the product exact,
-// rounded once as the widening rounds it), so that each weight is one vpermps of its nibble.
+// rounded once as the widening rounds it), so that each weight is one vpermps of its nibble. A
+// vmulps and a vsubps, not one vfmsub: the product is exact, so the bits are the same, and on Zen
+// 4 the subtraction runs on the FP adders, where a vfmsub (and the broadcast load it needs) took
+// slots from the two pipes the gemv's FMAs and vpermps share: 4.0 cycles per 32 weights of the
+// gemv's mix instead of 5.1 (docs/perf/quant-types.md). Both scalars are read as embedded
+// broadcasts ({1to16}) from dm.
 __attribute__((target("avx512f"))) inline void k4_table16(__m512& t, const float* dm, int j) {
   const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  t = _mm512_fmsub_ps(_mm512_set1_ps(dm[2 * j]), q, _mm512_set1_ps(dm[2 * j + 1]));
+  t = _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(dm[2 * j])), _mm512_set1_ps(dm[2 * j + 1]));
 }
 
 // The 16 weights of the nibbles in the low 4 bits of idx's lanes (vpermps reads only those) or,
