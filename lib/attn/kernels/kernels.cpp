@@ -51,14 +51,19 @@ std::int64_t lanes_from(bool) {
 }
 
 std::vector<const Kernels*> supported_kernels() {
-  std::vector<const Kernels*> out;
+  // Probed once per process: CPUID traps to the hypervisor on a virtual machine, and a run asks
+  // more than once (issue 52, docs/perf/startup.md).
+  static const std::vector<const Kernels*> out = [] {
+    std::vector<const Kernels*> sets;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool fma_f16c = __builtin_cpu_supports("fma") && has_f16c();  // avx512's target's too
-  if (__builtin_cpu_supports("avx512f") && fma_f16c) out.push_back(&avx512_kernels());
-  if (__builtin_cpu_supports("avx2") && fma_f16c) out.push_back(&avx2_kernels());
+    __builtin_cpu_init();
+    const bool fma_f16c = __builtin_cpu_supports("fma") && has_f16c();  // avx512's target's too
+    if (__builtin_cpu_supports("avx512f") && fma_f16c) sets.push_back(&avx512_kernels());
+    if (__builtin_cpu_supports("avx2") && fma_f16c) sets.push_back(&avx2_kernels());
 #endif
-  out.push_back(&generic_kernels());
+    sets.push_back(&generic_kernels());
+    return sets;
+  }();
   return out;
 }
 
