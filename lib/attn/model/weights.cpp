@@ -2,16 +2,21 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/buffer.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/model/arch.hpp"
 #include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
@@ -504,26 +509,44 @@ constexpr std::int64_t kDrawRun = std::int64_t(1) << 16;
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx512f,avx512dq")]] void uniform_run_avx512(float* out, std::int64_t n,
-                                                            std::uint64_t key,
-                                                            std::uint64_t first, float bound) {
+[[gnu::target("avx512f,avx512dq")]] void uniform_run_avx512dq(float* out, std::int64_t n,
+                                                              std::uint64_t key,
+                                                              std::uint64_t first, float bound) {
+  uniform_run(out, n, key, first, bound);
+}
+[[gnu::target("avx512f")]] void uniform_run_avx512(float* out, std::int64_t n, std::uint64_t key,
+                                                   std::uint64_t first, float bound) {
   uniform_run(out, n, key, first, bound);
 }
 [[gnu::target("avx2")]] void uniform_run_avx2(float* out, std::int64_t n, std::uint64_t key,
                                               std::uint64_t first, float bound) {
   uniform_run(out, n, key, first, bound);
 }
+
+// The draw's function for the kernel set the CPU runs (whose probe this shares), with
+// AVX-512DQ's 64-bit products where there are (1.7 times as fast: one more CPUID pays).
+using UniformRun = void (*)(float*, std::int64_t, std::uint64_t, std::uint64_t, float);
+UniformRun uniform_run_here() {
+  const std::string_view set = best_kernels().name;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (set == "avx512")
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512DQ) ? uniform_run_avx512dq
+                                                                           : uniform_run_avx512;
+  if (set == "avx2") return uniform_run_avx2;
+  return [](float* out, std::int64_t n, std::uint64_t key, std::uint64_t first, float bound) {
+    uniform_run(out, n, key, first, bound);
+  };
+}
 #endif
 
 void draw_uniform(float* out, std::int64_t n, std::uint64_t key, std::uint64_t first,
                   float bound) {
 #if defined(__x86_64__)
-  static const int level =
-      __builtin_cpu_supports("avx512dq") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (level == 2) return uniform_run_avx512(out, n, key, first, bound);
-  if (level == 1) return uniform_run_avx2(out, n, key, first, bound);
-#endif
+  static const UniformRun run = uniform_run_here();
+  run(out, n, key, first, bound);
+#else
   uniform_run(out, n, key, first, bound);
+#endif
 }
 
 // Where row r of the spec's block starts in its stream: a rank draws its block's elements at
