@@ -186,9 +186,12 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
 
 // The whole pages of [p, p + bytes) mapped in one system call rather than a page fault each (a
 // notebook config's weights are a few hundred pages, which the load writes at once; issue 52).
-// Where the kernel has no MADV_POPULATE_WRITE (before 5.14) the faults happen as before.
+// Where the kernel has no MADV_POPULATE_WRITE (before 5.14) the faults happen as before. Not for
+// large buffers: a team of threads draws them, and each thread's first touch places its pages
+// on its own NUMA node.
 void populate_pages(void* p, std::size_t bytes) noexcept {
 #ifdef MADV_POPULATE_WRITE
+  if (bytes > (std::size_t(16) << 20)) return;
   const std::uintptr_t page = 4096, first = (std::uintptr_t(p) + page - 1) / page * page,
                        end = (std::uintptr_t(p) + bytes) / page * page;
   if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
