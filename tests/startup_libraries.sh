@@ -19,6 +19,15 @@ for elf in "$cli" "$@"; do
   if grep -Eq 'libmpi|libopenblas' <<<"$needed"; then fail "$elf needs: $needed"; fi
 done
 
+# Issue 52: built with ATTN_STATIC_RUNTIME (the ctest entry says so), attn-cli needs none of the
+# libraries linked into it; their loading and symbol binding were most of a process's start-up.
+if [ "${ATTN_STATIC_RUNTIME:-OFF}" = ON ]; then
+  needed=$(readelf -d "$cli" | grep NEEDED)
+  if grep -Eq 'libstdc\+\+|libgcc_s|libstb|libz\.' <<<"$needed"; then
+    fail "$cli (ATTN_STATIC_RUNTIME) needs: $needed"
+  fi
+fi
+
 # The libraries a command's process loaded, from the dynamic loader's own log.
 loaded() {
   LD_DEBUG=libs "$cli" "$@" 2>&1 >/dev/null | grep -Eo 'calling init: [^ ]+' | sort -u

@@ -2,6 +2,9 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>  // glibc's table of what CPUID said
+#endif
 #endif
 
 #include "attn/kernels/detail/sets.hpp"
@@ -11,10 +14,55 @@ namespace attn {
 namespace {
 
 #if defined(__x86_64__)
-// F16C (vcvtph2ps on 8 lanes), from CPUID: clang 14's __builtin_cpu_supports does not know it.
-bool has_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+// What the sets need of the CPU and of the OS (XGETBV: it saves the YMM and ZMM registers), read
+// once per process: CPUID traps to the hypervisor on a virtual machine (12 us on a Firecracker
+// guest), and libgcc's __builtin_cpu_init made about ten (issue 52, docs/perf/startup.md); nor
+// does clang 14's __builtin_cpu_supports know F16C. glibc (2.33 on) has read them all before main:
+// its table is asked where it is there, three CPUIDs elsewhere.
+struct Cpu {
+  bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
+  bool fma512_full_width = true;
+};
+
+// Zen 3 and 4 (family 25: AMD's only) split 512-bit FMAs into two halves.
+constexpr bool full_width_family(unsigned leaf1_eax) {
+  return ((leaf1_eax >> 8) & 0xf) + ((leaf1_eax >> 20) & 0xff) != 25;
+}
+
+#if __has_include(<sys/platform/x86.h>)
+Cpu probe() {
+  Cpu c;
+  const bool fma_f16c = CPU_FEATURE_ACTIVE(FMA) && CPU_FEATURE_ACTIVE(F16C);
+  c.avx2 = fma_f16c && CPU_FEATURE_ACTIVE(AVX2);
+  c.avx512 = fma_f16c && CPU_FEATURE_ACTIVE(AVX512F);
+  c.fma512_full_width =
+      full_width_family(__x86_get_cpuid_feature_leaf(CPUID_INDEX_1)->cpuid_array[0]);
+  return c;
+}
+#else
+Cpu probe() {
+  Cpu c;
+  unsigned a = 0, b = 0, cx = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &cx, &d)) return c;
+  const unsigned max_leaf = a;
+  __get_cpuid(1, &a, &b, &cx, &d);
+  c.fma512_full_width = full_width_family(a);
+  unsigned xcr0 = 0, high = 0;
+  if (cx & bit_OSXSAVE) __asm__("xgetbv" : "=a"(xcr0), "=d"(high) : "c"(0));
+  (void)high;
+  const bool ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
+  const bool fma_f16c = ymm && (cx & bit_FMA) && (cx & bit_F16C);
+  unsigned leaf7 = 0;
+  if (max_leaf >= 7) __cpuid_count(7, 0, a, leaf7, cx, d);
+  c.avx2 = fma_f16c && (leaf7 & bit_AVX2);
+  c.avx512 = fma_f16c && zmm && (leaf7 & bit_AVX512F);
+  return c;
+}
+#endif
+
+const Cpu& cpu() {
+  static const Cpu probed = probe();
+  return probed;
 }
 #endif
 
@@ -22,15 +70,7 @@ bool has_f16c() {
 
 bool fma512_full_width() {
 #if defined(__x86_64__)
-  static const bool full = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return true;
-    const bool amd = b == 0x68747541;  // "Auth" of "AuthenticAMD"
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return true;
-    const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
-    return !(amd && family == 25);
-  }();
-  return full;
+  return cpu().fma512_full_width;
 #else
   return true;
 #endif
@@ -43,14 +83,16 @@ Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType)) {
 }
 
 std::vector<const Kernels*> supported_kernels() {
-  std::vector<const Kernels*> out;
+  // Once per process: a run asks more than once.
+  static const std::vector<const Kernels*> out = [] {
+    std::vector<const Kernels*> sets;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool fma_f16c = __builtin_cpu_supports("fma") && has_f16c();  // avx512's target's too
-  if (__builtin_cpu_supports("avx512f") && fma_f16c) out.push_back(&avx512_kernels());
-  if (__builtin_cpu_supports("avx2") && fma_f16c) out.push_back(&avx2_kernels());
+    if (cpu().avx512) sets.push_back(&avx512_kernels());
+    if (cpu().avx2) sets.push_back(&avx2_kernels());
 #endif
-  out.push_back(&generic_kernels());
+    sets.push_back(&generic_kernels());
+    return sets;
+  }();
   return out;
 }
 

@@ -1,16 +1,25 @@
 #include "attn/model/weights.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#endif
+#endif
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "attn/error.hpp"
 #include "attn/io/text.hpp"
 #include "attn/kernels/buffer.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/model/arch.hpp"
 #include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
@@ -178,6 +187,23 @@ void add_encoder(const ModelArgs& a, const std::string& p, LayerWeights& w,
   s.push_back({p + "feed_forward.w2.bias", {a.dim}, &w.b2});
 }
 
+// The whole pages of [p, p + bytes) mapped in one system call rather than a page fault each (a
+// notebook config's weights are a few hundred pages, which the load writes at once; issue 52).
+// Where the kernel has no MADV_POPULATE_WRITE (before 5.14) the faults happen as before. Not for
+// large buffers: a team of threads draws them, and each thread's first touch places its pages
+// on its own NUMA node.
+void populate_pages(void* p, std::size_t bytes) noexcept {
+#ifdef MADV_POPULATE_WRITE
+  if (bytes > (std::size_t(16) << 20)) return;
+  const std::uintptr_t page = 4096, first = (std::uintptr_t(p) + page - 1) / page * page,
+                       end = (std::uintptr_t(p) + bytes) / page * page;
+  if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // A new buffer of n elements at the end of `owned` (zeros), on huge pages where the kernel gives
 // them (advise_huge_pages): asked for before the elements are first written.
 template <class T>
@@ -185,6 +211,7 @@ std::vector<T>& weight_storage(std::vector<std::vector<T>>& owned, std::size_t n
   std::vector<T>& v = owned.emplace_back();
   v.reserve(n);
   advise_huge_pages(v.data(), n * sizeof(T));
+  populate_pages(v.data(), n * sizeof(T));
   v.resize(n);
   return v;
 }
@@ -236,6 +263,20 @@ Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorS
     std::memcpy(copy.data() + r * row_bytes, whole.at(first).data, std::size_t(row_bytes));
   }
   return {copy.data(), *type};
+}
+
+// Whether n F32 values are all finite: integer operations, which the compiler vectorizes where
+// traits' float comparison stays one value at a time (it was 4% of `generate`'s start-up on
+// stories260K, issue 52); a value is not finite when its exponent bits are all set.
+bool all_finite_f32(const void* p, std::int64_t n) {
+  const auto* f = static_cast<const float*>(p);
+  std::int32_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, f + i, sizeof bits);
+    bad |= std::int32_t(bits & 0x7fffffffu) > 0x7f7fffff;
+  }
+  return !bad;
 }
 
 bool is_token_tensor(const TensorTable& t, const std::string& name) {
@@ -428,7 +469,8 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const Matrix m = s.slot.matrix ? matrix_view(t, name, s, w)
                                    : Matrix{f32_view(t, name, s, w), WeightType::f32};
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
-    check_finite(m, s.shape[0], cols, c.source(), name);
+    if (!(m.type == WeightType::f32 && !m.ld && all_finite_f32(m.data, s.shape[0] * cols)))
+      check_finite(m, s.shape[0], cols, c.source(), name);  // names the first that is not
     if (s.slot.matrix) *s.slot.matrix = m;
     if (s.slot.vector)
       *s.slot.vector =
@@ -456,12 +498,80 @@ namespace {
 // A small config's tensors are drawn quickly on one thread; a team of threads, which then
 // spin-wait for more work, would cost a notebook run more than that (docs/perf/startup.md).
 constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
+// A contiguous tensor is drawn in runs of this many values (the threads' unit of work).
+constexpr std::int64_t kDrawRun = std::int64_t(1) << 16;
 
-// f(i) for i < n, on the threads if n is large.
+// bound * uniform_pm1_keyed(key, first + i) for i < n, with the same bits in float arithmetic:
+// for the top 24 bits k, k - 2^23 and its product by 2^-23 are exact in float as k * 2^-23 - 1
+// is in double. So the loop needs no double and vectorizes (its 64-bit products are single
+// instructions with AVX-512DQ): drawing a notebook config's weights was half of its start-up
+// (issue 52, docs/perf/startup.md).
+[[gnu::always_inline]] inline void uniform_run(float* out, std::int64_t n, std::uint64_t key,
+                                               std::uint64_t first, float bound) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t bits = splitmix64(key + first + std::uint64_t(i));
+    out[i] = bound * (float(std::int32_t(bits >> 40) - (1 << 23)) * 0x1p-23f);
+  }
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx512f,avx512dq")]] void uniform_run_avx512dq(float* out, std::int64_t n,
+                                                              std::uint64_t key,
+                                                              std::uint64_t first, float bound) {
+  uniform_run(out, n, key, first, bound);
+}
+[[gnu::target("avx512f")]] void uniform_run_avx512(float* out, std::int64_t n, std::uint64_t key,
+                                                   std::uint64_t first, float bound) {
+  uniform_run(out, n, key, first, bound);
+}
+[[gnu::target("avx2")]] void uniform_run_avx2(float* out, std::int64_t n, std::uint64_t key,
+                                              std::uint64_t first, float bound) {
+  uniform_run(out, n, key, first, bound);
+}
+
+bool has_avx512dq() {
+#if __has_include(<sys/platform/x86.h>)
+  return CPU_FEATURE_ACTIVE(AVX512DQ);  // glibc's table: no CPUID
+#else
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512DQ);
+#endif
+}
+
+// The draw's function for the kernel set the CPU runs (whose probe this shares), with
+// AVX-512DQ's 64-bit products where there are (1.7 times as fast).
+using UniformRun = void (*)(float*, std::int64_t, std::uint64_t, std::uint64_t, float);
+UniformRun uniform_run_here() {
+  const std::string_view set = best_kernels().name;
+  if (set == "avx512") return has_avx512dq() ? uniform_run_avx512dq : uniform_run_avx512;
+  if (set == "avx2") return uniform_run_avx2;
+  return [](float* out, std::int64_t n, std::uint64_t key, std::uint64_t first, float bound) {
+    uniform_run(out, n, key, first, bound);
+  };
+}
+#endif
+
+void draw_uniform(float* out, std::int64_t n, std::uint64_t key, std::uint64_t first, float bound) {
+#if defined(__x86_64__)
+  static const UniformRun run = uniform_run_here();
+  run(out, n, key, first, bound);
+#else
+  uniform_run(out, n, key, first, bound);
+#endif
+}
+
+// Where row r of the spec's block starts in its stream: a rank draws its block's elements at
+// their indices in the whole tensor, a row's columns consecutive.
+std::uint64_t row_start(const TensorSpec& s, std::int64_t r, std::int64_t cols) {
+  return std::uint64_t(s.full.empty() ? r * cols : index_in_full(s, r, 0));
+}
+
+// f(k, first, n): run k of `runs`, n values starting at index `first` of the stream, on the
+// threads if the tensor is large.
 template <typename F>
-void draw(std::int64_t n, const F& f) {
-#pragma omp parallel for if (n > kParallelDraw)
-  for (std::int64_t i = 0; i < n; ++i) f(i);
+void draw_runs(std::int64_t runs, std::int64_t values, const F& f) {
+#pragma omp parallel for if (values > kParallelDraw)
+  for (std::int64_t k = 0; k < runs; ++k) f(k);
 }
 
 // f(r, row) for each of `rows` rows of `cols` values, row: the thread's buffer of cols floats.
@@ -473,6 +583,21 @@ void draw_rows(std::int64_t rows, std::int64_t cols, const F& f) {
 #pragma omp for
     for (std::int64_t r = 0; r < rows; ++r) f(r, row.data());
   }
+}
+
+// The spec's n values into t: ones for a norm's weight, zeros for its bias (as torch), else
+// uniform in [-bound, bound) from the stream `key`; in runs of kDrawRun values when the block is
+// contiguous in the whole tensor (all of it, or a vector), else a run per row.
+void draw_f32(float* t, const TensorSpec& s, std::int64_t n, std::int64_t cols, std::uint64_t key,
+              float bound) {
+  if (is_norm(s) || is_norm_bias(s)) return std::fill(t, t + n, is_norm(s) ? 1.0f : 0.0f);
+  const bool contiguous = s.full.size() < 2;
+  const std::int64_t len = contiguous ? kDrawRun : cols;
+  draw_runs((n + len - 1) / len, n, [&](std::int64_t k) {
+    const std::uint64_t first =
+        contiguous ? row_start(s, 0, cols) + std::uint64_t(k * len) : row_start(s, k, cols);
+    draw_uniform(t + k * len, std::min(len, n - k * len), key, first, bound);
+  });
 }
 
 }  // namespace
@@ -496,33 +621,26 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     // Biases take the bound of their matrix, whose in_features is the last dim of its weight.
     const std::vector<std::int64_t>& whole = s.full.empty() ? s.shape : s.full;
     const std::int64_t fan_in = whole.size() == 2 ? whole[1] : args.dim;
-    // A rank draws its block's elements at their indices in the whole tensor.
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
     const float bound = 1.0f / std::sqrt(float(fan_in));
-    const bool norm = is_norm(s), norm_bias = is_norm_bias(s);  // torch: ones and zeros
     const std::uint64_t key = stream_key(seed, ++stream);
-    const bool whole_tensor = s.full.empty();
-    auto value = [&](std::int64_t i) {
-      if (norm || norm_bias) return norm ? 1.0f : 0.0f;
-      const std::int64_t at = whole_tensor ? i : index_in_full(s, i / cols, i % cols);
-      return bound * uniform_pm1_keyed(key, std::uint64_t(at));
-    };
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
     if (type == WeightType::f32) {
       std::vector<float>& t = weight_storage(w.owned, std::size_t(n));
-      draw(n, [&](std::int64_t i) { t[std::size_t(i)] = value(i); });
+      draw_f32(t.data(), s, n, cols, key, bound);
       if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
       if (s.slot.vector) *s.slot.vector = t.data();
       w.bytes += std::uint64_t(n) * 4;
       continue;
     }
-    // Drawn in F32 a row at a time, stored in the type as PyTorch rounds to it.
+    // Drawn in F32 a row at a time, stored in the type as PyTorch rounds to it (matrices only:
+    // no norm among them).
     const std::uint64_t row_bytes = weight_bytes(type, cols, "seeded " + s.name);
     std::vector<std::uint8_t>& t =
         weight_storage(w.owned_blocks, std::size_t(row_bytes) * std::size_t(s.shape[0]));
     const RowFromF32 store = traits(type).from_f32;
     draw_rows(s.shape[0], cols, [&](std::int64_t r, float* row) {
-      for (std::int64_t j = 0; j < cols; ++j) row[j] = value(r * cols + j);
+      draw_uniform(row, cols, key, row_start(s, r, cols), bound);
       store(row, cols, t.data() + std::size_t(r) * row_bytes);
     });
     *s.slot.matrix = {t.data(), type};
