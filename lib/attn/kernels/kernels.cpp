@@ -2,8 +2,11 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#if __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>  // glibc's table of what CPUID said
+// glibc's table of what CPUID said; its header spells bool as C's _Bool, which only GCC takes in
+// C++ (clang builds ask CPUID, below).
+#if __has_include(<sys/platform/x86.h>) && !defined(__clang__)
+#define ATTN_GLIBC_CPU_TABLE 1
+#include <sys/platform/x86.h>
 #endif
 #endif
 
@@ -22,6 +25,7 @@ namespace {
 struct Cpu {
   bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
   bool fma512_full_width = true;
+  bool avx512dq = false;  // 64-bit integer products (the seeded draw's, weights.cpp)
 };
 
 // Zen 3 and 4 (family 25: AMD's only) split 512-bit FMAs into two halves.
@@ -29,7 +33,7 @@ constexpr bool full_width_family(unsigned leaf1_eax) {
   return ((leaf1_eax >> 8) & 0xf) + ((leaf1_eax >> 20) & 0xff) != 25;
 }
 
-#if __has_include(<sys/platform/x86.h>)
+#if defined(ATTN_GLIBC_CPU_TABLE)
 Cpu probe() {
   Cpu c;
   const bool fma_f16c = CPU_FEATURE_ACTIVE(FMA) && CPU_FEATURE_ACTIVE(F16C);
@@ -37,6 +41,7 @@ Cpu probe() {
   c.avx512 = fma_f16c && CPU_FEATURE_ACTIVE(AVX512F);
   c.fma512_full_width =
       full_width_family(__x86_get_cpuid_feature_leaf(CPUID_INDEX_1)->cpuid_array[0]);
+  c.avx512dq = c.avx512 && CPU_FEATURE_ACTIVE(AVX512DQ);
   return c;
 }
 #else
@@ -56,6 +61,7 @@ Cpu probe() {
   if (max_leaf >= 7) __cpuid_count(7, 0, a, leaf7, cx, d);
   c.avx2 = fma_f16c && (leaf7 & bit_AVX2);
   c.avx512 = fma_f16c && zmm && (leaf7 & bit_AVX512F);
+  c.avx512dq = c.avx512 && (leaf7 & bit_AVX512DQ);
   return c;
 }
 #endif
@@ -67,6 +73,14 @@ const Cpu& cpu() {
 #endif
 
 }  // namespace
+
+bool cpu_avx512dq() {
+#if defined(__x86_64__)
+  return cpu().avx512dq;
+#else
+  return false;
+#endif
+}
 
 bool fma512_full_width() {
 #if defined(__x86_64__)

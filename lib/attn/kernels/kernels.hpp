@@ -72,6 +72,9 @@ struct Kernels {
 // The sets this CPU runs, best first, whatever the build's -march; generic is always last.
 std::vector<const Kernels*> supported_kernels();
 const Kernels& best_kernels();
+
+// Whether the CPU (and the OS) runs AVX-512DQ, from the one probe the kernel sets are picked by.
+bool cpu_avx512dq();
 const Kernels& generic_kernels();
 // nullptr for a name that is unknown or that this CPU cannot run.
 const Kernels* find_kernels(std::string_view name);

@@ -2,12 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#if __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>
-#endif
-#endif
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -529,21 +523,12 @@ constexpr std::int64_t kDrawRun = std::int64_t(1) << 16;
   uniform_run(out, n, key, first, bound);
 }
 
-bool has_avx512dq() {
-#if __has_include(<sys/platform/x86.h>)
-  return CPU_FEATURE_ACTIVE(AVX512DQ);  // glibc's table: no CPUID
-#else
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512DQ);
-#endif
-}
-
 // The draw's function for the kernel set the CPU runs (whose probe this shares), with
 // AVX-512DQ's 64-bit products where there are (1.7 times as fast).
 using UniformRun = void (*)(float*, std::int64_t, std::uint64_t, std::uint64_t, float);
 UniformRun uniform_run_here() {
   const std::string_view set = best_kernels().name;
-  if (set == "avx512") return has_avx512dq() ? uniform_run_avx512dq : uniform_run_avx512;
+  if (set == "avx512") return cpu_avx512dq() ? uniform_run_avx512dq : uniform_run_avx512;
   if (set == "avx2") return uniform_run_avx2;
   return [](float* out, std::int64_t n, std::uint64_t key, std::uint64_t first, float bound) {
     uniform_run(out, n, key, first, bound);
