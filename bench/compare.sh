@@ -42,10 +42,11 @@
 #   9. with --before-bin FILE (an attn-cli binary built from an earlier commit): in part 3's
 #      rounds, its `bench` right after attn-cli's on the same arguments, and a table of each
 #      row's median before and after (a change's cost, measured in the same minutes);
+#   --save DIR keeps every tool's raw output (the bench JSON, llama.cpp's JSON and logs) in DIR.
 #   8. the whole model (bench/whole_model.sh: a drawn Llama-3.2-1B shape as GGUF Q8_0, Q4_K_M
 #      and BF16, --model-types; TTFT after a 512-token prompt, decode at B = 1 and 4, peak RSS,
 #      attn-cli against llama.cpp and, with --ik-bin, ik_llama.cpp), its table as it prints it.
-# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--before-bin FILE] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
+# Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--before-bin FILE] [--save DIR] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
 # Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
 # exit status). Parts 1-2 are skipped with a message when /usr/bin/python3 can't import torch.
@@ -62,7 +63,7 @@ usage() {
 }
 
 threads=2 prefill=512 steps=128 rounds=3 ntg="" torch=1 llama=1
-quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin="" ik_bin="" before_bin=""
+quant=1 long=1 long_depths=8192,32768 long_rounds=1 stories=1 busy=1 llama_bin="" ik_bin="" before_bin="" save=""
 model=1 model_types=q8_0,q4_k_m,bf16
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +77,10 @@ while [ $# -gt 0 ]; do
     --model-types)
       [[ ${2-} =~ ^(f32|bf16|q8_0|q4_k_m)(,(f32|bf16|q8_0|q4_k_m))*$ ]] || usage
       model_types=$2 && shift 2 && continue
+      ;;
+    --save)
+      [ -n "${2-}" ] || usage
+      save=$2 && shift 2 && continue
       ;;
     --before-bin)
       [ -x "${2-}" ] || usage
@@ -115,7 +120,7 @@ py=/usr/bin/python3
 cli=./build/apps/attn-cli
 start=$SECONDS
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -z "$save" ] || { mkdir -p "$save" && cp -r "$tmp"/. "$save"; }; rm -rf "$tmp"' EXIT
 
 if [ ! -x "$cli" ]; then
   echo "== building attn-cli" >&2
@@ -736,16 +741,23 @@ if before_bin:
     print(f"before/after, the same rounds (each attn-cli bench run right after the other): "
           f"before {before_bin} ({b0['version']}), after {c0['version']}; medians of {rounds} "
           f"round(s), rates (higher is faster)")
-    print("| row | before | after | after / before |")
-    print("|---|---:|---:|---:|")
+    print("The machine's own limits move between runs (its stream read by 30% within minutes): "
+          "each run's prefill is also given as its fraction of the FMA peak and its decode of the "
+          "stream, both probed in that run.")
+    print("| row | before | after | after / before | before, of its peak or stream | after |")
+    print("|---|---:|---:|---:|---:|---:|")
     for k in kinds:
-        figures = [("prefill (positions/s)", lambda w: w["prefill_positions_per_s"]),
-                   ("decode (steps/s)", lambda w: w["decode_steps_per_s"])]
+        figures = [("prefill (positions/s)", lambda w: w["prefill_positions_per_s"],
+                    lambda w: w["prefill_fraction_of_fma_peak"]),
+                   ("decode (steps/s)", lambda w: w["decode_steps_per_s"],
+                    lambda w: w["decode_fraction_of_stream"])]
         for b in BATCHES if not k.startswith("q") else (1, 4, 16):
-            figures.append((f"batched B={b} (tokens/s)", lambda w, b=b: batched(w, b)))
-        for label, get in figures:
+            figures.append((f"batched B={b} (tokens/s)", lambda w, b=b: batched(w, b), None))
+        for label, get, fraction in figures:
             bv, av = pair(k, get)
-            print(f"| {NAME[k]} {label} | {bv:.2f} | {av:.2f} | {av / bv:.3f} |")
+            bf, af = pair(k, fraction) if fraction else (None, None)
+            frac = f"{bf:.0%} | {af:.0%}" if fraction else " | "
+            print(f"| {NAME[k]} {label} | {bv:.2f} | {av:.2f} | {av / bv:.3f} | {frac} |")
 print(f"date: {date}; compare took {took} s; load average (1, 5, 15 min) {load0} before the "
       f"rounds, {load1} after (a shared machine: other work slows either tool)")
 EOF
