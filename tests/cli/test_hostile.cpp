@@ -222,8 +222,7 @@ TEST_CASE("memory: every part is listed and products past 2^64 are refused") {
   for (const auto& p : parts) names.push_back(p.name);
   for (const char* want :
        {"weights", "KV cache", "RoPE table", "activations", "attention or FFN activations",
-        "packed rows", "attention scratch (per thread)", "input",
-        "outputs", "dump (cache copies)"})
+        "packed rows", "attention scratch (per thread)", "input", "outputs", "dump (cache copies)"})
     CHECK_MESSAGE(std::find(names.begin(), names.end(), want) != names.end(), want);
   // wq, wo [4096, 4096]; wk, wv [1024, 4096]; w1, w2, w3 [14336, 4096]; two norms [4096]
   CHECK(parts[0].bytes == (2ull * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096) * 4);

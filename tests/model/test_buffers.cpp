@@ -145,8 +145,7 @@ TEST_CASE("buffers: sizes past 2^63 bytes are refused by name, before any alloca
                        doctest::Contains("KV cache"), attn::InputError);
   a = small(attn::Block::llama);
   a.head_dim_set = std::int64_t(1) << 62;
-  CHECK_THROWS_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1)),
-                  attn::InputError);
+  CHECK_THROWS_AS(attn::plan_buffers(a, {}, 8, attn::make_runtime(1)), attn::InputError);
 }
 
 // AddressSanitizer adds shadow memory and redzones to every allocation, so the resident size of

@@ -89,8 +89,7 @@ std::vector<MemoryPart> memory_parts(const ModelArgs& whole, const RunShape& r,
   };
   parts.push_back({"weights", weight_bytes(a, r.ends, r.matrices)});
   const Runtime rt = make_runtime(r.threads, kParallelFlops, r.isa, r.compute);
-  const BufferPlan plan =
-      plan_buffers(a, shard, r.max_rows, rt);
+  const BufferPlan plan = plan_buffers(a, shard, r.max_rows, rt);
   for (const BufferPlan::Part& p : plan.parts(r.batch, T))
     parts.push_back(
         {p.name, p.written, p.zeroed ? checked_product({p.floats, kF32}, p.name) - p.written : 0});

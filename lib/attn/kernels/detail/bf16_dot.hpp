@@ -56,8 +56,8 @@ struct Bf16Dot {
 const Bf16Dot* bf16_dot_native();
 // The same kernels with vdpbf16ps emulated by two FMAs (and the rounding by integer operations)
 // on AVX-512F and BW, the same sums where no subnormal occurs: for testing the kernels on CPUs
-// without AVX512-BF16 (tests/kernels/test_bf16_compute.cpp), slower than exact F32 compute. Null without
-// AVX-512BW.
+// without AVX512-BF16 (tests/kernels/test_bf16_compute.cpp), slower than exact F32 compute. Null
+// without AVX-512BW.
 const Bf16Dot* bf16_dot_emulated();
 
 }  // namespace attn

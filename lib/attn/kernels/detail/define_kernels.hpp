@@ -172,18 +172,9 @@ ATTN_SET_TARGET ATTN_FLATTEN inline float set_read_rows(const float* p, std::int
 // batched kernel, block_batch of the set's blocks file, set by with_block_batches).
 inline Kernels set_table(const char* name, const TypedKernels (&typed)[kElementTypeCount],
                          BatchFn (*blocks)(WeightType)) {
-  Kernels k{name,
-            kW,
-            kGemvLanes<kW, Bf16>,
-            {},
-            set_scores,
-            set_mix,
-            set_softmax,
-            set_exp_row,
-            set_swiglu,
-            set_fma_loop,
-            set_read_contiguous,
-            set_read_rows};
+  Kernels k{name,       kW,           kGemvLanes<kW, Bf16>, {},
+            set_scores, set_mix,      set_softmax,          set_exp_row,
+            set_swiglu, set_fma_loop, set_read_contiguous,  set_read_rows};
   std::size_t i = 0;
   for (const TypedKernels& t : typed) k.of[i++] = t;
 #define ATTN_BLOCK_ENTRY(B, ...) \
