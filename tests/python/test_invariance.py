@@ -113,26 +113,25 @@ def test_padded_rows_of_a_drawn_model_have_the_bits_alone():
         assert np.array_equal(out[b, :n], one[0]), b
 
 
+def each_sequence_alone_has_its_bits(dim, heads, kv_heads, seqlen, seed):
+    """A prefill of 2 sequences against each alone, on a drawn one-layer model."""
+    args = attn.ModelArgs(dim=dim, n_heads=heads, n_kv_heads=kv_heads, n_layers=1, block="llama",
+                          rope="interleaved", max_seq_len=seqlen + 10, max_batch_size=2)
+    m = attn.Model(args, seed=3, threads=2)
+    x = np.random.default_rng(seed).standard_normal((2, seqlen, dim)).astype(np.float32)
+    out = m.prefill(x)
+    for b in range(2):
+        m.reset()
+        assert np.array_equal(out[b], m.prefill(np.ascontiguousarray(x[b:b + 1]))[0]), b
+
+
 # The FFN once summed w2 over blocks of hidden units sized by the rows of the call: past 32 rows
 # at dim 1280 a row differed from itself alone by ~2e-7 (issue 50).
 def test_a_row_of_a_prefill_past_32_rows_at_dim_1280_has_its_bits_alone():
-    args = attn.ModelArgs(dim=1280, n_heads=20, n_kv_heads=5, n_layers=1, block="llama",
-                          rope="interleaved", max_seq_len=64, max_batch_size=2)
-    m = attn.Model(args, seed=3, threads=2)
-    x = np.random.default_rng(1).standard_normal((2, 17, args.dim)).astype(np.float32)
-    out = m.prefill(x)
-    m.reset()
-    assert np.array_equal(out[0], m.prefill(np.ascontiguousarray(x[:1]))[0])
+    each_sequence_alone_has_its_bits(1280, 20, 5, 17, seed=1)
 
 
 def test_a_row_of_a_prefill_past_the_ffn_pass_of_256_rows_has_its_bits_alone():
     # 2 x 150 rows go through the FFN in passes of 256 and 44 rows (model/buffers.hpp kFfnRows);
     # each sequence alone in one pass of 150.
-    args = attn.ModelArgs(dim=64, n_heads=4, n_kv_heads=2, n_layers=1, block="llama",
-                          rope="interleaved", max_seq_len=160, max_batch_size=2)
-    m = attn.Model(args, seed=3, threads=2)
-    x = np.random.default_rng(2).standard_normal((2, 150, args.dim)).astype(np.float32)
-    out = m.prefill(x)
-    for b in range(2):
-        m.reset()
-        assert np.array_equal(out[b], m.prefill(np.ascontiguousarray(x[b:b + 1]))[0]), b
+    each_sequence_alone_has_its_bits(64, 4, 2, 150, seed=2)
