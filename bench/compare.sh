@@ -39,13 +39,14 @@
 #      how; without it, or without DIR/llama-bench, skipped with a message): ik_llama.cpp's
 #      llama-bench beside llama.cpp's on the same layer files, decode -p 0 -n N -r 2 (no depth:
 #      ik's -d is not llama.cpp's), by default and with -rtr 1 (run-time repacking), per round;
-#   9. with --before-bin FILE (an attn-cli binary built from an earlier commit): in part 3's
-#      rounds, its `bench` right after attn-cli's on the same arguments, and a table of each
-#      row's median before and after (a change's cost, measured in the same minutes);
-#   --save DIR keeps every tool's raw output (the bench JSON, llama.cpp's JSON and logs) in DIR.
 #   8. the whole model (bench/whole_model.sh: a drawn Llama-3.2-1B shape as GGUF Q8_0, Q4_K_M
 #      and BF16, --model-types; TTFT after a 512-token prompt, decode at B = 1 and 4, peak RSS,
-#      attn-cli against llama.cpp and, with --ik-bin, ik_llama.cpp), its table as it prints it.
+#      attn-cli against llama.cpp and, with --ik-bin, ik_llama.cpp), its table as it prints it;
+#   9. with --before-bin FILE (an attn-cli binary built from an earlier commit): in part 3's
+#      rounds, its `bench` right after attn-cli's on the same arguments, and a table of each
+#      row's median before and after (a change's cost, measured in the same minutes), each run's
+#      prefill and decode also as fractions of the FMA peak and stream it probed.
+#   --save DIR keeps every tool's raw output (the bench JSON, llama.cpp's JSON and logs) in DIR.
 # Usage: bench/compare.sh [--threads T] [--prefill P] [--steps N] [--rounds R] [--ntg G] [--no-llama] [--llama-only|--no-torch] [--no-quant] [--no-long] [--long D1,D2] [--long-rounds R] [--no-stories] [--no-busy] [--llama-bin DIR] [--ik-bin DIR] [--before-bin FILE] [--save DIR] [--no-model] [--model-types T1,T2]   (defaults 2, 512, 128, 3, min(32, N), long 8192,32768 in 1 round, model q8_0,q4_k_m,bf16)
 # Progress and the tools' own logs go to stderr, the tables to stdout; parts 1-2 end with issue
 # 10's targets, each PASS or MISS against figures of this same run (a MISS does not change the
@@ -807,7 +808,7 @@ ik_part() {
     done
   done
   "$py" - "$tmp" "$rounds" "$steps" "$threads" "$(git -C "$ik_bin/../.." rev-parse --short HEAD \
-    2>/dev/null || echo '?')" "${types[@]}" <<'EOF'
+    2>/dev/null || git -C "$ik_bin/../../src" rev-parse --short HEAD 2>/dev/null || echo '?')" "${types[@]}" <<'EOF'
 import json, statistics, sys
 tmp, rounds, steps, threads, commit = sys.argv[1:6]
 types = sys.argv[6:]
