@@ -150,16 +150,19 @@ void add_linear(std::vector<Case>& out) {
   }
 }
 
-// The element types' batched kernels; and the quantized types' (quant_batch.hpp): 3 blocks, and
-// 11008 columns (43 K-quant blocks: two column chunks from 8 rows of x on, 512-column steps and
-// a half one), against the same set's F32 kernel on the widened rows too.
+// The element types' batched kernels; and the quantized types' (quant_batch.hpp): 1 block (11
+// rows: a register block of 8 or 6 and single rows after it), 3 blocks, and 11008 columns (43
+// K-quant blocks: two column chunks from 8 rows of x on, 512-column steps and a half one), M
+// around the register path's last (kRegMaxRows = 4), against the same set's F32 kernel on the
+// widened rows too.
 void add_batch(std::vector<Case>& out) {
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     if (t.block > 1) {
-      for (std::int64_t K : {3 * t.block, std::int64_t(11008)})
+      for (std::int64_t K : {t.block, 3 * t.block, std::int64_t(11008)})
         for (std::int64_t M : {2, 3, 4, 5, 8, 9, 12, 17, 32})
           for (const std::string& set : sets())
-            out.push_back({Op::batch, t.type, set, M, K > 1000 ? 13 : 64, K, K + t.block});
+            out.push_back({Op::batch, t.type, set, M, K > 1000 ? 13 : K == t.block ? 11 : 64, K,
+                           K + t.block});
       continue;
     }
     for (std::int64_t K : {257, 4500})

@@ -10,6 +10,8 @@
 // vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
@@ -54,10 +56,76 @@ template <int W, int R, int C, bool Exact, typename B>
   }
 }
 
+// The register path (M <= kRegMaxRows, quant_batch_regs): each weight widened in vector registers
+// and multiplied at once with all C rows of x, as the gemv does with one, never stored; where the
+// buffer's path widens a step, stores it and reads it back, and the widening (integer and
+// shuffle pipes) and the FMAs run in separate phases, here they overlap. For blocks whose
+// widening is lane-wise (block_chunks) or the set's own (Q4_K, Q6_K with AVX-512), one
+// accumulator per output (W = 16: kChains<16> = 16 chains in one vector).
+template <int W, typename B>
+inline constexpr bool kRegBlocks =
+    W == 16 && (Isa<W>::template kQuantRows<B> || std::is_same_v<B, quant::Q8_0>);
+inline constexpr std::int64_t kRegMaxRows = 4;
+
+// Weight rows per register block for C rows of x: R x C accumulators, x's chunks of a block or
+// sub-block (2 C) and the widening's few registers within 32 zmm.
+constexpr int reg_block_rows(int C) { return C == 2 ? 8 : C == 3 ? 6 : 4; }
+
+// R rows of blocks B (row_bytes apart) against C = M rows of packed x over k0..k1 (whole
+// blocks): their chains acc [R, M, kChains] +=, in k order, so the bits of block_rows_block's.
+template <int W, int R, int C, typename B>
+[[gnu::always_inline]] inline void block_rows_regs(const std::uint8_t* w, std::int64_t row_bytes,
+                                                   const float* xp, std::int64_t M,
+                                                   std::int64_t k0, std::int64_t k1, float* acc) {
+  using V = typename Vec<W>::type;
+  constexpr int N = kChains<W>;
+  static_assert(N == W && R <= kMaxBlockRows);
+  V a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * N);
+  const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
+  for (std::int64_t k = k0; k < k1; k += B::kBlock) {
+    const std::int64_t at = k / B::kBlock * B::kBytes;
+    const std::int64_t ahead = stream.ahead<std::uint8_t>(at, row_bytes);
+    for (int r = 0; r < R; ++r)
+      for (std::int64_t j = 0; j < B::kBytes; j += 64) prefetch_at(w + r * row_bytes + at + j, ahead);
+    const float* xk = xp + k * M;  // x packed from column k on
+    if constexpr (Isa<W>::template kQuantRows<B>) {
+      Isa<W>::template quant_rows_x<R, C>(B{}, a, w + at, row_bytes, xk, M);
+    } else {
+      constexpr int J = B::kBlock / W;  // x's chunks of a block
+      V x[J][C];
+      for (int j = 0; j < J; ++j)
+        for (int c = 0; c < C; ++c) {
+          load<W>(x[j][c], xk + (j * M + c) * kPack);
+          pin(x[j][c]);
+        }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        block_chunks<W>(B{}, w + r * row_bytes + at, [&](int j, const V& wc) {
+          for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wc, x[j][c]);
+        });
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * N, &a[r][c], sizeof(V));
+}
+
+// R rows by the register path (Regs) or the buffer's.
+template <int W, int R, int C, bool Exact, typename B, bool Regs>
+[[gnu::always_inline]] inline void block_rows_of(const std::uint8_t* w, std::int64_t row_bytes,
+                                                 const float* xp, std::int64_t M, std::int64_t k0,
+                                                 std::int64_t k1, float* acc) {
+  if constexpr (Regs)
+    block_rows_regs<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
+  else
+    block_rows_block<W, R, C, Exact, B>(w, row_bytes, xp, M, k0, k1, acc);
+}
+
 // batch_rows (vectors.hpp) over n <= kGemvRows rows of blocks B, ldw weights apart, K whole
 // blocks: each output's chains in the canonical order, so the bits of the F32 kernels over the
-// dequantized rows.
-template <int W, int R, int C, bool Exact, typename B>
+// dequantized rows. Regs: block_rows_regs (C == M), else block_rows_block.
+template <int W, int R, int C, bool Exact, typename B, bool Regs = false>
 [[gnu::always_inline]] inline void batch_blocks(const void* w, std::int64_t ldw, const float* xp,
                                                 std::int64_t M, std::int64_t K, float* y,
                                                 std::int64_t ldy, std::int64_t n, bool accumulate) {
@@ -72,15 +140,15 @@ template <int W, int R, int C, bool Exact, typename B>
     const std::int64_t k1 = std::min(K, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
-      block_rows_block<W, R, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                          acc + r * M * N);
+      block_rows_of<W, R, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                             acc + r * M * N);
     if constexpr (R > 4)
       for (; r + 4 <= n; r += 4)
-        block_rows_block<W, 4, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                            acc + r * M * N);
+        block_rows_of<W, 4, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                               acc + r * M * N);
     for (; r < n; ++r)
-      block_rows_block<W, 1, C, Exact, B>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                          acc + r * M * N);
+      block_rows_of<W, 1, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+                                             acc + r * M * N);
   }
   const auto none = [](std::int64_t, std::int64_t) { return 0.0f; };  // K: whole blocks
   finish_chains<W>(acc, none, xp, M, K, K, y, ldy, n, accumulate);

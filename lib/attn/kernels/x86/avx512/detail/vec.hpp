@@ -208,6 +208,73 @@ template <int R>
     }
   }
 }
+// block_rows16 for C rows of x at once (the batched kernel's register path, quant_batch.hpp's
+// block_rows_regs): each widened vector of R weight rows goes straight into C FMAs, one for each
+// row of x, and is never stored; xk is the packed x at the block's first column (chunk j of row m
+// at xk + (j M + m) 16), acc[r][m] the chains of weight row r and x row m. Q4_K goes by
+// sub-blocks (32 weights: one table, the two 16-byte halves' low or high nibbles), x's two
+// chunks of them loaded once for all R rows; each half's bytes are widened again for the high
+// nibbles, a vpmovzxbd that C FMAs share, where keeping them would cost two registers a row.
+template <int R, int C>
+[[gnu::always_inline]] inline void block_rows16_x(quant::Q4_K, Vec<16>::type (&acc)[R][C],
+                                                  const std::uint8_t* w, std::int64_t row_bytes,
+                                                  const float* xk, std::int64_t M) {
+  using Vt = Vec<16>::type;
+  alignas(64) float dm[R][16];
+  for (int r = 0; r < R; ++r) k4_scales16(dm[r], w + r * row_bytes);
+  asm volatile("" ::: "memory");
+#pragma GCC unroll 8
+  for (int is = 0; is < 8; ++is) {  // sub-block is: bytes 32 (is / 2) .., high nibbles if odd
+    Vt x[2][C];
+    for (int h = 0; h < 2; ++h)
+      for (int m = 0; m < C; ++m) {
+        load<16>(x[h][m], xk + ((2 * is + h) * M + m) * 16);
+        pin(x[h][m]);
+      }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* q = w + r * row_bytes + 16 + 32 * (is / 2);
+      __m512 t;
+      k4_table16(t, dm[r], is);
+      for (int h = 0; h < 2; ++h) {
+        __m512i i;
+        bytes16(i, q + 16 * h, false);
+        __m512 wc;
+        k4_lookup16(wc, i, t, is % 2 == 1);
+        for (int m = 0; m < C; ++m) fmadd<16>(acc[r][m], Vt(wc), x[h][m]);
+      }
+    }
+  }
+}
+
+template <int R, int C>
+[[gnu::always_inline]] inline void block_rows16_x(quant::Q6_K, Vec<16>::type (&acc)[R][C],
+                                                  const std::uint8_t* w, std::int64_t row_bytes,
+                                                  const float* xk, std::int64_t M) {
+  using Vt = Vec<16>::type;
+  alignas(64) float s4[R][16];
+  alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* b = w + r * row_bytes;
+    k6_scales16(s4[r], b);
+    k6_half16(q4[r], b, b + 128);
+    k6_half16(q4[r] + 128, b + 64, b + 160);
+  }
+  asm volatile("" ::: "memory");
+  for (int c = 0; c < 16; ++c) {
+    Vt x[C];
+    for (int m = 0; m < C; ++m) {
+      load<16>(x[m], xk + (c * M + m) * 16);
+      pin(x[m]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wc;
+      k6_weights16(wc, q4[r] + 16 * c, s4[r][c]);
+      for (int m = 0; m < C; ++m) fmadd<16>(acc[r][m], Vt(wc), x[m]);
+    }
+  }
+}
 // A Q4_K or Q6_K block's weights from..to (kPart apart) widened into out [to - from] with the
 // gemv's AVX-512 instructions above (block_rows16's, in its order): the widening's bits, at a
 // third of block_chunks' cost per weight (bench_quant_gemv --batch).
@@ -260,8 +327,9 @@ struct Isa<16> {
     f16_splat16(reinterpret_cast<__m512&>(v), h);
   }
 
-  // Q4_K and Q6_K have their own code: quant_rows (the gemv's R rows of whole blocks) and
-  // quant_part (a block's weights from..to, kPart apart, widened into out).
+  // Q4_K and Q6_K have their own code: quant_rows (the gemv's R rows of whole blocks),
+  // quant_rows_x (the same against C rows of packed x) and quant_part (a block's weights
+  // from..to, kPart apart, widened into out).
   [[gnu::always_inline]] static void pin(V& v) { asm("" : "+v"(v)); }
 
   template <typename B>
@@ -271,6 +339,12 @@ struct Isa<16> {
   [[gnu::always_inline]] static void quant_rows(B, V (&acc)[R], const std::uint8_t* w,
                                                 std::int64_t row_bytes, const float* xb) {
     block_rows16<R>(B{}, acc, w, row_bytes, xb);
+  }
+  template <int R, int C, typename B>
+  [[gnu::always_inline]] static void quant_rows_x(B, V (&acc)[R][C], const std::uint8_t* w,
+                                                  std::int64_t row_bytes, const float* xk,
+                                                  std::int64_t M) {
+    block_rows16_x<R, C>(B{}, acc, w, row_bytes, xk, M);
   }
   template <typename B>
   [[gnu::always_inline]] static void quant_part(B, const std::uint8_t* b, int from, int to,
