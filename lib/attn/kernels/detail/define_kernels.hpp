@@ -103,11 +103,11 @@ ATTN_SET_TARGET ATTN_FLATTEN void set_gemv_blocks(const void* w, std::int64_t ld
 // step; a blocking for each M as the set's F32 kernels have would compile each block's widening
 // into every one (the sanitized build's time), and the widening, not the blocking, sets their
 // pace.
-template <typename B, int R, int C, bool Exact, bool Regs = false>
+template <typename B, int R, int C, bool Exact, BlockPath P = BlockPath::buffer>
 ATTN_SET_TARGET ATTN_FLATTEN __attribute__((noinline)) void block_batch_rc(
     const void* w, std::int64_t ldw, const float* xp, const float*, std::int64_t M, std::int64_t K,
     float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
-  batch_blocks<kW, R, C, Exact, B, Regs>(w, ldw, xp, M, K, y, ldy, n, accumulate);
+  batch_blocks<kW, R, C, Exact, B, P>(w, ldw, xp, M, K, y, ldy, n, accumulate);
 }
 
 template <typename B>
@@ -117,12 +117,13 @@ void block_batch_by_m(const void* w, std::int64_t ldw, const float* xp, const fl
   constexpr int R = Set::kBlockRows, C = Set::kBlockCols;
   constexpr int C3 = std::min(C, 3), C4 = std::min(C, 4);
   if constexpr (kRegBlocks<kW, B>) {  // up to kRegMaxRows rows: widened in registers
-    if (M <= kRegMaxRows) {
-      const BatchFn f = M == 2   ? block_batch_rc<B, reg_block_rows(2), 2, true, true>
-                        : M == 3 ? block_batch_rc<B, reg_block_rows(3), 3, true, true>
-                                 : block_batch_rc<B, reg_block_rows(4), 4, true, true>;
-      return f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-    }
+    constexpr BlockPath regs = BlockPath::regs;
+    const BatchFn f = M == 2   ? block_batch_rc<B, reg_block_rows(2), 2, true, regs>
+                      : M == 3 ? block_batch_rc<B, reg_block_rows(3), 3, true, regs>
+                      : M == 4 ? block_batch_rc<B, reg_block_rows(4), 4, true, regs>
+                      : M <= kRegMaxRows ? block_batch_rc<B, reg_block_rows(4), 4, false, regs>
+                                         : block_batch_rc<B, 6, 4, false, BlockPath::first>;
+    return f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
   }
   if constexpr (!Set::kBlockExact) {
     block_batch_rc<B, R, C, false>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);

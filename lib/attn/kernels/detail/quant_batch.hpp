@@ -65,25 +65,26 @@ template <int W, int R, int C, bool Exact, typename B>
 template <int W, typename B>
 inline constexpr bool kRegBlocks =
     W == 16 && (Isa<W>::template kQuantRows<B> || std::is_same_v<B, quant::Q8_0>);
-inline constexpr std::int64_t kRegMaxRows = 4;
+inline constexpr std::int64_t kRegMaxRows = 8;
 
 // Weight rows per register block for C rows of x: R x C accumulators, x's chunks of a block or
 // sub-block (2 C) and the widening's few registers within 32 zmm.
 constexpr int reg_block_rows(int C) { return C == 2 ? 8 : C == 3 ? 6 : 4; }
 
-// R rows of blocks B (row_bytes apart) against C = M rows of packed x over k0..k1 (whole
-// blocks): their chains acc [R, M, kChains] +=, in k order, so the bits of block_rows_block's.
-template <int W, int R, int C, typename B>
+// R rows of blocks B (row_bytes apart) against C rows of packed x (M rows in all) over k0..k1
+// (whole blocks): their chains acc [R, M, kChains] +=, in k order, so the bits of
+// block_rows_block's. Store: the widened rows also into buf [R, kStepCols] from column k0 on.
+template <int W, int R, int C, typename B, bool Store = false>
 [[gnu::always_inline]] inline void block_rows_regs(const std::uint8_t* w, std::int64_t row_bytes,
                                                    const float* xp, std::int64_t M,
-                                                   std::int64_t k0, std::int64_t k1, float* acc) {
+                                                   std::int64_t k0, std::int64_t k1, float* acc,
+                                                   const Stream& stream, float* buf = nullptr) {
   using V = typename Vec<W>::type;
   constexpr int N = kChains<W>;
   static_assert(N == W && R <= kMaxBlockRows);
   V a[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) load<W>(a[r][c], acc + (r * M + c) * N);
-  const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
   for (std::int64_t k = k0; k < k1; k += B::kBlock) {
     const std::int64_t at = k / B::kBlock * B::kBytes;
     const std::int64_t ahead = stream.ahead<std::uint8_t>(at, row_bytes);
@@ -91,7 +92,8 @@ template <int W, int R, int C, typename B>
       for (std::int64_t j = 0; j < B::kBytes; j += 64) prefetch_at(w + r * row_bytes + at + j, ahead);
     const float* xk = xp + k * M;  // x packed from column k on
     if constexpr (Isa<W>::template kQuantRows<B>) {
-      Isa<W>::template quant_rows_x<R, C>(B{}, a, w + at, row_bytes, xk, M);
+      Isa<W>::template quant_rows_x<R, C, Store>(B{}, a, w + at, row_bytes, xk, M,
+                                                 Store ? buf + (k - k0) : nullptr, kStepCols);
     } else {
       constexpr int J = B::kBlock / W;  // x's chunks of a block
       V x[J][C];
@@ -103,6 +105,7 @@ template <int W, int R, int C, typename B>
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         block_chunks<W>(B{}, w + r * row_bytes + at, [&](int j, const V& wc) {
+          if constexpr (Store) std::memcpy(buf + r * kStepCols + (k - k0) + j * W, &wc, sizeof wc);
           for (int c = 0; c < C; ++c) fmadd<W>(a[r][c], wc, x[j][c]);
         });
     }
@@ -111,21 +114,83 @@ template <int W, int R, int C, typename B>
     for (int c = 0; c < C; ++c) std::memcpy(acc + (r * M + c) * N, &a[r][c], sizeof(V));
 }
 
-// R rows by the register path (Regs) or the buffer's.
-template <int W, int R, int C, bool Exact, typename B, bool Regs>
+// block_rows_regs for every M rows of x in groups of up to C, as even as they come (5 rows go as
+// 2 + 3): each group widens the R rows again (from L1 and L2 after the first), which costs less
+// than storing them widened once and reading them back (docs/perf/batched-decode.md, "Zen 4,
+// quantized B = 2..32").
+template <int W, int R, int C, typename B>
+[[gnu::always_inline]] inline void block_rows_groups(const std::uint8_t* w, std::int64_t row_bytes,
+                                                     const float* xp, std::int64_t M,
+                                                     std::int64_t k0, std::int64_t k1,
+                                                     float* acc) {
+  static_assert(C == 4);
+  constexpr int N = kChains<W>;
+  const std::int64_t groups = (M + C - 1) / C;
+  const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
+    const float* xg = xp + m0 * kPack;
+    float* ag = acc + m0 * N;
+    if (m1 - m0 == 4)
+      block_rows_regs<W, R, 4, B>(w, row_bytes, xg, M, k0, k1, ag, stream);
+    else if (m1 - m0 == 3)
+      block_rows_regs<W, R, 3, B>(w, row_bytes, xg, M, k0, k1, ag, stream);
+    else
+      block_rows_regs<W, R, 2, B>(w, row_bytes, xg, M, k0, k1, ag, stream);
+  }
+}
+
+// The first kFirstRows rows of x by the register path, each step's widened rows stored into a
+// buffer in L1 as they go, then the other M - kFirstRows rows in groups of up to C from that
+// buffer (vectors.hpp's dot_block, as block_rows_block): the widening runs once and beside the
+// first rows' FMAs, where block_rows_block widens each step alone first.
+inline constexpr int kFirstRows = 3;
+
+template <int W, int R, int C, typename B>
+[[gnu::always_inline]] inline void block_rows_first(const std::uint8_t* w, std::int64_t row_bytes,
+                                                    const float* xp, std::int64_t M,
+                                                    std::int64_t k0, std::int64_t k1, float* acc) {
+  static_assert(R <= kMaxBlockRows && kStepCols % B::kBlock == 0);
+  alignas(64) float buf[R * kStepCols];  // [R, kStepCols]: a step, widened
+  constexpr int N = kChains<W>;
+  const std::int64_t rest = M - kFirstRows, groups = (rest + C - 1) / C;
+  const Stream stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R};
+  for (std::int64_t s0 = k0; s0 < k1; s0 += kStepCols) {
+    const std::int64_t s1 = std::min(k1, s0 + kStepCols);
+    block_rows_regs<W, R, kFirstRows, B, true>(w, row_bytes, xp, M, s0, s1, acc, stream, buf);
+    const float* xs = xp + s0 * M;  // x packed from column s0 on
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t m0 = kFirstRows + rest * g / groups,
+                         m1 = kFirstRows + rest * (g + 1) / groups;
+      dot_block_upto<W, R, C, false, float, true>(int(m1 - m0), buf, kStepCols, xs + m0 * kPack,
+                                                  M, 0, s1 - s0, acc + m0 * N, Stream{0, 0, 0});
+    }
+  }
+}
+
+// How batch_blocks runs its rows: block_rows_block (buffer), block_rows_regs (C == M if Exact,
+// else block_rows_groups) or block_rows_first.
+enum class BlockPath { buffer, regs, first };
+
+template <int W, int R, int C, bool Exact, typename B, BlockPath P>
 [[gnu::always_inline]] inline void block_rows_of(const std::uint8_t* w, std::int64_t row_bytes,
                                                  const float* xp, std::int64_t M, std::int64_t k0,
                                                  std::int64_t k1, float* acc) {
-  if constexpr (Regs)
-    block_rows_regs<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
+  if constexpr (P == BlockPath::regs && Exact)
+    block_rows_regs<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc,
+                                Stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R});
+  else if constexpr (P == BlockPath::regs)
+    block_rows_groups<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
+  else if constexpr (P == BlockPath::first)
+    block_rows_first<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
   else
     block_rows_block<W, R, C, Exact, B>(w, row_bytes, xp, M, k0, k1, acc);
 }
 
 // batch_rows (vectors.hpp) over n <= kGemvRows rows of blocks B, ldw weights apart, K whole
 // blocks: each output's chains in the canonical order, so the bits of the F32 kernels over the
-// dequantized rows. Regs: block_rows_regs (C == M), else block_rows_block.
-template <int W, int R, int C, bool Exact, typename B, bool Regs = false>
+// dequantized rows, by path P.
+template <int W, int R, int C, bool Exact, typename B, BlockPath P = BlockPath::buffer>
 [[gnu::always_inline]] inline void batch_blocks(const void* w, std::int64_t ldw, const float* xp,
                                                 std::int64_t M, std::int64_t K, float* y,
                                                 std::int64_t ldy, std::int64_t n, bool accumulate) {
@@ -140,14 +205,14 @@ template <int W, int R, int C, bool Exact, typename B, bool Regs = false>
     const std::int64_t k1 = std::min(K, k0 + kc);
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
-      block_rows_of<W, R, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+      block_rows_of<W, R, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
                                              acc + r * M * N);
     if constexpr (R > 4)
       for (; r + 4 <= n; r += 4)
-        block_rows_of<W, 4, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+        block_rows_of<W, 4, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
                                                acc + r * M * N);
     for (; r < n; ++r)
-      block_rows_of<W, 1, C, Exact, B, Regs>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
+      block_rows_of<W, 1, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
                                              acc + r * M * N);
   }
   const auto none = [](std::int64_t, std::int64_t) { return 0.0f; };  // K: whole blocks

@@ -215,10 +215,13 @@ template <int R>
 // sub-blocks (32 weights: one table, the two 16-byte halves' low or high nibbles), x's two
 // chunks of them loaded once for all R rows; each half's bytes are widened again for the high
 // nibbles, a vpmovzxbd that C FMAs share, where keeping them would cost two registers a row.
-template <int R, int C>
+// Store: each widened vector also written to buf (row r at buf + r ldb, 64-byte aligned), for
+// the other rows of x to read (quant_batch.hpp's block_rows_first).
+template <int R, int C, bool Store>
 [[gnu::always_inline]] inline void block_rows16_x(quant::Q4_K, Vec<16>::type (&acc)[R][C],
                                                   const std::uint8_t* w, std::int64_t row_bytes,
-                                                  const float* xk, std::int64_t M) {
+                                                  const float* xk, std::int64_t M, float* buf,
+                                                  std::int64_t ldb) {
   using Vt = Vec<16>::type;
   alignas(64) float dm[R][16];
   for (int r = 0; r < R; ++r) k4_scales16(dm[r], w + r * row_bytes);
@@ -241,16 +244,18 @@ template <int R, int C>
         bytes16(i, q + 16 * h, false);
         __m512 wc;
         k4_lookup16(wc, i, t, is % 2 == 1);
+        if constexpr (Store) std::memcpy(buf + r * ldb + 32 * is + 16 * h, &wc, sizeof wc);
         for (int m = 0; m < C; ++m) fmadd<16>(acc[r][m], Vt(wc), x[h][m]);
       }
     }
   }
 }
 
-template <int R, int C>
+template <int R, int C, bool Store>
 [[gnu::always_inline]] inline void block_rows16_x(quant::Q6_K, Vec<16>::type (&acc)[R][C],
                                                   const std::uint8_t* w, std::int64_t row_bytes,
-                                                  const float* xk, std::int64_t M) {
+                                                  const float* xk, std::int64_t M, float* buf,
+                                                  std::int64_t ldb) {
   using Vt = Vec<16>::type;
   alignas(64) float s4[R][16];
   alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
@@ -271,6 +276,7 @@ template <int R, int C>
     for (int r = 0; r < R; ++r) {
       __m512 wc;
       k6_weights16(wc, q4[r] + 16 * c, s4[r][c]);
+      if constexpr (Store) std::memcpy(buf + r * ldb + 16 * c, &wc, sizeof wc);
       for (int m = 0; m < C; ++m) fmadd<16>(acc[r][m], Vt(wc), x[m]);
     }
   }
@@ -340,11 +346,11 @@ struct Isa<16> {
                                                 std::int64_t row_bytes, const float* xb) {
     block_rows16<R>(B{}, acc, w, row_bytes, xb);
   }
-  template <int R, int C, typename B>
+  template <int R, int C, bool Store, typename B>
   [[gnu::always_inline]] static void quant_rows_x(B, V (&acc)[R][C], const std::uint8_t* w,
                                                   std::int64_t row_bytes, const float* xk,
-                                                  std::int64_t M) {
-    block_rows16_x<R, C>(B{}, acc, w, row_bytes, xk, M);
+                                                  std::int64_t M, float* buf, std::int64_t ldb) {
+    block_rows16_x<R, C, Store>(B{}, acc, w, row_bytes, xk, M, buf, ldb);
   }
   template <typename B>
   [[gnu::always_inline]] static void quant_part(B, const std::uint8_t* b, int from, int to,
