@@ -6,7 +6,8 @@
 // Arguments: [kernel set: avx512|avx2|generic, default the best] [--rows N, default 64]
 // [--cols K, default 4096, a multiple of 256] [--reps R, default: about 2^30 weights]
 // [--batch M: the batched kernel (quant_batch.hpp) for M = 2..32 rows of x instead, its 64-row
-// blocks as matmul.cpp hands them out; ns per weight and row of x]
+// blocks as matmul.cpp hands them out; ns per weight and row of x] [--block-rows N: N-row blocks
+// instead (16: a prefill's items, kPrefillRows, each tile of 32 rows of x one call)]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -52,7 +53,7 @@ std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t wei
 
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
-  std::int64_t rows = 64, cols = 4096, reps = 0, batch = 1;
+  std::int64_t rows = 64, cols = 4096, reps = 0, batch = 1, block_rows = 64;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
       cols = std::max<std::int64_t>(256, std::stoll(argv[++i]) / 256 * 256);
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 32);
+    } else if (a == "--block-rows" && i + 1 < argc) {
+      block_rows = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 64);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max<std::int64_t>(1, std::stoll(argv[++i]));
     } else {
@@ -95,9 +98,9 @@ int main(int argc, char** argv) {
     const std::int64_t row_bytes = t.block == 1 ? cols * 4 : cols / t.block * t.block_bytes;
     auto run = [&] {
       if (M == 1) return tk.gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);
-      for (std::int64_t r0 = 0; r0 < rows; r0 += 64)
+      for (std::int64_t r0 = 0; r0 < rows; r0 += block_rows)
         tk.batch(static_cast<const std::uint8_t*>(wp) + r0 * row_bytes, cols, xp.data(), x.data(),
-                 M, cols, y.data() + r0, rows, std::min<std::int64_t>(64, rows - r0), false);
+                 M, cols, y.data() + r0, rows, std::min(block_rows, rows - r0), false);
     };
     run();  // warm
     const double t0 = cpu_now();
