@@ -116,16 +116,17 @@ void block_batch_by_m(const void* w, std::int64_t ldw, const float* xp, const fl
                       bool accumulate) {
   constexpr int R = Set::kBlockRows, C = Set::kBlockCols;
   constexpr int C3 = std::min(C, 3), C4 = std::min(C, 4);
-  if constexpr (kRegBlocks<kW, B>) {  // up to kRegMaxRows rows: widened in registers
+  // Up to kRegMaxRows rows widened in registers, then the first rows so and the rest from the
+  // buffer (quant_batch.hpp); only these are compiled for such a type (the sanitized build's time).
+  if constexpr (kRegBlocks<kW, B>) {
     constexpr BlockPath regs = BlockPath::regs;
     const BatchFn f = M == 2   ? block_batch_rc<B, reg_block_rows(2), 2, true, regs>
                       : M == 3 ? block_batch_rc<B, reg_block_rows(3), 3, true, regs>
                       : M == 4 ? block_batch_rc<B, reg_block_rows(4), 4, true, regs>
                       : M <= kRegMaxRows ? block_batch_rc<B, reg_block_rows(4), 4, false, regs>
-                                         : block_batch_rc<B, 6, 4, false, BlockPath::first>;
-    return f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
-  }
-  if constexpr (!Set::kBlockExact) {
+                                         : block_batch_rc<B, R, C, false, BlockPath::first>;
+    f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
+  } else if constexpr (!Set::kBlockExact) {
     block_batch_rc<B, R, C, false>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
   } else {
     const BatchFn f = M == 2              ? block_batch_rc<B, R, 2, true>
