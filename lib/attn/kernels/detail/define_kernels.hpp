@@ -120,11 +120,8 @@ void block_batch_by_m(const void* w, std::int64_t ldw, const float* xp, const fl
   // buffer (quant_batch.hpp); only these are compiled for such a type (the sanitized build's time).
   if constexpr (kRegBlocks<kW, B>) {
     constexpr BlockPath regs = BlockPath::regs;
-    const BatchFn f = M == 2   ? block_batch_rc<B, reg_block_rows(2), 2, true, regs>
-                      : M == 3 ? block_batch_rc<B, reg_block_rows(3), 3, true, regs>
-                      : M == 4 ? block_batch_rc<B, reg_block_rows(4), 4, true, regs>
-                      : M <= kRegMaxRows ? block_batch_rc<B, reg_block_rows(4), 4, false, regs>
-                                         : block_batch_rc<B, R, C, false, BlockPath::first>;
+    const BatchFn f = M <= kRegMaxRows ? block_batch_rc<B, kRegRows, 4, false, regs>
+                                       : block_batch_rc<B, R, C, false, BlockPath::first>;
     f(w, ldw, xp, x, M, K, y, ldy, n, accumulate);
   } else if constexpr (!Set::kBlockExact) {
     block_batch_rc<B, R, C, false>(w, ldw, xp, x, M, K, y, ldy, n, accumulate);

@@ -67,9 +67,10 @@ inline constexpr bool kRegBlocks =
     W == 16 && (Isa<W>::template kQuantRows<B> || std::is_same_v<B, quant::Q8_0>);
 inline constexpr std::int64_t kRegMaxRows = 8;
 
-// Weight rows per register block for C rows of x: R x C accumulators, x's chunks of a block or
-// sub-block (2 C) and the widening's few registers within 32 zmm.
-constexpr int reg_block_rows(int C) { return C == 2 ? 8 : C == 3 ? 6 : 4; }
+// Weight rows per register block: 4 x 4 accumulators, x's chunks of a block or sub-block (8) and
+// the widening's few registers within 32 zmm. 8 and 6 rows for 2 and 3 rows of x ran no faster
+// and compiled each block's widening twice more (the sanitized build's time).
+inline constexpr int kRegRows = 4;
 
 // R rows of blocks B (row_bytes apart) against C rows of packed x (M rows in all) over k0..k1
 // (whole blocks): their chains acc [R, M, kChains] +=, in k order, so the bits of
@@ -168,18 +169,15 @@ template <int W, int R, int C, typename B>
   }
 }
 
-// How batch_blocks runs its rows: block_rows_block (buffer), block_rows_regs (C == M if Exact,
-// else block_rows_groups) or block_rows_first.
+// How batch_blocks runs its rows: block_rows_block (buffer), block_rows_groups (regs: one group
+// up to 4 rows of x) or block_rows_first.
 enum class BlockPath { buffer, regs, first };
 
 template <int W, int R, int C, bool Exact, typename B, BlockPath P>
 [[gnu::always_inline]] inline void block_rows_of(const std::uint8_t* w, std::int64_t row_bytes,
                                                  const float* xp, std::int64_t M, std::int64_t k0,
                                                  std::int64_t k1, float* acc) {
-  if constexpr (P == BlockPath::regs && Exact)
-    block_rows_regs<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc,
-                                Stream{k0 / B::kBlock * B::kBytes, k1 / B::kBlock * B::kBytes, R});
-  else if constexpr (P == BlockPath::regs)
+  if constexpr (P == BlockPath::regs)
     block_rows_groups<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
   else if constexpr (P == BlockPath::first)
     block_rows_first<W, R, C, B>(w, row_bytes, xp, M, k0, k1, acc);
