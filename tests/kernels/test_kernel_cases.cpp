@@ -151,7 +151,7 @@ void add_linear(std::vector<Case>& out) {
 }
 
 // The element types' batched kernels; and the quantized types' (quant_batch.hpp): 1 block (11
-// rows: a register block of 8 or 6 and single rows after it), 3 blocks, and 11008 columns (43
+// rows: register blocks of 6 or 4 and single rows after them), 3 blocks, and 11008 columns (43
 // K-quant blocks: two column chunks from 8 rows of x on, 512-column steps and a half one), M at
 // each edge of the avx512 paths (quant_batch.hpp: one register group to 4 rows, groups to
 // kRegMaxRows = 8, first rows in registers then the buffer from 9), against the same set's F32

@@ -6,8 +6,10 @@
 // lanes and final sums), so the result has the bits of the same set's F32 batched kernel over the
 // dequantized rows; each weight is read from memory once, in its own bytes, and never stored as
 // a float outside L1, where a widened tile written to L2 and read back cost a B = 4 step three
-// times the gemv's B = 1 step (docs/perf/quant.md). In an unnamed namespace, as
-// vectors.hpp: each set's file compiles its own copy (define_kernels.hpp).
+// times the gemv's B = 1 step (docs/perf/quant.md). With AVX-512, Q8_0, Q4_K and Q6_K take the
+// register paths below instead (block_rows_groups to kRegMaxRows rows, then block_rows_first),
+// the same bits. In an unnamed namespace, as vectors.hpp: each set's file compiles its own copy
+// (define_kernels.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -56,8 +58,8 @@ template <int W, int R, int C, bool Exact, typename B>
   }
 }
 
-// The register path (M <= kRegMaxRows, quant_batch_regs): each weight widened in vector registers
-// and multiplied at once with all C rows of x, as the gemv does with one, never stored; where the
+// The register path (M <= kRegMaxRows, block_rows_groups): each weight widened in vector
+// registers and multiplied at once with all C rows of x, as the gemv does with one, never stored; where the
 // buffer's path widens a step, stores it and reads it back, and the widening (integer and
 // shuffle pipes) and the FMAs run in separate phases, here they overlap. For blocks whose
 // widening is lane-wise (block_chunks) or the set's own (Q4_K, Q6_K with AVX-512), one
