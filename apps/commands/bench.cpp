@@ -156,8 +156,10 @@ std::vector<BenchResult> measure(const BenchPlan& p, Workload& w, ProgressBar& p
   if (m.rt.compute == attn::Compute::bf16) {
     progress.line("--compute bf16 against the exact path (one prefill each way)");
     for (std::size_t i = 0; i < results.size(); ++i)
-      if (results[i].weight_type == "BF16")
+      if (results[i].weight_type == "BF16") {
         results[i].compute_error = compute_error(*ms[i], w.x, p.shape.prefill);
+        results[i].peak_factor = 2;
+      }
   }
   progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak again");
   MachineLimits machine = w.limits;
