@@ -42,13 +42,18 @@ void pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
       std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
 }
 
-// x's rows in tiles of at most kBatchRows, as even as they come (a prefill of 40 rows goes as
-// 20 + 20): each tile is one batched product, so more than kBatchRows rows run the very kernels
-// of a decode batch, tile by tile, and every output has the canonical order's bits whatever the
-// tile it falls in. Tile t is rows first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
+// x's rows in tiles: up to kBatchRows rows are one; more go in tiles of at most kTileRows, as
+// even as they come (a prefill of 40 rows goes as 20 + 20): each tile is one batched product, so
+// more than kBatchRows rows run the very kernels of a decode batch, tile by tile, and every output
+// has the canonical order's bits whatever the tile it falls in. 30, not 32: on Zen 4 the 4 x 6
+// blocking ran a 32-row tile from L2 at 84% of the FMA peak and a 30-row one at 93%
+// (bench_batch_kernel --shape 16 4096; docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). Tile t
+// is rows first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
 struct Tiles {
+  static constexpr std::int64_t kTileRows = 30;
   std::int64_t M, count;
-  explicit Tiles(std::int64_t M_) : M(M_), count((M_ + kBatchRows - 1) / kBatchRows) {}
+  explicit Tiles(std::int64_t M_)
+      : M(M_), count(M_ <= kBatchRows ? 1 : (M_ + kTileRows - 1) / kTileRows) {}
   std::int64_t first(std::int64_t t) const { return M * t / count; }
 };
 
