@@ -42,20 +42,28 @@ void pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
       std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
 }
 
-// x's rows in tiles: up to kBatchRows rows are one; more go in tiles of at most kTileRows, as
-// even as they come (a prefill of 40 rows goes as 20 + 20): each tile is one batched product, so
-// more than kBatchRows rows run the very kernels of a decode batch, tile by tile, and every output
-// has the canonical order's bits whatever the tile it falls in. 30, not 32: on Zen 4 the 4 x 6
-// blocking ran a 32-row tile from L2 at 84% of the FMA peak and a 30-row one at 93%
-// (bench_batch_kernel --shape 16 4096; docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). Tile t
-// is rows first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
+// x's rows in tiles: up to kBatchRows rows are one; more go in tiles of at most `rows`, as even
+// as they come (a prefill of 40 rows goes as 20 + 20): each tile is one batched product, so more
+// than kBatchRows rows run the very kernels of a decode batch, tile by tile, and every output has
+// the canonical order's bits whatever the tile it falls in. Tile t is rows
+// first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
 struct Tiles {
-  static constexpr std::int64_t kTileRows = 30;
   std::int64_t M, count;
-  explicit Tiles(std::int64_t M_)
-      : M(M_), count(M_ <= kBatchRows ? 1 : (M_ + kTileRows - 1) / kTileRows) {}
+  Tiles(std::int64_t M_, std::int64_t rows)
+      : M(M_), count(M_ <= kBatchRows ? 1 : (M_ + rows - 1) / rows) {}
   std::int64_t first(std::int64_t t) const { return M * t / count; }
 };
+
+// Rows per prefill tile for F32, BF16 and F16 weights: 30, not 32: on Zen 4 their 4 x 6 blocking
+// ran a 32-row tile from L2 at 84% of the FMA peak and a 30-row one at 93% (bench_batch_kernel
+// --shape 16 4096; docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). The quantized blocks'
+// kernels group x's rows by 4 (Set::kBlockCols): kBatchRows for them.
+constexpr std::int64_t kPrefillTileRows = 30;
+std::int64_t tile_rows(std::span<const Projection> projections) {
+  for (const Projection& p : projections)
+    if (traits(p.w.type).block > 1) return kBatchRows;
+  return kPrefillTileRows;
+}
 
 // x as the products read it: x [M, K] itself; xp, x's tiles packed for the batched kernel or,
 // for one row, deinterleaved for the BF16 gemv; xb, x rounded to BF16 for BF16 weights under
@@ -68,6 +76,7 @@ struct Input {
   const Bf16Dot* dot;
   std::int64_t M, K;
   float* panels = nullptr;
+  std::int64_t tile_rows = kBatchRows;  // Tiles' rows
 
   float* panel(int slot) const { return panels ? panels + slot * gemm_panel_floats() : nullptr; }
 };
@@ -89,7 +98,7 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   } else if (M == 1) {
     k.gemv(w, ldw, in.x, in.xp, p.out + n0, n, K, accumulate);
   } else {  // the weights' rows stay in L2 while the tiles pass (kPrefillRows)
-    const Tiles tiles(M);
+    const Tiles tiles(M, in.tile_rows);
     const std::int64_t kv = K / kPack * kPack;
     for (std::int64_t t = 0; t < tiles.count; ++t) {
       const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
@@ -166,11 +175,12 @@ namespace {
 Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                     const float* x, std::int64_t M, std::int64_t K, float* scratch) {
   Input in{x, nullptr, nullptr, nullptr, M, K};
+  in.tile_rows = tile_rows(projections);
   // Compute bf16, but where the exact kernels are as fast (Bf16Dot::exact_below) they run.
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections) &&
                     !(rt.bf16_dot && M <= kBatchRows && M < rt.bf16_dot->exact_below);
   if (M >= 2) {  // each tile packed on its own, as the pool's items when there are several
-    const Tiles tiles(M);
+    const Tiles tiles(M, in.tile_rows);
     const std::int64_t kv = K / kPack * kPack;
     rt.run(tiles.count, parallel && tiles.count > 1, [&](std::int64_t t, int) {
       const std::int64_t m0 = tiles.first(t);
@@ -241,7 +251,8 @@ std::string matmul_path(const Runtime& rt) {
          std::to_string(kBatchRows) +
          ": each weight read once for all rows; more: x's rows in "
          "tiles of up to " +
-         std::to_string(kBatchRows) + "), every output in the canonical order (" +
+         std::to_string(kPrefillTileRows) + ", " + std::to_string(kBatchRows) +
+         " for quantized blocks), every output in the canonical order (" +
          std::to_string(rt.kernels->lanes * 2) +
          " chains, then one tree) whatever the rows computed with it";
 }
