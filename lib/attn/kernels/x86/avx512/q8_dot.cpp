@@ -202,6 +202,7 @@ ATTN_Q8 inline __m512 halves(float a, float b) {
 struct Q80 {
   static constexpr std::int64_t kBlock = 32, kBytes = 34;
   static constexpr WeightType kType = WeightType::q8_0;
+  static constexpr int kRows = 4;  // weight rows unpacked at a time for a batch (registers: 3 each)
   struct U {
     __m512i w, neg;
     __m512 d;
@@ -288,6 +289,7 @@ ATTN_Q8 inline __m512i shifts(short a, short b) {
 struct Q4K {
   static constexpr std::int64_t kBlock = 256, kBytes = 144;
   static constexpr WeightType kType = WeightType::q4_k;
+  static constexpr int kRows = 2;  // 9 registers each
   struct U {
     __m512i w[4], s[4];
     __m256i mins;
@@ -339,6 +341,7 @@ struct Q4K {
 struct Q6K {
   static constexpr std::int64_t kBlock = 256, kBytes = 210;
   static constexpr WeightType kType = WeightType::q6_k;
+  static constexpr int kRows = 2;
   struct U {
     __m512i w[4], s[4];
     __m256i sc;
@@ -378,9 +381,6 @@ struct Q6K {
   }
 };
 
-// Bytes of weights ahead of the block being unpacked that each row asks for.
-constexpr std::int64_t kAhead = 768;
-
 // R rows of w against the M rows of x: y[m * ldy + r] (=|+=). Each step's blocks of the R rows
 // unpacked once, then every row of x dotted with them; the accumulators [R, M, 16] in L1.
 template <typename T, int R>
@@ -391,11 +391,15 @@ ATTN_Q8 void rows_block(const std::uint8_t* w, std::int64_t row_bytes, const std
   std::fill(acc, acc + R * M * 16, 0.0f);
   const std::int64_t blocks = K / T::kBlock, steps = T::steps(blocks);
   constexpr std::int64_t kStepBytes = T::kBlock == 32 ? 2 * T::kBytes : T::kBytes;
+  // The weights asked for ahead as the exact gemv asks (prefetch.hpp): past the rows' end, the
+  // next R rows' start.
+  const Stream stream{0, blocks * T::kBytes, R};
   for (std::int64_t s = 0; s < steps; ++s) {
     typename T::U u[R];
+    const std::int64_t ahead = stream.ahead<std::uint8_t>(s * kStepBytes, row_bytes);
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* at = w + r * row_bytes + s * kStepBytes;
-      for (std::int64_t j = 0; j < kStepBytes; j += 64) _mm_prefetch(reinterpret_cast<const char*>(at + kAhead + j), _MM_HINT_T0);
+      for (std::int64_t j = 0; j < kStepBytes; j += 64) prefetch_at(at + j, ahead);
       T::unpack(w + r * row_bytes, s, blocks, u[r]);
     }
     for (std::int64_t m = 0; m < M; ++m) {
@@ -414,13 +418,70 @@ ATTN_Q8 void rows_block(const std::uint8_t* w, std::int64_t row_bytes, const std
     }
 }
 
+// rows_block for C <= 4 rows of x, the accumulators in registers (through memory, their chains
+// of one or two rows held a step to the store-to-load latency): the same operations in the same
+// order on each output.
+template <typename T, int R, int C>
+ATTN_Q8 void rows_small(const std::uint8_t* w, std::int64_t row_bytes, const std::uint8_t* xq,
+                        std::int64_t xrow, std::int64_t K, float* y, std::int64_t ldy,
+                        bool accumulate) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const std::int64_t blocks = K / T::kBlock, steps = T::steps(blocks);
+  constexpr std::int64_t kStepBytes = T::kBlock == 32 ? 2 * T::kBytes : T::kBytes;
+  const Stream stream{0, blocks * T::kBytes, R};
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const std::int64_t ahead = stream.ahead<std::uint8_t>(s * kStepBytes, row_bytes);
+    for (int r = 0; r < R; ++r) {  // one row's block live at a time; x's are in L1
+      const std::uint8_t* at = w + r * row_bytes + s * kStepBytes;
+      for (std::int64_t j = 0; j < kStepBytes; j += 64) prefetch_at(at + j, ahead);
+      typename T::U u;
+      T::unpack(w + r * row_bytes, s, blocks, u);
+      for (int c = 0; c < C; ++c) {
+        typename T::X x;
+        T::load_x(xq + c * xrow, s, blocks, K, x);
+        acc[r][c] = T::dot(u, x, acc[r][c]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r)
+      y[c * ldy + r] = (accumulate ? y[c * ldy + r] : 0.0f) + reduce_add(acc[r][c]);
+}
+
+// n rows of w against C rows of x: R at a time, then one by one.
+template <typename T, int R, int C>
+ATTN_Q8 void rows_few(const std::uint8_t* w, std::int64_t row_bytes, const std::uint8_t* xq,
+                      std::int64_t xrow, std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,
+                      bool accumulate) {
+  std::int64_t r = 0;
+  for (; r + R <= n; r += R)
+    rows_small<T, R, C>(w + r * row_bytes, row_bytes, xq, xrow, K, y + r, ldy, accumulate);
+  for (; r < n; ++r)
+    rows_small<T, 1, C>(w + r * row_bytes, row_bytes, xq, xrow, K, y + r, ldy, accumulate);
+}
+
 template <typename T>
 ATTN_Q8 void rows_t(const void* w, std::int64_t ldw, const std::uint8_t* xq, std::int64_t M,
                     std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
-  constexpr int R = 2;
+  constexpr int R = T::kRows;
   const auto* b = static_cast<const std::uint8_t*>(w);
   const std::int64_t row_bytes = ldw / T::kBlock * T::kBytes, xrow = q8_row_bytes(T::kType, K);
   std::int64_t r = 0;
+  constexpr int R1 = 4;  // rows of w a step with the accumulators in registers
+  switch (M) {
+    case 1:
+      return rows_few<T, 4, 1>(b, row_bytes, xq, xrow, K, y, ldy, n, accumulate);
+    case 2:
+      return rows_few<T, R1, 2>(b, row_bytes, xq, xrow, K, y, ldy, n, accumulate);
+    case 3:
+      return rows_few<T, R1, 3>(b, row_bytes, xq, xrow, K, y, ldy, n, accumulate);
+    case 4:
+      return rows_few<T, R1, 4>(b, row_bytes, xq, xrow, K, y, ldy, n, accumulate);
+    default:
+      break;
+  }
   for (; r + R <= n; r += R)
     rows_block<T, R>(b + r * row_bytes, row_bytes, xq, xrow, M, K, y + r, ldy, accumulate);
   for (; r < n; ++r)
