@@ -178,13 +178,14 @@ void print_summary(std::FILE* out, const BenchResult& r, const attn::Runtime& rt
       attn::blas_core().c_str());
 }
 
-void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results) {
+void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results,
+                          attn::Compute compute) {
   for (const BenchResult& t : results)
     if (t.compute_error)
       std::fprintf(out,
-                   "--compute bf16, %s weights, against the exact path (the prefill's output): "
+                   "--compute %s, %s weights, against the exact path (the prefill's output): "
                    "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
-                   t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
+                   attn::compute_name(compute), t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
                    t.compute_error->rms_rel);
 }
 
@@ -246,7 +247,7 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
   print_summary(out, r, rt, x);
   print_weight_types(out, types);
   for (const BenchResult& t : results) print_batched(out, t, rt);
-  print_compute_errors(out, results);
+  print_compute_errors(out, results, rt.compute);
   const std::vector<std::string> errors = measurement_errors(results);
   for (const std::string& e : errors) std::fprintf(out, "measurement error: %s\n", e.c_str());
   std::fflush(out);

@@ -63,7 +63,7 @@ struct BenchResult {
   MachineLimits limits;
   // Model parallel: time in the allreduces (this rank), in the prefill and over all steps.
   double prefill_allreduce_seconds = 0, decode_allreduce_seconds = 0;
-  std::optional<ComputeError> compute_error;  // BF16 weights under --compute bf16
+  std::optional<ComputeError> compute_error;  // the types --compute bf16 or q8 changes
   // What each of the Runtime's threads ran (its pool's items and their flops): over the prefill
   // passes, and over the decode steps of batch 1; empty with one thread.
   std::vector<attn::SlotWork> prefill_work, decode_work;

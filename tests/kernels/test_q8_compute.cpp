@@ -197,3 +197,25 @@ TEST_CASE("q8 compute: F32 weights stay exact, and the refusals") {
     CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("q8 compute: --compute q8 runs F32 weights exactly, a bad value exits 2") {
+  const test::CliResult bad = test::run_cli("run --compute q9");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--compute") != std::string::npos);
+  const std::string f32 = test::temp_path("q8_compute_f32.safetensors").string(),
+                    q8 = test::temp_path("q8_compute_q8.safetensors").string();
+  REQUIRE(test::run_cli("run -t 2 --compute f32 --dump " + f32).status == 0);
+  const test::CliResult r = test::run_cli("run -t 2 --compute q8 --dump " + q8);
+  if (!attn::has_q8_dot()) {  // refused, the flag named
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--compute") != std::string::npos);
+    return;
+  }
+  REQUIRE(r.status == 0);
+  // the seed notebook's F32 weights: the exact kernels, the same bits in every tensor
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(bytes(q8) == bytes(f32));
+}
