@@ -219,3 +219,30 @@ TEST_CASE("q8 compute: --compute q8 runs F32 weights exactly, a bad value exits 
   };
   CHECK(bytes(q8) == bytes(f32));
 }
+
+TEST_CASE("q8 compute: beside an F32 matrix sharing x, each gives the bits it gives alone") {
+  attn::Runtime q8;
+  if (!runtime(2, q8)) return;
+  const attn::Runtime exact = attn::make_runtime(2, 0, "avx512");
+  const std::int64_t K = 256;
+  const std::vector<float> x = fixture<float>("x_256.f32");
+  const auto w = fixture<std::uint8_t>("q4_k_256.blocks");
+  std::vector<float> wf(std::size_t(7 * K));
+  for (std::size_t i = 0; i < wf.size(); ++i) wf[i] = float(attn::uniform_pm1(27, 1, i));
+  for (const std::int64_t M : {1, 3, 36}) {
+    CAPTURE(M);
+    std::vector<float> scratch(std::size_t(attn::scratch_floats(M, K, 2, attn::Compute::q8)));
+    std::vector<float> both_q(std::size_t(M * kN)), both_f(std::size_t(M * 7));
+    std::vector<float> alone_q(both_q.size()), alone_f(both_f.size());
+    const attn::Matrix wq{w.data(), attn::WeightType::q4_k, 0};
+    const attn::Projection both[2] = {{both_q.data(), wq, nullptr, kN},
+                                      {both_f.data(), attn::Matrix{wf.data()}, nullptr, 7}};
+    attn::linear(q8, both, x.data(), M, K, scratch.data());
+    const attn::Projection pq{alone_q.data(), wq, nullptr, kN};
+    attn::linear(q8, {&pq, 1}, x.data(), M, K, scratch.data());
+    const attn::Projection pf{alone_f.data(), attn::Matrix{wf.data()}, nullptr, 7};
+    attn::linear(exact, {&pf, 1}, x.data(), M, K, scratch.data());
+    CHECK(std::memcmp(both_q.data(), alone_q.data(), both_q.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(both_f.data(), alone_f.data(), both_f.size() * sizeof(float)) == 0);
+  }
+}
