@@ -150,7 +150,7 @@ TEST_CASE("q8 compute: products against llama.cpp's reference dot products, batc
   }
 }
 
-TEST_CASE("q8 compute: accumulates onto y, and the weights' rows may be strided") {
+TEST_CASE("q8 compute: accumulates onto y") {
   attn::Runtime rt;
   if (!runtime(2, rt)) return;
   const std::int64_t K = 256, M = 3;
@@ -245,4 +245,21 @@ TEST_CASE("q8 compute: beside an F32 matrix sharing x, each gives the bits it gi
     CHECK(std::memcmp(both_q.data(), alone_q.data(), both_q.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(both_f.data(), alone_f.data(), both_f.size() * sizeof(float)) == 0);
   }
+}
+
+// linear() puts x quantized after the F32 scratch (64-byte aligned): scratch_floats counts it for
+// every K up to k_max, whichever blocks K and k_max are made of (the FFN's hidden size need not
+// be a multiple of 32 where the attention's dim is).
+TEST_CASE("q8 compute: the scratch holds x quantized for any K up to k_max") {
+  for (const std::int64_t M : {1, 5, 32, 40, 512})
+    for (const std::int64_t k_max : {256, 300, 770, 14336})
+      for (const std::int64_t K : {32, 96, 256, 288, 768, 14336}) {
+        if (K > k_max) continue;
+        CAPTURE(M);
+        CAPTURE(k_max);
+        CAPTURE(K);
+        const std::int64_t need = std::max(attn::pack_floats(1, K), attn::pack_floats(M, K)) + 16 +
+                                  (attn::q8_input_bytes(M, K) + 3) / 4;
+        CHECK(attn::scratch_floats(M, k_max, 2, attn::Compute::q8) >= need);
+      }
 }

@@ -171,8 +171,10 @@ std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threa
   if (compute == Compute::bf16)
     bf16 = std::max(packed_bf16_elements(rows, k_max),
                     max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
+  // (K rounded up to 256: both layouts counted for any K <= k_max, whichever blocks it has)
+  const std::int64_t k256 = (k_max + 255) / 256 * 256;
   const std::int64_t q8 =
-      compute == Compute::q8 ? 16 + (q8_input_bytes(max_rows, k_max) + 3) / 4 : 0;
+      compute == Compute::q8 ? 16 + (q8_input_bytes(max_rows, k256) + 3) / 4 : 0;
   return pack + panel_floats(max_rows, threads, compute) + (bf16 + 1) / 2 + q8;
 }
 
