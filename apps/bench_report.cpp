@@ -185,8 +185,8 @@ void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& result
       std::fprintf(out,
                    "--compute %s, %s weights, against the exact path (the prefill's output): "
                    "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
-                   attn::compute_name(compute), t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
-                   t.compute_error->rms_rel);
+                   attn::compute_name(compute), t.weight_type.c_str(), t.compute_error->max_abs,
+                   t.compute_error->max_rel, t.compute_error->rms_rel);
 }
 
 // --json's object: the machine, the first weight type's figures, every type's (`types`).

@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
   }
   std::vector<std::uint8_t> xq(std::size_t(q8 ? attn::q8_input_bytes(M, cols) : 0));
   std::printf("kernels %s, %lld rows x %lld columns, %lld rows of x, %lld reps, one thread\n",
-              q8 ? "compute q8" : k->name, static_cast<long long>(rows), static_cast<long long>(cols),
-              static_cast<long long>(M), static_cast<long long>(reps));
+              q8 ? "compute q8" : k->name, static_cast<long long>(rows),
+              static_cast<long long>(cols), static_cast<long long>(M),
+              static_cast<long long>(reps));
   std::printf("%-6s %10s %10s %8s\n", "type", "ns/weight", "weights/ns", "GB/s");
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     if (t.block == 1 && t.type != attn::WeightType::f32) continue;

@@ -155,8 +155,8 @@ bool computes_otherwise(attn::Compute compute, const std::string& weight_type) {
   return compute == attn::Compute::q8 && attn::q8_weights(*t);
 }
 
-// Every model in the same rounds, --compute bf16's or q8's error, then the machine's limits (the FMA
-// peak probed again: the limit is the best probe, their spread is said).
+// Every model in the same rounds, --compute bf16's or q8's error, then the machine's limits (the
+// FMA peak probed again: the limit is the best probe, their spread is said).
 std::vector<BenchResult> measure(const BenchPlan& p, Workload& w, ProgressBar& progress) {
   std::vector<attn::Transformer*> ms;
   for (attn::Session& s : w.sessions) ms.push_back(&s.model);

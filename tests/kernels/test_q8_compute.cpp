@@ -129,7 +129,8 @@ TEST_CASE("q8 compute: products against llama.cpp's reference dot products, batc
         for (const attn::Runtime& rt : rts) {
           const std::int64_t m0 = kM - M;
           std::vector<float> y(std::size_t(M * kN), -1.0f);
-          std::vector<float> scratch(std::size_t(attn::scratch_floats(M, K, rt.threads, rt.compute)));
+          std::vector<float> scratch(
+              std::size_t(attn::scratch_floats(M, K, rt.threads, rt.compute)));
           const attn::Projection p{y.data(), attn::Matrix{w.data(), t, 0}, nullptr, kN};
           attn::linear(rt, {&p, 1}, x.data() + m0 * K, M, K, scratch.data());
           for (std::int64_t m = 0; m < M; ++m)
@@ -161,8 +162,8 @@ TEST_CASE("q8 compute: accumulates onto y") {
   const attn::Projection p{plain.data(), attn::Matrix{w.data(), attn::WeightType::q4_k, 0}, nullptr,
                            kN};
   attn::linear(rt, {&p, 1}, x.data(), M, K, scratch.data());
-  const attn::Projection a{added.data(), attn::Matrix{w.data(), attn::WeightType::q4_k, 0},
-                           nullptr, kN};
+  const attn::Projection a{added.data(), attn::Matrix{w.data(), attn::WeightType::q4_k, 0}, nullptr,
+                           kN};
   attn::linear(rt, {&a, 1}, x.data(), M, K, scratch.data(), true);
   for (std::size_t i = 0; i < plain.size(); ++i) CHECK(added[i] == 1.5f + plain[i]);
 }

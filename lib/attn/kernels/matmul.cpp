@@ -214,11 +214,10 @@ Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections) &&
                     !(rt.bf16_dot && M <= kBatchRows && M < rt.bf16_dot->exact_below);
   // Under compute q8 with every matrix of a q8 type, only the quantized x is read.
-  const bool all_q8 = rt.compute == Compute::q8 && std::all_of(projections.begin(), projections.end(),
-                                                               [](const Projection& p) {
-                                                                 return q8_weights(p.w.type);
-                                                               });
-  if (M >= 2 && !all_q8) {  // each tile packed on its own, as the pool's items when there are several
+  const bool all_q8 = rt.compute == Compute::q8 &&
+                      std::all_of(projections.begin(), projections.end(),
+                                  [](const Projection& p) { return q8_weights(p.w.type); });
+  if (M >= 2 && !all_q8) {  // each tile packed on its own, as the pool's items if several
     const Tiles tiles(M);
     const std::int64_t kv = K / kPack * kPack;
     rt.run(tiles.count, parallel && tiles.count > 1, [&](std::int64_t t, int) {

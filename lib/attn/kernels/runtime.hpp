@@ -54,9 +54,9 @@ struct Runtime {
 
 // threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
 // throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16, compute q8 where it
-// lacks AVX512-VNNI, either with a kernel set other than avx512. OpenBLAS runs one thread per call (detail/blas.hpp pins it when it is
-// opened): the pool owns the cores, and two spinning pools on the same cores cost milliseconds
-// per hand-over.
+// lacks AVX512-VNNI, either with a kernel set other than avx512. OpenBLAS runs one thread per call
+// (detail/blas.hpp pins it when it is opened): the pool owns the cores, and two spinning pools on
+// the same cores cost milliseconds per hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
                      std::string_view kernels = "", Compute compute = Compute::f32);
 

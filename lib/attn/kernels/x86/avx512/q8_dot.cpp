@@ -106,7 +106,8 @@ ATTN_Q8 void quantize_q8_0(const float* x, std::int64_t K, std::uint8_t* out) {
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const __m512 v[2] = {_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)};
-    const float amax = reduce_max(_mm512_maskz_max_ps(kAll, _mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+    const float amax =
+        reduce_max(_mm512_maskz_max_ps(kAll, _mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const float dh = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
@@ -119,8 +120,10 @@ ATTN_Q8 void quantize_q8_0(const float* x, std::int64_t K, std::uint8_t* out) {
           _mm512_castps_si512(one),
           _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(int(0x80000000u)))));
       t = _mm512_mask_add_ps(t, up, t, sign);
-      const __m512i q = _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, t), _mm512_set1_epi32(128));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16 * h), _mm512_maskz_cvtepi32_epi8(kAll, q));
+      const __m512i q =
+          _mm512_add_epi32(_mm512_maskz_cvttps_epi32(kAll, t), _mm512_set1_epi32(128));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16 * h),
+                       _mm512_maskz_cvtepi32_epi8(kAll, q));
     }
   }
 }
@@ -136,7 +139,8 @@ ATTN_Q8 void quantize_q8_k(const float* x, std::int64_t K, std::uint8_t* out) {
   for (std::int64_t b = 0; b < blocks; ++b) {
     const float* xb = x + 256 * b;
     __m512 mx = _mm512_setzero_ps();
-    for (int i = 0; i < 16; ++i) mx = _mm512_maskz_max_ps(kAll, mx, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
+    for (int i = 0; i < 16; ++i)
+      mx = _mm512_maskz_max_ps(kAll, mx, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
     const float amax = reduce_max(mx);
     std::int16_t bsums[16] = {};
     float d = 0.0f;
@@ -155,10 +159,14 @@ ATTN_Q8 void quantize_q8_k(const float* x, std::int64_t K, std::uint8_t* out) {
       const float iscale = -127.0f / xb[first];
       for (int i = 0; i < 16; ++i) {
         const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), _mm512_set1_ps(iscale));
-        const __m512i q = _mm512_maskz_min_epi32(kAll, 
-            _mm512_maskz_cvtps_epi32(kAll, _mm512_maskz_roundscale_ps(kAll, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+        const __m512i q = _mm512_maskz_min_epi32(
+            kAll,
+            _mm512_maskz_cvtps_epi32(
+                kAll,
+                _mm512_maskz_roundscale_ps(kAll, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
             _mm512_set1_epi32(127));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 256 * b + 16 * i), _mm512_maskz_cvtepi32_epi8(kAll, q));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 256 * b + 16 * i),
+                         _mm512_maskz_cvtepi32_epi8(kAll, q));
         bsums[i] = std::int16_t(reduce_add_i(q));
       }
       d = 1.0f / iscale;
@@ -220,7 +228,8 @@ struct Q80 {
     const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBytes + 2))
                            : _mm256_setzero_si256();
     u.w = _mm512_maskz_inserti64x4(kAll8, _mm512_maskz_broadcast_i64x4(kAll8, lo), hi, 1);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), u.w);
+    const __m512i sum =
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), u.w);
     u.neg = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
     u.d = halves(f16(p), two ? f16(p + kBytes) : 0.0f);
   }
@@ -228,8 +237,8 @@ struct Q80 {
                                                     std::int64_t blocks, std::int64_t K, X& x) {
     const bool two = 2 * s + 1 < blocks;
     const std::uint8_t* q = xr + 64 * s;
-    x.q = two ? _mm512_loadu_si512(q)
-              : zext(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+    x.q =
+        two ? _mm512_loadu_si512(q) : zext(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
     const std::uint8_t* d = xr + K + 8 * s;
     x.d = halves(f32(d), two ? f32(d + 4) : 0.0f);
   }
@@ -255,15 +264,21 @@ struct XK {
 
 // Lane l of 32 16-bit lanes: table[l] (vpermw's indices).
 alignas(64) constexpr std::int16_t kQ4Scales[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+     3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+     5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+     7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
 alignas(32) constexpr std::int16_t kQ4Mins[16] = {8,  8,  9,  9,  10, 10, 11, 11,
                                                   12, 12, 13, 13, 14, 14, 15, 15};
 alignas(64) constexpr std::int16_t kQ6Scales[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5,
+     6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
     {8,  8,  8,  8,  8,  8,  8,  8,  9,  9,  9,  9,  9,  9,  9,  9,
      10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
     {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
@@ -275,7 +290,8 @@ ATTN_Q8 inline __m512i table(const std::int16_t* t) {
 
 // 32 bytes at p in both halves of a zmm.
 ATTN_Q8 inline __m512i both_halves(const std::uint8_t* p) {
-  return _mm512_maskz_broadcast_i64x4(kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_maskz_broadcast_i64x4(kAll8,
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // 16-bit lanes shifted by a in the low half, b in the high one.
@@ -311,15 +327,15 @@ struct Q4K {
     a[1] = (a[2] & k2) | (((a[0] >> 6) & k3) << 4);
     a[2] = m;
     a[0] &= k1;
-    const __m256i sm =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
     const __m512i sm5 = _mm512_maskz_broadcast_i64x4(kAll8, sm);
     const __m512i nib = _mm512_set1_epi8(0x0F), by = shifts(0, 4);
     for (int j = 0; j < 4; ++j) {
       u.s[j] = _mm512_permutexvar_epi16(table(kQ4Scales[j]), sm5);
       u.w[j] = _mm512_and_si512(_mm512_srlv_epi16(both_halves(p + 16 + 32 * j), by), nib);
     }
-    u.mins = _mm256_permutexvar_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(kQ4Mins)), sm);
+    u.mins =
+        _mm256_permutexvar_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(kQ4Mins)), sm);
   }
   [[gnu::always_inline]] ATTN_Q8 static void load_x(const std::uint8_t* xr, std::int64_t b,
                                                     std::int64_t, std::int64_t K, X& x) {
@@ -327,7 +343,8 @@ struct Q4K {
   }
   [[gnu::always_inline]] ATTN_Q8 static __m512 dot(const U& u, const X& x, __m512 acc) {
     __m512i i = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) i = _mm512_dpwssd_epi32(i, _mm512_maddubs_epi16(u.w[j], x.q[j]), u.s[j]);
+    for (int j = 0; j < 4; ++j)
+      i = _mm512_dpwssd_epi32(i, _mm512_maddubs_epi16(u.w[j], x.q[j]), u.s[j]);
     const __m256i mins = _mm256_madd_epi16(x.sums, u.mins);
     acc = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, i), _mm512_set1_ps(u.d * x.d), acc);
     return _mm512_mask3_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, zext(mins)),
@@ -363,9 +380,8 @@ struct Q6K {
       const __m512i h = both_halves(p + 128 + 32 * n);
       u.w[2 * n] = _mm512_or_si512(_mm512_and_si512(l, nib),
                                    _mm512_and_si512(_mm512_sllv_epi16(h, low_quarters), top));
-      u.w[2 * n + 1] =
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
-                          _mm512_and_si512(_mm512_srlv_epi16(h, high_quarters), top));
+      u.w[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
+                                       _mm512_and_si512(_mm512_srlv_epi16(h, high_quarters), top));
     }
   }
   [[gnu::always_inline]] ATTN_Q8 static void load_x(const std::uint8_t* xr, std::int64_t b,
@@ -374,7 +390,8 @@ struct Q6K {
   }
   [[gnu::always_inline]] ATTN_Q8 static __m512 dot(const U& u, const X& x, __m512 acc) {
     __m512i i = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) i = _mm512_dpwssd_epi32(i, _mm512_maddubs_epi16(u.w[j], x.q[j]), u.s[j]);
+    for (int j = 0; j < 4; ++j)
+      i = _mm512_dpwssd_epi32(i, _mm512_maddubs_epi16(u.w[j], x.q[j]), u.s[j]);
     const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(x.sums, u.sc), 5);
     i = _mm512_sub_epi32(i, zext(off));
     return _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, i), _mm512_set1_ps(u.d * x.d), acc);
@@ -488,9 +505,8 @@ ATTN_Q8 void rows_t(const void* w, std::int64_t ldw, const std::uint8_t* xq, std
     rows_block<T, 1>(b + r * row_bytes, row_bytes, xq, xrow, M, K, y + r, ldy, accumulate);
 }
 
-void rows(WeightType type, const void* w, std::int64_t ldw, const std::uint8_t* xq,
-          std::int64_t M, std::int64_t K, float* y, std::int64_t ldy, std::int64_t n,
-          bool accumulate) {
+void rows(WeightType type, const void* w, std::int64_t ldw, const std::uint8_t* xq, std::int64_t M,
+          std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {
   switch (type) {
     case WeightType::q8_0:
       return rows_t<Q80>(w, ldw, xq, M, K, y, ldy, n, accumulate);
