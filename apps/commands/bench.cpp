@@ -167,8 +167,11 @@ std::vector<BenchResult> measure(const BenchPlan& p, Workload& w, ProgressBar& p
     progress.line(std::string("--compute ") + attn::compute_name(m.rt.compute) +
                   " against the exact path (one prefill each way)");
     for (std::size_t i = 0; i < results.size(); ++i)
-      if (computes_otherwise(m.rt.compute, results[i].weight_type))
+      if (computes_otherwise(m.rt.compute, results[i].weight_type)) {
         results[i].compute_error = compute_error(*ms[i], w.x, p.shape.prefill);
+        // vdpbf16ps: two products a lane for one FMA's slot; q8's vpmaddubsw and vpdpbusd, four
+        results[i].peak_factor = m.rt.compute == attn::Compute::bf16 ? 2 : 4;
+      }
   }
   progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak again");
   MachineLimits machine = w.limits;

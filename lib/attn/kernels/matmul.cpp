@@ -120,18 +120,21 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
 }
 
 // Weight rows per item: kGemvRows for decode; for a prefill, fewer, so that an item's rows stay
-// in L2 while x's tiles pass over them (docs/perf/batch-invariance.md).
-std::int64_t item_rows(std::int64_t M) {
-  return M <= kBatchRows ? kGemvRows : kPrefillRows;
+// in L2 while x's tiles pass over them (docs/perf/batch-invariance.md); but the compute-bf16
+// GEMM's own blocks of kGemmNC features, whose register tiles are 48 features wide (an item of
+// 16 left two thirds of each tile empty and packed a panel per 16 features).
+std::int64_t item_rows(const Input& in) {
+  if (in.M <= kBatchRows) return kGemvRows;
+  return in.xb ? kGemmNC : kPrefillRows;
 }
 
-// The weights are cut into blocks of item_rows(M) rows, one item each, which the threads claim as
+// The weights are cut into blocks of item_rows(in) rows, one item each, which the threads claim as
 // they finish, so a thread slowed by the other core's neighbours does not hold up the step. Each
 // output is computed by one item, whatever ran it, in the canonical order: the threads split
 // outputs only.
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                  const Input& in, bool accumulate) {
-  const std::int64_t rows = item_rows(in.M);
+  const std::int64_t rows = item_rows(in);
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
   rt.run(blocks, parallel, [&](std::int64_t i, int slot) -> std::int64_t {
