@@ -63,7 +63,8 @@ nlohmann::json batched_json(const BenchResult& r) {
   return rows;
 }
 
-// The prefill's limit: the FMA peak, or twice it under --compute bf16 (BenchResult::peak_factor).
+// The prefill's limit: the FMA peak, twice it under --compute bf16, four times under q8
+// (BenchResult::peak_factor).
 double prefill_peak(const BenchResult& r) {
   return r.limits.fma_gflops * r.peak_factor;
 }
@@ -176,20 +177,25 @@ void print_summary(std::FILE* out, const BenchResult& r, const attn::Runtime& rt
       r.weight_type.c_str(), x.pf_s * 1e3, (long long)r.prefill, x.pf_s * 1e3 / double(r.prefill),
       double(r.prefill) / x.pf_s, x.pf_gflops, r.prefill_gflop,
       100 * x.matmul_rate / l.sgemm_gflops, l.sgemm_gflops, 100 * x.pf_gflops / prefill_peak(r),
-      l.fma_isa.c_str(), r.peak_factor == 2 ? " x 2 (vdpbf16ps)" : "", prefill_peak(r),
-      x.med * double(r.steps), (long long)r.steps, x.med, x.p10, x.p90, 1e3 / x.med, x.gbs,
-      r.weight_bytes / 1e6, 100 * x.gbs / l.stream_gbs, l.stream_gbs, double(r.peak_rss_kb) / 1024,
-      rt.threads, attn::matmul_path(rt).c_str(), attn::blas_core().c_str());
+      l.fma_isa.c_str(),
+      r.peak_factor == 2   ? " x 2 (vdpbf16ps)"
+      : r.peak_factor == 4 ? " x 4 (8-bit integer products)"
+                           : "",
+      prefill_peak(r), x.med * double(r.steps), (long long)r.steps, x.med, x.p10, x.p90,
+      1e3 / x.med, x.gbs, r.weight_bytes / 1e6, 100 * x.gbs / l.stream_gbs, l.stream_gbs,
+      double(r.peak_rss_kb) / 1024, rt.threads, attn::matmul_path(rt).c_str(),
+      attn::blas_core().c_str());
 }
 
-void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results) {
+void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results,
+                          attn::Compute compute) {
   for (const BenchResult& t : results)
     if (t.compute_error)
       std::fprintf(out,
-                   "--compute bf16, %s weights, against the exact path (the prefill's output): "
+                   "--compute %s, %s weights, against the exact path (the prefill's output): "
                    "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
-                   t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
-                   t.compute_error->rms_rel);
+                   attn::compute_name(compute), t.weight_type.c_str(), t.compute_error->max_abs,
+                   t.compute_error->max_rel, t.compute_error->rms_rel);
 }
 
 // --json's object: the machine, the first weight type's figures, every type's (`types`).
@@ -251,7 +257,7 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
   print_summary(out, r, rt, x);
   print_weight_types(out, types);
   for (const BenchResult& t : results) print_batched(out, t, rt);
-  print_compute_errors(out, results);
+  print_compute_errors(out, results, rt.compute);
   const std::vector<std::string> errors = measurement_errors(results);
   for (const std::string& e : errors) std::fprintf(out, "measurement error: %s\n", e.c_str());
   std::fflush(out);
@@ -288,8 +294,10 @@ std::vector<std::string> measurement_errors(const std::vector<BenchResult>& resu
     const double peak = r.prefill_gflop / r.prefill_seconds / prefill_peak(r);
     if (peak > 1)
       out.push_back(over_limit(r.weight_type + " prefill", peak,
-                               r.peak_factor == 2 ? "vdpbf16ps peak" : "FMA peak", prefill_peak(r),
-                               "GFLOP/s",
+                               r.peak_factor == 2   ? "vdpbf16ps peak"
+                               : r.peak_factor == 4 ? "8-bit integer peak"
+                                                    : "FMA peak",
+                               prefill_peak(r), "GFLOP/s",
                                "its " + std::to_string(l.fma_samples.size()) +
                                    " probes around the run spread " + percent(l.fma_spread())));
     const double stream = r.weight_bytes / (median_ms(r.step_ms) * 1e-3) / 1e9 / l.stream_gbs;
