@@ -63,6 +63,12 @@ nlohmann::json batched_json(const BenchResult& r) {
   return rows;
 }
 
+// The prefill's limit: the FMA peak, twice it under --compute bf16, four times under q8
+// (BenchResult::peak_factor).
+double prefill_peak(const BenchResult& r) {
+  return r.limits.fma_gflops * r.peak_factor;
+}
+
 // A fraction of a limit as a percentage, marked "!" past 100%: a measurement error (below).
 char over(double fraction) {
   return fraction > 1 ? '!' : ' ';
@@ -84,15 +90,14 @@ nlohmann::json work_json(const std::vector<attn::SlotWork>& work) {
   return {{"items", items}, {"gflop", gflop}};
 }
 
-nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first,
-                                const MachineLimits& l) {
+nlohmann::json weight_type_json(const BenchResult& r, const BenchResult& first) {
   const double pf_s = r.prefill_seconds, med = median_ms(r.step_ms);
   const double gbs = r.weight_bytes / (med * 1e-3) / 1e9;
   return {{"weight_type", r.weight_type},
           {"prefill_ms", pf_s * 1e3},
           {"prefill_positions_per_s", double(r.prefill) / pf_s},
           {"prefill_gflops", r.prefill_gflop / pf_s},
-          {"prefill_fraction_of_fma_peak", r.prefill_gflop / pf_s / l.fma_gflops},
+          {"prefill_fraction_of_fma_peak", r.prefill_gflop / pf_s / prefill_peak(r)},
           {"decode_depth", r.depth},
           {"decode_ms_median", med},
           {"decode_ms_p10", r.step_ms[r.step_ms.size() / 10]},
@@ -162,7 +167,7 @@ void print_summary(std::FILE* out, const BenchResult& r, const attn::Runtime& rt
       "prompt eval time = %10.2f ms / %5lld positions (%8.2f ms per position, %8.2f "
       "positions per second)\n"
       "prompt eval rate = %8.1f GFLOP/s (%.1f GFLOP), %.0f%% of OpenBLAS sgemm's %.1f "
-      "GFLOP/s on these shapes, %.0f%% of the %s FMA peak %.1f GFLOP/s\n"
+      "GFLOP/s on these shapes, %.0f%% of the %s FMA peak%s %.1f GFLOP/s\n"
       "        eval time = %10.2f ms / %5lld steps    (%8.2f ms per step median, p10 %.2f, "
       "p90 %.2f, %8.2f steps per second)\n"
       "        eval rate = %8.2f GB/s of weights (%.1f MB per step), %.0f%% of the %.2f "
@@ -171,21 +176,26 @@ void print_summary(std::FILE* out, const BenchResult& r, const attn::Runtime& rt
       "matmul = %s; OpenBLAS core = %s\n",
       r.weight_type.c_str(), x.pf_s * 1e3, (long long)r.prefill, x.pf_s * 1e3 / double(r.prefill),
       double(r.prefill) / x.pf_s, x.pf_gflops, r.prefill_gflop,
-      100 * x.matmul_rate / l.sgemm_gflops, l.sgemm_gflops, 100 * x.pf_gflops / l.fma_gflops,
-      l.fma_isa.c_str(), l.fma_gflops, x.med * double(r.steps), (long long)r.steps, x.med, x.p10,
-      x.p90, 1e3 / x.med, x.gbs, r.weight_bytes / 1e6, 100 * x.gbs / l.stream_gbs, l.stream_gbs,
+      100 * x.matmul_rate / l.sgemm_gflops, l.sgemm_gflops, 100 * x.pf_gflops / prefill_peak(r),
+      l.fma_isa.c_str(),
+      r.peak_factor == 2   ? " x 2 (vdpbf16ps)"
+      : r.peak_factor == 4 ? " x 4 (8-bit integer products)"
+                           : "",
+      prefill_peak(r), x.med * double(r.steps), (long long)r.steps, x.med, x.p10, x.p90,
+      1e3 / x.med, x.gbs, r.weight_bytes / 1e6, 100 * x.gbs / l.stream_gbs, l.stream_gbs,
       double(r.peak_rss_kb) / 1024, rt.threads, attn::matmul_path(rt).c_str(),
       attn::blas_core().c_str());
 }
 
-void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results) {
+void print_compute_errors(std::FILE* out, const std::vector<BenchResult>& results,
+                          attn::Compute compute) {
   for (const BenchResult& t : results)
     if (t.compute_error)
       std::fprintf(out,
-                   "--compute bf16, %s weights, against the exact path (the prefill's output): "
+                   "--compute %s, %s weights, against the exact path (the prefill's output): "
                    "max |error| %.3g (%.2g of max |output|), RMS error %.2g of RMS output\n",
-                   t.weight_type.c_str(), t.compute_error->max_abs, t.compute_error->max_rel,
-                   t.compute_error->rms_rel);
+                   attn::compute_name(compute), t.weight_type.c_str(), t.compute_error->max_abs,
+                   t.compute_error->max_rel, t.compute_error->rms_rel);
 }
 
 // --json's object: the machine, the first weight type's figures, every type's (`types`).
@@ -204,7 +214,8 @@ nlohmann::json report_json(const BenchResult& r, const attn::Runtime& rt, const 
           {"prefill_gflop", r.prefill_gflop},
           {"prefill_matmul_gflops", x.matmul_rate},
           {"prefill_fraction_of_sgemm", x.matmul_rate / l.sgemm_gflops},
-          {"prefill_fraction_of_fma_peak", x.pf_gflops / l.fma_gflops},
+          {"prefill_fraction_of_fma_peak", x.pf_gflops / prefill_peak(r)},
+          {"prefill_peak_factor", r.peak_factor},
           {"decode_steps", r.steps},
           {"decode_depth", r.depth},
           {"decode_ms_median", x.med},
@@ -241,12 +252,12 @@ void print_bench(const std::vector<BenchResult>& results, const attn::Runtime& r
   std::FILE* out = json ? stderr : stdout;
   const BenchResult& r = results.front();
   nlohmann::json types = nlohmann::json::array();
-  for (const BenchResult& t : results) types.push_back(weight_type_json(t, r, r.limits));
+  for (const BenchResult& t : results) types.push_back(weight_type_json(t, r));
   const Figures x = figures(r);
   print_summary(out, r, rt, x);
   print_weight_types(out, types);
   for (const BenchResult& t : results) print_batched(out, t, rt);
-  print_compute_errors(out, results);
+  print_compute_errors(out, results, rt.compute);
   const std::vector<std::string> errors = measurement_errors(results);
   for (const std::string& e : errors) std::fprintf(out, "measurement error: %s\n", e.c_str());
   std::fflush(out);
@@ -280,10 +291,13 @@ std::vector<std::string> measurement_errors(const std::vector<BenchResult>& resu
   std::vector<std::string> out;
   for (const BenchResult& r : results) {
     const MachineLimits& l = r.limits;
-    const double peak = r.prefill_gflop / r.prefill_seconds / l.fma_gflops;
+    const double peak = r.prefill_gflop / r.prefill_seconds / prefill_peak(r);
     if (peak > 1)
-      out.push_back(over_limit(r.weight_type + " prefill", peak, "FMA peak", l.fma_gflops,
-                               "GFLOP/s",
+      out.push_back(over_limit(r.weight_type + " prefill", peak,
+                               r.peak_factor == 2   ? "vdpbf16ps peak"
+                               : r.peak_factor == 4 ? "8-bit integer peak"
+                                                    : "FMA peak",
+                               prefill_peak(r), "GFLOP/s",
                                "its " + std::to_string(l.fma_samples.size()) +
                                    " probes around the run spread " + percent(l.fma_spread())));
     const double stream = r.weight_bytes / (median_ms(r.step_ms) * 1e-3) / 1e9 / l.stream_gbs;

@@ -218,10 +218,12 @@ std::vector<Flag> model_flags() {
       {{"--compute", "compute", 18},
        {{kModel | Command::generate | kView | kChat,
          "f32: exact (default); bf16: BF16 weights times activations rounded to BF16 "
-         "(vdpbf16ps, AVX512-BF16; see docs/perf/bf16-compute.md)"}},
+         "(vdpbf16ps, AVX512-BF16; see docs/perf/bf16-compute.md); q8: Q8_0, Q4_K and Q6_K "
+         "weights times activations quantized to 8 bits as llama.cpp does (AVX512-VNNI; see "
+         "docs/perf/q8-compute.md)"}},
        [](CLI::App& cmd, Names n, Help h, Options& o, Command) {
          return cmd.add_option(n, o.compute, h)
-             ->check(CLI::IsMember({"f32", "bf16"}))
+             ->check(CLI::IsMember({"f32", "bf16", "q8"}))
              ->capture_default_str();
        }},
       {{"--log-level", "", 25},

@@ -16,7 +16,9 @@
 #      through the whole layer, best of 3 repetitions; decode at depth P: -p 0 -n N -d P, one
 #      repetition) and llama-batched-bench (-npp P -ntg G -npl 1,2,4,8,16 -pps, S_TG t/s; the
 #      quantized types -npl 1,4,16), then `attn-cli bench --compute bf16 --weight-types bf16`
-#      (on CPUs with AVX512-BF16) next to llama.cpp's BF16 rows;
+#      (on CPUs with AVX512-BF16) next to llama.cpp's BF16 rows, and `attn-cli bench --weights
+#      F --compute q8` for the Q8_0 and Q4_K_M files (on CPUs with AVX512-VNNI) next to
+#      llama.cpp's rows of the same files;
 #   4. long context (BF16 file, --long-rounds rounds, default 1: each fill is slow): decode at
 #      depth D for each D of --long (8192,32768), B = 1 and 4: `attn-cli bench --weights F
 #      --depth D --max-batch 4` against `llama-bench -p 0 -n G -d D` (B = 1) and
@@ -395,6 +397,9 @@ llama_part() {
   # --compute bf16 needs AVX512-BF16 (attn-cli refuses it otherwise)
   local compute_bf16=0
   grep -qw avx512_bf16 /proc/cpuinfo && compute_bf16=1
+  # --compute q8 needs AVX512-VNNI (attn-cli refuses it otherwise)
+  local compute_q8=0
+  grep -qw avx512_vnni /proc/cpuinfo && compute_q8=1
   # batched-bench's context: every sequence's prompt and tokens (the KV cache is per sequence)
   c_ctx=$((16 * (prefill + ntg)))
   local -a cli_shape=(--threads "$threads" --prefill "$prefill" --steps "$steps")
@@ -479,6 +484,9 @@ llama_part() {
       if [ "$t" = bf16 ] && [ "$compute_bf16" = 1 ]; then
         run_cli "cli.bf16c.$r" "${cli_shape[@]}" --weight-types bf16 --compute bf16
       fi
+      if [[ $t == q* ]] && [ "$compute_q8" = 1 ]; then
+        run_cli "cli.${t}c.$r" "${cli_shape[@]}" "${weights[@]}" --compute q8
+      fi
     done
   done
   # Long context, BF16 file: each tool fills its cache to depth D (attn-cli once for B = 1 and
@@ -517,17 +525,20 @@ llama_part() {
   "$py" - "$tmp" "$rounds" "$compute_bf16" "${OPENBLAS_CORETYPE-unset}" "$lsrc" "$c_ctx" \
     "$(date -R)" "$((SECONDS - start))" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" \
     "${types[*]}" "${depths[*]}" "$long_rounds" "$n_stories" "$threads" \
-    "${llama_bin:-$lbin}" "$ntg" "$before_bin" <<'EOF'
+    "${llama_bin:-$lbin}" "$ntg" "$before_bin" "$compute_q8" <<'EOF'
 import json, os, re, statistics, subprocess, sys
 
 (tmp, rounds, compute_bf16, coretype, lsrc, c_ctx, date, took, load0, load1, types, depths,
- long_rounds, n_stories, threads, llama_bin, ntg, before_bin) = sys.argv[1:]
+ long_rounds, n_stories, threads, llama_bin, ntg, before_bin, compute_q8) = sys.argv[1:]
 rounds, compute_bf16, long_rounds = int(rounds), compute_bf16 == "1", int(long_rounds)
+compute_q8 = compute_q8 == "1"
+q8c = [t for t in types if t.startswith("q")] if compute_q8 else []  # --compute q8's files
 types, depths, n_stories = types.split(), [int(d) for d in depths.split()], int(n_stories)
 R = range(1, rounds + 1)
 BATCHES = (1, 2, 4, 8, 16)
 NAME = {"f32": "F32", "bf16": "BF16", "f16": "F16", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M",
-        "bf16c": "BF16, --compute bf16"}
+        "bf16c": "BF16, --compute bf16", "q8_0c": "Q8_0, --compute q8",
+        "q4_k_mc": "Q4_K_M, --compute q8"}
 
 
 def text(name):
@@ -604,6 +615,17 @@ if compute_bf16:
         rows.append((f"--compute bf16: batched decode B={b}, BF16 (tokens/s)",
                      [batched(cli("bf16c", r), b) for r in R],
                      [bb(f"llama.bf16.{r}.bb.jsonl", b) for r in R]))
+for t in q8c:  # the same file as llama.cpp's rows: its arithmetic, 8-bit activations
+    rows.append((f"--compute q8: prefill {P}, {NAME[t]} (positions/s)",
+                 [cli(f"{t}c", r)["prefill_positions_per_s"] for r in R],
+                 [lb(f"llama.{t}.{r}.pp.json", "best") for r in R]))
+    rows.append((f"--compute q8: decode at depth {P}, {NAME[t]} (steps/s)",
+                 [cli(f"{t}c", r)["decode_steps_per_s"] for r in R],
+                 [lb(f"llama.{t}.{r}.tg.json", "mean") for r in R]))
+    for b in (1, 4, 16):
+        rows.append((f"--compute q8: batched decode B={b}, {NAME[t]} (tokens/s)",
+                     [batched(cli(f"{t}c", r), b) for r in R],
+                     [bb(f"llama.{t}.{r}.bb.jsonl", b) for r in R]))
 LR = range(1, long_rounds + 1)
 for d in depths:
     rows.append((f"decode at depth {d}, BF16, B=1 (steps/s)",
@@ -681,6 +703,8 @@ print("the GGUF layer has the same shape and distribution as attn-cli's drawn la
       "values (timing only); the Q8_0 and Q4_K_M rows run the same file in both tools")
 if not compute_bf16:
     print("--compute bf16 rows left out: this CPU has no AVX512-BF16 (attn-cli refuses it)")
+if not compute_q8:
+    print("--compute q8 rows left out: this CPU has no AVX512-VNNI (attn-cli refuses it)")
 if depths:
     print(f"long context: BF16 weights (the exact path of both tools, no 8-bit activations; half "
           f"F32's bytes, so the cache's share of a step shows), {long_rounds} round(s) (each depth "
@@ -696,8 +720,8 @@ print()
 
 # prefill against the FMA peak, and what a batch of 16 costs against one sequence
 fmt = lambda v: "failed" if v is None else f"{v:.0%}"  # noqa: E731
-kinds = types + (["bf16c"] if compute_bf16 else [])
-src = {k: ("bf16" if k == "bf16c" else k) for k in kinds}
+kinds = types + (["bf16c"] if compute_bf16 else []) + [f"{t}c" for t in q8c]
+src = {k: ("bf16" if k == "bf16c" else k[:-1] if k.endswith("c") else k) for k in kinds}
 print(f"attn-cli's prefill of {P} against its FMA peak ({c0['fma_isa']}, measured in each run), "
       f"best / median round; B=16 step time / B=1 step time, median of the rounds:")
 print("| weights | prefill of FMA peak, best | median | attn-cli B=16/B=1 step | "

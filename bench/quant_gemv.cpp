@@ -7,7 +7,9 @@
 // [--cols K, default 4096, a multiple of 256] [--reps R, default: about 2^30 weights]
 // [--batch M: the batched kernel (quant_batch.hpp) for M = 2..32 rows of x instead, its 64-row
 // blocks as matmul.cpp hands them out; ns per weight and row of x] [--block-rows N: N-row blocks
-// instead (16: a prefill's items, kPrefillRows, each tile of 32 rows of x one call)]
+// instead (16: a prefill's items, kPrefillRows, each tile of 32 rows of x one call)] [--compute
+// q8: the compute-q8 kernels (q8_dot.hpp) of Q8_0, Q4_K and Q6_K instead, x quantized once
+// outside the timing]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "attn/halves.hpp"
+#include "attn/kernels/detail/q8_dot.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/matrix.hpp"
 #include "attn/weight_type.hpp"
@@ -54,6 +57,7 @@ std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t wei
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
   std::int64_t rows = 64, cols = 4096, reps = 0, batch = 1, block_rows = 64;
+  bool q8 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
@@ -62,6 +66,8 @@ int main(int argc, char** argv) {
       cols = std::max<std::int64_t>(256, std::stoll(argv[++i]) / 256 * 256);
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 32);
+    } else if (a == "--compute" && i + 1 < argc) {
+      q8 = std::string(argv[++i]) == "q8";
     } else if (a == "--block-rows" && i + 1 < argc) {
       block_rows = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 64);
     } else if (a == "--reps" && i + 1 < argc) {
@@ -83,20 +89,36 @@ int main(int argc, char** argv) {
   for (std::int64_t b = 0; b < cols / 16; ++b)
     for (std::int64_t m = 0; m < M; ++m)
       std::copy_n(x.data() + m * cols + b * 16, 16, xp.data() + (b * M + m) * 16);
+  const attn::Q8Dot* dot = q8 ? attn::q8_dot_native() : nullptr;
+  if (q8 && !dot) {
+    std::fprintf(stderr, "--compute q8: this CPU has no AVX512-VNNI\n");
+    return 2;
+  }
+  std::vector<std::uint8_t> xq(std::size_t(q8 ? attn::q8_input_bytes(M, cols) : 0));
   std::printf("kernels %s, %lld rows x %lld columns, %lld rows of x, %lld reps, one thread\n",
-              k->name, static_cast<long long>(rows), static_cast<long long>(cols),
-              static_cast<long long>(M), static_cast<long long>(reps));
+              q8 ? "compute q8" : k->name, static_cast<long long>(rows),
+              static_cast<long long>(cols), static_cast<long long>(M),
+              static_cast<long long>(reps));
   std::printf("%-6s %10s %10s %8s\n", "type", "ns/weight", "weights/ns", "GB/s");
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     if (t.block == 1 && t.type != attn::WeightType::f32) continue;
+    if (q8 && !attn::q8_weights(t.type)) continue;
     const auto w = draw(t, rows * cols);
     std::vector<float> wf;
     if (t.block == 1) wf.assign(std::size_t(rows * cols), 0.001f);
     const void* wp = t.block == 1 ? static_cast<const void*>(wf.data()) : w.data();
     const attn::TypedKernels& tk = k->typed(t.type);
-    if (M == 1 ? !tk.gemv : !tk.batch) continue;
+    if (!q8 && (M == 1 ? !tk.gemv : !tk.batch)) continue;
+    std::uint8_t* xt = xq.data() + (q8 ? attn::q8_offset(t.type, M, cols) : 0);
+    if (q8) dot->quantize(t.type, x.data(), M, cols, xt);
     const std::int64_t row_bytes = t.block == 1 ? cols * 4 : cols / t.block * t.block_bytes;
     auto run = [&] {
+      if (q8) {
+        for (std::int64_t r0 = 0; r0 < rows; r0 += 64)
+          dot->rows(t.type, static_cast<const std::uint8_t*>(wp) + r0 * row_bytes, cols, xt, M,
+                    cols, y.data() + r0, rows, std::min<std::int64_t>(64, rows - r0), false);
+        return;
+      }
       if (M == 1) return tk.gemv(wp, cols, x.data(), x.data(), y.data(), rows, cols, false);
       for (std::int64_t r0 = 0; r0 < rows; r0 += block_rows)
         tk.batch(static_cast<const std::uint8_t*>(wp) + r0 * row_bytes, cols, xp.data(), x.data(),

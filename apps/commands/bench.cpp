@@ -14,6 +14,7 @@
 
 #include "attn/engine/run.hpp"
 #include "attn/error.hpp"
+#include "attn/kernels/detail/q8_dot.hpp"
 #include "attn/kernels/runtime.hpp"
 #include "attn/model/memory.hpp"
 #include "attn/model/weights.hpp"
@@ -145,19 +146,32 @@ void set_up_workload(const BenchPlan& p, const Options& f, const attn::Shard& sh
   for (std::size_t i = 0; i < n; ++i) w.sessions.push_back(attn::open_session(plan, spec, {}, i));
 }
 
-// Every model in the same rounds, --compute bf16's error, then the machine's limits (the FMA
-// peak probed again: the limit is the best probe, their spread is said).
+// The weight types --compute C changes (bf16: BF16; q8: Q8_0, Q4_K, Q6_K), by the names bench
+// reports them under.
+bool computes_otherwise(attn::Compute compute, const std::string& weight_type) {
+  const std::optional<attn::WeightType> t = attn::find_weight_type(weight_type);
+  if (!t) return false;
+  if (compute == attn::Compute::bf16) return *t == attn::WeightType::bf16;
+  return compute == attn::Compute::q8 && attn::q8_weights(*t);
+}
+
+// Every model in the same rounds, --compute bf16's or q8's error, then the machine's limits (the
+// FMA peak probed again: the limit is the best probe, their spread is said).
 std::vector<BenchResult> measure(const BenchPlan& p, Workload& w, ProgressBar& progress) {
   std::vector<attn::Transformer*> ms;
   for (attn::Session& s : w.sessions) ms.push_back(&s.model);
   const attn::Transformer& m = w.sessions.front().model;
   std::vector<BenchResult> results =
       bench_workload(ms, w.x, p.shape, p.batches, std::ref(progress));
-  if (m.rt.compute == attn::Compute::bf16) {
-    progress.line("--compute bf16 against the exact path (one prefill each way)");
+  if (m.rt.compute != attn::Compute::f32) {
+    progress.line(std::string("--compute ") + attn::compute_name(m.rt.compute) +
+                  " against the exact path (one prefill each way)");
     for (std::size_t i = 0; i < results.size(); ++i)
-      if (results[i].weight_type == "BF16")
+      if (computes_otherwise(m.rt.compute, results[i].weight_type)) {
         results[i].compute_error = compute_error(*ms[i], w.x, p.shape.prefill);
+        // vdpbf16ps: two products a lane for one FMA's slot; q8's vpmaddubsw and vpdpbusd, four
+        results[i].peak_factor = m.rt.compute == attn::Compute::bf16 ? 2 : 4;
+      }
   }
   progress.line("the machine's limits: OpenBLAS sgemm on the layer's shapes, the FMA peak again");
   MachineLimits machine = w.limits;

@@ -63,7 +63,11 @@ struct BenchResult {
   MachineLimits limits;
   // Model parallel: time in the allreduces (this rank), in the prefill and over all steps.
   double prefill_allreduce_seconds = 0, decode_allreduce_seconds = 0;
-  std::optional<ComputeError> compute_error;  // BF16 weights under --compute bf16
+  std::optional<ComputeError> compute_error;  // the types --compute bf16 or q8 changes
+  // The prefill's limit in FMA peaks: 2 for BF16 weights under --compute bf16, whose vdpbf16ps
+  // makes two products a lane for one FMA's issue slot; 4 for Q8_0, Q4_K and Q6_K under
+  // --compute q8 (vpmaddubsw and vpdpbusd: four 8-bit products a 32-bit lane).
+  int peak_factor = 1;
   // What each of the Runtime's threads ran (its pool's items and their flops): over the prefill
   // passes, and over the decode steps of batch 1; empty with one thread.
   std::vector<attn::SlotWork> prefill_work, decode_work;

@@ -98,14 +98,21 @@ void half_from_row(const float* x, std::int64_t n, void* out) {
   }
 }
 
-// A branch-free pass per block, then the exact index only if needed.
+// A branch-free pass per block, then the exact index only if needed. The pass is on the bits (a
+// value is not finite when its exponent bits are all set): integer operations, which the
+// compiler vectorizes where a float comparison stays one value at a time (the scan was 4% of
+// `generate`'s start-up on stories260K, issue 52, and runs on every layer's residual).
 inline std::int64_t f32_first_non_finite(const void* p, std::int64_t n) {
   const float* f = static_cast<const float*>(p);
   constexpr std::int64_t kBlock = 1024;
   for (std::int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const std::int64_t i1 = std::min(n, i0 + kBlock);
-    bool bad = false;
-    for (std::int64_t i = i0; i < i1; ++i) bad |= !(std::fabs(f[i]) <= 3.4028235e38f);
+    std::int32_t bad = 0;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, f + i, sizeof bits);
+      bad |= std::int32_t(bits & 0x7fffffffu) > 0x7f7fffff;
+    }
     if (!bad) continue;
     for (std::int64_t i = i0; i < i1; ++i)
       if (!std::isfinite(f[i])) return i;

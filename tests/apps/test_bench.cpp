@@ -250,6 +250,28 @@ TEST_CASE("bench report: a fraction of the FMA peak or the stream above 100% is 
   CHECK(cli::measurement_errors({r}).empty());
 }
 
+// --compute bf16's vdpbf16ps makes two products a lane for one FMA's slot: its BF16 prefill is
+// held to twice the FMA peak, and said to be.
+TEST_CASE("bench report: a BF16 prefill under --compute bf16 is held to twice the FMA peak") {
+  cli::BenchResult r;
+  r.weight_type = "BF16";
+  r.prefill_gflop = 150;
+  r.prefill_seconds = 1;  // 150 GFLOP/s: 150% of one peak, 75% of two
+  r.step_ms = {10};
+  r.weight_bytes = 0.1e9;
+  r.limits.fma_gflops = 100;
+  r.limits.fma_samples = {100};
+  r.limits.stream_gbs = 50;
+  REQUIRE(cli::measurement_errors({r}).size() == 1);
+  r.peak_factor = 2;
+  CHECK(cli::measurement_errors({r}).empty());
+  r.prefill_gflop = 250;
+  const std::vector<std::string> errors = cli::measurement_errors({r});
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("BF16 prefill at 125% of the vdpbf16ps peak 200.0 GFLOP/s") !=
+        std::string::npos);
+}
+
 // --quick's plan, and its expected cost at this Zen 4's rates (221 GFLOP/s peak, of which the
 // plan counts half; weights read at 20 GB/s), for the default layer: no timing is measured.
 TEST_CASE("bench --quick: a small plan expected under 30 s, and the full one said to cost more") {

@@ -114,9 +114,13 @@ void add_linear(std::vector<Case>& out) {
   for (std::int64_t n : {1, 3, 4, 5, 8, 9, 19})
     for (std::int64_t K : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100})
       gemv.push_back({n, K});
-  // Prefill: x's rows in two tiles, even and not; weight rows around 16-row items and the
-  // removed F32 GEMM's 48-feature panels and 192-feature blocks; columns around its chunks.
-  const std::int64_t prefill_rows[] = {33, 36, 39, 40, 41, 64};
+  // Prefill: x's rows in two tiles, even and not, and around the third (tiles of at most 30
+  // rows: 60 is two, 61 three; on a few shapes, for time); weight rows around 16-row items and
+  // the removed F32 GEMM's 48-feature panels and 192-feature blocks; columns around its chunks.
+  const std::int64_t prefill_rows[] = {33, 36, 39, 40, 41, 60, 61, 64};
+  const auto tile_edge = [](std::int64_t M, std::int64_t n, std::int64_t K) {
+    return (M != 60 && M != 61) || ((n == 17 || n == 193) && (K == 17 || K == 600));
+  };
   const std::int64_t features[] = {1, 17, 47, 48, 49, 191, 192, 193, 400};
   const std::int64_t columns[] = {1, 15, 16, 17, 255, 256, 257, 600};
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
@@ -143,8 +147,9 @@ void add_linear(std::vector<Case>& out) {
           for (const std::string& set : sets())
             for (int threads : {1, 2, 3, 16})  // the bits do not depend on the split; 3 and 16
               // on 2 cores (a few shapes: each case starts its threads): oversubscribed
-              if (threads == 1 || (threads == 2 && (M == 33 || M == 64)) ||
-                  (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400)))
+              if (tile_edge(M, n, K) &&
+                  (threads == 1 || (threads == 2 && (M == 33 || M == 61 || M == 64)) ||
+                   (M == 64 && (K == 16 || K == 257) && (n == 47 || n == 193 || n == 400))))
                 out.push_back({Op::linear, t.type, set, M, n, K, stride_for(n, K, 3), threads,
                                (M + n) % 2 == 1, (M + n) % 2 == 1});
   }

@@ -11,6 +11,7 @@
 #include "attn/kernels/detail/bf16_dot.hpp"
 #include "attn/kernels/detail/blas.hpp"
 #include "attn/kernels/detail/layout.hpp"
+#include "attn/kernels/detail/q8_dot.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/matrix.hpp"
 
@@ -33,6 +34,12 @@ bool any_bf16(std::span<const Projection> projections) {
   return false;
 }
 
+bool any_of_type(std::span<const Projection> projections, WeightType a, WeightType b) {
+  for (const Projection& p : projections)
+    if (p.w.type == a || p.w.type == b) return true;
+  return false;
+}
+
 // x [M, K] packed as [K / kPack, M, kPack] (whole blocks only) into a buffer of the calling
 // thread, which grows to the largest product once and is reused: no allocation per step.
 void pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
@@ -42,20 +49,34 @@ void pack_rows(const float* x, std::int64_t M, std::int64_t K, float* out) {
       std::memcpy(out + (b * M + m) * kPack, x + m * K + b * kPack, kPack * sizeof(float));
 }
 
-// x's rows in tiles of at most kBatchRows, as even as they come (a prefill of 40 rows goes as
-// 20 + 20): each tile is one batched product, so more than kBatchRows rows run the very kernels
-// of a decode batch, tile by tile, and every output has the canonical order's bits whatever the
-// tile it falls in. Tile t is rows first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
+// x's rows in tiles: up to kBatchRows rows are one; more go in tiles of at most `rows`, as even
+// as they come (a prefill of 40 rows goes as 20 + 20): each tile is one batched product, so more
+// than kBatchRows rows run the very kernels of a decode batch, tile by tile, and every output has
+// the canonical order's bits whatever the tile it falls in. Tile t is rows
+// first(t)..first(t + 1) - 1, packed from xp + first(t) * kv.
 struct Tiles {
   std::int64_t M, count;
-  explicit Tiles(std::int64_t M_) : M(M_), count((M_ + kBatchRows - 1) / kBatchRows) {}
+  Tiles(std::int64_t M_, std::int64_t rows)
+      : M(M_), count(M_ <= kBatchRows ? 1 : (M_ + rows - 1) / rows) {}
   std::int64_t first(std::int64_t t) const { return M * t / count; }
 };
+
+// Rows per prefill tile for F32, BF16 and F16 weights: 30, not 32: on Zen 4 their 4 x 6 blocking
+// ran a 32-row tile from L2 at 84% of the FMA peak and a 30-row one at 93% (bench_batch_kernel
+// --shape 16 4096; docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). The quantized blocks'
+// kernels group x's rows by 4 (Set::kBlockCols): kBatchRows for them.
+constexpr std::int64_t kPrefillTileRows = 30;
+std::int64_t tile_rows(std::span<const Projection> projections) {
+  for (const Projection& p : projections)
+    if (traits(p.w.type).block > 1) return kBatchRows;
+  return kPrefillTileRows;
+}
 
 // x as the products read it: x [M, K] itself; xp, x's tiles packed for the batched kernel or,
 // for one row, deinterleaved for the BF16 gemv; xb, x rounded to BF16 for BF16 weights under
 // compute bf16 (packed for decode, row by row for prefill), else null, and the kernels that read
-// it; panels, each thread's panel for the compute-bf16 prefill GEMM.
+// it; panels, each thread's panel for the compute-bf16 prefill GEMM; xq, x quantized for compute
+// q8 (q8_dot.hpp's layout, both ways where needed), else null, and the kernels that read it.
 struct Input {
   const float* x;
   const float* xp;
@@ -63,8 +84,15 @@ struct Input {
   const Bf16Dot* dot;
   std::int64_t M, K;
   float* panels = nullptr;
+  std::int64_t tile_rows = kBatchRows;  // Tiles' rows
+  const std::uint8_t* xq = nullptr;
+  const Q8Dot* q8 = nullptr;
 
   float* panel(int slot) const { return panels ? panels + slot * gemm_panel_floats() : nullptr; }
+  // x quantized for weights of `type`, or null where they compute otherwise.
+  const std::uint8_t* quantized(WeightType type) const {
+    return xq && q8_weights(type) ? xq + q8_offset(type, M, K) : nullptr;
+  }
 };
 
 // One thread's share of one projection: rows n0..n1 (at most kGemvRows) of w against every row of
@@ -76,7 +104,15 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   const TypedKernels& k = kernels.typed(p.w.type);
   const std::int64_t ldw = p.w.stride(K);
   const void* w = p.w.at(n0 * ldw).data;
-  if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows) {
+  if (const std::uint8_t* xq = in.quantized(p.w.type)) {  // x's tiles pass over the rows
+    const Tiles tiles(M, kBatchRows);                     // the q8 kernels' tiles: kBatchRows rows
+    const std::int64_t row = q8_row_bytes(p.w.type, K);
+    for (std::int64_t t = 0; t < tiles.count; ++t) {
+      const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
+      in.q8->rows(p.w.type, w, ldw, xq + m0 * row, mt, K, p.out + m0 * p.n + n0, p.n, n,
+                  accumulate);
+    }
+  } else if (in.xb && p.w.type == WeightType::bf16 && M <= kBatchRows) {
     in.dot->batch(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate);
   } else if (in.xb && p.w.type == WeightType::bf16) {
     in.dot->gemm(static_cast<const Bf16*>(w), ldw, in.xb, M, K, p.out + n0, p.n, n, accumulate,
@@ -84,7 +120,7 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
   } else if (M == 1) {
     k.gemv(w, ldw, in.x, in.xp, p.out + n0, n, K, accumulate);
   } else {  // the weights' rows stay in L2 while the tiles pass (kPrefillRows)
-    const Tiles tiles(M);
+    const Tiles tiles(M, in.tile_rows);
     const std::int64_t kv = K / kPack * kPack;
     for (std::int64_t t = 0; t < tiles.count; ++t) {
       const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
@@ -98,18 +134,21 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
 }
 
 // Weight rows per item: kGemvRows for decode; for a prefill, fewer, so that an item's rows stay
-// in L2 while x's tiles pass over them (docs/perf/batch-invariance.md).
-std::int64_t item_rows(std::int64_t M) {
-  return M <= kBatchRows ? kGemvRows : kPrefillRows;
+// in L2 while x's tiles pass over them (docs/perf/batch-invariance.md); but the compute-bf16
+// GEMM's own blocks of kGemmNC features, whose register tiles are 48 features wide (an item of
+// 16 left two thirds of each tile empty and packed a panel per 16 features).
+std::int64_t item_rows(const Input& in) {
+  if (in.M <= kBatchRows) return kGemvRows;
+  return in.xb ? kGemmNC : kPrefillRows;
 }
 
-// The weights are cut into blocks of item_rows(M) rows, one item each, which the threads claim as
+// The weights are cut into blocks of item_rows(in) rows, one item each, which the threads claim as
 // they finish, so a thread slowed by the other core's neighbours does not hold up the step. Each
 // output is computed by one item, whatever ran it, in the canonical order: the threads split
 // outputs only.
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                  const Input& in, bool accumulate) {
-  const std::int64_t rows = item_rows(in.M);
+  const std::int64_t rows = item_rows(in);
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
   rt.run(blocks, parallel, [&](std::int64_t i, int slot) -> std::int64_t {
@@ -141,28 +180,63 @@ std::int64_t pack_floats(std::int64_t M, std::int64_t K) {
 std::int64_t scratch_floats(std::int64_t max_rows, std::int64_t k_max, int threads,
                             Compute compute) {
   // x packed (as many rows as the largest call: pack_floats grows with M from 2 rows on), then
-  // the compute-bf16 GEMM's panels, then x in BF16.
+  // the compute-bf16 GEMM's panels, then x in BF16; or, under compute q8, x quantized (64-byte
+  // aligned).
   const std::int64_t rows = std::min(max_rows, kBatchRows);
   const std::int64_t pack = std::max(pack_floats(1, k_max), pack_floats(max_rows, k_max));
   std::int64_t bf16 = 0;
   if (compute == Compute::bf16)
     bf16 = std::max(packed_bf16_elements(rows, k_max),
                     max_rows > kBatchRows ? rounded_bf16_elements(max_rows, k_max) : 0);
-  return pack + panel_floats(max_rows, threads, compute) + (bf16 + 1) / 2;
+  // (K rounded up to 256: both layouts counted for any K <= k_max, whichever blocks it has)
+  const std::int64_t k256 = (k_max + 255) / 256 * 256;
+  const std::int64_t q8 =
+      compute == Compute::q8 ? 16 + (q8_input_bytes(max_rows, k256) + 3) / 4 : 0;
+  return pack + panel_floats(max_rows, threads, compute) + (bf16 + 1) / 2 + q8;
 }
 
 namespace {
+
+// Under compute q8, x quantized after the F32 scratch (64-byte aligned) for the types of the
+// projections that need it, each tile of rows on its own as the pool's items.
+Input quantize_input(const Runtime& rt, bool parallel, std::span<const Projection> projections,
+                     Input in, float* scratch) {
+  const std::int64_t M = in.M, K = in.K;
+  const bool q80 = any_of_type(projections, WeightType::q8_0, WeightType::q8_0);
+  const bool q8k = any_of_type(projections, WeightType::q4_k, WeightType::q6_k);
+  if (!q80 && !q8k) return in;
+  if (!rt.q8_dot) throw std::logic_error("linear: compute q8 without its kernels");
+  const std::int64_t f32 = std::max(pack_floats(1, K), pack_floats(M, K));
+  const auto at = reinterpret_cast<std::uintptr_t>(scratch + f32);
+  auto* xq = reinterpret_cast<std::uint8_t*>((at + 63) / 64 * 64);
+  const Tiles tiles(M, kBatchRows);  // as product()'s q8 tiles
+  rt.run(tiles.count, parallel && tiles.count > 1, [&](std::int64_t t, int) {
+    const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
+    for (const WeightType type : {WeightType::q8_0, WeightType::q4_k})
+      if (type == WeightType::q8_0 ? q80 : q8k)
+        rt.q8_dot->quantize(type, in.x + m0 * K, mt, K,
+                            xq + q8_offset(type, M, K) + m0 * q8_row_bytes(type, K));
+  });
+  in.xq = xq;
+  in.q8 = rt.q8_dot;
+  return in;
+}
 
 // x for the products of one call (Input), in the caller's scratch: packed or deinterleaved F32
 // at its start, the compute-bf16 panels and x in BF16 after it (on avx512 only).
 Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                     const float* x, std::int64_t M, std::int64_t K, float* scratch) {
   Input in{x, nullptr, nullptr, nullptr, M, K};
+  in.tile_rows = tile_rows(projections);
   // Compute bf16, but where the exact kernels are as fast (Bf16Dot::exact_below) they run.
   const bool bf16 = rt.compute == Compute::bf16 && any_bf16(projections) &&
                     !(rt.bf16_dot && M <= kBatchRows && M < rt.bf16_dot->exact_below);
-  if (M >= 2) {  // each tile packed on its own, as the pool's items when there are several
-    const Tiles tiles(M);
+  // Under compute q8 with every matrix of a q8 type, only the quantized x is read.
+  const bool all_q8 = rt.compute == Compute::q8 &&
+                      std::all_of(projections.begin(), projections.end(),
+                                  [](const Projection& p) { return q8_weights(p.w.type); });
+  if (M >= 2 && !all_q8) {  // each tile packed on its own, as the pool's items if several
+    const Tiles tiles(M, in.tile_rows);
     const std::int64_t kv = K / kPack * kPack;
     rt.run(tiles.count, parallel && tiles.count > 1, [&](std::int64_t t, int) {
       const std::int64_t m0 = tiles.first(t);
@@ -174,6 +248,7 @@ Input prepare_input(const Runtime& rt, bool parallel, std::span<const Projection
     deinterleave(x, K, rt.kernels->lanes, scratch);
     in.xp = scratch;
   }
+  if (rt.compute == Compute::q8) return quantize_input(rt, parallel, projections, in, scratch);
   if (!bf16) return in;
   if (!rt.bf16_dot) throw std::logic_error("linear: compute bf16 without its kernels");
   const std::int64_t f32 = std::max(pack_floats(1, K), pack_floats(M, K));
@@ -233,7 +308,8 @@ std::string matmul_path(const Runtime& rt) {
          std::to_string(kBatchRows) +
          ": each weight read once for all rows; more: x's rows in "
          "tiles of up to " +
-         std::to_string(kBatchRows) + "), every output in the canonical order (" +
+         std::to_string(kPrefillTileRows) + ", " + std::to_string(kBatchRows) +
+         " for quantized blocks), every output in the canonical order (" +
          std::to_string(rt.kernels->lanes * 2) +
          " chains, then one tree) whatever the rows computed with it";
 }

@@ -6,6 +6,7 @@
 
 #include "attn/error.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
+#include "attn/kernels/detail/q8_dot.hpp"
 #include "attn/kernels/kernels.hpp"
 
 namespace attn {
@@ -23,21 +24,25 @@ Runtime make_runtime(int threads, std::int64_t parallel_flops, std::string_view 
   if (compute == Compute::bf16 && !(rt.bf16_dot = bf16_dot_native()))
     throw InputError("compute bf16 needs vdpbf16ps (AVX512-BF16), which this CPU does not have",
                      "compute");
-  if (compute == Compute::bf16 && std::string_view(rt.kernels->name) != "avx512")
-    throw InputError(
-        std::string("compute bf16 runs with the avx512 kernels only, not ") + rt.kernels->name,
-        "compute");
+  if (compute == Compute::q8 && !(rt.q8_dot = q8_dot_native()))
+    throw InputError("compute q8 needs vpdpbusd (AVX512-VNNI), which this CPU does not have",
+                     "compute");
+  if (compute != Compute::f32 && std::string_view(rt.kernels->name) != "avx512")
+    throw InputError(std::string("compute ") + compute_name(compute) +
+                         " runs with the avx512 kernels only, not " + rt.kernels->name,
+                     "compute");
   return rt;
 }
 
 Compute parse_compute(std::string_view name) {
   if (name == "f32") return Compute::f32;
   if (name == "bf16") return Compute::bf16;
-  throw InputError("compute: expected f32 or bf16, got '" + std::string(name) + "'", "compute");
+  if (name == "q8") return Compute::q8;
+  throw InputError("compute: expected f32, bf16 or q8, got '" + std::string(name) + "'", "compute");
 }
 
 const char* compute_name(Compute compute) {
-  return compute == Compute::bf16 ? "bf16" : "f32";
+  return compute == Compute::bf16 ? "bf16" : compute == Compute::q8 ? "q8" : "f32";
 }
 
 int cores() {

@@ -18,10 +18,13 @@ namespace attn {
 // small would wait far longer for it than it takes alone (bench/busy.sh; docs/perf/README.md).
 inline constexpr std::int64_t kParallelFlops = 1 << 22;
 
-// How products with BF16 weights compute: f32, exactly (the weights widened; the default), or
-// bf16, the activations rounded to BF16 and multiplied by vdpbf16ps (detail/bf16_dot.hpp).
-enum class Compute { f32, bf16 };
+// How products compute: f32, exactly (the weights widened; the default); bf16, BF16 weights times
+// the activations rounded to BF16 by vdpbf16ps (detail/bf16_dot.hpp); q8, Q8_0, Q4_K and Q6_K
+// weights times the activations quantized to 8 bits as llama.cpp does, integer dot products
+// (detail/q8_dot.hpp). Under bf16 and q8 the other weight types compute exactly.
+enum class Compute { f32, bf16, q8 };
 struct Bf16Dot;  // detail/bf16_dot.hpp
+struct Q8Dot;    // detail/q8_dot.hpp
 
 struct Runtime {
   int threads = 1;
@@ -30,6 +33,8 @@ struct Runtime {
   Compute compute = Compute::f32;
   // compute bf16's kernels: vdpbf16ps (make_runtime), or their emulation (tests only).
   const Bf16Dot* bf16_dot = nullptr;
+  // compute q8's kernels (make_runtime; AVX-512 VNNI).
+  const Q8Dot* q8_dot = nullptr;
 
   // The threads (threads - 1 workers beside the caller), shared by the copies of this Runtime;
   // null with one thread.
@@ -48,14 +53,14 @@ struct Runtime {
 };
 
 // threads < 1: one per core. kernels "": the best set this CPU runs; an unknown or unsupported one
-// throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16 or with a kernel set
-// other than avx512. OpenBLAS runs one thread per call (detail/blas.hpp pins it when it is
-// opened): the pool owns the cores, and two spinning pools on the same cores cost milliseconds
-// per hand-over.
+// throws InputError, as does compute bf16 where the CPU lacks AVX512-BF16, compute q8 where it
+// lacks AVX512-VNNI, either with a kernel set other than avx512. OpenBLAS runs one thread per call
+// (detail/blas.hpp pins it when it is opened): the pool owns the cores, and two spinning pools on
+// the same cores cost milliseconds per hand-over.
 Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlops,
                      std::string_view kernels = "", Compute compute = Compute::f32);
 
-// "f32" or "bf16" (InputError otherwise), and back.
+// "f32", "bf16" or "q8" (InputError otherwise), and back.
 Compute parse_compute(std::string_view name);
 const char* compute_name(Compute compute);
 

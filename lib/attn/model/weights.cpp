@@ -259,20 +259,6 @@ Matrix matrix_view(const SourceTensor& t, const std::string& name, const TensorS
   return {copy.data(), *type};
 }
 
-// Whether n F32 values are all finite: integer operations, which the compiler vectorizes where
-// traits' float comparison stays one value at a time (it was 4% of `generate`'s start-up on
-// stories260K, issue 52); a value is not finite when its exponent bits are all set.
-bool all_finite_f32(const void* p, std::int64_t n) {
-  const auto* f = static_cast<const float*>(p);
-  std::int32_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, f + i, sizeof bits);
-    bad |= std::int32_t(bits & 0x7fffffffu) > 0x7f7fffff;
-  }
-  return !bad;
-}
-
 bool is_token_tensor(const TensorTable& t, const std::string& name) {
   for (const TensorNames& n : t.token)
     for (const Naming naming : kNamings)
@@ -463,8 +449,7 @@ TransformerWeights load_weights(const ModelArgs& args, WeightsSource source, con
     const Matrix m = s.slot.matrix ? matrix_view(t, name, s, w)
                                    : Matrix{f32_view(t, name, s, w), WeightType::f32};
     const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
-    if (!(m.type == WeightType::f32 && !m.ld && all_finite_f32(m.data, s.shape[0] * cols)))
-      check_finite(m, s.shape[0], cols, c.source(), name);  // names the first that is not
+    check_finite(m, s.shape[0], cols, c.source(), name);
     if (s.slot.matrix) *s.slot.matrix = m;
     if (s.slot.vector)
       *s.slot.vector =

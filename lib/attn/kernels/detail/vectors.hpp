@@ -393,17 +393,38 @@ template <int W, typename T>
   }
 }
 
+// A part of x's packed floats asked for into L2 by a dot_block while it multiplies: n floats
+// from p, kPerBlock (two lines) each kPack columns. batch_rows hands each block of weight rows
+// and each group of x's rows its share of the next column chunk (or, after the last, of what
+// follows x in the packing: the next prefill tile), so that chunk is in L2 when its turn comes;
+// read from L3 only as the groups reach it, x held a prefill at 55-65% of the FMA peak
+// (docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). Asking changes no sum.
+struct XAhead {
+  static constexpr std::int64_t kPerBlock = 2 * kPack;
+  const float* p = nullptr;
+  std::int64_t n = 0;
+  // Parts i0..i1 - 1 of `parts` equal ones.
+  XAhead part(std::int64_t i0, std::int64_t i1, std::int64_t parts) const {
+    const std::int64_t a = n * i0 / parts, b = n * i1 / parts;
+    return {p + a, b - a};
+  }
+};
+// Rows of x from which batch_rows asks for x ahead: every tile of a prefill past kBatchRows rows
+// but the 16-row one of 33 rows, and decode batches of 17..32 rows (harmless there).
+constexpr std::int64_t kAheadRows = 17;
+
 // acc[r][c] += w[r] . x[c] chain-wise over k0..k1 (whole kPack blocks), for R rows of w and C
 // rows of x: xp is the packed x at its first row, M the rows of the packing, acc [R, M, kChains]
 // at the first row (the canonical order's chains: kChains / W vectors per output). R x C
 // accumulators of W lanes stay in registers: each weight vector loaded serves C input rows, each
 // input vector R weight rows. Ahead: also ask for the weights `stream` reads next into L2 (a
 // template flag for AVX2, where a branch in the loop cost a register; with AVX-512 only where
-// stream.rows > 0). Buffered: w is a buffer in L1 (quant_batch.hpp), asked for nothing.
+// stream.rows > 0). Buffered: w is a buffer in L1 (quant_batch.hpp), asked for nothing. xa: a
+// part of x's next chunk to ask for into L2 (XAhead).
 template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 [[gnu::always_inline]] inline void dot_block(const T* w, std::int64_t ldw, const float* xp,
                                              std::int64_t M, std::int64_t k0, std::int64_t k1,
-                                             float* acc, Stream stream) {
+                                             float* acc, Stream stream, XAhead xa = {}) {
   using V = typename Vec<W>::type;
   constexpr int N = kChains<W>, A = N / W;
   static_assert(kPack % N == 0);
@@ -413,6 +434,8 @@ template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
       for (int i = 0; i < A; ++i) load<W>(a[r][c][i], acc + (r * M + c) * N + i * W);
   for (std::int64_t k = k0; k < k1; k += kPack) {
     const float* xk = xp + k * M;  // block k / kPack starts at (k / kPack) * M * kPack
+    if (const std::int64_t i = (k - k0) / kPack * XAhead::kPerBlock; i < xa.n)
+      for (std::int64_t l = 0; l < XAhead::kPerBlock; l += kPack) prefetch_at(xa.p, i + l);
 #pragma GCC unroll 4
     for (int s = 0; s < kPack; s += W) {
       const std::int64_t ahead = stream.ahead<T>(k + s, ldw);
@@ -449,11 +472,13 @@ template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 template <int W, int R, int C, bool Ahead, typename T, bool Buffered = false>
 [[gnu::always_inline]] inline void dot_block_upto(int c, const T* w, std::int64_t ldw,
                                                   const float* xp, std::int64_t M, std::int64_t k0,
-                                                  std::int64_t k1, float* acc, Stream stream) {
+                                                  std::int64_t k1, float* acc, Stream stream,
+                                                  XAhead xa = {}) {
   if constexpr (C > 1)
     if (c < C)
-      return dot_block_upto<W, R, C - 1, Ahead, T, Buffered>(c, w, ldw, xp, M, k0, k1, acc, stream);
-  dot_block<W, R, C, Ahead, T, Buffered>(w, ldw, xp, M, k0, k1, acc, stream);
+      return dot_block_upto<W, R, C - 1, Ahead, T, Buffered>(c, w, ldw, xp, M, k0, k1, acc, stream,
+                                                             xa);
+  dot_block<W, R, C, Ahead, T, Buffered>(w, ldw, xp, M, k0, k1, acc, stream, xa);
 }
 
 // Columns per step of a weight row group when x's rows go in several groups that take turns
@@ -486,7 +511,7 @@ constexpr std::int64_t kBatchChainFloats = kGemvRows * kBatchRows * kPack;
 template <int W, int R, int C, bool Exact, bool Stepped, typename T>
 [[gnu::always_inline]] inline void rows_block(const T* w, std::int64_t ldw, const float* xp,
                                               std::int64_t M, std::int64_t k0, std::int64_t k1,
-                                              float* acc) {
+                                              float* acc, XAhead xa = {}) {
   static_assert(R <= kMaxBlockRows);
   constexpr int N = kChains<W>;
   const std::int64_t groups = (M + C - 1) / C;
@@ -498,18 +523,19 @@ template <int W, int R, int C, bool Exact, bool Stepped, typename T>
       const std::int64_t m0 = M * g / groups, m1 = M * (g + 1) / groups;
       // The first group reads the weights from memory, the others from L1 (L2 when not Stepped):
       // it asks for the next.
+      const XAhead part = step == k1 - k0 ? xa.part(g, g + 1, groups) : XAhead{};
       if constexpr (Exact)
-        dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream);
+        dot_block<W, R, C, true>(w, ldw, xp, M, s0, s1, acc, stream, part);
       else if constexpr (W >= 16)  // one copy, the prefetch switched at run time: with every
         // blocking compiled twice, one AVX-512 file took clang's sanitizers over 4 minutes
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                      acc + m0 * N, g == 0 ? stream : Stream{0, 0, 0});
+                                      acc + m0 * N, g == 0 ? stream : Stream{0, 0, 0}, part);
       else if (g == 0)
         dot_block_upto<W, R, C, true>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                      acc + m0 * N, stream);
+                                      acc + m0 * N, stream, part);
       else
         dot_block_upto<W, R, C, false>(int(m1 - m0), w, ldw, xp + m0 * kPack, M, s0, s1,
-                                       acc + m0 * N, stream);
+                                       acc + m0 * N, stream, part);
     }
   }
 }
@@ -548,9 +574,17 @@ template <int W, int R, int C, bool Exact, bool Stepped, typename T>
   const std::int64_t kc = batch_chunk_cols(M);
   for (std::int64_t k0 = 0; k0 < kv; k0 += kc) {
     const std::int64_t k1 = std::min(kv, k0 + kc);
+    // x's next chunk, or past the last the packing's next M x kc floats (the next tile's first
+    // chunk in a prefill): each block of rows asks for its share (XAhead). Only from kAheadRows
+    // rows: a decode batch's x stays in L2 from one item to the next.
+    const XAhead xa =
+        M < kAheadRows
+            ? XAhead{}
+            : XAhead{xp + k1 * M, M * (k1 < kv ? std::min(kv, k1 + kc) - k1 : std::min(kv, kc))};
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
-      rows_block<W, R, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N);
+      rows_block<W, R, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N,
+                                          xa.part(r, r + R, n));
     if constexpr (R > 4)  // 64 = 6 x 10 + 4 = 5 x 12 + 4
       for (; r + 4 <= n; r += 4)
         rows_block<W, 4, C, Exact, Stepped>(w + r * ldw, ldw, xp, M, k0, k1, acc + r * M * N);
