@@ -532,8 +532,8 @@ import json, os, re, statistics, subprocess, sys
  long_rounds, n_stories, threads, llama_bin, ntg, before_bin, compute_q8) = sys.argv[1:]
 rounds, compute_bf16, long_rounds = int(rounds), compute_bf16 == "1", int(long_rounds)
 compute_q8 = compute_q8 == "1"
-q8c = [t for t in types if t.startswith("q")] if compute_q8 else []  # --compute q8's files
 types, depths, n_stories = types.split(), [int(d) for d in depths.split()], int(n_stories)
+q8c = [t for t in types if t.startswith("q")] if compute_q8 else []  # --compute q8's files
 R = range(1, rounds + 1)
 BATCHES = (1, 2, 4, 8, 16)
 NAME = {"f32": "F32", "bf16": "BF16", "f16": "F16", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M",
