@@ -20,7 +20,8 @@
 #     -DGGML_CUDA=OFF && cmake --build SRC/build -j2 --target llama-bench
 # then --ik-bin SRC/build/bin. Without --ik-bin (or with a folder lacking llama-bench) its rows
 # are skipped with a message.
-# Usage: bench/whole_model.sh [--threads T] [--types q8_0,q4_k_m,bf16] [--prompt P] [--steps N] [--rounds R] [--ik-bin DIR] [--llama-bin DIR]   (defaults 2, q8_0,q4_k_m,bf16, 512, 32, 1)
+# Usage: bench/whole_model.sh [--threads T] [--types q8_0,q4_k_m,bf16] [--prompt P] [--steps N] [--rounds R] [--ik-bin DIR] [--llama-bin DIR] [--compute f32|bf16|q8]   (defaults 2, q8_0,q4_k_m,bf16, 512, 32, 1, f32)
+# --compute C runs attn-cli with --compute C (its rows are labelled so); llama.cpp's are unchanged.
 # ATTN_CLI=PATH times another attn-cli. f32 is a type too (4.9 GB, slow: not by default).
 # Exit status 0 also when llama.cpp cannot be fetched (a message says so); non-zero when an
 # attn-cli run fails.
@@ -32,7 +33,7 @@ usage() {
   exit 2
 }
 
-threads=2 types=q8_0,q4_k_m,bf16 prompt=512 steps=32 rounds=1 ik_bin="" llama_bin=""
+threads=2 types=q8_0,q4_k_m,bf16 prompt=512 steps=32 rounds=1 ik_bin="" llama_bin="" compute=f32
 while [ $# -gt 0 ]; do
   case "$1" in
     --ik-bin | --llama-bin)
@@ -43,6 +44,10 @@ while [ $# -gt 0 ]; do
     --types)
       [[ ${2-} =~ ^(f32|bf16|q8_0|q4_k_m)(,(f32|bf16|q8_0|q4_k_m))*$ ]] || usage
       types=$2 && shift 2 && continue
+      ;;
+    --compute)
+      [[ ${2-} =~ ^(f32|bf16|q8)$ ]] || usage
+      compute=$2 && shift 2 && continue
       ;;
     --threads) threads=${2-} ;;
     --prompt) prompt=${2-} ;;
@@ -128,7 +133,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "== round $r of $rounds, ${t^^}" >&2
     for b in 1 4; do
       timed "$tmp/cli.$t.$b.$r" "$cli" decode -m "$f" --tokens-file "$tmp/ids$b.json" \
-        -n "$steps" -t "$threads"
+        -n "$steps" -t "$threads" --compute "$compute"
       [ -f "$tmp/cli.$t.$b.$r" ] || exit 1
     done
     timed "$tmp/llama.$t.pp.$r" "$llama_bin/llama-bench" -m "$f" -t "$threads" -p "$prompt" \
@@ -149,7 +154,8 @@ for ((r = 1; r <= rounds; r++)); do
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-"$py" - "$tmp" "$types" "$rounds" "$prompt" "$steps" "$threads" "$load0" "$load1" \
+CLI_LABEL="attn-cli$([ "$compute" = f32 ] || echo " --compute $compute")" \
+  "$py" - "$tmp" "$types" "$rounds" "$prompt" "$steps" "$threads" "$load0" "$load1" \
   "$((SECONDS - start))" "${ggufs[@]}" <<'EOF'
 import json, os, re, statistics, sys
 tmp, types, rounds, P, N, T, load0, load1, took = sys.argv[1:10]
@@ -221,7 +227,7 @@ for t, f in zip(types, files):
     c1 = [cli(t, 1, r) for r in R]
     c4 = [cli(t, 4, r) for r in R]
     ok1, ok4 = [c for c in c1 if c], [c for c in c4 if c]
-    print(f"| {t.upper()} | {gb} | attn-cli | {cell(med([c[0] for c in ok1]), '.0f')} | "
+    print(f"| {t.upper()} | {gb} | {os.environ['CLI_LABEL']} | {cell(med([c[0] for c in ok1]), '.0f')} | "
           f"{cell(med([c[1] for c in ok1]), '.2f')} | {cell(med([c[1] for c in ok4]), '.2f')} | "
           f"{cell(med([c[2] for c in ok1]), '.0f')} / {cell(med([c[2] for c in ok4]), '.0f')} "
           f"(B=1 / B=4) |")

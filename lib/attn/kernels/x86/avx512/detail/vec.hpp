@@ -183,6 +183,19 @@ template <int R>
   }
 }
 
+// R rows' Q6_K blocks (row_bytes apart) unpacked for the FMAs: each row's 16 scales and
+// 4 (q - 32) of its 256 weights, in k order.
+template <int R>
+[[gnu::always_inline]] inline void k6_rows16(float (&s4)[R][16], std::int8_t (&q4)[R][256],
+                                             const std::uint8_t* w, std::int64_t row_bytes) {
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* b = w + r * row_bytes;
+    k6_scales16(s4[r], b);
+    k6_half16(q4[r], b, b + 128);
+    k6_half16(q4[r] + 128, b + 64, b + 160);
+  }
+}
+
 template <int R>
 [[gnu::always_inline]] inline void block_rows16(quant::Q6_K, Vec<16>::type (&acc)[R],
                                                 const std::uint8_t* w, std::int64_t row_bytes,
@@ -190,12 +203,7 @@ template <int R>
   using Vt = Vec<16>::type;
   alignas(64) float s4[R][16];
   alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
-  for (int r = 0; r < R; ++r) {
-    const std::uint8_t* b = w + r * row_bytes;
-    k6_scales16(s4[r], b);
-    k6_half16(q4[r], b, b + 128);
-    k6_half16(q4[r] + 128, b + 64, b + 160);
-  }
+  k6_rows16(s4, q4, w, row_bytes);
   asm volatile("" ::: "memory");
   for (int c = 0; c < 16; ++c) {
     Vt x;
@@ -259,12 +267,7 @@ template <int R, int C, bool Store>
   using Vt = Vec<16>::type;
   alignas(64) float s4[R][16];
   alignas(64) std::int8_t q4[R][256];  // 4 (q - 32) for every weight, in k order
-  for (int r = 0; r < R; ++r) {
-    const std::uint8_t* b = w + r * row_bytes;
-    k6_scales16(s4[r], b);
-    k6_half16(q4[r], b, b + 128);
-    k6_half16(q4[r] + 128, b + 64, b + 160);
-  }
+  k6_rows16(s4, q4, w, row_bytes);
   asm volatile("" ::: "memory");
   for (int c = 0; c < 16; ++c) {
     Vt x[C];
