@@ -167,8 +167,11 @@ void add_batch(std::vector<Case>& out) {
       for (std::int64_t K : {t.block, 3 * t.block, std::int64_t(11008)})
         for (std::int64_t M : {2, 3, 4, 5, 8, 9, 12, 17, 32})
           for (const std::string& set : sets())
-            out.push_back({Op::batch, t.type, set, M, K > 1000 ? 13 : K == t.block ? 11 : 64, K,
-                           K + t.block});
+            out.push_back({Op::batch, t.type, set, M,
+                           K > 1000       ? 13
+                           : K == t.block ? 11
+                                          : 64,
+                           K, K + t.block});
       continue;
     }
     for (std::int64_t K : {257, 4500})

@@ -59,14 +59,14 @@ template <int W, int R, int C, bool Exact, typename B>
 }
 
 // The register path (M <= kRegMaxRows, block_rows_groups): each weight widened in vector
-// registers and multiplied at once with all C rows of x, as the gemv does with one, never stored; where the
-// buffer's path widens a step, stores it and reads it back, and the widening (integer and
+// registers and multiplied at once with all C rows of x, as the gemv does with one, never stored;
+// where the buffer's path widens a step, stores it and reads it back, and the widening (integer and
 // shuffle pipes) and the FMAs run in separate phases, here they overlap. For blocks whose
 // widening is lane-wise (block_chunks) or the set's own (Q4_K, Q6_K with AVX-512), one
 // accumulator per output (W = 16: kChains<16> = 16 chains in one vector).
 template <int W, typename B>
-inline constexpr bool kRegBlocks =
-    W == 16 && (Isa<W>::template kQuantRows<B> || std::is_same_v<B, quant::Q8_0>);
+inline constexpr bool kRegBlocks = W == 16 && (Isa<W>::template kQuantRows<B> ||
+                                               std::is_same_v<B, quant::Q8_0>);
 inline constexpr std::int64_t kRegMaxRows = 8;
 
 // Weight rows per register block: 4 x 4 accumulators, x's chunks of a block or sub-block (8) and
@@ -79,8 +79,8 @@ inline constexpr int kRegRows = 4;
 // block_rows_block's. Store: the widened rows also into buf [R, kStepCols] from column k0 on.
 template <int W, int R, int C, typename B, bool Store = false>
 [[gnu::always_inline]] inline void block_rows_regs(const std::uint8_t* w, std::int64_t row_bytes,
-                                                   const float* xp, std::int64_t M,
-                                                   std::int64_t k0, std::int64_t k1, float* acc,
+                                                   const float* xp, std::int64_t M, std::int64_t k0,
+                                                   std::int64_t k1, float* acc,
                                                    const Stream& stream, float* buf = nullptr) {
   using V = typename Vec<W>::type;
   constexpr int N = kChains<W>;
@@ -92,7 +92,8 @@ template <int W, int R, int C, typename B, bool Store = false>
     const std::int64_t at = k / B::kBlock * B::kBytes;
     const std::int64_t ahead = stream.ahead<std::uint8_t>(at, row_bytes);
     for (int r = 0; r < R; ++r)
-      for (std::int64_t j = 0; j < B::kBytes; j += 64) prefetch_at(w + r * row_bytes + at + j, ahead);
+      for (std::int64_t j = 0; j < B::kBytes; j += 64)
+        prefetch_at(w + r * row_bytes + at + j, ahead);
     const float* xk = xp + k * M;  // x packed from column k on
     if constexpr (Isa<W>::template kQuantRows<B>) {
       Isa<W>::template quant_rows_x<R, C, Store>(B{}, a, w + at, row_bytes, xk, M,
@@ -124,8 +125,7 @@ template <int W, int R, int C, typename B, bool Store = false>
 template <int W, int R, int C, typename B>
 [[gnu::always_inline]] inline void block_rows_groups(const std::uint8_t* w, std::int64_t row_bytes,
                                                      const float* xp, std::int64_t M,
-                                                     std::int64_t k0, std::int64_t k1,
-                                                     float* acc) {
+                                                     std::int64_t k0, std::int64_t k1, float* acc) {
   static_assert(C == 4);
   constexpr int N = kChains<W>;
   const std::int64_t groups = (M + C - 1) / C;
@@ -165,8 +165,8 @@ template <int W, int R, int C, typename B>
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t m0 = kFirstRows + rest * g / groups,
                          m1 = kFirstRows + rest * (g + 1) / groups;
-      dot_block_upto<W, R, C, false, float, true>(int(m1 - m0), buf, kStepCols, xs + m0 * kPack,
-                                                  M, 0, s1 - s0, acc + m0 * N, Stream{0, 0, 0});
+      dot_block_upto<W, R, C, false, float, true>(int(m1 - m0), buf, kStepCols, xs + m0 * kPack, M,
+                                                  0, s1 - s0, acc + m0 * N, Stream{0, 0, 0});
     }
   }
 }
@@ -206,14 +206,14 @@ template <int W, int R, int C, bool Exact, typename B, BlockPath P = BlockPath::
     std::int64_t r = 0;
     for (; r + R <= n; r += R)
       block_rows_of<W, R, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                             acc + r * M * N);
+                                          acc + r * M * N);
     if constexpr (R > 4)
       for (; r + 4 <= n; r += 4)
         block_rows_of<W, 4, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                               acc + r * M * N);
+                                            acc + r * M * N);
     for (; r < n; ++r)
       block_rows_of<W, 1, C, Exact, B, P>(b + r * row_bytes, row_bytes, xp, M, k0, k1,
-                                             acc + r * M * N);
+                                          acc + r * M * N);
   }
   const auto none = [](std::int64_t, std::int64_t) { return 0.0f; };  // K: whole blocks
   finish_chains<W>(acc, none, xp, M, K, K, y, ldy, n, accumulate);
