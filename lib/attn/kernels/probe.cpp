@@ -54,8 +54,8 @@ float read_pattern(const Runtime& rt, std::span<const StreamMatrix> mats,
         const std::int64_t nb = (mat.n + kReadBlockRows - 1) / kReadBlockRows;
         if (b < nb) {
           const std::int64_t r0 = b * kReadBlockRows, r1 = std::min(mat.n, r0 + kReadBlockRows);
-          sums[std::size_t(slot)] += k.read_rows(mat.w + r0 * mat.k, r1 - r0, mat.k,
-                                                 pattern.interleave);
+          sums[std::size_t(slot)] +=
+              k.read_rows(mat.w + r0 * mat.k, r1 - r0, mat.k, pattern.interleave);
           return;
         }
         b -= nb;
