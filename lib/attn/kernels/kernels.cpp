@@ -25,7 +25,7 @@ namespace {
 struct Cpu {
   bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
   bool fma512_full_width = true;
-  bool avx512dq = false;  // 64-bit integer products (the seeded draw's, weights.cpp)
+  bool avx512dq = false;     // 64-bit integer products (the seeded draw's, weights.cpp)
   bool avx512bw_vl = false;  // with avx512dq: what --compute's kernels use beside their products
   bool avx512_vnni = false, avx512_bf16 = false;  // with avx512bw_vl: --compute q8's, bf16's
 };
