@@ -17,27 +17,18 @@ namespace attn {
 namespace {
 
 #if defined(__x86_64__)
-// What the sets need of the CPU and of the OS (XGETBV: it saves the YMM and ZMM registers), read
-// once per process: CPUID traps to the hypervisor on a virtual machine (12 us on a Firecracker
-// guest), and libgcc's __builtin_cpu_init made about ten (issue 52, docs/perf/startup.md); nor
-// does clang 14's __builtin_cpu_supports know F16C. glibc (2.33 on) has read them all before main:
-// its table is asked where it is there, three CPUIDs elsewhere.
-struct Cpu {
-  bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
-  bool fma512_full_width = true;
-  bool avx512dq = false;     // 64-bit integer products (the seeded draw's, weights.cpp)
-  bool avx512bw_vl = false;  // with avx512dq: what --compute's kernels use beside their products
-  bool avx512_vnni = false, avx512_bf16 = false;  // with avx512bw_vl: --compute q8's, bf16's
-};
-
+// CpuFeatures is read once per process: CPUID traps to the hypervisor on a virtual machine (12 us
+// on a Firecracker guest), and libgcc's __builtin_cpu_init made about ten (issue 52,
+// docs/perf/startup.md); nor does clang 14's __builtin_cpu_supports know F16C. glibc (2.33 on) has
+// read them all before main: its table is asked where it is there, four CPUIDs elsewhere.
 // Zen 3 and 4 (family 25: AMD's only) split 512-bit FMAs into two halves.
 constexpr bool full_width_family(unsigned leaf1_eax) {
   return ((leaf1_eax >> 8) & 0xf) + ((leaf1_eax >> 20) & 0xff) != 25;
 }
 
 #if defined(ATTN_GLIBC_CPU_TABLE)
-Cpu probe() {
-  Cpu c;
+CpuFeatures probe() {
+  CpuFeatures c;
   const bool fma_f16c = CPU_FEATURE_ACTIVE(FMA) && CPU_FEATURE_ACTIVE(F16C);
   c.avx2 = fma_f16c && CPU_FEATURE_ACTIVE(AVX2);
   c.avx512 = fma_f16c && CPU_FEATURE_ACTIVE(AVX512F);
@@ -50,8 +41,8 @@ Cpu probe() {
   return c;
 }
 #else
-Cpu probe() {
-  Cpu c;
+CpuFeatures probe() {
+  CpuFeatures c;
   unsigned a = 0, b = 0, cx = 0, d = 0;
   if (!__get_cpuid(0, &a, &b, &cx, &d)) return c;
   const unsigned max_leaf = a;
@@ -75,52 +66,17 @@ Cpu probe() {
 }
 #endif
 
-const Cpu& cpu() {
-  static const Cpu probed = probe();
-  return probed;
-}
 #endif
 
 }  // namespace
 
-bool cpu_avx512dq() {
+const CpuFeatures& cpu_features() {
 #if defined(__x86_64__)
-  return cpu().avx512dq;
+  static const CpuFeatures probed = probe();
 #else
-  return false;
+  static const CpuFeatures probed;
 #endif
-}
-
-bool cpu_avx512bw_vl() {
-#if defined(__x86_64__)
-  return cpu().avx512bw_vl;
-#else
-  return false;
-#endif
-}
-
-bool cpu_avx512_vnni() {
-#if defined(__x86_64__)
-  return cpu().avx512_vnni;
-#else
-  return false;
-#endif
-}
-
-bool cpu_avx512_bf16() {
-#if defined(__x86_64__)
-  return cpu().avx512_bf16;
-#else
-  return false;
-#endif
-}
-
-bool fma512_full_width() {
-#if defined(__x86_64__)
-  return cpu().fma512_full_width;
-#else
-  return true;
-#endif
+  return probed;
 }
 
 Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType)) {
@@ -134,8 +90,8 @@ std::vector<const Kernels*> supported_kernels() {
   static const std::vector<const Kernels*> out = [] {
     std::vector<const Kernels*> sets;
 #if defined(__x86_64__)
-    if (cpu().avx512) sets.push_back(&avx512_kernels());
-    if (cpu().avx2) sets.push_back(&avx2_kernels());
+    if (cpu_features().avx512) sets.push_back(&avx512_kernels());
+    if (cpu_features().avx2) sets.push_back(&avx2_kernels());
 #endif
     sets.push_back(&generic_kernels());
     return sets;

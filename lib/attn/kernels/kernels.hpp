@@ -73,12 +73,17 @@ struct Kernels {
 std::vector<const Kernels*> supported_kernels();
 const Kernels& best_kernels();
 
-// Whether the CPU (and the OS) runs AVX-512DQ, from the one probe the kernel sets are picked by.
-bool cpu_avx512dq();
-// AVX-512 F, BW, DQ and VL; with VNNI (--compute q8); with AVX512-BF16 (--compute bf16).
-bool cpu_avx512bw_vl();
-bool cpu_avx512_vnni();
-bool cpu_avx512_bf16();
+// What the kernels need of the CPU and of the OS (XGETBV: it saves the YMM and ZMM registers),
+// probed once per process (kernels.cpp says how); all false but fma512_full_width off x86.
+struct CpuFeatures {
+  bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
+  // 512-bit FMAs at full width: false on AMD's family 25 (Zen 4: two 256-bit halves).
+  bool fma512_full_width = true;
+  bool avx512dq = false;     // 64-bit integer products (the seeded draw's, weights.cpp)
+  bool avx512bw_vl = false;  // with avx512dq: what --compute's kernels use beside their products
+  bool avx512_vnni = false, avx512_bf16 = false;  // with avx512bw_vl: --compute q8's, bf16's
+};
+const CpuFeatures& cpu_features();
 const Kernels& generic_kernels();
 // nullptr for a name that is unknown or that this CPU cannot run.
 const Kernels* find_kernels(std::string_view name);

@@ -513,7 +513,7 @@ constexpr std::int64_t kDrawRun = std::int64_t(1) << 16;
 using UniformRun = void (*)(float*, std::int64_t, std::uint64_t, std::uint64_t, float);
 UniformRun uniform_run_here() {
   const std::string_view set = best_kernels().name;
-  if (set == "avx512") return cpu_avx512dq() ? uniform_run_avx512dq : uniform_run_avx512;
+  if (set == "avx512") return cpu_features().avx512dq ? uniform_run_avx512dq : uniform_run_avx512;
   if (set == "avx2") return uniform_run_avx2;
   return [](float* out, std::int64_t n, std::uint64_t key, std::uint64_t first, float bound) {
     uniform_run(out, n, key, first, bound);

@@ -55,7 +55,7 @@ struct Batch {
   };
 
   // The blocking for M rows, for a CPU whose 512-bit FMAs run at full width or not
-  // (fma512_full_width(); the sets without AVX-512 have one choice).
+  // (cpu_features().fma512_full_width; the sets without AVX-512 have one choice).
   template <bool FullWidth>
   static void by_m(const void* w, std::int64_t ldw, const float* xp, const float* x, std::int64_t M,
                    std::int64_t K, float* y, std::int64_t ldy, std::int64_t n, bool accumulate) {

@@ -22,10 +22,6 @@ ATTN_DECLARE_SET(avx512)
 #undef ATTN_DECLARE_SET
 #undef ATTN_DECLARE_TYPED
 
-// Whether this CPU's 512-bit FMAs run at full width: false on AMD's family 25 (Zen 4: two 256-bit
-// halves), true elsewhere (Intel, Zen 5). Read from CPUID once.
-bool fma512_full_width();
-
 // k with each quantized type's batched kernel set to batch(type) (the set's <name>_blocks.cpp).
 Kernels with_block_batches(Kernels k, BatchFn (*batch)(WeightType));
 

@@ -40,7 +40,7 @@ namespace {
 }  // namespace
 
 bool has_bf16_dot() {
-  return cpu_avx512_bf16();
+  return cpu_features().avx512_bf16;
 }
 
 namespace {
@@ -383,7 +383,7 @@ const Bf16Dot* bf16_dot_native() {
 }
 
 const Bf16Dot* bf16_dot_emulated() {
-  return cpu_avx512bw_vl() ? &kBf16Dot<Emulated> : nullptr;
+  return cpu_features().avx512bw_vl ? &kBf16Dot<Emulated> : nullptr;
 }
 
 #else

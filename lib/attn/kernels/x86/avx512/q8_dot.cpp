@@ -43,7 +43,7 @@ std::int64_t q8_input_bytes(std::int64_t M, std::int64_t K) {
 #if defined(__x86_64__)
 
 bool has_q8_dot() {
-  return cpu_avx512_vnni();
+  return cpu_features().avx512_vnni;
 }
 
 namespace {
