@@ -310,8 +310,8 @@ namespace attn {
 std::string matmul_path(const Runtime& rt) {
   return "pool of " + std::to_string(rt.threads) + " threads, items claimed as they finish: own " +
          rt.kernels->name + " kernels on blocks of weight rows (" + std::to_string(kGemvRows) +
-         " for decode (a gemv of longer rows than 4096: fewer), " + std::to_string(kPrefillRows) +
-         " for prefill; M = 1: gemv; M = 2.." + std::to_string(kBatchRows) +
+         " for decode, " + std::to_string(kPrefillRows) + " for prefill; M = 1: gemv; M = 2.." +
+         std::to_string(kBatchRows) +
          ": each weight read once for all rows; more: x's rows in "
          "tiles of up to " +
          std::to_string(kPrefillTileRows) + ", " + std::to_string(kBatchRows) +
