@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "attn/engine/run.hpp"
 #include "attn/kernels/matmul.hpp"
@@ -135,27 +134,4 @@ TEST_CASE("decode attention: the group kernels at and around their key, head and
         }
       }
     }
-}
-
-TEST_CASE("linear: a gemv of long rows goes in items of about 64 x 4096 weights, same bits") {
-  // 64 rows of 16384 weights: four items of 16 rows (one of 64 rows left a thread idle for half
-  // an item at a job's end), each output as one thread computes it.
-  const attn::Runtime two = attn::make_runtime(2, 0), one = attn::make_runtime(1, 0);
-  for (const std::int64_t K : {std::int64_t(4096), std::int64_t(16384)}) {
-    const std::int64_t n = 64;
-    const std::vector<float> x = uniform(std::size_t(K), 8, 1.0);
-    const std::vector<float> w = uniform(std::size_t(n * K), 9, 0.2);
-    std::vector<float> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n));
-    std::vector<float> pack(std::size_t(attn::pack_floats(1, K)));
-    const attn::Projection pa[1] = {{a.data(), w.data(), nullptr, n}};
-    const attn::Projection pb[1] = {{b.data(), w.data(), nullptr, n}};
-    two.pool->reset_work();
-    attn::linear(two, pa, x.data(), 1, K, pack.data());
-    attn::linear(one, pb, x.data(), 1, K, pack.data());
-    std::int64_t items = 0;
-    for (const attn::SlotWork& s : two.pool->work()) items += s.items;
-    CAPTURE(K);
-    CHECK(items == (K == 4096 ? 1 : 4));
-    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-  }
 }

@@ -136,14 +136,8 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
 // Weight rows per item: kGemvRows for decode; for a prefill, fewer, so that an item's rows stay
 // in L2 while x's tiles pass over them (docs/perf/batch-invariance.md); but the compute-bf16
 // GEMM's own blocks of kGemmNC features, whose register tiles are 48 features wide (an item of
-// 16 left two thirds of each tile empty and packed a panel per 16 features). A gemv (M = 1) of
-// long rows takes fewer: about kGemvRows x 4096 weights an item (multiples of 8 rows, the gemv's
-// R), so that the two threads end a job together: 64 rows of a Q6_K ffn_down (K = 14336) were
-// 70 us, half an item's wait at the job's end on average (docs/perf/quant-types.md).
+// 16 left two thirds of each tile empty and packed a panel per 16 features).
 std::int64_t item_rows(const Input& in) {
-  if (in.M == 1)
-    return std::clamp(kGemvRows * 4096 / std::max<std::int64_t>(in.K, 1) / 8 * 8, std::int64_t(8),
-                      kGemvRows);
   if (in.M <= kBatchRows) return kGemvRows;
   return in.xb ? kGemmNC : kPrefillRows;
 }
