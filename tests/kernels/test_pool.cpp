@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "attn/kernels/pool.hpp"
+#include "attn/kernels/probe.hpp"
+#include "attn/kernels/runtime.hpp"
 
 namespace {
 
@@ -110,5 +112,23 @@ TEST_CASE("Pool: two threads calling one pool at once both finish, each item onc
   for (std::size_t i = 0; i < 500; ++i) {
     if (a[i].load() != 1 || b[i].load() != 1)
       FAIL_CHECK("item " << i << " ran " << a[i] << ", " << b[i]);
+  }
+}
+
+// bench's streaming read is compared with the decode steps it runs between, so it runs on their
+// threads: as items of the runtime's pool (a second team, OpenMP's, kept spinning on a core after
+// the read and slowed the next timed step by a third on a 2-core machine).
+TEST_CASE("Pool: bench's streaming read runs as items of the runtime's pool, every pattern") {
+  const attn::Runtime rt = attn::make_runtime(2);
+  REQUIRE(rt.pool);
+  std::vector<float> w(std::size_t(200 * 64), 1.0f);
+  const attn::StreamMatrix mats[] = {{w.data(), 130, 64}, {w.data(), 70, 64}};
+  for (const attn::ReadPattern& pattern : attn::read_patterns()) {
+    CAPTURE(pattern.name);
+    rt.pool->reset_work();
+    CHECK(attn::stream_read_gbs(rt, mats, pattern) > 0);
+    std::int64_t items = 0;
+    for (const attn::SlotWork& s : rt.pool->work()) items += s.items;
+    CHECK(items == (pattern.interleave == 0 ? 2 : 3 + 2));  // a share per thread; 64-row blocks
   }
 }

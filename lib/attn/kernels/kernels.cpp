@@ -25,7 +25,9 @@ namespace {
 struct Cpu {
   bool avx2 = false, avx512 = false;  // each with FMA and F16C, as the sets' targets have them
   bool fma512_full_width = true;
-  bool avx512dq = false;  // 64-bit integer products (the seeded draw's, weights.cpp)
+  bool avx512dq = false;     // 64-bit integer products (the seeded draw's, weights.cpp)
+  bool avx512bw_vl = false;  // with avx512dq: what --compute's kernels use beside their products
+  bool avx512_vnni = false, avx512_bf16 = false;  // with avx512bw_vl: --compute q8's, bf16's
 };
 
 // Zen 3 and 4 (family 25: AMD's only) split 512-bit FMAs into two halves.
@@ -42,6 +44,9 @@ Cpu probe() {
   c.fma512_full_width =
       full_width_family(__x86_get_cpuid_feature_leaf(CPUID_INDEX_1)->cpuid_array[0]);
   c.avx512dq = c.avx512 && CPU_FEATURE_ACTIVE(AVX512DQ);
+  c.avx512bw_vl = c.avx512dq && CPU_FEATURE_ACTIVE(AVX512BW) && CPU_FEATURE_ACTIVE(AVX512VL);
+  c.avx512_vnni = c.avx512bw_vl && CPU_FEATURE_ACTIVE(AVX512_VNNI);
+  c.avx512_bf16 = c.avx512bw_vl && CPU_FEATURE_ACTIVE(AVX512_BF16);
   return c;
 }
 #else
@@ -57,11 +62,15 @@ Cpu probe() {
   (void)high;
   const bool ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
   const bool fma_f16c = ymm && (cx & bit_FMA) && (cx & bit_F16C);
-  unsigned leaf7 = 0;
-  if (max_leaf >= 7) __cpuid_count(7, 0, a, leaf7, cx, d);
+  unsigned leaf7 = 0, leaf7c = 0, leaf7_1 = 0;
+  if (max_leaf >= 7) __cpuid_count(7, 0, a, leaf7, leaf7c, d);
+  if (max_leaf >= 7 && a >= 1) __cpuid_count(7, 1, leaf7_1, b, cx, d);
   c.avx2 = fma_f16c && (leaf7 & bit_AVX2);
   c.avx512 = fma_f16c && zmm && (leaf7 & bit_AVX512F);
   c.avx512dq = c.avx512 && (leaf7 & bit_AVX512DQ);
+  c.avx512bw_vl = c.avx512dq && (leaf7 & bit_AVX512BW) && (leaf7 & bit_AVX512VL);
+  c.avx512_vnni = c.avx512bw_vl && (leaf7c & bit_AVX512VNNI);
+  c.avx512_bf16 = c.avx512bw_vl && (leaf7_1 & bit_AVX512BF16);
   return c;
 }
 #endif
@@ -77,6 +86,30 @@ const Cpu& cpu() {
 bool cpu_avx512dq() {
 #if defined(__x86_64__)
   return cpu().avx512dq;
+#else
+  return false;
+#endif
+}
+
+bool cpu_avx512bw_vl() {
+#if defined(__x86_64__)
+  return cpu().avx512bw_vl;
+#else
+  return false;
+#endif
+}
+
+bool cpu_avx512_vnni() {
+#if defined(__x86_64__)
+  return cpu().avx512_vnni;
+#else
+  return false;
+#endif
+}
+
+bool cpu_avx512_bf16() {
+#if defined(__x86_64__)
+  return cpu().avx512_bf16;
 #else
   return false;
 #endif

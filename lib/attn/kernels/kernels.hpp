@@ -75,6 +75,10 @@ const Kernels& best_kernels();
 
 // Whether the CPU (and the OS) runs AVX-512DQ, from the one probe the kernel sets are picked by.
 bool cpu_avx512dq();
+// AVX-512 F, BW, DQ and VL; with VNNI (--compute q8); with AVX512-BF16 (--compute bf16).
+bool cpu_avx512bw_vl();
+bool cpu_avx512_vnni();
+bool cpu_avx512_bf16();
 const Kernels& generic_kernels();
 // nullptr for a name that is unknown or that this CPU cannot run.
 const Kernels* find_kernels(std::string_view name);

@@ -27,7 +27,8 @@ struct ReadPattern {
 inline constexpr int kPrefetchedRows = 9;
 std::span<const ReadPattern> read_patterns();
 
-// Reads every weight once on rt.threads with rt.kernels' loops; GB/s.
+// Reads every weight once with rt.kernels' loops, as items of rt's pool (the decode steps'
+// threads); GB/s.
 double stream_read_gbs(const Runtime& rt, std::span<const StreamMatrix> mats,
                        const ReadPattern& pattern);
 

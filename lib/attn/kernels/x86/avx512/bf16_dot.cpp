@@ -10,6 +10,7 @@
 
 #include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 #include "attn/kernels/x86/avx512/detail/transpose.hpp"
 
@@ -35,17 +36,11 @@ std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K) {
 
 namespace {
 
-// AVX-512F and BW, which the kernels use beside the pair product (CPUID leaf 7).
-bool has_avx512bw() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (b & bit_AVX512BW);
-}
 
 }  // namespace
 
 bool has_bf16_dot() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return has_avx512bw() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+  return cpu_avx512_bf16();
 }
 
 namespace {
@@ -388,7 +383,7 @@ const Bf16Dot* bf16_dot_native() {
 }
 
 const Bf16Dot* bf16_dot_emulated() {
-  return has_avx512bw() ? &kBf16Dot<Emulated> : nullptr;
+  return cpu_avx512bw_vl() ? &kBf16Dot<Emulated> : nullptr;
 }
 
 #else

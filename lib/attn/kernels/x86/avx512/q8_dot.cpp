@@ -4,11 +4,11 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
 #include "attn/kernels/detail/prefetch.hpp"
+#include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 
 namespace attn {
@@ -43,10 +43,7 @@ std::int64_t q8_input_bytes(std::int64_t M, std::int64_t K) {
 #if defined(__x86_64__)
 
 bool has_q8_dot() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512DQ) && (b & bit_AVX512VL) &&
-         (c & bit_AVX512VNNI);
+  return cpu_avx512_vnni();
 }
 
 namespace {
