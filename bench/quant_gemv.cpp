@@ -9,13 +9,17 @@
 // blocks as matmul.cpp hands them out; ns per weight and row of x] [--block-rows N: N-row blocks
 // instead (16: a prefill's items, kPrefillRows, each tile of 32 rows of x one call)] [--compute
 // q8: the compute-q8 kernels (q8_dot.hpp) of Q8_0, Q4_K and Q6_K instead, x quantized once
-// outside the timing]
+// outside the timing] [--huge-pages: the blocks copied to memory advised MADV_HUGEPAGE; by
+// default they are on whatever pages the allocator gets (4 KB where transparent huge pages are
+// "madvise" only), as a GGUF file's mapping holds them]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "attn/halves.hpp"
 #include "attn/kernels/detail/q8_dot.hpp"
@@ -57,7 +61,7 @@ std::vector<std::uint8_t> draw(const attn::WeightTypeTraits& t, std::int64_t wei
 int main(int argc, char** argv) {
   const attn::Kernels* k = &attn::best_kernels();
   std::int64_t rows = 64, cols = 4096, reps = 0, batch = 1, block_rows = 64;
-  bool q8 = false;
+  bool q8 = false, huge = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
       q8 = std::string(argv[++i]) == "q8";
     } else if (a == "--block-rows" && i + 1 < argc) {
       block_rows = std::clamp<std::int64_t>(std::stoll(argv[++i]), 1, 64);
+    } else if (a == "--huge-pages") {
+      huge = true;
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max<std::int64_t>(1, std::stoll(argv[++i]));
     } else {
@@ -107,6 +113,14 @@ int main(int argc, char** argv) {
     std::vector<float> wf;
     if (t.block == 1) wf.assign(std::size_t(rows * cols), 0.001f);
     const void* wp = t.block == 1 ? static_cast<const void*>(wf.data()) : w.data();
+    void* mapped = MAP_FAILED;
+    if (huge && t.block > 1) {
+      mapped = mmap(nullptr, w.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mapped == MAP_FAILED) return 1;
+      madvise(mapped, w.size(), MADV_HUGEPAGE);
+      std::copy(w.begin(), w.end(), static_cast<std::uint8_t*>(mapped));
+      wp = mapped;
+    }
     const attn::TypedKernels& tk = k->typed(t.type);
     if (!q8 && (M == 1 ? !tk.gemv : !tk.batch)) continue;
     std::uint8_t* xt = xq.data() + (q8 ? attn::q8_offset(t.type, M, cols) : 0);
@@ -130,5 +144,6 @@ int main(int argc, char** argv) {
     const double s = cpu_now() - t0, n = double(reps * rows * cols);
     const double bytes = double(rows * cols / t.block * t.block_bytes) * double(reps);
     std::printf("%-6s %10.4f %10.2f %8.2f\n", t.name, 1e9 * s / n, n / s * 1e-9, bytes / s * 1e-9);
+    if (mapped != MAP_FAILED) munmap(mapped, w.size());
   }
 }

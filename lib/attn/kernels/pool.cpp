@@ -12,8 +12,11 @@ thread_local int tls_slot = 0;
 // A worker spins this long after its last item for the next job before it sleeps: the products of
 // a decode step follow each other within microseconds, and a futex wake costs a few. Past the
 // first microseconds the spin yields, so that on a core shared with the caller (a busy machine)
-// the caller runs instead (docs/perf/pool.md).
-constexpr std::int64_t kWorkerSpinNs = 50'000;
+// the caller runs instead (docs/perf/pool.md). 200 us, not 50: the caller's RoPE and attention
+// between q/k/v and wo take about 100 us at 2 threads (a Llama-3-8B layer), and a worker asleep
+// by then joined wo 27-32 us late under KVM, the caller alone meanwhile (docs/perf/quant-types.md,
+// "round two").
+constexpr std::int64_t kWorkerSpinNs = 200'000;
 // The caller spins this long for the items running workers still hold, then sleeps until the last
 // one ends.
 constexpr std::int64_t kCallerSpinNs = 20'000;
