@@ -159,13 +159,13 @@ void add_linear(std::vector<Case>& out) {
 // rows: register blocks of 6 or 4 and single rows after them), 3 blocks, and 11008 columns (43
 // K-quant blocks: two column chunks from 8 rows of x on, 512-column steps and a half one), M at
 // each edge of the avx512 paths (quant_batch.hpp: one register group to 4 rows, groups to
-// kRegMaxRows = 8, first rows in registers then the buffer from 9), against the same set's F32
-// kernel on the widened rows too.
+// kRegMaxRows = 8, first rows in registers then the buffer from 9; 16: the rest in groups of 3
+// and 4), against the same set's F32 kernel on the widened rows too.
 void add_batch(std::vector<Case>& out) {
   for (const attn::WeightTypeTraits& t : attn::kWeightTypeTraits) {
     if (t.block > 1) {
       for (std::int64_t K : {t.block, 3 * t.block, std::int64_t(11008)})
-        for (std::int64_t M : {2, 3, 4, 5, 8, 9, 12, 17, 32})
+        for (std::int64_t M : {2, 3, 4, 5, 8, 9, 12, 16, 17, 32})
           for (const std::string& set : sets())
             out.push_back({Op::batch, t.type, set, M,
                            K > 1000       ? 13

@@ -245,6 +245,10 @@ template <int R, int C, bool Store>
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* q = w + r * row_bytes + 16 + 32 * (is / 2);
+      // An address GCC cannot see through, so the high nibbles' bytes are widened again: it kept
+      // the low nibbles' two vectors a row instead, R x 2 registers beside R x C accumulators,
+      // and spilled accumulators and x (docs/perf/batched-decode.md, "round two").
+      asm volatile("" : "+r"(q));
       __m512 t;
       k4_table16(t, dm[r], is);
       for (int h = 0; h < 2; ++h) {
