@@ -47,6 +47,48 @@ TEST_CASE("linear: projections sharing x each get their own rows, batched and ge
   }
 }
 
+// A prefill's items cut x's rows into tiles and the weights into 64-row blocks of every
+// projection in turn (matmul.cpp, linear_tiles): each projection, with its bias, gets the bits it
+// gets alone, every block and tile included (70 rows: a short second block; 61 and 95 rows of x:
+// three and four tiles), on 1 and 2 threads; and every output the float64 product.
+TEST_CASE("linear: a prefill's projections sharing x get the bits each gets alone, with bias") {
+  for (int threads : {1, 2}) {
+    const attn::Runtime rt = attn::make_runtime(threads, 0);
+    for (std::int64_t M : {33, 61, 95}) {
+      const std::int64_t K = 40, na = 70, nb = 3;
+      const std::vector<float> x = uniform(std::size_t(M * K), 5, 1.0);
+      const std::vector<float> wa = uniform(std::size_t(na * K), 6, 0.2);
+      const std::vector<float> wb = uniform(std::size_t(nb * K), 7, 0.2);
+      const std::vector<float> bias = uniform(std::size_t(nb), 8, 1.0);
+      std::vector<float> a(std::size_t(M * na)), b(std::size_t(M * nb));
+      std::vector<float> a1(a.size()), b1(b.size());
+      const attn::Projection ps[2] = {{a.data(), wa.data(), nullptr, na},
+                                      {b.data(), wb.data(), bias.data(), nb}};
+      const attn::Projection pa{a1.data(), wa.data(), nullptr, na};
+      const attn::Projection pb{b1.data(), wb.data(), bias.data(), nb};
+      std::vector<float> scratch(std::size_t(attn::scratch_floats(M, K, threads)));
+      attn::linear(rt, ps, x.data(), M, K, scratch.data());
+      attn::linear(rt, {&pa, 1}, x.data(), M, K, scratch.data());
+      attn::linear(rt, {&pb, 1}, x.data(), M, K, scratch.data());
+      CAPTURE(threads);
+      CAPTURE(M);
+      CHECK(a == a1);
+      CHECK(b == b1);
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t j = 0; j < na + nb; ++j) {
+          const bool in_a = j < na;
+          const std::int64_t r = in_a ? j : j - na;
+          const std::vector<float>& w = in_a ? wa : wb;
+          double ref = in_a ? 0.0 : double(bias[std::size_t(r)]);
+          for (std::int64_t k = 0; k < K; ++k)
+            ref += double(x[std::size_t(m * K + k)]) * w[std::size_t(r * K + k)];
+          const float got = in_a ? a[std::size_t(m * na + r)] : b[std::size_t(m * nb + r)];
+          CHECK(got == doctest::Approx(ref).epsilon(1e-5));
+        }
+    }
+  }
+}
+
 TEST_CASE("equivalence: a batch of B decoded together equals each sequence decoded alone") {
   const attn::Runtime rt = attn::make_runtime(2, 0);
   attn::ModelArgs a = attn::load_config(test::source_dir() / "configs" / "llama-tiny.json");

@@ -95,6 +95,25 @@ struct Input {
   }
 };
 
+// out's rows m0..m1, features n0..n1 += the bias, if any.
+void add_bias(const Projection& p, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+              std::int64_t n1) {
+  if (p.bias)
+    for (std::int64_t m = m0; m < m1; ++m)
+      for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
+}
+
+// Rows n0..n1 (at most kGemvRows) of w against x's tile t (Tiles of in.tile_rows): one batched
+// product.
+void tile_product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
+                  std::int64_t n1, std::int64_t t, bool accumulate) {
+  const std::int64_t K = in.K, ldw = p.w.stride(K), kv = K / kPack * kPack;
+  const Tiles tiles(in.M, in.tile_rows);
+  const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
+  kernels.typed(p.w.type).batch(p.w.at(n0 * ldw).data, ldw, in.xp + m0 * kv, in.x + m0 * K, mt, K,
+                                p.out + m0 * p.n + n0, p.n, n1 - n0, accumulate);
+}
+
 // One thread's share of one projection: rows n0..n1 (at most kGemvRows) of w against every row of
 // x; slot: the thread's, for its panel.
 void product(const Kernels& kernels, const Projection& p, const Input& in, std::int64_t n0,
@@ -119,35 +138,61 @@ void product(const Kernels& kernels, const Projection& p, const Input& in, std::
                  in.panel(slot));
   } else if (M == 1) {
     k.gemv(w, ldw, in.x, in.xp, p.out + n0, n, K, accumulate);
-  } else {  // the weights' rows stay in L2 while the tiles pass (kPrefillRows)
+  } else {  // quantized blocks: the weights' rows stay in L2 while the tiles pass (kPrefillRows)
     const Tiles tiles(M, in.tile_rows);
-    const std::int64_t kv = K / kPack * kPack;
-    for (std::int64_t t = 0; t < tiles.count; ++t) {
-      const std::int64_t m0 = tiles.first(t), mt = tiles.first(t + 1) - m0;
-      k.batch(w, ldw, in.xp + m0 * kv, in.x + m0 * K, mt, K, p.out + m0 * p.n + n0, p.n, n,
-              accumulate);
-    }
+    for (std::int64_t t = 0; t < tiles.count; ++t)
+      tile_product(kernels, p, in, n0, n1, t, accumulate);
   }
-  if (p.bias)
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t j = n0; j < n1; ++j) p.out[m * p.n + j] += p.bias[j];
+  add_bias(p, 0, M, n0, n1);
 }
 
-// Weight rows per item: kGemvRows for decode; for a prefill, fewer, so that an item's rows stay
-// in L2 while x's tiles pass over them (docs/perf/batch-invariance.md); but the compute-bf16
-// GEMM's own blocks of kGemmNC features, whose register tiles are 48 features wide (an item of
-// 16 left two thirds of each tile empty and packed a panel per 16 features).
+// Weight rows per item: kGemvRows for decode; for a prefill of quantized blocks, fewer, so that an
+// item's rows stay in L2 while x's tiles pass over them (docs/perf/batch-invariance.md); but the
+// compute-bf16 GEMM's own blocks of kGemmNC features, whose register tiles are 48 features wide (an
+// item of 16 left two thirds of each tile empty and packed a panel per 16 features).
 std::int64_t item_rows(const Input& in) {
   if (in.M <= kBatchRows) return kGemvRows;
   return in.xb ? kGemmNC : kPrefillRows;
 }
 
+// A prefill of F32, BF16 or F16 weights: its items are a tile of x's rows against kGemvRows
+// weight rows, tile by tile (every projection's blocks against tile 0, then tile 1, ...), so a
+// thread's tile of x stays in L2 while the weight rows stream past it from memory, prefetched
+// as decode streams them. Items of kPrefillRows rows against every tile read all of x (8 MB at
+// 512 x 4096) from L3 once per 16 rows, 4 times as often as 64 rows, and held the F16 products
+// at 73-79% of the FMA peak against 79-82% (docs/perf/prefill-gemm.md, "Zen 4 prefill, round
+// two"). Each output is still one tile's batched product: the same bits whatever the items.
+void linear_tiles(const Runtime& rt, bool parallel, std::span<const Projection> projections,
+                  const Input& in, bool accumulate) {
+  constexpr std::int64_t rows = kGemvRows;
+  const Tiles tiles(in.M, in.tile_rows);
+  std::int64_t blocks = 0;  // of every projection, per tile
+  for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
+  rt.run(blocks * tiles.count, parallel, [&](std::int64_t i, int) -> std::int64_t {
+    const std::int64_t t = i / blocks, m0 = tiles.first(t), m1 = tiles.first(t + 1);
+    std::int64_t b = i % blocks;
+    for (const Projection& p : projections) {
+      const std::int64_t nb = (p.n + rows - 1) / rows;
+      if (b < nb) {
+        const std::int64_t n0 = b * rows, n1 = std::min(p.n, n0 + rows);
+        tile_product(*rt.kernels, p, in, n0, n1, t, accumulate);
+        add_bias(p, m0, m1, n0, n1);
+        return 2 * (m1 - m0) * in.K * (n1 - n0);
+      }
+      b -= nb;
+    }
+    return 0;
+  });
+}
+
 // The weights are cut into blocks of item_rows(in) rows, one item each, which the threads claim as
 // they finish, so a thread slowed by the other core's neighbours does not hold up the step. Each
 // output is computed by one item, whatever ran it, in the canonical order: the threads split
-// outputs only.
+// outputs only. A prefill of F32, BF16 or F16 weights cuts x's rows too (linear_tiles).
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                  const Input& in, bool accumulate) {
+  if (in.M > kBatchRows && !in.xb && !in.xq && in.tile_rows == kPrefillTileRows)
+    return linear_tiles(rt, parallel, projections, in, accumulate);
   const std::int64_t rows = item_rows(in);
   std::int64_t blocks = 0;
   for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
@@ -304,7 +349,9 @@ namespace attn {
 std::string matmul_path(const Runtime& rt) {
   return "pool of " + std::to_string(rt.threads) + " threads, items claimed as they finish: own " +
          rt.kernels->name + " kernels on blocks of weight rows (" + std::to_string(kGemvRows) +
-         " for decode, " + std::to_string(kPrefillRows) + " for prefill; M = 1: gemv; M = 2.." +
+         " for decode, " + std::to_string(kGemvRows) + " against one tile of x for prefill, " +
+         std::to_string(kPrefillRows) +
+         " against every tile for quantized blocks; M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) +
          ": each weight read once for all rows; more: x's rows in "
          "tiles of up to " +

@@ -32,9 +32,10 @@ struct Projection {
 // tiles of up to this many rows.
 inline constexpr std::int64_t kBatchRows = 32;
 
-// Weight rows per item of a prefill (more than kBatchRows rows of x): the item's rows (64 KB per
-// 1024 F32 features of K) stay in L2 while x's tiles pass over them
-// (docs/perf/batch-invariance.md).
+// Weight rows per item of a prefill (more than kBatchRows rows of x) of quantized blocks: the
+// item's rows stay in L2 while x's tiles pass over them (docs/perf/batch-invariance.md). F32,
+// BF16 and F16 weights go the other way: an item is one tile of x against kGemvRows rows, the
+// tile staying in L2 while the rows stream (matmul.cpp, linear_tiles).
 inline constexpr std::int64_t kPrefillRows = 16;
 
 // Floats linear() packs x into for M rows of K: the batched kernel's layout, tile by tile, or for

@@ -28,13 +28,13 @@ struct Set {
   // 8 input rows per load. Where they run as two 256-bit halves (Zen 4) another blocking is the
   // faster there: groups of 4 under 8 rows at M = 8 (4 x 8 in one group would need 32
   // accumulators and spill), and from 9 rows on groups of up to 4 under 6 weight rows; from 17
-  // rows on (a prefill's tiles) groups of up to 6 under 4 weight rows: an item's 16 rows
-  // (kPrefillRows) then go as 4 x 4, all 24 accumulators busy, where 6 + 6 + 4 left the last
-  // block at 16 (docs/perf/batch-invariance.md). On Zen 4 too each group passes over the whole
-  // column chunk (not Stepped), its accumulators in registers throughout and the later groups
-  // reading the weight rows from L2: 12-19% faster at M = 8..16 and 9-12% at 17..32 than groups
-  // taking turns every kStepCols columns (one thread fed from memory). The figures:
-  // docs/perf/kernels.md, docs/perf/batched-decode.md ("Zen 4, 16-bit B = 9..16").
+  // rows on (a prefill's tiles) groups of up to 6 under 4 weight rows: an item's 64 rows
+  // (16 for quantized blocks) then go as blocks of 4, all 24 accumulators busy, where
+  // 6 + 6 + 4 left the last block at 16 (docs/perf/batch-invariance.md). On Zen 4 too each group
+  // passes over the whole column chunk (not Stepped), its accumulators in registers throughout and
+  // the later groups reading the weight rows from L2: 12-19% faster at M = 8..16 and 9-12%
+  // at 17..32 than groups taking turns every kStepCols columns (one thread fed from memory). The
+  // figures: docs/perf/kernels.md, docs/perf/batched-decode.md ("Zen 4, 16-bit B = 9..16").
   template <template <int, int, bool, bool> class K>
   static constexpr BatchFn batch(std::int64_t M, bool full_width) {
     return M == 2    ? K<8, 2, true, true>::run
