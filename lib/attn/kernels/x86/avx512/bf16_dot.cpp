@@ -34,11 +34,6 @@ std::int64_t rounded_bf16_elements(std::int64_t M, std::int64_t K) {
 
 #if defined(__x86_64__)
 
-namespace {
-
-
-}  // namespace
-
 bool has_bf16_dot() {
   return cpu_features().avx512_bf16;
 }
