@@ -341,6 +341,15 @@ def test_sessions_of_other_weights_are_refused(checkpoint, tmp_path):
         attn.Model.from_pretrained(str(checkpoint)).save_session(str(tmp_path / "t.session"))
 
 
+def assert_f32_weights_stay_exact(compute):
+    """A drawn F32 model under compute= gives the exact prefill's bits; its args, for more."""
+    f32 = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, block="llama", max_seq_len=16)
+    x = np.random.default_rng(3).standard_normal((1, 8, 64)).astype(np.float32)
+    assert np.array_equal(attn.Model(f32, threads=1, compute=compute).prefill(x),
+                          attn.Model(f32, threads=1).prefill(x))
+    return f32
+
+
 def test_the_memory_pre_flight_refuses_before_allocating():
     huge = attn.ModelArgs(dim=4096, n_heads=32, n_kv_heads=8, n_layers=64, block="llama",
                           max_seq_len=1 << 20, max_batch_size=64)
@@ -368,10 +377,7 @@ def test_compute_bf16_rounds_bf16_products_only_or_is_refused_with_the_argument_
     # one row is below every CPU's exact_below: the exact kernels run, the exact bits
     assert np.array_equal(m.forward(tokens[:1, :1]), exact.forward(tokens[:1, :1]))
     np.testing.assert_allclose(got, want, rtol=0.05, atol=0.1)
-    f32 = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, block="llama", max_seq_len=16)
-    x = np.random.default_rng(3).standard_normal((1, 8, 64)).astype(np.float32)
-    assert np.array_equal(attn.Model(f32, threads=1, compute="bf16").prefill(x),
-                          attn.Model(f32, threads=1).prefill(x))  # F32 weights stay exact
+    f32 = assert_f32_weights_stay_exact("bf16")
     with pytest.raises(ValueError, match="compute|f16"):
         attn.Model(f32, compute="f16")
 
@@ -393,10 +399,7 @@ def test_compute_q8_quantizes_activations_for_quantized_weights_only_or_is_refus
     got = m.forward([toks], all_positions=True)
     assert not np.array_equal(got, want)
     assert np.abs(got - want).max() <= 0.03 * np.abs(want).max()
-    f32 = attn.ModelArgs(dim=64, n_heads=8, n_kv_heads=2, block="llama", max_seq_len=16)
-    x = np.random.default_rng(3).standard_normal((1, 8, 64)).astype(np.float32)
-    assert np.array_equal(attn.Model(f32, threads=1, compute="q8").prefill(x),
-                          attn.Model(f32, threads=1).prefill(x))  # F32 weights stay exact
+    f32 = assert_f32_weights_stay_exact("q8")
     with pytest.raises(ValueError, match="compute"):
         attn.Model(f32, compute="q9")
 

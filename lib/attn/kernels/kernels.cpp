@@ -21,6 +21,7 @@ namespace {
 // on a Firecracker guest), and libgcc's __builtin_cpu_init made about ten (issue 52,
 // docs/perf/startup.md); nor does clang 14's __builtin_cpu_supports know F16C. glibc (2.33 on) has
 // read them all before main: its table is asked where it is there, four CPUIDs elsewhere.
+
 // Zen 3 and 4 (family 25: AMD's only) split 512-bit FMAs into two halves.
 constexpr bool full_width_family(unsigned leaf1_eax) {
   return ((leaf1_eax >> 8) & 0xf) + ((leaf1_eax >> 20) & 0xff) != 25;

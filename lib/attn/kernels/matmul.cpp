@@ -66,10 +66,36 @@ struct Tiles {
 // --shape 16 4096; docs/perf/prefill-gemm.md, "Zen 4 prefill tiles"). The quantized blocks'
 // kernels group x's rows by 4 (Set::kBlockCols): kBatchRows for them.
 constexpr std::int64_t kPrefillTileRows = 30;
-std::int64_t tile_rows(std::span<const Projection> projections) {
+
+// Whether every projection's weights are elements (F32, BF16, F16), none quantized blocks.
+bool element_weights(std::span<const Projection> projections) {
   for (const Projection& p : projections)
-    if (traits(p.w.type).block > 1) return kBatchRows;
-  return kPrefillTileRows;
+    if (traits(p.w.type).block > 1) return false;
+  return true;
+}
+
+std::int64_t tile_rows(std::span<const Projection> projections) {
+  return element_weights(projections) ? kPrefillTileRows : kBatchRows;
+}
+
+// The projections' weights cut into blocks of `rows` rows, one projection after another: block b
+// is rows n0..n1 of *p.
+struct Block {
+  const Projection* p;
+  std::int64_t n0, n1;
+};
+std::int64_t count_blocks(std::span<const Projection> projections, std::int64_t rows) {
+  std::int64_t blocks = 0;
+  for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
+  return blocks;
+}
+Block block_at(std::span<const Projection> projections, std::int64_t rows, std::int64_t b) {
+  for (const Projection& p : projections) {
+    const std::int64_t nb = (p.n + rows - 1) / rows;
+    if (b < nb) return {&p, b * rows, std::min(p.n, (b + 1) * rows)};
+    b -= nb;
+  }
+  return {nullptr, 0, 0};
 }
 
 // x as the products read it: x [M, K] itself; xp, x's tiles packed for the batched kernel or,
@@ -164,24 +190,14 @@ std::int64_t item_rows(const Input& in) {
 // two"). Each output is still one tile's batched product: the same bits whatever the items.
 void linear_tiles(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                   const Input& in, bool accumulate) {
-  constexpr std::int64_t rows = kGemvRows;
   const Tiles tiles(in.M, in.tile_rows);
-  std::int64_t blocks = 0;  // of every projection, per tile
-  for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
+  const std::int64_t blocks = count_blocks(projections, kGemvRows);  // per tile
   rt.run(blocks * tiles.count, parallel, [&](std::int64_t i, int) -> std::int64_t {
     const std::int64_t t = i / blocks, m0 = tiles.first(t), m1 = tiles.first(t + 1);
-    std::int64_t b = i % blocks;
-    for (const Projection& p : projections) {
-      const std::int64_t nb = (p.n + rows - 1) / rows;
-      if (b < nb) {
-        const std::int64_t n0 = b * rows, n1 = std::min(p.n, n0 + rows);
-        tile_product(*rt.kernels, p, in, n0, n1, t, accumulate);
-        add_bias(p, m0, m1, n0, n1);
-        return 2 * (m1 - m0) * in.K * (n1 - n0);
-      }
-      b -= nb;
-    }
-    return 0;
+    const Block b = block_at(projections, kGemvRows, i % blocks);
+    tile_product(*rt.kernels, *b.p, in, b.n0, b.n1, t, accumulate);
+    add_bias(*b.p, m0, m1, b.n0, b.n1);
+    return 2 * (m1 - m0) * in.K * (b.n1 - b.n0);
   });
 }
 
@@ -191,22 +207,13 @@ void linear_tiles(const Runtime& rt, bool parallel, std::span<const Projection> 
 // outputs only. A prefill of F32, BF16 or F16 weights cuts x's rows too (linear_tiles).
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                  const Input& in, bool accumulate) {
-  if (in.M > kBatchRows && !in.xb && !in.xq && in.tile_rows == kPrefillTileRows)
+  if (in.M > kBatchRows && !in.xb && !in.xq && element_weights(projections))
     return linear_tiles(rt, parallel, projections, in, accumulate);
   const std::int64_t rows = item_rows(in);
-  std::int64_t blocks = 0;
-  for (const Projection& p : projections) blocks += (p.n + rows - 1) / rows;
-  rt.run(blocks, parallel, [&](std::int64_t i, int slot) -> std::int64_t {
-    for (const Projection& p : projections) {
-      const std::int64_t nb = (p.n + rows - 1) / rows;
-      if (i < nb) {
-        const std::int64_t n0 = i * rows, n1 = std::min(p.n, n0 + rows);
-        product(*rt.kernels, p, in, n0, n1, slot, accumulate);
-        return 2 * in.M * in.K * (n1 - n0);
-      }
-      i -= nb;
-    }
-    return 0;
+  rt.run(count_blocks(projections, rows), parallel, [&](std::int64_t i, int slot) -> std::int64_t {
+    const Block b = block_at(projections, rows, i);
+    product(*rt.kernels, *b.p, in, b.n0, b.n1, slot, accumulate);
+    return 2 * in.M * in.K * (b.n1 - b.n0);
   });
 }
 
