@@ -13,4 +13,10 @@ inline constexpr std::int64_t kGemvRows = 64;
 // packed, x is one stream beside R weight rows.
 inline constexpr std::int64_t kPack = 16;
 
+// v rounded up to a multiple of `to` (> 0): the padded rows and aligned offsets of the kernels'
+// buffers.
+constexpr std::int64_t round_up(std::int64_t v, std::int64_t to) {
+  return (v + to - 1) / to * to;
+}
+
 }  // namespace attn

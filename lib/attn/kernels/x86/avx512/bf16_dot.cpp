@@ -16,14 +16,6 @@
 
 namespace attn {
 
-namespace {
-
-std::int64_t round_up(std::int64_t v, std::int64_t to) {
-  return (v + to - 1) / to * to;
-}
-
-}  // namespace
-
 std::int64_t packed_bf16_elements(std::int64_t M, std::int64_t K) {
   return M * round_up(K, 32);
 }

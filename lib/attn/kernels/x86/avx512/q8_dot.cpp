@@ -7,19 +7,12 @@
 #include <immintrin.h>
 #endif
 
+#include "attn/kernels/detail/layout.hpp"
 #include "attn/kernels/detail/prefetch.hpp"
 #include "attn/kernels/kernels.hpp"
 #include "attn/kernels/matmul.hpp"
 
 namespace attn {
-
-namespace {
-
-std::int64_t round_up(std::int64_t v, std::int64_t to) {
-  return (v + to - 1) / to * to;
-}
-
-}  // namespace
 
 bool q8_weights(WeightType type) {
   return type == WeightType::q8_0 || type == WeightType::q4_k || type == WeightType::q6_k;
