@@ -394,9 +394,9 @@ template <typename T, int R>
 ATTN_Q8 void rows_block(const std::uint8_t* w, std::int64_t row_bytes, const std::uint8_t* xq,
                         std::int64_t xrow, std::int64_t M, std::int64_t K, float* y,
                         std::int64_t ldy, bool accumulate) {
-  alignas(64) float acc[R * kBatchRows * 16];
-  std::fill(acc, acc + R * M * 16, 0.0f);
+  alignas(64) float acc[R * kBatchRows * 16];  // [R, M, 16]: the first step writes them
   const std::int64_t blocks = K / T::kBlock, steps = T::steps(blocks);
+  if (steps == 0) std::fill(acc, acc + R * M * 16, 0.0f);
   constexpr std::int64_t kStepBytes = T::kBlock == 32 ? 2 * T::kBytes : T::kBytes;
   // The weights asked for ahead as the exact gemv asks (prefetch.hpp): past the rows' end, the
   // next R rows' start.
@@ -414,7 +414,7 @@ ATTN_Q8 void rows_block(const std::uint8_t* w, std::int64_t row_bytes, const std
       T::load_x(xq + m * xrow, s, blocks, K, x);
       for (int r = 0; r < R; ++r) {
         float* a = acc + (r * M + m) * 16;
-        _mm512_store_ps(a, T::dot(u[r], x, _mm512_load_ps(a)));
+        _mm512_store_ps(a, T::dot(u[r], x, s == 0 ? _mm512_setzero_ps() : _mm512_load_ps(a)));
       }
     }
   }
