@@ -208,16 +208,17 @@ TEST_CASE("Pool: each thread runs its own contiguous range in order, and steals 
   for (const int slots : {1, 2, 3, 8}) {
     attn::Pool pool(slots);
     for (int round = 0; round < 10; ++round)
-      for (const std::int64_t n : {std::int64_t(0), std::int64_t(1), std::int64_t(2),
-                                   std::int64_t(slots - 1), std::int64_t(slots + 1),
-                                   std::int64_t(1000)}) {
+      for (const std::int64_t n :
+           {std::int64_t(0), std::int64_t(1), std::int64_t(2), std::int64_t(slots - 1),
+            std::int64_t(slots + 1), std::int64_t(1000)}) {
         check_job(pool, n);
         check_ranges(slots, n, record_job(pool, n));
       }
   }
 }
 
-TEST_CASE("Pool: with no worker running, the caller runs its range, then the others' from the end") {
+TEST_CASE(
+    "Pool: with no worker running, the caller runs its range, then the others' from the end") {
   for (const int slots : {2, 3, 8}) {
     attn::Pool pool(slots, /*start_workers=*/false);
     for (const std::int64_t n : {std::int64_t(2), std::int64_t(slots - 1), std::int64_t(slots + 1),

@@ -357,9 +357,9 @@ namespace attn {
 
 std::string matmul_path(const Runtime& rt) {
   return "pool of " + std::to_string(rt.threads) +
-         " threads, each a contiguous range of items, the tails stolen: own " +
-         rt.kernels->name + " kernels on blocks of weight rows (" + std::to_string(kGemvRows) +
-         " for decode, " + std::to_string(kGemvRows) + " against one tile of x for prefill, " +
+         " threads, each a contiguous range of items, the tails stolen: own " + rt.kernels->name +
+         " kernels on blocks of weight rows (" + std::to_string(kGemvRows) + " for decode, " +
+         std::to_string(kGemvRows) + " against one tile of x for prefill, " +
          std::to_string(kPrefillRows) +
          " against every tile for quantized blocks; M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) +

@@ -104,7 +104,7 @@ class Pool {
   std::vector<std::thread> threads_;
   std::unique_ptr<Counter[]> work_;
 
-  std::atomic<bool> busy_{false};  // a job is running: a second one runs inline
+  std::atomic<bool> busy_{false};    // a job is running: a second one runs inline
   std::unique_ptr<Range[]> ranges_;  // [slots]
   // The job: its generation (16 bits, as in its ranges) and its item count, stored after the
   // ranges: a worker that reads it sees them.
