@@ -1,8 +1,10 @@
 // The Runtime's pool (kernels/pool.hpp): every item runs exactly once, on any slot, at 16 threads
 // on this 2-core machine; the caller finishes a job alone when no worker runs; an item's exception
-// reaches the caller; a job started inside an item or beside another runs inline.
+// reaches the caller; a job started inside an item or beside another runs inline; each thread
+// claims its own contiguous range in order and steals others' items from their ends.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -37,6 +39,75 @@ void check_job(attn::Pool& pool, std::int64_t n) {
   }
   CHECK(items == n);
   CHECK(flops == n * (n + 1) / 2);
+}
+
+// Slot s's share of a job of n items at `slots` slots: [first, end).
+struct Share {
+  std::int64_t first, end;
+};
+Share share(std::int64_t n, int slots, int s) {
+  return {n * s / slots, n * (s + 1) / slots};
+}
+
+// Runs a job of n items, each slot recording the items it ran in the order it ran them (a slot
+// is one thread at a time: no lock). `slow`: how long the items of slot 0's share take.
+std::vector<std::vector<std::int64_t>> record_job(attn::Pool& pool, std::int64_t n,
+                                                  std::chrono::microseconds slow = {}) {
+  std::vector<std::vector<std::int64_t>> ran(std::size_t(pool.slots()));
+  for (auto& r : ran) r.reserve(std::size_t(n));
+  const Share first = share(n, pool.slots(), 0);
+  pool.run(n, [&](std::int64_t i, int slot) {
+    ran[std::size_t(slot)].push_back(i);
+    if (i < first.end && slow.count() > 0) std::this_thread::sleep_for(slow);
+  });
+  return ran;
+}
+
+// The claiming rules, whatever the timing: every item ran once; each slot ran a prefix of its own
+// share, in order, before anything else; every item a slot took from another share came from
+// that share's end, in descending order, after the items it had taken from it before.
+void check_ranges(int slots, std::int64_t n, const std::vector<std::vector<std::int64_t>>& ran) {
+  CAPTURE(slots);
+  CAPTURE(n);
+  std::vector<int> runs(std::size_t(n), 0);
+  for (const auto& r : ran)
+    for (const std::int64_t i : r) ++runs[std::size_t(i)];
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE_MESSAGE(runs[std::size_t(i)] == 1, "item " << i);
+  // Per share: the owner's items [first, front) and the thieves' [.., end) must tile it.
+  std::vector<std::int64_t> front;
+  for (int s = 0; s < slots; ++s) front.push_back(share(n, slots, s).first);
+  // The owner's items must precede its thefts; a thief's thefts from one share must descend.
+  for (int s = 0; s < slots; ++s) {
+    bool stealing = false;
+    std::vector<std::int64_t> last_stolen(std::size_t(slots), n);
+    for (const std::int64_t i : ran[std::size_t(s)]) {
+      int v = 0;
+      while (!(share(n, slots, v).first <= i && i < share(n, slots, v).end)) ++v;
+      if (v == s) {
+        CHECK_MESSAGE(!stealing, "slot " << s << " ran its own item " << i << " after a theft");
+        CHECK_MESSAGE(i == front[std::size_t(s)], "slot " << s << " ran " << i << ", not the "
+                                                          << "next of its range, "
+                                                          << front[std::size_t(s)]);
+        front[std::size_t(s)] = i + 1;
+      } else {
+        stealing = true;
+        CHECK_MESSAGE(i < last_stolen[std::size_t(v)],
+                      "slot " << s << " stole " << i << " after " << last_stolen[std::size_t(v)]);
+        last_stolen[std::size_t(v)] = i;
+      }
+    }
+  }
+  for (int v = 0; v < slots; ++v) {
+    const Share sh = share(n, slots, v);
+    std::int64_t stolen_low = sh.end;
+    for (int s = 0; s < slots; ++s)
+      if (s != v)
+        for (const std::int64_t i : ran[std::size_t(s)])
+          if (sh.first <= i && i < sh.end) stolen_low = std::min(stolen_low, i);
+    CHECK_MESSAGE(front[std::size_t(v)] == stolen_low,
+                  "share " << v << ": the owner ran up to " << front[std::size_t(v)]
+                           << ", the thieves from " << stolen_low);
+  }
 }
 
 }  // namespace
@@ -131,4 +202,51 @@ TEST_CASE("Pool: bench's streaming read runs as items of the runtime's pool, eve
     for (const attn::SlotWork& s : rt.pool->work()) items += s.items;
     CHECK(items == (pattern.interleave == 0 ? 2 : 3 + 2));  // a share per thread; 64-row blocks
   }
+}
+
+TEST_CASE("Pool: each thread runs its own contiguous range in order, and steals from the ends") {
+  for (const int slots : {1, 2, 3, 8}) {
+    attn::Pool pool(slots);
+    for (int round = 0; round < 10; ++round)
+      for (const std::int64_t n :
+           {std::int64_t(0), std::int64_t(1), std::int64_t(2), std::int64_t(slots - 1),
+            std::int64_t(slots + 1), std::int64_t(1000)}) {
+        check_job(pool, n);
+        check_ranges(slots, n, record_job(pool, n));
+      }
+  }
+}
+
+TEST_CASE(
+    "Pool: with no worker running, the caller runs its range, then the others' from the end") {
+  for (const int slots : {2, 3, 8}) {
+    attn::Pool pool(slots, /*start_workers=*/false);
+    for (const std::int64_t n : {std::int64_t(2), std::int64_t(slots - 1), std::int64_t(slots + 1),
+                                 std::int64_t(11), std::int64_t(1000)}) {
+      const auto ran = record_job(pool, n);
+      check_ranges(slots, n, ran);
+      CHECK(std::int64_t(ran[0].size()) == n);
+      // Its own share first, in order; then, with two slots, the worker's from the end down.
+      const Share own = share(n, slots, 0);
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(n, own.end); ++i)
+        CHECK(ran[0][std::size_t(i)] == i);
+      if (slots == 2)
+        for (std::int64_t i = own.end; i < n; ++i)
+          CHECK(ran[0][std::size_t(i)] == n - 1 - (i - own.end));
+    }
+  }
+}
+
+TEST_CASE("Pool: a worker done with its range takes the caller's last items") {
+  attn::Pool pool(2);
+  // The caller's share takes 1 ms an item, the worker's none: an awake worker finishes its own
+  // range at once and steals from the end of the caller's. On a busy machine the worker may not
+  // wake within the job, so a few rounds are allowed.
+  bool stole = false;
+  for (int round = 0; round < 10 && !stole; ++round) {
+    const auto ran = record_job(pool, 16, std::chrono::milliseconds(1));
+    check_ranges(2, 16, ran);
+    for (const std::int64_t i : ran[1]) stole = stole || i < 8;
+  }
+  CHECK(stole);
 }

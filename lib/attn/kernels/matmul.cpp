@@ -201,8 +201,10 @@ void linear_tiles(const Runtime& rt, bool parallel, std::span<const Projection> 
   });
 }
 
-// The weights are cut into blocks of item_rows(in) rows, one item each, which the threads claim as
-// they finish, so a thread slowed by the other core's neighbours does not hold up the step. Each
+// The weights are cut into blocks of item_rows(in) rows, one item each; each thread claims its own
+// contiguous range of them in order, so its weight rows are one stream, and takes the tail of
+// another's range when its own is done, so a thread slowed by the other core's neighbours does
+// not hold up the step (pool.hpp). Each
 // output is computed by one item, whatever ran it, in the canonical order: the threads split
 // outputs only. A prefill of F32, BF16 or F16 weights cuts x's rows too (linear_tiles).
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
@@ -354,9 +356,10 @@ std::string blas_core() {
 namespace attn {
 
 std::string matmul_path(const Runtime& rt) {
-  return "pool of " + std::to_string(rt.threads) + " threads, items claimed as they finish: own " +
-         rt.kernels->name + " kernels on blocks of weight rows (" + std::to_string(kGemvRows) +
-         " for decode, " + std::to_string(kGemvRows) + " against one tile of x for prefill, " +
+  return "pool of " + std::to_string(rt.threads) +
+         " threads, each a contiguous range of items, the tails stolen: own " + rt.kernels->name +
+         " kernels on blocks of weight rows (" + std::to_string(kGemvRows) + " for decode, " +
+         std::to_string(kGemvRows) + " against one tile of x for prefill, " +
          std::to_string(kPrefillRows) +
          " against every tile for quantized blocks; M = 1: gemv; M = 2.." +
          std::to_string(kBatchRows) +

@@ -48,8 +48,21 @@ bool spin_until(Done done, std::int64_t ns) {
 constexpr int kIndexBits = 24;
 constexpr std::uint64_t kIndexMask = (std::uint64_t(1) << kIndexBits) - 1;
 
-std::uint64_t pack(std::uint64_t gen, std::uint64_t n, std::uint64_t next) {
-  return (gen & 0xFFFF) << (2 * kIndexBits) | n << kIndexBits | next;
+constexpr std::uint64_t kGenMask = 0xFFFF;
+constexpr std::uint64_t kFront = std::uint64_t(1) << kIndexBits;  // one item off a range's front
+
+// A range word (Pool::Range) or the job word (generation and item count).
+std::uint64_t pack(std::uint64_t gen, std::uint64_t first, std::uint64_t end) {
+  return (gen & kGenMask) << (2 * kIndexBits) | first << kIndexBits | end;
+}
+std::uint64_t gen_of(std::uint64_t word) {
+  return word >> (2 * kIndexBits);
+}
+std::uint64_t first_of(std::uint64_t word) {
+  return (word >> kIndexBits) & kIndexMask;
+}
+std::uint64_t end_of(std::uint64_t word) {
+  return word & kIndexMask;
 }
 
 }  // namespace
@@ -57,7 +70,8 @@ std::uint64_t pack(std::uint64_t gen, std::uint64_t n, std::uint64_t next) {
 Pool::Pool(int slots, bool start_workers)
     : slots_(slots < 1 ? 1 : slots),
       start_workers_(start_workers),
-      work_(std::make_unique<Counter[]>(std::size_t(slots_))) {}
+      work_(std::make_unique<Counter[]>(std::size_t(slots_))),
+      ranges_(std::make_unique<Range[]>(std::size_t(slots_))) {}
 
 Pool::~Pool() {
   stop_.store(true);
@@ -117,23 +131,54 @@ void Pool::worker(int slot) {
   }
 }
 
+std::int64_t Pool::claim_front(int v, std::uint64_t gen) {
+  std::atomic<std::uint64_t>& word = ranges_[std::size_t(v)].word;
+  std::uint64_t s = word.load(std::memory_order_acquire);
+  do {
+    if (gen_of(s) != gen || first_of(s) >= end_of(s)) return -1;
+  } while (!word.compare_exchange_weak(s, s + kFront, std::memory_order_acq_rel,
+                                       std::memory_order_acquire));
+  return std::int64_t(first_of(s));
+}
+
+// One item at a time, not half a range: a thief that loses its core between taking items and
+// publishing them as its own would hold them, and the caller would wait for it.
+std::int64_t Pool::steal(int slot, std::uint64_t gen) {
+  for (;;) {
+    int victim = -1;
+    std::uint64_t s = 0, most = 0;
+    for (int d = 1; d < slots_; ++d) {
+      const int v = (slot + d) % slots_;
+      const std::uint64_t w = ranges_[std::size_t(v)].word.load(std::memory_order_acquire);
+      if (gen_of(w) != gen || first_of(w) >= end_of(w)) continue;
+      if (const std::uint64_t left = end_of(w) - first_of(w); left > most)
+        victim = v, s = w, most = left;
+    }
+    if (victim < 0) return -1;
+    // Fails when the owner or another thief moved the range meanwhile: look again.
+    if (ranges_[std::size_t(victim)].word.compare_exchange_strong(
+            s, s - 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return std::int64_t(end_of(s) - 1);
+  }
+}
+
 void Pool::take(int slot) {
   Counter& work = work_[std::size_t(slot)];
+  const std::uint64_t job = job_.load(std::memory_order_acquire);
+  const std::uint64_t gen = gen_of(job), n = end_of(job);
+  bool own = true;  // a range only shrinks: once empty, it stays so for the job
   for (;;) {
-    std::uint64_t s = claim_.load(std::memory_order_acquire);
-    std::uint64_t n, i;
-    do {
-      n = (s >> kIndexBits) & kIndexMask;
-      i = s & kIndexMask;
-      if (i >= n) return;
-    } while (!claim_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
-                                           std::memory_order_acquire));
+    std::int64_t i = own ? claim_front(slot, gen) : -1;
+    if (i < 0) {
+      own = false;
+      if ((i = steal(slot, gen)) < 0) return;
+    }
     // Item i is ours: the job cannot end before it is counted finished, so its function and
-    // context (stored before the claim word was published) are still the ones we read.
+    // context (stored before its ranges were published) are still the ones we read.
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
-        const std::int64_t flops = fn_.load(std::memory_order_relaxed)(
-            ctx_.load(std::memory_order_relaxed), std::int64_t(i), slot);
+        const std::int64_t flops =
+            fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i, slot);
         work.items.fetch_add(1, std::memory_order_relaxed);
         work.flops.fetch_add(flops, std::memory_order_relaxed);
       } catch (...) {
@@ -165,8 +210,13 @@ void Pool::run_items(std::int64_t n, ItemFn fn, void* ctx) {
   finished_.store(0, std::memory_order_relaxed);
   fn_.store(fn, std::memory_order_relaxed);
   ctx_.store(ctx, std::memory_order_relaxed);
-  const std::uint64_t gen = (claim_.load(std::memory_order_relaxed) >> (2 * kIndexBits)) + 1;
-  claim_.store(pack(gen, std::uint64_t(n), 0));  // publishes the job: workers may claim from here
+  // Slot s's share: items n*s/slots .. n*(s+1)/slots. Each range published is claimable from
+  // here; the job word, stored last, tells a worker the generation whose ranges to take from.
+  const std::uint64_t gen = (gen_of(job_.load(std::memory_order_relaxed)) + 1) & kGenMask;
+  const std::uint64_t items = std::uint64_t(n), slots = std::uint64_t(slots_);
+  for (std::uint64_t s = 0; s < slots; ++s)
+    ranges_[s].word.store(pack(gen, items * s / slots, items * (s + 1) / slots));
+  job_.store(pack(gen, 0, items));
   gen_.fetch_add(1);
   if (sleepers_.load() > 0) gen_.notify_all();
   const int outer =

@@ -1,10 +1,15 @@
 #pragma once
-// The threads of one Runtime (engine-internal, not installed): a job is n items, claimed one at a
-// time through an atomic counter by the calling thread and by whichever workers are awake. The
-// caller runs items too, and every item no worker has claimed: it waits only for items a running
-// worker has claimed, never for a worker that has not started or has no core. With OpenMP's
-// teams each parallel region waited at its barrier for every thread of the team, and on a busy
-// machine a thread without a core cost a scheduler slice per region (docs/perf/pool.md).
+// The threads of one Runtime (engine-internal, not installed): a job is n items, cut into one
+// contiguous range per slot. Each thread claims its own range's items front to back, one at a
+// time, so the weight rows it reads are one stream and its look-ahead past an item asks for its
+// own next item (alternate 64-row items ran Q4_K 3% and Q6_K 6% slower than one stream, and
+// started each item's prefetch cold: docs/perf/pool.md, "Contiguous ranges with stealing"). A
+// thread whose range is done takes items one at a time from the end of the fullest other range,
+// so the tails balance. The caller runs items too, and every item no worker has claimed: it waits
+// only for items a running worker has claimed, never for a worker that has not started or has no
+// core (its range is stolen by the caller). With OpenMP's teams each parallel region waited at its
+// barrier for every thread of the team, and on a busy machine a thread without a core cost a
+// scheduler slice per region (docs/perf/pool.md).
 // Workers spin briefly after a job, then sleep on a futex (std::atomic::wait); a call allocates
 // nothing. An exception thrown by an item reaches the caller (the first one; the items not yet
 // started are skipped). Which thread runs an item must not change a result: an item may use
@@ -36,7 +41,7 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Jobs of more items run on the calling thread alone (the claim word holds 24 bits).
+  // Jobs of more items run on the calling thread alone (a range word holds 24-bit indices).
   static constexpr std::int64_t kMaxItems = (std::int64_t(1) << 24) - 1;
 
   int slots() const { return slots_; }
@@ -73,13 +78,25 @@ class Pool {
   struct alignas(64) Counter {  // one cache line per slot: no false sharing between threads
     std::atomic<std::int64_t> items{0}, flops{0};
   };
+  // A slot's range of the current job in one word: the job's generation (16 bits), the first
+  // unclaimed item and the end (24 bits each). The owner claims at the front, thieves at the end,
+  // each by one compare-and-swap of the word, so a thread that wakes late can only claim an item
+  // of the job that is running, never one of a finished job's ranges.
+  struct alignas(64) Range {
+    std::atomic<std::uint64_t> word{0};
+  };
 
   void run_items(std::int64_t n, ItemFn fn, void* ctx);
   void run_inline(std::int64_t n, ItemFn fn, void* ctx);
   void start();
   void worker(int slot);
-  // Claims and runs the current job's items until none is left unclaimed.
+  // Claims and runs the current job's items until none is left unclaimed: its own range's from
+  // the front, then the others' from their ends.
   void take(int slot);
+  // The first unclaimed item of slot v's range in job gen, claimed; -1 when none is left.
+  std::int64_t claim_front(int v, std::uint64_t gen);
+  // The last unclaimed item of the fullest range but slot's own in job gen, claimed; -1: none.
+  std::int64_t steal(int slot, std::uint64_t gen);
 
   const int slots_;
   const bool start_workers_;
@@ -87,11 +104,11 @@ class Pool {
   std::vector<std::thread> threads_;
   std::unique_ptr<Counter[]> work_;
 
-  std::atomic<bool> busy_{false};  // a job is running: a second one runs inline
-  // The job in one word: its generation (16 bits), its item count and the next unclaimed item
-  // (24 bits each). A claim is one compare-and-swap of the whole word, so a worker that wakes
-  // late can only claim an item of the job that is running, never one past a finished job's end.
-  alignas(64) std::atomic<std::uint64_t> claim_{0};
+  std::atomic<bool> busy_{false};    // a job is running: a second one runs inline
+  std::unique_ptr<Range[]> ranges_;  // [slots]
+  // The job: its generation (16 bits, as in its ranges) and its item count, stored after the
+  // ranges: a worker that reads it sees them.
+  alignas(64) std::atomic<std::uint64_t> job_{0};
   std::atomic<ItemFn> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   alignas(64) std::atomic<std::uint32_t> finished_{0};  // items of the job run (or skipped)
