@@ -19,8 +19,8 @@
 // products before adding, and keep the product apart (rounded()).
 //
 // Widening is written as plain loops over a block (ATTN_SIMD: OpenMP's simd where the file is
-// compiled with -fopenmp-simd, ATTN_OMP_SIMD, or OpenMP) so that each kernel set's widening (define_kernels.hpp) vectorizes them
-// for its instruction set, with the same bits as here.
+// compiled with -fopenmp-simd, ATTN_OMP_SIMD, or OpenMP) so that each kernel set's widening
+// (define_kernels.hpp) vectorizes them for its instruction set, with the same bits as here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

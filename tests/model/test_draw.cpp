@@ -50,14 +50,14 @@ std::uint32_t crc32(const void* data, std::size_t n) {
 }
 
 // The embeddings' bytes as drawn on `threads` threads, stored in `type`.
-std::vector<std::uint8_t> embeddings(const nlohmann::json& f, attn::WeightType type,
-                                     int threads) {
+std::vector<std::uint8_t> embeddings(const nlohmann::json& f, attn::WeightType type, int threads) {
   const attn::ModelArgs a = draw_args(f.at("config"));
   const attn::TransformerWeights w =
       attn::seeded_weights(a, f.at("config").at("seed"), {}, type, {true, false}, threads);
   const attn::Matrix& m = w.tokens.tok_embeddings;
   REQUIRE(m.type == type);
-  const std::size_t bytes = std::size_t(a.vocab_size * a.dim) * (type == attn::WeightType::f32 ? 4 : 2);
+  const std::size_t bytes =
+      std::size_t(a.vocab_size * a.dim) * (type == attn::WeightType::f32 ? 4 : 2);
   const auto* p = static_cast<const std::uint8_t*>(m.data);
   return {p, p + bytes};
 }
@@ -83,7 +83,8 @@ TEST_CASE("draw: a tensor over 4 M values has the generator's bits on 1, 2 and 3
   }
 }
 
-TEST_CASE("draw: a tensor over 4 M values stored as BF16 has the same bytes on 1, 2 and 3 threads") {
+TEST_CASE(
+    "draw: a tensor over 4 M values stored as BF16 has the same bytes on 1, 2 and 3 threads") {
   const nlohmann::json f = fixture();
   const std::vector<std::uint8_t> one = embeddings(f, attn::WeightType::bf16, 1);
   for (const int threads : {2, 3}) {

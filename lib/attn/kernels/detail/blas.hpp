@@ -15,8 +15,8 @@ struct Api {
 };
 
 // Opens libopenblas once (thread-safe; the first caller may be a pool's worker) and pins it to
-// one thread per call, as the runtime's pool owns the cores (runtime.hpp). Throws std::runtime_error
-// naming the library when it cannot be opened or lacks a function.
+// one thread per call, as the runtime's pool owns the cores (runtime.hpp). Throws
+// std::runtime_error naming the library when it cannot be opened or lacks a function.
 const Api& api();
 
 // Whether api() has opened OpenBLAS in this process (another library's copy, such as numpy's,
