@@ -73,7 +73,7 @@ struct Options {
   attn::ConfigOverrides overrides;  // -c, --max-batch, --model-parallel
   attn::RunOptions run;             // -b, --prefill, -n
   std::uint64_t seed = 42;          // weights and input (generate's --seed: sampling.seed)
-  int threads = attn::cores();
+  int threads = 0;  // 0: one per core, counted when the model opens (not per Options)
   std::string compute = "f32";
   std::string log_level = "warn";
   bool json = false;

@@ -19,8 +19,8 @@
 // products before adding, and keep the product apart (rounded()).
 //
 // Widening is written as plain loops over a block (ATTN_SIMD: OpenMP's simd where the file is
-// compiled with OpenMP) so that each kernel set's widening (define_kernels.hpp) vectorizes them
-// for its instruction set, with the same bits as here.
+// compiled with -fopenmp-simd, ATTN_OMP_SIMD, or OpenMP) so that each kernel set's widening
+// (define_kernels.hpp) vectorizes them for its instruction set, with the same bits as here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +28,7 @@
 
 #include "attn/halves.hpp"
 
-#if defined(_OPENMP)
+#if defined(_OPENMP) || defined(ATTN_OMP_SIMD)
 #define ATTN_SIMD _Pragma("omp simd")
 #else
 #define ATTN_SIMD

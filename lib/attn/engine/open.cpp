@@ -166,9 +166,10 @@ Transformer load_model(ModelPlan& plan, const ModelSpec& spec, std::size_t drawn
   const ModelArgs& a = plan.args;
   if (!plan.drawn && !plan.weights) throw std::logic_error("load_model: the file is loaded once");
   const ModelEnds& ends = plan.shape.ends;
-  TransformerWeights w =
-      plan.drawn ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index), ends)
-                 : load_weights(a, std::move(*plan.weights), spec.shard, ends);
+  TransformerWeights w = plan.drawn
+                             ? seeded_weights(a, spec.seed, spec.shard, spec.drawn.at(drawn_index),
+                                              ends, plan.shape.threads)
+                             : load_weights(a, std::move(*plan.weights), spec.shard, ends);
   plan.weights.reset();
   return make_transformer(a, std::move(w), plan.shape.max_rows,
                           make_runtime(plan.shape.threads, kParallelFlops, "", spec.compute),

@@ -134,6 +134,19 @@ std::string tensor_where(std::string_view name) {
   return "tensor " + attn::quoted(name);
 }
 
+// String i of an array, skipped: its name for an error is built only when reading it fails
+// (naming each of a vocabulary's strings was most of a GGUF header's parse; issue 52).
+void skip_array_string(Reader& r, const std::string& where, std::uint64_t i) {
+  if (r.left() >= 8) {
+    const std::uint64_t n = load<std::uint64_t>(r.bytes.data() + r.pos);
+    if (n <= r.left() - 8) {
+      r.pos += 8 + n;
+      return;
+    }
+  }
+  r.string(where, "array element " + str(i));  // fails, saying what it always said
+}
+
 GgufValueType value_type(Reader& r, const std::string& where, const std::string& what) {
   const std::uint32_t t = r.u32(where, what);
   if (t >= kValueTypes) r.fail(where, "unknown " + what + " " + str(t));
@@ -163,7 +176,7 @@ GgufValue read_value(Reader& r, GgufValueType type, const std::string& where) {
     if (v.count > r.left() / 8)
       r.past_end(where, what + " at offset " + str(r.pos) + " runs past the end of the file (" +
                             str(r.bytes.size()) + " bytes)");
-    for (std::uint64_t i = 0; i < v.count; ++i) r.string(where, "array element " + str(i));
+    for (std::uint64_t i = 0; i < v.count; ++i) skip_array_string(r, where, i);
     return v;
   }
   const std::uint64_t size = kValueSize[std::size_t(v.element)];

@@ -2,12 +2,17 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
 namespace attn::blas {
 
 namespace {
+
+// Set once api() has opened the library. Asking the loader instead (dlopen with RTLD_NOLOAD by
+// each name) opened and read both candidate files in every run's summary (issue 52).
+std::atomic<bool> opened{false};
 
 // The runtime name first (Debian's alternatives choose the build), then the file CMake found,
 // for a library outside the loader's path.
@@ -37,6 +42,7 @@ Api open_api() {
               symbol<decltype(Api::set_num_threads)>(handle, "openblas_set_num_threads"),
               symbol<decltype(Api::get_corename)>(handle, "openblas_get_corename")};
   a.set_num_threads(1);
+  opened.store(true, std::memory_order_release);
   return a;
 }
 
@@ -48,12 +54,7 @@ const Api& api() {
 }
 
 bool loaded() {
-  for (const char* name : kNames)
-    if (void* handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
-      dlclose(handle);
-      return true;
-    }
-  return false;
+  return opened.load(std::memory_order_acquire);
 }
 
 }  // namespace attn::blas

@@ -1,8 +1,12 @@
 #include "attn/kernels/runtime.hpp"
 
-#include <omp.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/kernels/detail/bf16_dot.hpp"
@@ -45,8 +49,18 @@ const char* compute_name(Compute compute) {
   return compute == Compute::bf16 ? "bf16" : compute == Compute::q8 ? "q8" : "f32";
 }
 
+// The CPUs this process may run on (its affinity mask: taskset, a container's cpuset), as
+// OpenMP's omp_get_num_procs counted them; neither counts a cgroup's CPU quota, and no
+// environment variable (OMP_NUM_THREADS) changes it. The mask is read again at each call, as
+// OpenMP did; a mask over the default 1024 CPUs is read into a larger set.
 int cores() {
-  return omp_get_num_procs();
+  for (int n = CPU_SETSIZE; n <= (1 << 20); n *= 2) {
+    std::vector<cpu_set_t> set((CPU_ALLOC_SIZE(n) + sizeof(cpu_set_t) - 1) / sizeof(cpu_set_t));
+    if (sched_getaffinity(0, CPU_ALLOC_SIZE(n), set.data()) == 0)
+      return std::max(1, CPU_COUNT_S(CPU_ALLOC_SIZE(n), set.data()));
+    if (errno != EINVAL) break;
+  }
+  return std::max(1, int(std::thread::hardware_concurrency()));
 }
 
 }  // namespace attn

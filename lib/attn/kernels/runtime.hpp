@@ -64,7 +64,7 @@ Runtime make_runtime(int threads = 0, std::int64_t parallel_flops = kParallelFlo
 Compute parse_compute(std::string_view name);
 const char* compute_name(Compute compute);
 
-// The machine's cores, as OpenMP counts them.
+// The machine's cores this process may run on (its affinity mask), as OpenMP counted them.
 int cores();
 
 }  // namespace attn

@@ -14,6 +14,8 @@
 #include "attn/io/text.hpp"
 #include "attn/kernels/buffer.hpp"
 #include "attn/kernels/kernels.hpp"
+#include "attn/kernels/pool.hpp"
+#include "attn/kernels/runtime.hpp"
 #include "attn/model/arch.hpp"
 #include "attn/model/detail/slice.hpp"
 #include "attn/model/finite.hpp"
@@ -476,6 +478,7 @@ namespace {
 
 // A small config's tensors are drawn quickly on one thread; a team of threads, which then
 // spin-wait for more work, would cost a notebook run more than that (docs/perf/startup.md).
+// Larger ones on the draw's own pool (DrawPool), started at the first such tensor.
 constexpr std::int64_t kParallelDraw = std::int64_t(1) << 22;
 // A contiguous tensor is drawn in runs of this many values (the threads' unit of work).
 constexpr std::int64_t kDrawRun = std::int64_t(1) << 16;
@@ -536,34 +539,55 @@ std::uint64_t row_start(const TensorSpec& s, std::int64_t r, std::int64_t cols) 
   return std::uint64_t(s.full.empty() ? r * cols : index_in_full(s, r, 0));
 }
 
-// f(k, first, n): run k of `runs`, n values starting at index `first` of the stream, on the
-// threads if the tensor is large.
+// The threads a seeded model is drawn on (threads < 1: one per core), started for the first
+// tensor over kParallelDraw values and stopped when the draw ends. Each value depends only on its
+// stream and index, so any split gives the same bits.
+class DrawPool {
+ public:
+  explicit DrawPool(int threads) : threads_(threads < 1 ? cores() : threads) {}
+  // The pool for a tensor of `values` values, or null: the caller draws it alone.
+  Pool* get(std::int64_t values) {
+    if (values <= kParallelDraw || threads_ < 2) return nullptr;
+    if (!pool_) pool_.emplace(threads_);
+    return &*pool_;
+  }
+
+ private:
+  int threads_;
+  std::optional<Pool> pool_;
+};
+
+// f(k): run k of `runs`, on the pool's threads when there is one.
 template <typename F>
-void draw_runs(std::int64_t runs, std::int64_t values, const F& f) {
-#pragma omp parallel for if (values > kParallelDraw)
-  for (std::int64_t k = 0; k < runs; ++k) f(k);
+void draw_runs(Pool* pool, std::int64_t runs, const F& f) {
+  if (!pool) {
+    for (std::int64_t k = 0; k < runs; ++k) f(k);
+    return;
+  }
+  pool->run(runs, [&](std::int64_t k, int) { f(k); });
 }
 
 // f(r, row) for each of `rows` rows of `cols` values, row: the thread's buffer of cols floats.
 template <typename F>
-void draw_rows(std::int64_t rows, std::int64_t cols, const F& f) {
-#pragma omp parallel if (rows * cols > kParallelDraw)
-  {
-    std::vector<float> row(static_cast<std::size_t>(cols));
-#pragma omp for
-    for (std::int64_t r = 0; r < rows; ++r) f(r, row.data());
+void draw_rows(Pool* pool, std::int64_t rows, std::int64_t cols, const F& f) {
+  std::vector<std::vector<float>> row(std::size_t(pool ? pool->slots() : 1),
+                                      std::vector<float>(std::size_t(cols)));
+  if (!pool) {
+    for (std::int64_t r = 0; r < rows; ++r) f(r, row[0].data());
+    return;
   }
+  pool->run(rows, [&](std::int64_t r, int slot) { f(r, row[std::size_t(slot)].data()); });
 }
 
 // The spec's n values into t: ones for a norm's weight, zeros for its bias (as torch), else
 // uniform in [-bound, bound) from the stream `key`; in runs of kDrawRun values when the block is
 // contiguous in the whole tensor (all of it, or a vector), else a run per row.
-void draw_f32(float* t, const TensorSpec& s, std::int64_t n, std::int64_t cols, std::uint64_t key,
-              float bound) {
+void draw_f32(Pool* pool, float* t, const TensorSpec& s, std::int64_t n, std::int64_t cols,
+              std::uint64_t key, float bound) {
   if (is_norm(s) || is_norm_bias(s)) return std::fill(t, t + n, is_norm(s) ? 1.0f : 0.0f);
   const bool contiguous = s.full.size() < 2;
   const std::int64_t len = contiguous ? kDrawRun : cols;
-  draw_runs((n + len - 1) / len, n, [&](std::int64_t k) {
+  draw_runs(pool, (n + len - 1) / len, [&](std::int64_t k) {
     const std::uint64_t first =
         contiguous ? row_start(s, 0, cols) + std::uint64_t(k * len) : row_start(s, k, cols);
     draw_uniform(t + k * len, std::min(len, n - k * len), key, first, bound);
@@ -581,8 +605,9 @@ void check_drawable(WeightType matrices) {
 }
 
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, const Shard& shard,
-                                  WeightType matrices, const ModelEnds& ends) {
+                                  WeightType matrices, const ModelEnds& ends, int threads) {
   check_drawable(matrices);
+  DrawPool pool(threads);
   TransformerWeights w;
   w.ends = ends;
   std::uint64_t stream = 0;
@@ -597,7 +622,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     const WeightType type = s.slot.matrix ? matrices : WeightType::f32;
     if (type == WeightType::f32) {
       std::vector<float>& t = weight_storage(w.owned, std::size_t(n));
-      draw_f32(t.data(), s, n, cols, key, bound);
+      draw_f32(pool.get(n), t.data(), s, n, cols, key, bound);
       if (s.slot.matrix) *s.slot.matrix = {t.data(), WeightType::f32};
       if (s.slot.vector) *s.slot.vector = t.data();
       w.bytes += std::uint64_t(n) * 4;
@@ -609,7 +634,7 @@ TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed, con
     std::vector<std::uint8_t>& t =
         weight_storage(w.owned_blocks, std::size_t(row_bytes) * std::size_t(s.shape[0]));
     const RowFromF32 store = traits(type).from_f32;
-    draw_rows(s.shape[0], cols, [&](std::int64_t r, float* row) {
+    draw_rows(pool.get(n), s.shape[0], cols, [&](std::int64_t r, float* row) {
       draw_uniform(row, cols, key, row_start(s, r, cols), bound);
       store(row, cols, t.data() + std::size_t(r) * row_bytes);
     });

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 
 #include "attn/text/added_tokens.hpp"
 #include "attn/text/regex.hpp"
@@ -352,9 +351,10 @@ void finish_llama_vocab(LlamaVocab& v, const std::string& model_name) {
     // A repeated piece keeps the last id (llama.cpp aborts on one).
     v.spm.vocab[v.pieces[i]] = std::int32_t(i);
   }
-  char name[8];
+  char name[] = "<0x00>";  // byte b's piece, written without snprintf (256 calls per load)
   for (int b = 0; b < 256; ++b) {
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    name[3] = "0123456789ABCDEF"[b >> 4];
+    name[4] = "0123456789ABCDEF"[b & 15];
     std::int32_t id = v.spm.find(name);
     if (id < 0 && v.kind != Kind::llama2c) id = v.spm.find(std::string(1, char(b)));
     v.spm.bytes[std::size_t(b)] = id;

@@ -14,12 +14,13 @@ struct Api {
   decltype(&::openblas_get_corename) get_corename;
 };
 
-// Opens libopenblas once (thread-safe; the first caller may be inside an OpenMP region) and pins
-// it to one thread per call, as OpenMP owns the cores (runtime.hpp). Throws std::runtime_error
-// naming the library when it cannot be opened or lacks a function.
+// Opens libopenblas once (thread-safe; the first caller may be a pool's worker) and pins it to
+// one thread per call, as the runtime's pool owns the cores (runtime.hpp). Throws
+// std::runtime_error naming the library when it cannot be opened or lacks a function.
 const Api& api();
 
-// Whether OpenBLAS is in the process already; opens nothing.
+// Whether api() has opened OpenBLAS in this process (another library's copy, such as numpy's,
+// is not counted); opens nothing and asks the loader nothing.
 bool loaded();
 
 }  // namespace attn::blas
