@@ -540,6 +540,48 @@ template <int W, int R, int C, bool Exact, bool Stepped, typename T>
   }
 }
 
+// y[0..15] (=|+=) the canonical sums of 16 outputs' chains c + i * ldc (16 floats each) in
+// vectors: each level of sum_chains_of's tree (pairs, then halves of 8, 4, 2) for two vectors'
+// outputs at once by two shuffles and an add, the outputs ending in order in one vector: 15
+// shuffle pairs and adds for 16 outputs, where one at a time took about 20 instructions each
+// (1-2% of a B = 16 product: docs/perf/batched-decode.md, "Zen 4, BF16 B = 16, round three").
+// The same adds of the same operands: the same bits.
+template <int W>
+[[gnu::always_inline]] inline void sum_rows16(const float* c, std::int64_t ldc, float* y,
+                                              bool accumulate) {
+  using V = typename Vec<W>::type;
+  static_assert(W == 16);
+  V u[16];
+  for (int i = 0; i < 16; ++i) load<W>(u[i], c + i * ldc);
+  // pairs: [a: 8 | b: 8]
+  for (int j = 0; j < 8; ++j)
+    u[j] = __builtin_shufflevector(u[2 * j], u[2 * j + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                   22, 24, 26, 28, 30) +
+           __builtin_shufflevector(u[2 * j], u[2 * j + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21,
+                                   23, 25, 27, 29, 31);
+  // t[i] + t[i + 4]: [4 outputs x 4]
+  for (int j = 0; j < 4; ++j)
+    u[j] = __builtin_shufflevector(u[2 * j], u[2 * j + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                   24, 25, 26, 27) +
+           __builtin_shufflevector(u[2 * j], u[2 * j + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22,
+                                   23, 28, 29, 30, 31);
+  // t[i] + t[i + 2]: [8 outputs x 2]
+  for (int j = 0; j < 2; ++j)
+    u[j] = __builtin_shufflevector(u[2 * j], u[2 * j + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21,
+                                   24, 25, 28, 29) +
+           __builtin_shufflevector(u[2 * j], u[2 * j + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22,
+                                   23, 26, 27, 30, 31);
+  // t[0] + t[1]: the 16 outputs in order
+  const V s = __builtin_shufflevector(u[0], u[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                      28, 30) +
+              __builtin_shufflevector(u[0], u[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                                      29, 31);
+  V out{};  // 0 + s as the scalar path adds it (a -0 sum becomes +0 there too)
+  if (accumulate) load<W>(out, y);
+  out = out + s;
+  std::memcpy(y, &out, sizeof out);
+}
+
 // The end of a batched product from its chains acc [n, M, kChains] over K's whole kPack blocks
 // kv: the last K - kv columns into chains 0.. (as the gemv pads them), the chains summed in the
 // canonical order, y[m * ldy + r] (=|+=) the sum.
@@ -549,13 +591,22 @@ template <int W, typename Wt>
                                                  float* y, std::int64_t ldy, std::int64_t n,
                                                  bool accumulate) {
   constexpr int N = kChains<W>;
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t m = 0; m < M; ++m) {
-      float* c = acc + (r * M + m) * N;
-      for (std::int64_t k = kv; k < K; ++k)
-        c[(k - kv) % N] = std::fma(weight(r, k), x[m * K + k], c[(k - kv) % N]);
-      y[m * ldy + r] = (accumulate ? y[m * ldy + r] : 0.0f) + sum_chains_of<N>(c);
-    }
+  if (kv < K)
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t m = 0; m < M; ++m) {
+        float* c = acc + (r * M + m) * N;
+        for (std::int64_t k = kv; k < K; ++k)
+          c[(k - kv) % N] = std::fma(weight(r, k), x[m * K + k], c[(k - kv) % N]);
+      }
+  std::int64_t r0 = 0;
+  if constexpr (W == N)  // 16 rows' outputs at a time, one vector each (sum_rows16)
+    for (; r0 + N <= n; r0 += N)
+      for (std::int64_t m = 0; m < M; ++m)
+        sum_rows16<W>(acc + (r0 * M + m) * N, M * N, y + m * ldy + r0, accumulate);
+  for (std::int64_t r = r0; r < n; ++r)
+    for (std::int64_t m = 0; m < M; ++m)
+      y[m * ldy + r] =
+          (accumulate ? y[m * ldy + r] : 0.0f) + sum_chains_of<N>(acc + (r * M + m) * N);
 }
 
 // y[m * ldy + r] (=|+=) w[r] . x[m] for n <= kGemvRows rows of w and 2 <= M <= kBatchRows
