@@ -204,9 +204,9 @@ void linear_tiles(const Runtime& rt, bool parallel, std::span<const Projection> 
 // The weights are cut into blocks of item_rows(in) rows, one item each; each thread claims its own
 // contiguous range of them in order, so its weight rows are one stream, and takes the tail of
 // another's range when its own is done, so a thread slowed by the other core's neighbours does
-// not hold up the step (pool.hpp). Each
-// output is computed by one item, whatever ran it, in the canonical order: the threads split
-// outputs only. A prefill of F32, BF16 or F16 weights cuts x's rows too (linear_tiles).
+// not hold up the step (pool.hpp). Each output is computed by one item, whatever ran it, in the
+// canonical order: the threads split outputs only. A prefill of F32, BF16 or F16 weights cuts
+// x's rows too (linear_tiles).
 void linear_rows(const Runtime& rt, bool parallel, std::span<const Projection> projections,
                  const Input& in, bool accumulate) {
   if (in.M > kBatchRows && !in.xb && !in.xq && element_weights(projections))

@@ -125,10 +125,10 @@ std::vector<WeightType> matrix_types(const ModelArgs& args, WeightsSource& sourc
 // and F16 rounded to nearest even). `ends` as load_weights takes them.
 // Refuses (InputError, setting weight_types) a type weights cannot be drawn in: one without a
 // quantizer (traits' from_f32), such as the K-quants, which are read from files only.
-// threads: the threads a tensor over 4 M values is drawn on (< 1: one per core); the values are
-// the same bits on any count.
 void check_drawable(WeightType matrices);
 
+// threads: the threads a tensor over 4 M values is drawn on (< 1: one per core); the values are
+// the same bits on any count.
 TransformerWeights seeded_weights(const ModelArgs& args, std::uint64_t seed,
                                   const Shard& shard = {}, WeightType matrices = WeightType::f32,
                                   const ModelEnds& ends = {}, int threads = 0);
